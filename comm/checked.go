@@ -1,0 +1,343 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// DefaultCollectiveTimeout bounds a checked collective when CheckConfig
+// leaves Timeout zero.
+const DefaultCollectiveTimeout = 30 * time.Second
+
+// inspectTimeout bounds how long the stall inspector waits for peers.
+const inspectTimeout = 2 * time.Second
+
+// Inspector is an optional capability of a backend communicator. After a
+// checked collective times out, the checked layer asks it for every rank's
+// flight records to tell which ranks never arrived and what they did last.
+// In-process this reads the peers' recorders; under MPI it asks the peers.
+type Inspector interface {
+	InspectPeers(ctx context.Context) []PeerRecords
+}
+
+// Aborter is an optional capability: a backend that can end the whole job
+// (MPI_Abort) after an unrecoverable collective error.
+type Aborter interface {
+	Abort(code int, reason error)
+}
+
+// CheckConfig configures checked mode.
+type CheckConfig struct {
+	// Timeout bounds every collective (DefaultCollectiveTimeout when 0).
+	Timeout time.Duration
+	// Recorder is this rank's flight recorder; the backend's Inspector
+	// must return the same records for this rank.
+	Recorder *Recorder
+}
+
+// stampLen is the number of int64s in a stamp.
+const stampLen = 5
+
+const stampMagic = 0x52524e // "RRN"
+
+// anchor is a function entry used to turn call-site program counters into
+// offsets that are equal in every process running the same binary, even a
+// position-independent one.
+var anchor = reflect.ValueOf(NewChecked).Pointer()
+
+type checked struct {
+	raw     Comm
+	cfg     CheckConfig
+	mu      sync.Mutex // serialises collectives so seq matches call order
+	seq     uint64
+	broken  error
+	stamp   [2 * stampLen]int64
+	reduced [2 * stampLen]int64
+	gather  Gathered
+}
+
+// NewChecked wraps raw in checked mode (see the package doc). Children from
+// Split are checked too, with the same configuration.
+func NewChecked(raw Comm, cfg CheckConfig) Comm {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultCollectiveTimeout
+	}
+	return &checked{raw: raw, cfg: cfg}
+}
+
+// Unwrap returns the backend communicator under a checked one (itself when
+// c is not checked).
+func Unwrap(c Comm) Comm {
+	if ch, ok := c.(*checked); ok {
+		return ch.raw
+	}
+	return c
+}
+
+func (c *checked) Rank() int    { return c.raw.Rank() }
+func (c *checked) Size() int    { return c.raw.Size() }
+func (c *checked) Name() string { return c.raw.Name() }
+func (c *checked) Close() error { return c.raw.Close() }
+
+// callerPC returns the program counter of the caller of the checked method.
+func callerPC() uintptr {
+	var pcs [1]uintptr
+	if runtime.Callers(3, pcs[:]) == 0 {
+		return 0
+	}
+	return pcs[0] - 1 // the call instruction, not the return address
+}
+
+// begin runs the stamp exchange for a collective of kind with shape and
+// returns the flight-record id and a context bounded by the timeout.
+// The caller holds c.mu.
+func (c *checked) begin(ctx context.Context, kind Kind, shape int64, pc uintptr) (uint64, context.Context, context.CancelFunc, error) {
+	if c.broken != nil {
+		return 0, ctx, func() {}, fmt.Errorf("%w (group %q, rank %d): %w", ErrBroken, c.raw.Name(), c.raw.Rank(), c.broken)
+	}
+	c.seq++
+	id := c.cfg.Recorder.Begin(c.raw.Name(), c.seq, kind, pc)
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	s := [stampLen]int64{stampMagic, int64(c.seq), int64(kind), int64(pc) - int64(anchor), shape}
+	for i, v := range s {
+		c.stamp[i] = v
+		c.stamp[stampLen+i] = -v
+	}
+	if err := c.raw.AllreduceInt64(tctx, Min, c.stamp[:], c.reduced[:]); err != nil {
+		err = c.fail(ctx, tctx, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: SiteString(pc), Shape: shape}, err)
+		return id, tctx, cancel, err
+	}
+	agree := true
+	for i := range stampLen {
+		if c.reduced[i] != -c.reduced[stampLen+i] {
+			agree = false
+			break
+		}
+	}
+	if agree {
+		return id, tctx, cancel, nil
+	}
+	// Every rank saw the same min/max, so every rank takes this branch and
+	// the extra gather below pairs up.
+	err := c.desync(tctx, s)
+	if err == nil {
+		err = errors.New("stamps disagreed but gathered stamps agree")
+	}
+	c.broken = err
+	c.cfg.Recorder.End(id, err)
+	return id, tctx, cancel, err
+}
+
+func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
+	if err := c.raw.AllgatherInt64s(ctx, s[:], &c.gather); err != nil {
+		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
+	}
+	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank()}
+	for r := range c.raw.Size() {
+		v := c.gather.Of(r)
+		if len(v) != stampLen || v[0] != stampMagic {
+			de.Entries = append(de.Entries, Entry{Rank: r, Site: "(not a checked collective)"})
+			continue
+		}
+		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]),
+			Site: SiteString(uintptr(v[3] + int64(anchor))), Shape: v[4]})
+	}
+	return de
+}
+
+// fail turns a backend error into the error the caller sees, marks the
+// communicator broken, and ends the flight record.
+func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		err = fmt.Errorf("comm: %s #%d on group %q rank %d: %w", self.Kind, self.Seq, c.raw.Name(), c.raw.Rank(), err)
+	case tctx.Err() != nil:
+		err = c.timeout(self)
+	}
+	c.broken = err
+	c.cfg.Recorder.End(id, err)
+	return err
+}
+
+func (c *checked) timeout(self Entry) error {
+	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
+	ins, ok := c.raw.(Inspector)
+	if !ok {
+		for r := range c.raw.Size() {
+			if r != self.Rank {
+				te.Missing = append(te.Missing, r)
+			}
+		}
+		return te
+	}
+	ictx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
+	te.Peers = ins.InspectPeers(ictx)
+	for _, p := range te.Peers {
+		if p.Rank == self.Rank {
+			continue
+		}
+		arrived := false
+		for _, r := range p.Records {
+			if r.Group == c.raw.Name() && r.Seq >= self.Seq && r.Kind != KindSend && r.Kind != KindRecv {
+				arrived = true
+				break
+			}
+		}
+		if !arrived {
+			te.Missing = append(te.Missing, p.Rank)
+		}
+	}
+	return te
+}
+
+func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, self Entry, err error) error {
+	cancel()
+	if err != nil {
+		return c.fail(ctx, tctx, id, self, err)
+	}
+	c.cfg.Recorder.End(id, nil)
+	return nil
+}
+
+func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
+	pc := callerPC()
+	if color < 0 {
+		return nil, fmt.Errorf("%w: Split: color %d is negative", ErrBadArgument, color)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, pc)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	child, err := c.raw.Split(tctx, color, key)
+	if err = c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindSplit, Site: SiteString(pc)}, err); err != nil {
+		return nil, err
+	}
+	return &checked{raw: child, cfg: c.cfg}, nil
+}
+
+func (c *checked) Barrier(ctx context.Context) error {
+	pc := callerPC()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, pc)
+	if err != nil {
+		cancel()
+		return err
+	}
+	// The stamp exchange already synchronised every rank; a barrier needs
+	// nothing more.
+	return c.end(ctx, tctx, cancel, id, Entry{}, nil)
+}
+
+func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error {
+	pc := callerPC()
+	if !op.Valid() {
+		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", ErrBadArgument, op)
+	}
+	if len(in) != len(out) {
+		return fmt.Errorf("%w: AllreduceInt64: len(in)=%d != len(out)=%d", ErrBadArgument, len(in), len(out))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, int64(len(in))<<8|int64(op), pc)
+	if err != nil {
+		cancel()
+		return err
+	}
+	err = c.raw.AllreduceInt64(tctx, op, in, out)
+	return c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindAllreduce, Site: SiteString(pc)}, err)
+}
+
+func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error {
+	pc := callerPC()
+	if out == nil {
+		return fmt.Errorf("%w: AllgatherInt64s: nil output", ErrBadArgument)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, pc)
+	if err != nil {
+		cancel()
+		return err
+	}
+	err = c.raw.AllgatherInt64s(tctx, in, out)
+	return c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindAllgather, Site: SiteString(pc)}, err)
+}
+
+func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	pc := callerPC()
+	if root < 0 || root >= c.raw.Size() {
+		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", ErrBadArgument, root, c.raw.Size()-1)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), pc)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	got, err := c.raw.Bcast(tctx, root, data)
+	return got, c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindBcast, Site: SiteString(pc)}, err)
+}
+
+func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {
+	pc := callerPC()
+	req, err := c.raw.Isend(buf, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	id := c.cfg.Recorder.BeginP2P(c.raw.Name(), KindSend, dest, tag, pc)
+	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
+}
+
+func (c *checked) Irecv(buf []byte, src, tag int) (Request, error) {
+	pc := callerPC()
+	req, err := c.raw.Irecv(buf, src, tag)
+	if err != nil {
+		return nil, err
+	}
+	id := c.cfg.Recorder.BeginP2P(c.raw.Name(), KindRecv, src, tag, pc)
+	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
+}
+
+// checkedReq ends the flight record of a point-to-point request when it
+// completes.
+type checkedReq struct {
+	Request
+	rec  *Recorder
+	id   uint64
+	once sync.Once
+}
+
+func (r *checkedReq) Test() (Status, bool, error) {
+	st, done, err := r.Request.Test()
+	if done {
+		r.once.Do(func() { r.rec.End(r.id, err) })
+	}
+	return st, done, err
+}
+
+func (r *checkedReq) Wait(ctx context.Context) (Status, error) {
+	st, err := r.Request.Wait(ctx)
+	if ctx.Err() == nil || err == nil {
+		r.once.Do(func() { r.rec.End(r.id, err) })
+	}
+	return st, err
+}
+
+func (r *checkedReq) Cancel() error {
+	err := r.Request.Cancel()
+	if err == nil {
+		r.once.Do(func() { r.rec.End(r.id, errors.New("cancelled")) })
+	}
+	return err
+}

@@ -1,0 +1,211 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+)
+
+// ReduceOp is the element-wise operation of AllreduceInt64.
+type ReduceOp uint8
+
+// The reductions every backend supports.
+const (
+	Sum ReduceOp = iota + 1
+	Min
+	Max
+	BitOr
+	BitAnd
+)
+
+func (op ReduceOp) String() string {
+	switch op {
+	case Sum:
+		return "sum"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case BitOr:
+		return "bor"
+	case BitAnd:
+		return "band"
+	}
+	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
+}
+
+// Valid reports whether op is one of the defined reductions.
+func (op ReduceOp) Valid() bool { return op >= Sum && op <= BitAnd }
+
+// Apply folds b into a element-wise (a[i] = a[i] op b[i]). Backends that
+// reduce in Go use it so that every backend computes the same thing.
+func (op ReduceOp) Apply(a, b []int64) {
+	switch op {
+	case Sum:
+		for i := range a {
+			a[i] += b[i]
+		}
+	case Min:
+		for i := range a {
+			a[i] = min(a[i], b[i])
+		}
+	case Max:
+		for i := range a {
+			a[i] = max(a[i], b[i])
+		}
+	case BitOr:
+		for i := range a {
+			a[i] |= b[i]
+		}
+	case BitAnd:
+		for i := range a {
+			a[i] &= b[i]
+		}
+	}
+}
+
+// Wildcards for Irecv.
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// MaxTag is the largest tag a message may carry (the smallest upper bound
+// MPI guarantees, so programs stay portable between backends).
+const MaxTag = 32767
+
+// Status describes a completed point-to-point request.
+type Status struct {
+	Source int // rank of the sender within the communicator
+	Tag    int
+	Len    int // bytes delivered
+}
+
+// Request is a non-blocking point-to-point operation in flight.
+//
+// The buffer passed to Isend or Irecv belongs to the request until Test
+// reports done or Wait returns (with or without error, except a context
+// error, after which the request is still in flight).
+type Request interface {
+	// Test reports without blocking whether the request has completed.
+	Test() (st Status, done bool, err error)
+	// Wait blocks until the request completes or ctx ends. When ctx ends
+	// first, Wait returns ctx's error wrapped and the request is unchanged.
+	Wait(ctx context.Context) (Status, error)
+	// Cancel withdraws a receive that has not matched yet; after Cancel
+	// returns nil the buffer is free. Cancelling a send, or a receive that
+	// already matched, returns an error wrapping ErrNotCancelled.
+	Cancel() error
+}
+
+// Gathered receives the result of AllgatherInt64s. Its buffers are reused
+// between calls, so a steady-state allgather does not allocate.
+type Gathered struct {
+	Counts []int   // Counts[r] is how many values rank r contributed
+	Flat   []int64 // every rank's values, rank 0 first
+	offs   []int
+}
+
+// Of returns rank r's contribution (a view into Flat).
+func (g *Gathered) Of(r int) []int64 {
+	return g.Flat[g.offs[r] : g.offs[r]+g.Counts[r]]
+}
+
+// Reset sizes g for n ranks with the given counts (counts is copied) and
+// returns Flat resized to the total, reusing capacity. Backends call it.
+func (g *Gathered) Reset(counts []int) []int64 {
+	n := len(counts)
+	if cap(g.Counts) < n {
+		g.Counts = make([]int, n)
+		g.offs = make([]int, n)
+	}
+	g.Counts = g.Counts[:n]
+	g.offs = g.offs[:n]
+	total := 0
+	for r, c := range counts {
+		g.Counts[r] = c
+		g.offs[r] = total
+		total += c
+	}
+	if cap(g.Flat) < total {
+		g.Flat = make([]int64, total, total+total/2)
+	}
+	g.Flat = g.Flat[:total]
+	return g.Flat
+}
+
+// ResetFunc is Reset with counts read through a function, for backends that
+// hold counts in another type (C ints).
+func (g *Gathered) ResetFunc(n int, count func(r int) int) []int64 {
+	if cap(g.Counts) < n {
+		g.Counts = make([]int, n)
+		g.offs = make([]int, n)
+	}
+	g.Counts = g.Counts[:n]
+	g.offs = g.offs[:n]
+	total := 0
+	for r := range n {
+		c := count(r)
+		g.Counts[r] = c
+		g.offs[r] = total
+		total += c
+	}
+	if cap(g.Flat) < total {
+		g.Flat = make([]int64, total, total+total/2)
+	}
+	g.Flat = g.Flat[:total]
+	return g.Flat
+}
+
+// Comm is a communicator: a group of ranks. All methods are safe to call from
+// several goroutines of one rank, but the collectives of one communicator
+// must be called in the same order on every rank (the one rule), so a rank
+// normally drives them from one goroutine.
+type Comm interface {
+	// Rank is this rank's index in the group, 0 <= Rank < Size.
+	Rank() int
+	// Size is the number of ranks in the group.
+	Size() int
+	// Name identifies the group; it is the same on every member ("world",
+	// "world/s3c1" for color 1 of the third collective on world).
+	Name() string
+
+	// Split is a collective: ranks that pass the same color form a new
+	// communicator, ordered by key then by rank here. color must be >= 0.
+	Split(ctx context.Context, color, key int) (Comm, error)
+	// Barrier returns once every rank of the group has entered it.
+	Barrier(ctx context.Context) error
+	// AllreduceInt64 reduces in element-wise over the group into out. in and
+	// out must have the same length on every rank; they may be the same slice.
+	AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error
+	// AllgatherInt64s gathers every rank's in (any length, zero included)
+	// into out, on every rank.
+	AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error
+	// Bcast sends root's data to every rank. On root it returns data; on
+	// the others it returns the received bytes in buf (grown when too small).
+	Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
+
+	// Isend starts sending buf to rank dest with tag (0..MaxTag).
+	Isend(buf []byte, dest, tag int) (Request, error)
+	// Irecv starts receiving into buf from src (or AnySource) with tag (or
+	// AnyTag). A longer message fails the request with ErrTruncated.
+	Irecv(buf []byte, src, tag int) (Request, error)
+
+	// Close releases the communicator; later calls return ErrClosed. Close
+	// is idempotent.
+	Close() error
+}
+
+// CheckArgs validates the arguments shared by every backend's Isend/Irecv.
+func CheckArgs(c Comm, op string, peer, tag int, wildcard bool) error {
+	if wildcard && peer == AnySource {
+	} else if peer < 0 || peer >= c.Size() {
+		return fmt.Errorf("%w: %s: peer rank %d outside 0..%d", ErrBadArgument, op, peer, c.Size()-1)
+	}
+	if wildcard && tag == AnyTag {
+		return nil
+	}
+	if tag < 0 || tag > MaxTag {
+		return fmt.Errorf("%w: %s: tag %d outside 0..%d", ErrBadArgument, op, tag, MaxTag)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package commtest is the conformance suite every comm backend passes
+// unchanged: the in-process world (comm/local) and MPI (comm/mpi, under
+// mpirun with 2 and 4 ranks).
+//
+// A backend supplies a Launcher. Each case is a function run on every rank;
+// it checks its own rank's expectations and returns an error describing any
+// mismatch, so the same case works whether the ranks are goroutines of this
+// process or processes of an mpirun job.
+package commtest
+
+import (
+	"context"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// Options configures one launch.
+type Options struct {
+	Checked bool          // wrap each rank's communicator in checked mode
+	Timeout time.Duration // checked-mode collective timeout (0: comm default)
+}
+
+// RankFunc is run on every rank of a launched world.
+type RankFunc func(ctx context.Context, c comm.Comm) error
+
+// Launcher starts worlds for the suite.
+type Launcher interface {
+	// Sizes lists the world sizes this launcher can start.
+	Sizes() []int
+	// Launch runs fn on every rank of a fresh world of n ranks and returns
+	// the errors of the ranks hosted by this process (joined), nil when all
+	// of them returned nil. A fresh world means collectives of earlier
+	// launches (even broken ones) cannot pair with this one's.
+	Launch(ctx context.Context, n int, opts Options, fn RankFunc) error
+}

@@ -1,0 +1,24 @@
+// Package comm defines the communicator every rankrun rank talks through.
+//
+// A Comm is a group of ranks that make collective calls (Barrier,
+// AllreduceInt64, AllgatherInt64s, Bcast, Split) in the same order, and
+// exchange tagged byte messages point to point (Isend, Irecv). Two backends
+// implement it: comm/local (goroutine ranks in one process, the default) and
+// comm/mpi (Open MPI through cgo, build tag mpi). Both pass the conformance
+// suite in comm/commtest.
+//
+// The one rule of rankrun is that collectives may not diverge between the
+// ranks of a group. Checked mode (NewChecked) makes a break of that rule
+// detectable: every collective first exchanges a fixed-size stamp (sequence
+// number, kind, call site, argument shape) through the same underlying
+// operation, so ranks that entered different collectives meet there and each
+// returns an error wrapping ErrDesync that names both call sites. A collective
+// that does not complete within its deadline returns an error wrapping
+// ErrCollectiveTimeout that names the ranks that never arrived, with the last
+// operations of every rank taken from their flight recorders (Recorder).
+//
+// Callers must: pass a context to every blocking call (its cancellation or
+// deadline ends the call with ctx.Err() wrapped); never reuse a buffer given
+// to Isend or Irecv before its Request completes; treat a communicator whose
+// collective failed as broken (every later collective fails fast).
+package comm

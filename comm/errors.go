@@ -1,0 +1,161 @@
+package comm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Backends and the checked layer wrap them with the rank,
+// group and operation; callers test with errors.Is.
+var (
+	// ErrDesync: ranks of one group entered different collectives (or the
+	// same collective with different argument shapes). See *DesyncError.
+	ErrDesync = errors.New("comm: collective desync")
+	// ErrCollectiveTimeout: a collective did not complete within its
+	// deadline. See *TimeoutError for the ranks that never arrived.
+	ErrCollectiveTimeout = errors.New("comm: collective timeout")
+	// ErrClosed: the communicator was closed.
+	ErrClosed = errors.New("comm: communicator closed")
+	// ErrBroken: an earlier collective on this group failed on some rank,
+	// so the group cannot pair collectives any more.
+	ErrBroken = errors.New("comm: communicator broken by an earlier failure")
+	// ErrBadArgument: a caller error (negative rank or tag, nil buffer,
+	// mismatched lengths, unknown op).
+	ErrBadArgument = errors.New("comm: bad argument")
+	// ErrTruncated: a message was longer than the receive buffer.
+	ErrTruncated = errors.New("comm: message truncated")
+	// ErrNotCancelled: Cancel was called on a request that can no longer be
+	// withdrawn (a send, or a receive that already matched).
+	ErrNotCancelled = errors.New("comm: request cannot be cancelled")
+	// ErrUnderMPI: a binary built without MPI support was started by mpirun.
+	ErrUnderMPI = errors.New("comm: started under mpirun without MPI support")
+)
+
+// Entry is one rank's view of a collective: what it entered, where.
+type Entry struct {
+	Rank  int // rank within the group
+	Seq   uint64
+	Kind  Kind
+	Site  string // file:line of the caller
+	Shape int64  // argument shape: count for allreduce, root for bcast
+}
+
+func (e Entry) String() string {
+	s := fmt.Sprintf("rank %d: %s #%d at %s", e.Rank, e.Kind, e.Seq, e.Site)
+	if e.Kind == KindAllreduce {
+		s += fmt.Sprintf(" (count %d)", e.Shape)
+	} else if e.Kind == KindBcast {
+		s += fmt.Sprintf(" (root %d)", e.Shape)
+	}
+	return s
+}
+
+// DesyncError is returned (wrapping ErrDesync) on every rank that took part
+// in a stamp exchange whose stamps disagreed.
+type DesyncError struct {
+	Group   string
+	Self    int     // this rank within the group
+	Entries []Entry // one per rank of the group, in rank order
+}
+
+func (e *DesyncError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "comm: collective desync on group %q seen by rank %d:", e.Group, e.Self)
+	// Group ranks by identical entries so the message names each distinct
+	// call site once with the ranks that were there.
+	type key struct {
+		seq   uint64
+		kind  Kind
+		site  string
+		shape int64
+	}
+	var order []key
+	ranks := map[key][]int{}
+	for _, en := range e.Entries {
+		k := key{en.Seq, en.Kind, en.Site, en.Shape}
+		if _, ok := ranks[k]; !ok {
+			order = append(order, k)
+		}
+		ranks[k] = append(ranks[k], en.Rank)
+	}
+	for _, k := range order {
+		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
+		fmt.Fprintf(&b, " ranks %v entered %s #%d at %s", ranks[k], en.Kind, en.Seq, en.Site)
+		if en.Kind == KindAllreduce {
+			fmt.Fprintf(&b, " (count %d)", en.Shape)
+		} else if en.Kind == KindBcast {
+			fmt.Fprintf(&b, " (root %d)", en.Shape)
+		}
+		b.WriteString(";")
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+func (e *DesyncError) Unwrap() error { return ErrDesync }
+
+// PeerRecords is one rank's flight recorder as seen by the stall inspector.
+type PeerRecords struct {
+	Rank    int // rank within the group
+	Records []OpRecord
+	Err     error // set when the rank could not be asked (dead, unreachable)
+}
+
+// TimeoutError is returned (wrapping ErrCollectiveTimeout) when a collective
+// did not complete within its deadline.
+type TimeoutError struct {
+	Group   string
+	Self    int
+	Waiting Entry         // the collective this rank was waiting in
+	Missing []int         // ranks of the group that never arrived
+	Peers   []PeerRecords // last operations of every rank, when known
+}
+
+func (e *TimeoutError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "comm: collective timeout on group %q: rank %d waited in %s #%d at %s; ranks %v never arrived",
+		e.Group, e.Self, e.Waiting.Kind, e.Waiting.Seq, e.Waiting.Site, e.Missing)
+	for _, p := range e.Peers {
+		if !containsInt(e.Missing, p.Rank) {
+			continue
+		}
+		if p.Err != nil {
+			fmt.Fprintf(&b, "; rank %d unreachable: %v", p.Rank, p.Err)
+			continue
+		}
+		if len(p.Records) == 0 {
+			fmt.Fprintf(&b, "; rank %d has recorded no operation", p.Rank)
+			continue
+		}
+		last := p.Records[len(p.Records)-1]
+		fmt.Fprintf(&b, "; rank %d last: %s", p.Rank, last)
+	}
+	return b.String()
+}
+
+func (e *TimeoutError) Unwrap() error { return ErrCollectiveTimeout }
+
+// FlightLog renders every peer's recent operations, oldest first, for a
+// report or a log line.
+func (e *TimeoutError) FlightLog() string {
+	var b strings.Builder
+	for _, p := range e.Peers {
+		fmt.Fprintf(&b, "rank %d:\n", p.Rank)
+		if p.Err != nil {
+			fmt.Fprintf(&b, "  unreachable: %v\n", p.Err)
+		}
+		for _, r := range p.Records {
+			fmt.Fprintf(&b, "  %s\n", r)
+		}
+	}
+	return b.String()
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,208 @@
+package comm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Kind names an operation in stamps and flight records.
+type Kind uint8
+
+// Operation kinds.
+const (
+	KindBarrier Kind = iota + 1
+	KindAllreduce
+	KindAllgather
+	KindBcast
+	KindSplit
+	KindSend
+	KindRecv
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindBarrier:
+		return "Barrier"
+	case KindAllreduce:
+		return "Allreduce"
+	case KindAllgather:
+		return "Allgather"
+	case KindBcast:
+		return "Bcast"
+	case KindSplit:
+		return "Split"
+	case KindSend:
+		return "Isend"
+	case KindRecv:
+		return "Irecv"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// OpRecord is one entry of a flight recorder.
+type OpRecord struct {
+	Group string
+	Seq   uint64 // collective sequence number on Group (0 for point-to-point)
+	Kind  Kind
+	Site  string // caller's file:line
+	Peer  int    // point-to-point: the other rank (-1 for collectives)
+	Tag   int    // point-to-point: the tag
+	Start time.Time
+	End   time.Time // zero while the operation is in progress
+	Err   string    // non-empty when the operation failed
+}
+
+// InProgress reports whether the operation had not finished when recorded.
+func (r OpRecord) InProgress() bool { return r.End.IsZero() }
+
+func (r OpRecord) String() string {
+	state := "in progress"
+	if !r.InProgress() {
+		state = "done in " + r.End.Sub(r.Start).String()
+	}
+	if r.Err != "" {
+		state = "failed: " + r.Err
+	}
+	if r.Kind == KindSend || r.Kind == KindRecv {
+		return fmt.Sprintf("%s peer %d tag %d on %s at %s, %s", r.Kind, r.Peer, r.Tag, r.Group, r.Site, state)
+	}
+	return fmt.Sprintf("%s #%d on %s at %s, %s", r.Kind, r.Seq, r.Group, r.Site, state)
+}
+
+// DefaultRecorderDepth is how many operations a Recorder keeps by default.
+const DefaultRecorderDepth = 64
+
+type slot struct {
+	group string
+	seq   uint64
+	kind  Kind
+	pc    uintptr
+	peer  int
+	tag   int
+	start time.Time
+	end   time.Time
+	err   string
+	gen   uint64
+}
+
+// Recorder is a rank's flight recorder: a ring of its last operations across
+// all of its communicators. Recording does not allocate; call sites are
+// resolved only when a snapshot is taken. Safe for concurrent use.
+type Recorder struct {
+	mu   sync.Mutex
+	ring []slot
+	next uint64 // total operations begun
+}
+
+// NewRecorder returns a recorder that keeps the last depth operations
+// (DefaultRecorderDepth when depth <= 0).
+func NewRecorder(depth int) *Recorder {
+	if depth <= 0 {
+		depth = DefaultRecorderDepth
+	}
+	return &Recorder{ring: make([]slot, depth)}
+}
+
+// Begin records the start of an operation and returns a handle for End.
+func (r *Recorder) Begin(group string, seq uint64, kind Kind, pc uintptr) uint64 {
+	if r == nil {
+		return 0
+	}
+	now := time.Now()
+	r.mu.Lock()
+	id := r.next
+	r.next++
+	r.ring[id%uint64(len(r.ring))] = slot{group: group, seq: seq, kind: kind, pc: pc, peer: -1, start: now, gen: id}
+	r.mu.Unlock()
+	return id
+}
+
+// BeginP2P records the posting of a point-to-point operation.
+func (r *Recorder) BeginP2P(group string, kind Kind, peer, tag int, pc uintptr) uint64 {
+	if r == nil {
+		return 0
+	}
+	now := time.Now()
+	r.mu.Lock()
+	id := r.next
+	r.next++
+	r.ring[id%uint64(len(r.ring))] = slot{group: group, kind: kind, pc: pc, peer: peer, tag: tag, start: now, gen: id}
+	r.mu.Unlock()
+	return id
+}
+
+// End records the end of the operation begun as id (a no-op when it has
+// already been pushed out of the ring).
+func (r *Recorder) End(id uint64, err error) {
+	if r == nil {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	s := &r.ring[id%uint64(len(r.ring))]
+	if s.gen == id {
+		s.end = now
+		if err != nil {
+			s.err = err.Error()
+		}
+	}
+	r.mu.Unlock()
+}
+
+// Snapshot returns the recorded operations, oldest first.
+func (r *Recorder) Snapshot() []OpRecord {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	n := min(r.next, uint64(len(r.ring)))
+	slots := make([]slot, 0, n)
+	for i := r.next - n; i < r.next; i++ {
+		slots = append(slots, r.ring[i%uint64(len(r.ring))])
+	}
+	r.mu.Unlock()
+	out := make([]OpRecord, len(slots))
+	for i, s := range slots {
+		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: SiteString(s.pc),
+			Peer: s.peer, Tag: s.tag, Start: s.start, End: s.end, Err: s.err}
+	}
+	return out
+}
+
+// SiteString renders a program counter as file:line (function).
+func SiteString(pc uintptr) string {
+	if pc == 0 {
+		return "?"
+	}
+	fn := runtime.FuncForPC(pc)
+	if fn == nil {
+		return fmt.Sprintf("pc=%#x", pc)
+	}
+	file, line := fn.FileLine(pc)
+	return fmt.Sprintf("%s:%d (%s)", shortFile(file), line, shortFunc(fn.Name()))
+}
+
+func shortFile(f string) string {
+	// Keep the last two path elements: "consensus/gather.go".
+	n := 0
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i] == '/' {
+			n++
+			if n == 2 {
+				return f[i+1:]
+			}
+		}
+	}
+	return f
+}
+
+func shortFunc(f string) string {
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i] == '/' {
+			return f[i+1:]
+		}
+	}
+	return f
+}
