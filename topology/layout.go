@@ -1,0 +1,233 @@
+package topology
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxRanks bounds the number of ranks of one instance (and so each parallel
+// size). It keeps rank arithmetic far from integer overflow.
+const MaxRanks = 1 << 20
+
+// Layout is the parallel layout of one instance. The zero value is not
+// valid: every size is at least 1 (ParseLayout fills defaults of 1).
+type Layout struct {
+	TP int // tensor parallel size: splits KV heads
+	PP int // pipeline parallel size: splits layers
+	CP int // context parallel size: splits a request's blocks round robin
+	DP int // data parallel size: a request is assigned to one DP index
+	// AttentionDP (spec word "adp") makes all ranks of the instance one
+	// executor group while attention stays data parallel: a request's KV
+	// lives on the ranks of its DP index only, and every such rank holds all
+	// heads. Requires DP > 1.
+	AttentionDP bool
+}
+
+// LayoutError reports a malformed spec or an invalid Layout. It names the
+// field and the rule that failed, and matches ErrInvalidLayout with errors.Is.
+type LayoutError struct {
+	Spec  string // the spec as given, or the full form of a Layout value
+	Field string // "tp", "pp", "cp", "dp", "adp", a bad key, or "" for the whole spec
+	Rule  string // what was wrong, e.g. "must be a positive integer (got \"0\")"
+}
+
+func (e *LayoutError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("topology: layout %q: %s", e.Spec, e.Rule)
+	}
+	return fmt.Sprintf("topology: layout %q: %s %s", e.Spec, e.Field, e.Rule)
+}
+
+// Is makes errors.Is(err, ErrInvalidLayout) hold.
+func (e *LayoutError) Is(target error) bool { return target == ErrInvalidLayout }
+
+const validKeys = "tp, pp, cp, dp (key=positive integer) and adp (no value)"
+
+// ParseLayout parses a spec of comma-separated items: key=value with keys
+// tp, pp, cp, dp (each a positive integer, default 1, each at most once) and
+// the bare word adp (attention data parallel, requires dp > 1). Keys are
+// case-insensitive and whitespace around items, keys and values is ignored.
+// Examples: "tp=2,pp=2", "dp=4,adp", "tp=1". The spec must name at least one
+// item. Errors are *LayoutError values wrapping ErrInvalidLayout.
+func ParseLayout(spec string) (Layout, error) {
+	l := Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	bad := func(field, format string, args ...any) (Layout, error) {
+		return Layout{}, &LayoutError{Spec: spec, Field: field, Rule: fmt.Sprintf(format, args...)}
+	}
+	if strings.TrimSpace(spec) == "" {
+		return bad("", `empty spec (want comma-separated items from %s, e.g. "tp=2,pp=2")`, validKeys)
+	}
+	seen := map[string]bool{}
+	for i, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return bad("", "item %d is empty (stray comma?)", i+1)
+		}
+		key, value, hasValue := strings.Cut(item, "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		value = strings.TrimSpace(value)
+		var dst *int
+		switch key {
+		case "tp":
+			dst = &l.TP
+		case "pp":
+			dst = &l.PP
+		case "cp":
+			dst = &l.CP
+		case "dp":
+			dst = &l.DP
+		case "adp":
+			if hasValue {
+				return bad("adp", "takes no value (write a bare adp, got %q)", item)
+			}
+		default:
+			return bad(strconv.Quote(key), "is not a valid key (valid: %s)", validKeys)
+		}
+		if seen[key] {
+			return bad(key, "given more than once")
+		}
+		seen[key] = true
+		if key == "adp" {
+			l.AttentionDP = true
+			continue
+		}
+		if !hasValue {
+			return bad(key, "needs a value (write %s=N with N a positive integer)", key)
+		}
+		n, err := strconv.Atoi(value)
+		if err != nil || n <= 0 {
+			return bad(key, "must be a positive integer (got %q)", value)
+		}
+		if n > MaxRanks {
+			return bad(key, "must be at most %d (got %d)", MaxRanks, n)
+		}
+		*dst = n
+	}
+	if err := l.validate(spec); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}
+
+// MustParseLayout is ParseLayout for constant specs in tests and examples; it
+// panics on an error.
+func MustParseLayout(spec string) Layout {
+	l, err := ParseLayout(spec)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// Validate checks every size is in [1, MaxRanks], that the instance has at
+// most MaxRanks ranks, and that AttentionDP comes with DP > 1.
+func (l Layout) Validate() error { return l.validate(l.full()) }
+
+func (l Layout) validate(spec string) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}} {
+		if f.v <= 0 {
+			return &LayoutError{Spec: spec, Field: f.name, Rule: fmt.Sprintf("must be a positive integer (got %d)", f.v)}
+		}
+		if f.v > MaxRanks {
+			return &LayoutError{Spec: spec, Field: f.name, Rule: fmt.Sprintf("must be at most %d (got %d)", MaxRanks, f.v)}
+		}
+	}
+	// Each factor is at most MaxRanks = 2^20, so multiply step by step and
+	// stop before the product can overflow.
+	n := 1
+	for _, v := range []int{l.TP, l.PP, l.CP, l.DP} {
+		n *= v
+		if n > MaxRanks {
+			return &LayoutError{Spec: spec, Rule: fmt.Sprintf("tp*pp*cp*dp must be at most %d ranks", MaxRanks)}
+		}
+	}
+	if l.AttentionDP && l.DP < 2 {
+		return &LayoutError{Spec: spec, Field: "adp", Rule: fmt.Sprintf("requires dp > 1 (got dp=%d)", l.DP)}
+	}
+	return nil
+}
+
+// full writes every field, valid or not; used in errors about Layout values.
+func (l Layout) full() string {
+	s := fmt.Sprintf("tp=%d,pp=%d,cp=%d,dp=%d", l.TP, l.PP, l.CP, l.DP)
+	if l.AttentionDP {
+		s += ",adp"
+	}
+	return s
+}
+
+// String returns the canonical spec: the sizes other than 1 in the order tp,
+// pp, cp, dp, then adp; "tp=1" when every size is 1. ParseLayout(l.String())
+// returns l for every valid l.
+func (l Layout) String() string {
+	var b strings.Builder
+	add := func(s string) {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}} {
+		if f.v != 1 {
+			add(f.name + "=" + strconv.Itoa(f.v))
+		}
+	}
+	if b.Len() == 0 {
+		add("tp=1")
+	}
+	if l.AttentionDP {
+		add("adp")
+	}
+	return b.String()
+}
+
+// Ranks is the number of ranks of the instance: TP*PP*CP*DP.
+func (l Layout) Ranks() int { return l.TP * l.PP * l.CP * l.DP }
+
+// ReplicaRanks is the number of ranks of one DP index: TP*PP*CP. They are the
+// ranks that hold the KV of a request assigned to that DP index.
+func (l Layout) ReplicaRanks() int { return l.TP * l.PP * l.CP }
+
+// Coord is the position of a rank in its instance.
+type Coord struct {
+	DP, PP, CP, TP int
+}
+
+func (c Coord) String() string {
+	return fmt.Sprintf("dp%d/pp%d/cp%d/tp%d", c.DP, c.PP, c.CP, c.TP)
+}
+
+// Coord returns the coordinates of an instance rank. It panics if rank is
+// outside [0, Ranks()).
+func (l Layout) Coord(rank int) Coord {
+	l.checkRank(rank)
+	c := Coord{TP: rank % l.TP}
+	rank /= l.TP
+	c.CP = rank % l.CP
+	rank /= l.CP
+	c.PP = rank % l.PP
+	c.DP = rank / l.PP
+	return c
+}
+
+// RankOf returns the instance rank at c: ((dp*PP + pp)*CP + cp)*TP + tp. It
+// panics if a coordinate is out of range.
+func (l Layout) RankOf(c Coord) int {
+	if c.DP < 0 || c.DP >= l.DP || c.PP < 0 || c.PP >= l.PP || c.CP < 0 || c.CP >= l.CP || c.TP < 0 || c.TP >= l.TP {
+		panic(fmt.Sprintf("topology: coordinate %v outside layout %v", c, l))
+	}
+	return ((c.DP*l.PP+c.PP)*l.CP+c.CP)*l.TP + c.TP
+}
+
+func (l Layout) checkRank(rank int) {
+	if rank < 0 || rank >= l.Ranks() {
+		panic(fmt.Sprintf("topology: rank %d outside layout %v (%d ranks)", rank, l, l.Ranks()))
+	}
+}
