@@ -156,15 +156,22 @@ func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err err
 	switch {
 	case ctx.Err() != nil:
 		err = fmt.Errorf("comm: %s #%d on group %q rank %d: %w", self.Kind, self.Seq, c.raw.Name(), c.raw.Rank(), err)
-	case tctx.Err() != nil:
-		err = c.timeout(self)
+	case tctx.Err() != nil, errors.Is(err, ErrBroken):
+		// Our deadline passed, or a peer gave up on this collective at
+		// its own deadline (in-process the first rank to give up breaks
+		// the round for all): either way the collective timed out.
+		te := c.timeout(self)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			te.Cause = err
+		}
+		err = te
 	}
 	c.broken = err
 	c.cfg.Recorder.End(id, err)
 	return err
 }
 
-func (c *checked) timeout(self Entry) error {
+func (c *checked) timeout(self Entry) *TimeoutError {
 	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
 	ins, ok := c.raw.(Inspector)
 	if !ok {
@@ -196,9 +203,10 @@ func (c *checked) timeout(self Entry) error {
 	return te
 }
 
-func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, self Entry, err error) error {
+func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, pc uintptr, err error) error {
 	cancel()
 	if err != nil {
+		self := Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: SiteString(pc)}
 		return c.fail(ctx, tctx, id, self, err)
 	}
 	c.cfg.Recorder.End(id, nil)
@@ -218,7 +226,7 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 		return nil, err
 	}
 	child, err := c.raw.Split(tctx, color, key)
-	if err = c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindSplit, Site: SiteString(pc)}, err); err != nil {
+	if err = c.end(ctx, tctx, cancel, id, KindSplit, pc, err); err != nil {
 		return nil, err
 	}
 	return &checked{raw: child, cfg: c.cfg}, nil
@@ -235,7 +243,7 @@ func (c *checked) Barrier(ctx context.Context) error {
 	}
 	// The stamp exchange already synchronised every rank; a barrier needs
 	// nothing more.
-	return c.end(ctx, tctx, cancel, id, Entry{}, nil)
+	return c.end(ctx, tctx, cancel, id, KindBarrier, pc, nil)
 }
 
 func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error {
@@ -254,7 +262,7 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 		return err
 	}
 	err = c.raw.AllreduceInt64(tctx, op, in, out)
-	return c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindAllreduce, Site: SiteString(pc)}, err)
+	return c.end(ctx, tctx, cancel, id, KindAllreduce, pc, err)
 }
 
 func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error {
@@ -270,7 +278,7 @@ func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered
 		return err
 	}
 	err = c.raw.AllgatherInt64s(tctx, in, out)
-	return c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindAllgather, Site: SiteString(pc)}, err)
+	return c.end(ctx, tctx, cancel, id, KindAllgather, pc, err)
 }
 
 func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
@@ -286,7 +294,7 @@ func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 		return nil, err
 	}
 	got, err := c.raw.Bcast(tctx, root, data)
-	return got, c.end(ctx, tctx, cancel, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: KindBcast, Site: SiteString(pc)}, err)
+	return got, c.end(ctx, tctx, cancel, id, KindBcast, pc, err)
 }
 
 func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {

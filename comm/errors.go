@@ -42,13 +42,19 @@ type Entry struct {
 }
 
 func (e Entry) String() string {
-	s := fmt.Sprintf("rank %d: %s #%d at %s", e.Rank, e.Kind, e.Seq, e.Site)
-	if e.Kind == KindAllreduce {
-		s += fmt.Sprintf(" (count %d)", e.Shape)
-	} else if e.Kind == KindBcast {
-		s += fmt.Sprintf(" (root %d)", e.Shape)
+	return fmt.Sprintf("rank %d: %s #%d at %s%s", e.Rank, e.Kind, e.Seq, e.Site, e.shapeString())
+}
+
+// shapeString renders the argument shape of a stamp: allreduce stamps carry
+// count<<8 | op, bcast stamps the root.
+func (e Entry) shapeString() string {
+	switch e.Kind {
+	case KindAllreduce:
+		return fmt.Sprintf(" (count %d, %s)", e.Shape>>8, ReduceOp(e.Shape&0xff))
+	case KindBcast:
+		return fmt.Sprintf(" (root %d)", e.Shape)
 	}
-	return s
+	return ""
 }
 
 // DesyncError is returned (wrapping ErrDesync) on every rank that took part
@@ -81,13 +87,7 @@ func (e *DesyncError) Error() string {
 	}
 	for _, k := range order {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
-		fmt.Fprintf(&b, " ranks %v entered %s #%d at %s", ranks[k], en.Kind, en.Seq, en.Site)
-		if en.Kind == KindAllreduce {
-			fmt.Fprintf(&b, " (count %d)", en.Shape)
-		} else if en.Kind == KindBcast {
-			fmt.Fprintf(&b, " (root %d)", en.Shape)
-		}
-		b.WriteString(";")
+		fmt.Fprintf(&b, " ranks %v entered %s #%d at %s%s;", ranks[k], en.Kind, en.Seq, en.Site, en.shapeString())
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
@@ -109,6 +109,7 @@ type TimeoutError struct {
 	Waiting Entry         // the collective this rank was waiting in
 	Missing []int         // ranks of the group that never arrived
 	Peers   []PeerRecords // last operations of every rank, when known
+	Cause   error         // what the backend reported, when not the deadline itself
 }
 
 func (e *TimeoutError) Error() string {
@@ -129,6 +130,9 @@ func (e *TimeoutError) Error() string {
 		}
 		last := p.Records[len(p.Records)-1]
 		fmt.Fprintf(&b, "; rank %d last: %s", p.Rank, last)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, " (backend: %v)", e.Cause)
 	}
 	return b.String()
 }

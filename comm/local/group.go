@@ -1,0 +1,192 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// group is the state shared by the members of one communicator.
+type group struct {
+	w       *world
+	name    string
+	members []int // world rank of each group rank
+
+	mu      sync.Mutex
+	gen     uint64 // completed rounds
+	arrived int
+	broken  error
+	wake    []chan struct{} // one per group rank, buffered 1
+	waiting []bool          // arrived in the current round
+
+	// Contributions of the current round, by group rank.
+	kind  []comm.Kind
+	op    []comm.ReduceOp
+	in    [][]int64
+	root  []int
+	bytes [][]byte
+	color []int
+	key   []int
+
+	// Results of the last completed round. Stable until the next round
+	// completes, which needs every member to arrive again, so a woken rank
+	// may read them without the lock.
+	resInts   []int64
+	resGather comm.Gathered
+	resBytes  []byte
+	resErr    error
+
+	boxes []mailbox
+}
+
+func newGroup(w *world, name string, members []int) *group {
+	n := len(members)
+	g := &group{
+		w: w, name: name, members: members,
+		wake: make([]chan struct{}, n), waiting: make([]bool, n),
+		kind: make([]comm.Kind, n), op: make([]comm.ReduceOp, n), in: make([][]int64, n),
+		root: make([]int, n), bytes: make([][]byte, n), color: make([]int, n), key: make([]int, n),
+		boxes: make([]mailbox, n),
+	}
+	for i := range g.wake {
+		g.wake[i] = make(chan struct{}, 1)
+	}
+	return g
+}
+
+// round runs one collective round for group rank r: deposit has stored
+// r's contribution (under g.mu); the last arriver calls combine. round
+// returns once the round completed (or failed) and leaves reading the
+// result to the caller.
+func (g *group) round(ctx context.Context, r int, deposit func()) error {
+	g.mu.Lock()
+	if g.broken != nil {
+		err := g.broken
+		g.mu.Unlock()
+		return err
+	}
+	deposit()
+	g.arrived++
+	g.waiting[r] = true
+	if g.arrived == len(g.members) {
+		g.resErr = g.combine()
+		g.arrived = 0
+		g.gen++
+		for i, wt := range g.waiting {
+			if wt {
+				g.waiting[i] = false
+				if i != r {
+					g.wake[i] <- struct{}{}
+				}
+			}
+		}
+		err := g.resErr
+		if err != nil {
+			g.broken = err
+		}
+		g.mu.Unlock()
+		return err
+	}
+	myGen := g.gen
+	g.mu.Unlock()
+
+	select {
+	case <-g.wake[r]:
+	case <-ctx.Done():
+		g.mu.Lock()
+		if g.gen != myGen || g.broken != nil {
+			// Completed (or broke) while we were giving up: the token is
+			// already in the channel; take it and report the round.
+			g.mu.Unlock()
+			<-g.wake[r]
+			break
+		}
+		err := fmt.Errorf("%w: group %q: rank %d left a collective: %w", comm.ErrBroken, g.name, r, context.Cause(ctx))
+		g.breakLocked(err)
+		g.waiting[r] = false
+		g.mu.Unlock()
+		return fmt.Errorf("local: group %q rank %d: %w", g.name, r, context.Cause(ctx))
+	}
+	g.mu.Lock()
+	err := g.broken
+	if g.resErr != nil {
+		err = g.resErr
+	}
+	g.mu.Unlock()
+	return err
+}
+
+// breakLocked marks the group broken and wakes every rank waiting in the
+// current round. Caller holds g.mu.
+func (g *group) breakLocked(err error) {
+	if g.broken == nil {
+		g.broken = err
+	}
+	for i, wt := range g.waiting {
+		if wt {
+			g.waiting[i] = false
+			select {
+			case g.wake[i] <- struct{}{}:
+			default:
+			}
+		}
+	}
+	g.arrived = 0
+}
+
+// combine computes the result of a complete round. Caller holds g.mu.
+func (g *group) combine() error {
+	k := g.kind[0]
+	for r, kr := range g.kind {
+		if kr != k {
+			return fmt.Errorf("%w: group %q: rank 0 entered %s but rank %d entered %s (unchecked mode cannot name call sites; run checked)",
+				comm.ErrDesync, g.name, k, r, kr)
+		}
+	}
+	switch k {
+	case comm.KindBarrier:
+	case comm.KindAllreduce:
+		n := len(g.in[0])
+		for r := range g.in {
+			if len(g.in[r]) != n || g.op[r] != g.op[0] {
+				return fmt.Errorf("%w: group %q: Allreduce rank 0 has %d x %s, rank %d has %d x %s",
+					comm.ErrDesync, g.name, n, g.op[0], r, len(g.in[r]), g.op[r])
+			}
+		}
+		if cap(g.resInts) < n {
+			g.resInts = make([]int64, n)
+		}
+		g.resInts = g.resInts[:n]
+		copy(g.resInts, g.in[0])
+		for r := 1; r < len(g.in); r++ {
+			g.op[0].Apply(g.resInts, g.in[r])
+		}
+	case comm.KindAllgather:
+		flat := g.resGather.ResetFunc(len(g.in), func(r int) int { return len(g.in[r]) })
+		off := 0
+		for _, in := range g.in {
+			off += copy(flat[off:], in)
+		}
+	case comm.KindBcast:
+		root := g.root[0]
+		for r := range g.root {
+			if g.root[r] != root {
+				return fmt.Errorf("%w: group %q: Bcast rank 0 has root %d, rank %d has root %d", comm.ErrDesync, g.name, root, r, g.root[r])
+			}
+		}
+		g.resBytes = append(g.resBytes[:0], g.bytes[root]...)
+	case comm.KindSplit:
+		flat := g.resGather.ResetFunc(len(g.color), func(int) int { return 2 })
+		for r := range g.color {
+			flat[2*r] = int64(g.color[r])
+			flat[2*r+1] = int64(g.key[r])
+		}
+	}
+	for r := range g.in {
+		g.in[r] = nil
+		g.bytes[r] = nil
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// rankComm is one rank's handle on a group.
+type rankComm struct {
+	w      *world
+	g      *group
+	rank   int
+	splits int // Splits called on this communicator (equal on every member)
+	closed atomic.Bool
+}
+
+var (
+	_ comm.Comm      = (*rankComm)(nil)
+	_ comm.Inspector = (*rankComm)(nil)
+	_ comm.Aborter   = (*rankComm)(nil)
+)
+
+func (c *rankComm) Rank() int    { return c.rank }
+func (c *rankComm) Size() int    { return len(c.g.members) }
+func (c *rankComm) Name() string { return c.g.name }
+
+// WorldRank returns the world rank of this rank.
+func (c *rankComm) WorldRank() int { return c.g.members[c.rank] }
+
+func (c *rankComm) Close() error {
+	c.closed.Store(true)
+	return nil
+}
+
+func (c *rankComm) usable(op string) error {
+	if c.closed.Load() {
+		return fmt.Errorf("%w: %s on group %q rank %d", comm.ErrClosed, op, c.g.name, c.rank)
+	}
+	return nil
+}
+
+func (c *rankComm) Barrier(ctx context.Context) error {
+	if err := c.usable("Barrier"); err != nil {
+		return err
+	}
+	return c.g.round(ctx, c.rank, func() { c.g.kind[c.rank] = comm.KindBarrier })
+}
+
+func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
+	if err := c.usable("AllreduceInt64"); err != nil {
+		return err
+	}
+	if !op.Valid() {
+		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", comm.ErrBadArgument, op)
+	}
+	if len(in) != len(out) {
+		return fmt.Errorf("%w: AllreduceInt64: len(in)=%d != len(out)=%d", comm.ErrBadArgument, len(in), len(out))
+	}
+	g := c.g
+	r := c.rank
+	err := g.round(ctx, r, func() {
+		g.kind[r] = comm.KindAllreduce
+		g.op[r] = op
+		g.in[r] = in
+	})
+	if err != nil {
+		return err
+	}
+	copy(out, g.resInts)
+	return nil
+}
+
+func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gathered) error {
+	if err := c.usable("AllgatherInt64s"); err != nil {
+		return err
+	}
+	if out == nil {
+		return fmt.Errorf("%w: AllgatherInt64s: nil output", comm.ErrBadArgument)
+	}
+	g := c.g
+	r := c.rank
+	err := g.round(ctx, r, func() {
+		g.kind[r] = comm.KindAllgather
+		g.in[r] = in
+	})
+	if err != nil {
+		return err
+	}
+	flat := out.Reset(g.resGather.Counts)
+	copy(flat, g.resGather.Flat)
+	return nil
+}
+
+func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	if err := c.usable("Bcast"); err != nil {
+		return nil, err
+	}
+	if root < 0 || root >= c.Size() {
+		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", comm.ErrBadArgument, root, c.Size()-1)
+	}
+	g := c.g
+	r := c.rank
+	err := g.round(ctx, r, func() {
+		g.kind[r] = comm.KindBcast
+		g.root[r] = root
+		g.bytes[r] = data
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r == root {
+		return data, nil
+	}
+	return append(data[:0], g.resBytes...), nil
+}
+
+func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
+	if err := c.usable("Split"); err != nil {
+		return nil, err
+	}
+	if color < 0 {
+		return nil, fmt.Errorf("%w: Split: color %d is negative", comm.ErrBadArgument, color)
+	}
+	g := c.g
+	r := c.rank
+	err := g.round(ctx, r, func() {
+		g.kind[r] = comm.KindSplit
+		g.color[r] = color
+		g.key[r] = key
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Every member reads the same (color, key) table and computes the same
+	// membership and name.
+	flat := g.resGather.Flat
+	type mk struct{ key, rank int }
+	var mine []mk
+	for i := range len(g.members) {
+		if int(flat[2*i]) == color {
+			mine = append(mine, mk{int(flat[2*i+1]), i})
+		}
+	}
+	slices.SortStableFunc(mine, func(a, b mk) int {
+		if a.key != b.key {
+			return a.key - b.key
+		}
+		return a.rank - b.rank
+	})
+	members := make([]int, len(mine))
+	newRank := -1
+	for i, m := range mine {
+		members[i] = g.members[m.rank]
+		if m.rank == r {
+			newRank = i
+		}
+	}
+	name := fmt.Sprintf("%s/s%dc%d", g.name, c.splits, color)
+	c.splits++
+	child, err := c.w.groupFor(name, members)
+	if err != nil {
+		return nil, err
+	}
+	return &rankComm{w: c.w, g: child, rank: newRank}, nil
+}
+
+// InspectPeers returns every group member's flight records (checked worlds
+// only; unchecked worlds keep no records).
+func (c *rankComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
+	out := make([]comm.PeerRecords, len(c.g.members))
+	for i, wr := range c.g.members {
+		out[i].Rank = i
+		if c.w.recorders != nil {
+			out[i].Records = c.w.recorders[wr].Snapshot()
+		}
+	}
+	return out
+}
+
+// Abort ends the whole in-process world: every rank's context is cancelled
+// with reason.
+func (c *rankComm) Abort(code int, reason error) {
+	c.w.abort(fmt.Errorf("local: rank %d aborted the world (code %d): %w", c.g.members[c.rank], code, reason))
+}
