@@ -1,0 +1,42 @@
+// Package consensus holds phases 2 and 3 of a status check (DESIGN.md §4):
+// deciding, from every rank's view, which requests are ready and what
+// happened to them.
+//
+// It owns two things:
+//
+//   - Pure functions over per-rank views: Ready (an id is ready only when
+//     every rank reports it) and Decide (cancelled = union, failed = union
+//     minus cancelled, completed = intersection minus both, quiesced =
+//     intersection; precedence cancelled > failed > completed). They take no
+//     clock, goroutine or communicator and are tested as data and against a
+//     brute-force reference.
+//   - One collective step, Gatherer, that gathers those views through a
+//     comm.Comm, hop by hop over a sync group (CTX: its TP group, then its PP
+//     group; GEN: one group), and folds them with the same algebra, so that
+//     after the last hop every rank of the combined group holds the result
+//     Decide would compute from all of their votes at once.
+//
+// It knows nothing of sessions, transfers or the executor.
+//
+// Callers must:
+//
+//   - Call Gatherer.ReadyIDs and Gatherer.Outcome unconditionally on every
+//     rank of the scope, the same number of times and in the same order, or
+//     only on a fact that is identical on every rank (configuration, a
+//     sticky flag that flips on all ranks together, a value that was itself
+//     agreed). They are collectives; calling them from a rank-local branch
+//     breaks the one rule and hangs or desyncs the group.
+//   - Pass the same scope (the same communicators, in the same order) on
+//     every rank of the combined group, and make each later hop's group
+//     connect the earlier hops' groups (one member of every TP group in each
+//     PP group), so that the result is the same on every rank.
+//   - Use one Gatherer per rank and scope, from one goroutine. Results alias
+//     the Gatherer's buffers and stay valid until its next call; copy them
+//     (slices.Clone) to keep them longer.
+//   - Treat a gather error as fatal for the scope: the communicator is
+//     broken and later collectives on it fail.
+//
+// Input lists need not be sorted and may hold duplicates; results are sorted
+// ascending without duplicates. Ids are uint64 request ids carried through
+// the communicator as int64 bit patterns.
+package consensus
