@@ -1,0 +1,166 @@
+package mpi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// The stall inspector's reply: a rank's flight records, as a small
+// length-prefixed encoding (no reflection, no allocation beyond the output):
+//
+//	"RRI1" nonce:varint count:uvarint record*
+//	record = group:str seq:uvarint kind:byte site:str peer:varint tag:varint
+//	         start:varint end:varint err:str      (times in Unix ns, 0 = zero)
+//	str    = len:uvarint bytes
+//
+// It is kept free of cgo so that it builds, and is fuzzed, without MPI.
+
+var replyMagic = []byte("RRI1")
+
+// maxReplyRecords bounds the record count a decoder accepts.
+const maxReplyRecords = 1 << 16
+
+var errBadReply = errors.New("mpi: malformed inspection reply")
+
+func encodeReply(nonce int64, recs []comm.OpRecord) []byte {
+	b := make([]byte, 0, 64+len(recs)*96)
+	b = append(b, replyMagic...)
+	b = binary.AppendVarint(b, nonce)
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, r := range recs {
+		b = appendString(b, r.Group)
+		b = binary.AppendUvarint(b, r.Seq)
+		b = append(b, byte(r.Kind))
+		b = appendString(b, r.Site)
+		b = binary.AppendVarint(b, int64(r.Peer))
+		b = binary.AppendVarint(b, int64(r.Tag))
+		b = binary.AppendVarint(b, unixNano(r.Start))
+		b = binary.AppendVarint(b, unixNano(r.End))
+		b = appendString(b, r.Err)
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type replyReader struct {
+	b   []byte
+	err error
+}
+
+func (r *replyReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: bad %s", errBadReply, what)
+	}
+}
+
+func (r *replyReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *replyReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail(what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *replyReader) str(what string) string {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(what)
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *replyReader) byte1(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail(what)
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func decodeReply(b []byte) (int64, []comm.OpRecord, error) {
+	if len(b) < len(replyMagic) || string(b[:len(replyMagic)]) != string(replyMagic) {
+		return 0, nil, fmt.Errorf("%w: bad magic", errBadReply)
+	}
+	r := &replyReader{b: b[len(replyMagic):]}
+	nonce := r.varint("nonce")
+	count := r.uvarint("record count")
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	// Every record takes at least 10 bytes: refuse counts the input cannot hold.
+	if count > maxReplyRecords || count > uint64(len(r.b))/10 {
+		return 0, nil, fmt.Errorf("%w: record count %d too large for %d bytes", errBadReply, count, len(r.b))
+	}
+	recs := make([]comm.OpRecord, 0, count)
+	for range count {
+		var o comm.OpRecord
+		o.Group = r.str("group")
+		o.Seq = r.uvarint("seq")
+		o.Kind = comm.Kind(r.byte1("kind"))
+		o.Site = r.str("site")
+		o.Peer = int(r.varint("peer"))
+		o.Tag = int(r.varint("tag"))
+		o.Start = fromUnixNano(r.varint("start"))
+		o.End = fromUnixNano(r.varint("end"))
+		o.Err = r.str("err")
+		if r.err != nil {
+			return 0, nil, r.err
+		}
+		recs = append(recs, o)
+	}
+	if len(r.b) != 0 {
+		return 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadReply, len(r.b))
+	}
+	return nonce, recs, nil
+}

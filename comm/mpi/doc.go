@@ -1,0 +1,82 @@
+// Package mpi is rankrun's Open MPI backend: a thin cgo binding (build tag
+// mpi, `#cgo pkg-config: ompi`) that implements comm.Comm with real MPI
+// calls, plus the optional capabilities comm.Inspector (the stall
+// inspector asks peers for their flight records) and comm.Aborter
+// (MPI_Abort).
+//
+// Use:
+//
+//	w, err := mpi.Init(mpi.Config{Checked: true, Timeout: 30 * time.Second})
+//	if err != nil { ... }        // built without -tags mpi: ErrNotBuilt
+//	code := run(ctx, w.Comm())   // every rank, same collectives, same order
+//	os.Exit(w.Finalize(code))    // max exit code over all ranks
+//
+// Without the mpi tag the package still builds: Init returns ErrNotBuilt
+// (wrapping comm.ErrUnderMPI as well when started by mpirun) and Available
+// reports false. There is no stub world of size 1.
+//
+// # Threading: one funnel, MPI_THREAD_SERIALIZED
+//
+// Every MPI call of the process goes through one mutex (engine.mu), and
+// every call made under it is short: collectives are the non-blocking
+// forms (MPI_Iallreduce, MPI_Iallgather, MPI_Iallgatherv, MPI_Ibcast,
+// MPI_Ibarrier) and waiting is a loop of MPI_Test, releasing the mutex
+// between polls. This is why:
+//
+//   - Blocking calls must honour their context. A blocking MPI_Allreduce
+//     cannot be interrupted; a Test loop can stop polling when ctx ends.
+//   - Measured here (MPI-NOTES.md): MPI_THREAD_MULTIPLE with several
+//     goroutines inside MPI at once was ~700x slower at np=4 oversubscribed
+//     than at np=2. With one caller at a time Open MPI runs its fast,
+//     lock-free paths, and the Go wrapper matches C.
+//   - MPI_THREAD_FUNNELED would force every call onto one OS thread (a
+//     dedicated goroutine with channel hand-offs: two context switches per
+//     call). A mutex lets the calling goroutine make the call itself on
+//     whatever thread it runs on, which MPI_THREAD_SERIALIZED allows.
+//
+// So Init asks for MPI_THREAD_SERIALIZED (Config.ThreadLevel may ask for
+// MULTIPLE, for programs that call MPI directly elsewhere; the binding
+// still funnels its own calls). Between polls a waiting goroutine yields:
+// first to other goroutines (runtime.Gosched), after 64 polls also the
+// core to other processes (sched_yield, which keeps an oversubscribed job
+// of 4 ranks on 2 cores progressing), and after ~20000 polls it sleeps, up
+// to a millisecond, so a rank stalled in a collective stops burning a core.
+//
+// # Memory
+//
+// MPI's handles, statuses and collective buffers live in C memory
+// (malloc'd per communicator, grown and reused), so the hot path —
+// AllreduceInt64 of one value, AllgatherInt64s into a reused
+// comm.Gathered — does not allocate in unchecked mode (tested with
+// testing.AllocsPerRun). Point-to-point buffers are the caller's Go memory,
+// pinned with runtime.Pinner from Isend/Irecv until the request completes.
+//
+// # Abandoned collectives
+//
+// A collective that MPI has started cannot be withdrawn. When its context
+// ends (or the communicator is closed) the call returns the context's error
+// and the communicator is broken: later collectives fail fast with
+// comm.ErrBroken. The abandoned operation's C buffers are handed to the
+// engine, which frees them only if MPI ever completes the operation. In
+// checked mode the caller is expected to report the error and end the job
+// (comm.Aborter), as DESIGN.md §3 requires.
+//
+// Split has no non-blocking MPI form: it first runs an MPI_Ibarrier (which
+// honours ctx), then the blocking MPI_Comm_split and MPI_Comm_dup, which
+// return promptly because every member has arrived. (A member whose ctx
+// ends in the instant between the barrier completing and its poll seeing
+// it would leave the others in MPI_Comm_split; that race is accepted.)
+//
+// # Stall inspection
+//
+// Each communicator has a duplicate used only by the stall inspector, with
+// a receive for inspection requests always posted. A rank answers (with its
+// comm.Recorder snapshot, in the length-prefixed encoding of codec.go)
+// whenever it polls MPI and, every 5 ms, from a background goroutine that
+// takes the MPI mutex briefly, so a rank busy with rank-local work still
+// answers. InspectPeers sends a nonce to every peer and collects replies
+// until its context ends; silent peers get PeerRecords.Err.
+//
+// Child names from Split are the parent's name + "/s<n>c<color>", n
+// counting the Splits made on the parent (from 0), as in comm/local.
+package mpi

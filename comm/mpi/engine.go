@@ -1,0 +1,220 @@
+//go:build mpi
+
+package mpi
+
+// #include "cmpi.h"
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// engine owns this process's MPI library state. Every MPI call is made with
+// mu held (the funnel: see doc.go), and each call is short because the
+// binding only uses non-blocking operations and MPI_Test.
+type engine struct {
+	mu        sync.Mutex
+	rec       *comm.Recorder
+	worldRank int
+
+	// Guarded by mu.
+	live      map[*mpiComm]struct{} // communicators whose inspection channel is open
+	orphans   []orphan              // abandoned collectives MPI has not completed yet
+	sends     []*C.rr_p2p           // inspection messages in flight
+	nonce     int64
+	finalized bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// orphan is a collective abandoned when its context ended. MPI cannot
+// withdraw it, so its C state stays allocated until MPI completes it (which
+// may be never: then it is leaked, deliberately).
+type orphan struct {
+	co *C.rr_coll
+}
+
+func newEngine(rec *comm.Recorder, worldRank int) *engine {
+	return &engine{rec: rec, worldRank: worldRank, live: map[*mpiComm]struct{}{}}
+}
+
+// Error is an MPI return code turned into a Go error, with the operation,
+// group and rank it came from. It unwraps to comm.ErrTruncated when MPI
+// reports a truncated message.
+type Error struct {
+	Op    string // the comm operation (AllreduceInt64, Isend, ...)
+	Call  string // the MPI call that failed
+	Group string
+	Rank  int
+	Code  int // the MPI return code
+	Class int // its MPI error class
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("mpi: %s on group %q rank %d: %s failed: %s (code %d)", e.Op, e.Group, e.Rank, e.Call, e.Msg, e.Code)
+}
+
+// Unwrap maps MPI error classes to the comm sentinels.
+func (e *Error) Unwrap() error {
+	if e.Class == int(C.MPI_ERR_TRUNCATE) {
+		return comm.ErrTruncated
+	}
+	return nil
+}
+
+// mpiError builds an *Error for rc (not MPI_SUCCESS). It calls into MPI, so
+// the caller holds mu or MPI is otherwise quiet; error paths may allocate.
+func mpiError(rc C.int, op, call, group string, rank int) error {
+	buf := (*C.char)(C.malloc(C.MPI_MAX_ERROR_STRING + 1))
+	defer C.free(unsafe.Pointer(buf))
+	var n, cls C.int
+	C.rr_errstr(rc, buf, &n, &cls)
+	return &Error{Op: op, Call: call, Group: group, Rank: rank, Code: int(rc), Class: int(cls), Msg: C.GoStringN(buf, n)}
+}
+
+// backoff is called between unsuccessful polls. The first polls only let
+// other goroutines run (latency of a collective at np=2 is about a
+// microsecond); later ones also give the core to other processes, which is
+// what lets an oversubscribed job (4 ranks on 2 cores) progress; long waits
+// sleep, growing to a millisecond, so an idle rank stops burning a core.
+func backoff(i int) {
+	switch {
+	case i < 64:
+		runtime.Gosched()
+	case i < 20000:
+		runtime.Gosched()
+		C.rr_yield()
+	default:
+		d := time.Duration(i-20000+1) * time.Microsecond
+		time.Sleep(min(d, time.Millisecond))
+	}
+}
+
+// serviceEvery is how often (in polls) a waiting rank also answers
+// inspection requests.
+const serviceEvery = 64
+
+// waitColl polls c's collective in flight until MPI completes it, ctx
+// ends, or c is closed. On any early return the collective is orphaned and
+// c broken: the caller must not touch c.co again.
+func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
+	done := ctx.Done()
+	co := c.co
+	for i := 0; ; i++ {
+		e.mu.Lock()
+		rc := C.rr_test(co)
+		if i%serviceEvery == serviceEvery-1 {
+			e.serviceLocked()
+		}
+		if rc != C.MPI_SUCCESS {
+			err := mpiError(rc, op, "MPI_Test", c.name, c.rank)
+			e.mu.Unlock()
+			c.breakWith(err)
+			return err
+		}
+		e.mu.Unlock()
+		if co.flag != 0 {
+			return nil
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return c.abandon(op, ctx.Err())
+			default:
+			}
+		}
+		if c.closed.Load() {
+			return c.abandon(op, comm.ErrClosed)
+		}
+		backoff(i)
+	}
+}
+
+// serviceLocked answers inspection requests that have arrived on any live
+// communicator, and reaps finished inspection sends and orphans. mu held.
+func (e *engine) serviceLocked() {
+	if e.finalized {
+		return
+	}
+	for c := range e.live {
+		in := c.insp
+		if in == nil {
+			continue
+		}
+		if C.rr_insp_test(in) != C.MPI_SUCCESS || in.flag == 0 {
+			continue
+		}
+		src := int(C.rr_insp_source(in))
+		nonce := int64(in.nonce)
+		C.rr_insp_post(in)
+		e.replyLocked(in, src, nonce)
+	}
+	e.reapLocked()
+}
+
+// replyLocked sends this rank's flight records to src.
+func (e *engine) replyLocked(in *C.rr_insp, src int, nonce int64) {
+	msg := encodeReply(nonce, e.rec.Snapshot())
+	p := C.rr_p2p_new()
+	p.owned = (*C.char)(C.CBytes(msg))
+	if C.rr_insp_reply(in, p, C.int(len(msg)), C.int(src)) != C.MPI_SUCCESS {
+		C.rr_p2p_free(p)
+		return
+	}
+	e.sends = append(e.sends, p)
+}
+
+func (e *engine) reapLocked() {
+	if len(e.sends) > 0 {
+		kept := e.sends[:0]
+		for _, p := range e.sends {
+			if C.rr_p2p_test(p) != C.MPI_SUCCESS || p.flag != 0 {
+				C.rr_p2p_free(p)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		clear(e.sends[len(kept):])
+		e.sends = kept
+	}
+	if len(e.orphans) > 0 {
+		kept := e.orphans[:0]
+		for _, o := range e.orphans {
+			if C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0 {
+				C.rr_coll_free(o.co)
+				continue
+			}
+			kept = append(kept, o)
+		}
+		clear(e.orphans[len(kept):])
+		e.orphans = kept
+	}
+}
+
+// responder runs until stop: it takes mu briefly every few milliseconds so
+// that a rank busy with rank-local work (or blocked outside MPI) still
+// answers inspection requests and progresses MPI.
+func (e *engine) responder(every time.Duration) {
+	defer close(e.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			e.mu.Lock()
+			e.serviceLocked()
+			e.mu.Unlock()
+		}
+	}
+}

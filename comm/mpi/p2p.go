@@ -1,0 +1,211 @@
+//go:build mpi
+
+package mpi
+
+// #include "cmpi.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// errCancelled is the error a cancelled receive reports from Test and Wait.
+var errCancelled = errors.New("mpi: receive cancelled")
+
+// request is a point-to-point operation in flight. The Go buffer is pinned
+// (runtime.Pinner) from posting until MPI completes the request.
+type request struct {
+	c    *mpiComm
+	recv bool
+	peer int
+	tag  int
+	n    int
+
+	mu   sync.Mutex // guards the fields below
+	p    *C.rr_p2p  // nil once done
+	pin  runtime.Pinner
+	done bool
+	st   comm.Status
+	err  error
+}
+
+func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Request, error) {
+	if buf == nil {
+		return nil, fmt.Errorf("%w: %s on group %q rank %d: nil buffer", comm.ErrBadArgument, op, c.name, c.rank)
+	}
+	if err := comm.CheckArgs(c, op, peer, tag, recv); err != nil {
+		return nil, err
+	}
+	if len(buf) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %s: %d bytes exceed MPI's int count", comm.ErrBadArgument, op, len(buf))
+	}
+	if c.closed.Load() {
+		return nil, fmt.Errorf("%w: %s on group %q rank %d", comm.ErrClosed, op, c.name, c.rank)
+	}
+	r := &request{c: c, recv: recv, peer: peer, tag: tag, n: len(buf)}
+	r.p = C.rr_p2p_new()
+	if r.p == nil {
+		return nil, fmt.Errorf("mpi: %s: out of C memory", op)
+	}
+	var ptr unsafe.Pointer
+	if len(buf) > 0 {
+		r.pin.Pin(&buf[0])
+		ptr = unsafe.Pointer(&buf[0])
+	}
+	e := c.e
+	e.mu.Lock()
+	var rc C.int
+	switch {
+	case e.finalized:
+		rc = -1
+	case recv:
+		rc = C.rr_irecv(c.h, r.p, ptr, C.int(len(buf)), C.int(peer), C.int(tag))
+	default:
+		rc = C.rr_isend(c.h, r.p, ptr, C.int(len(buf)), C.int(peer), C.int(tag))
+	}
+	var err error
+	if rc == -1 {
+		err = fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
+	} else if rc != C.MPI_SUCCESS {
+		err = mpiError(rc, op, "MPI_"+op, c.name, c.rank)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		r.pin.Unpin()
+		C.rr_p2p_free(r.p)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (c *mpiComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
+	return c.post("Isend", buf, dest, tag, false)
+}
+
+func (c *mpiComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
+	return c.post("Irecv", buf, src, tag, true)
+}
+
+func (r *request) op() string {
+	if r.recv {
+		return "Irecv"
+	}
+	return "Isend"
+}
+
+// finishLocked records the outcome and releases the C state and the pin.
+// r.mu held.
+func (r *request) finishLocked(st comm.Status, err error) {
+	r.done, r.st, r.err = true, st, err
+	C.rr_p2p_free(r.p)
+	r.p = nil
+	r.pin.Unpin()
+}
+
+// statusLocked reads the completed request's status. r.mu and e.mu held.
+func (r *request) statusLocked() comm.Status {
+	if !r.recv {
+		return comm.Status{Source: r.c.rank, Tag: r.tag, Len: r.n}
+	}
+	return comm.Status{Source: int(C.rr_p2p_source(r.p)), Tag: int(C.rr_p2p_tag(r.p)), Len: int(r.p.count)}
+}
+
+func (r *request) Test() (comm.Status, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.testLocked(false)
+}
+
+func (r *request) testLocked(service bool) (comm.Status, bool, error) {
+	if r.done {
+		return r.st, true, r.err
+	}
+	e := r.c.e
+	e.mu.Lock()
+	if e.finalized {
+		e.mu.Unlock()
+		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
+	}
+	rc := C.rr_p2p_test(r.p)
+	if service {
+		e.serviceLocked()
+	}
+	if rc != C.MPI_SUCCESS {
+		err := mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank)
+		e.mu.Unlock()
+		r.finishLocked(comm.Status{}, err)
+		return r.st, true, r.err
+	}
+	if r.p.flag == 0 {
+		e.mu.Unlock()
+		return comm.Status{}, false, nil
+	}
+	st := r.statusLocked()
+	e.mu.Unlock()
+	r.finishLocked(st, nil)
+	return r.st, true, nil
+}
+
+func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	done := ctx.Done()
+	for i := 0; ; i++ {
+		r.mu.Lock()
+		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1)
+		r.mu.Unlock()
+		if ok || err != nil {
+			return st, err
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return comm.Status{}, fmt.Errorf("mpi: %s peer %d tag %d on group %q rank %d: %w",
+					r.op(), r.peer, r.tag, r.c.name, r.c.rank, ctx.Err())
+			default:
+			}
+		}
+		backoff(i)
+	}
+}
+
+func (r *request) Cancel() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.recv {
+		return fmt.Errorf("%w: Isend to %d tag %d on group %q: a send cannot be withdrawn", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
+	}
+	if r.done {
+		if errors.Is(r.err, errCancelled) {
+			return nil
+		}
+		return fmt.Errorf("%w: Irecv from %d tag %d on group %q already completed", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
+	}
+	e := r.c.e
+	e.mu.Lock()
+	if e.finalized {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: Irecv: MPI finalized", comm.ErrClosed)
+	}
+	rc := C.rr_p2p_cancel(r.p)
+	if rc != C.MPI_SUCCESS {
+		err := mpiError(rc, "Cancel", "MPI_Cancel", r.c.name, r.c.rank)
+		e.mu.Unlock()
+		return err
+	}
+	if r.p.cancelled != 0 {
+		e.mu.Unlock()
+		r.finishLocked(comm.Status{}, fmt.Errorf("%w: Irecv from %d tag %d on group %q", errCancelled, r.peer, r.tag, r.c.name))
+		return nil
+	}
+	st := r.statusLocked()
+	e.mu.Unlock()
+	r.finishLocked(st, nil)
+	return fmt.Errorf("%w: Irecv from %d tag %d on group %q had already matched", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
+}

@@ -1,0 +1,164 @@
+//go:build mpi
+
+package mpi
+
+// #include "cmpi.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// responderEvery is how often the background responder services MPI.
+const responderEvery = 5 * time.Millisecond
+
+// Available reports whether this binary was built with the MPI backend.
+func Available() bool { return true }
+
+// World is this process's MPI world: MPI is initialised by Init and
+// finalised by Finalize, once per process.
+type World struct {
+	e         *engine
+	world     *mpiComm
+	c         comm.Comm
+	rec       *comm.Recorder
+	localRank int
+	cfg       Config
+
+	finOnce sync.Once
+	finCode int
+}
+
+var initMu sync.Mutex // MPI can be initialised once per process
+
+// Init initialises MPI (MPI_Init_thread) and returns the world. Call it
+// once, from the goroutine that will call Finalize (it locks that goroutine
+// to its OS thread so MPI_Finalize runs on the thread that initialised MPI).
+func Init(cfg Config) (*World, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	initMu.Lock()
+	defer initMu.Unlock()
+	level := C.int(C.MPI_THREAD_SERIALIZED)
+	if cfg.ThreadLevel == Multiple {
+		level = C.MPI_THREAD_MULTIPLE
+	}
+	runtime.LockOSThread()
+	var provided C.int
+	rc := C.rr_init(level, &provided)
+	if rc == -1 {
+		runtime.UnlockOSThread()
+		return nil, errors.New("mpi: Init: MPI is already initialised in this process (Init may be called once)")
+	}
+	if rc != C.MPI_SUCCESS {
+		runtime.UnlockOSThread()
+		return nil, mpiError(rc, "Init", "MPI_Init_thread", "world", -1)
+	}
+	fail := func(err error) (*World, error) {
+		C.MPI_Finalize()
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	if provided < level {
+		return fail(fmt.Errorf("mpi: Init: MPI granted thread level %d, below the %v level asked for", int(provided), cfg.ThreadLevel))
+	}
+	var wrank, wsize, lrank C.int
+	if rc := C.rr_setup(C.rr_world(), &wrank, &wsize); rc != C.MPI_SUCCESS {
+		return fail(mpiError(rc, "Init", "MPI_Comm_rank/size", "world", -1))
+	}
+	if cfg.Size > 0 && int(wsize) != cfg.Size {
+		return fail(&SizeError{Want: cfg.Size, Got: int(wsize)})
+	}
+	if rc := C.rr_local_rank(&lrank); rc != C.MPI_SUCCESS {
+		return fail(mpiError(rc, "Init", "MPI_Comm_split_type", "world", int(wrank)))
+	}
+	rec := comm.NewRecorder(cfg.RecorderDepth)
+	e := newEngine(rec, int(wrank))
+	var insp C.MPI_Comm
+	if rc := C.rr_dup(C.rr_world(), &insp); rc != C.MPI_SUCCESS {
+		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "world", int(wrank)))
+	}
+	e.mu.Lock()
+	wc, err := newComm(e, C.rr_world(), insp, "world", true)
+	e.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	w := &World{e: e, world: wc, c: wc, rec: rec, localRank: int(lrank), cfg: cfg}
+	if cfg.Checked {
+		w.c = comm.NewChecked(wc, comm.CheckConfig{Timeout: cfg.Timeout, Recorder: rec})
+	}
+	e.stop = make(chan struct{})
+	e.done = make(chan struct{})
+	go e.responder(responderEvery)
+	return w, nil
+}
+
+// Comm returns the world communicator (checked when Config.Checked).
+func (w *World) Comm() comm.Comm { return w.c }
+
+// Raw returns the unchecked world communicator.
+func (w *World) Raw() comm.Comm { return w.world }
+
+// Rank is this process's rank in MPI_COMM_WORLD.
+func (w *World) Rank() int { return w.world.rank }
+
+// Size is the number of ranks in MPI_COMM_WORLD.
+func (w *World) Size() int { return w.world.size }
+
+// LocalRank is this process's rank among the ranks on its node.
+func (w *World) LocalRank() int { return w.localRank }
+
+// Recorder is this rank's flight recorder (the one checked mode records
+// into and the stall inspector reports).
+func (w *World) Recorder() *comm.Recorder { return w.rec }
+
+// Finalize reduces exitCode across every rank with MPI max, finalises MPI
+// and returns the reduced code, so every rank exits alike:
+//
+//	os.Exit(w.Finalize(code))
+//
+// When the reduction cannot complete (the world is broken, or a peer does
+// not arrive within Config.FinalizeTimeout) the job is aborted with a
+// non-zero code instead. Calling Finalize again returns the first result.
+func (w *World) Finalize(exitCode int) int {
+	w.finOnce.Do(func() { w.finCode = w.finalize(exitCode) })
+	return w.finCode
+}
+
+func (w *World) finalize(exitCode int) int {
+	d := w.cfg.FinalizeTimeout
+	if d <= 0 {
+		d = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var v [1]int64
+	v[0] = int64(exitCode)
+	if err := w.world.AllreduceInt64(ctx, comm.Max, v[:], v[:]); err != nil {
+		w.Abort(max(exitCode, 1), fmt.Errorf("mpi: Finalize could not agree on the exit code: %w", err))
+	}
+	close(w.e.stop)
+	<-w.e.done
+	w.world.Close()
+	w.e.mu.Lock()
+	w.e.finalized = true
+	C.MPI_Finalize()
+	w.e.mu.Unlock()
+	runtime.UnlockOSThread()
+	return int(v[0])
+}
+
+// Abort writes reason, with this rank named, to stderr and ends the whole
+// job with MPI_Abort(MPI_COMM_WORLD, code). It does not return.
+func (w *World) Abort(code int, reason error) {
+	w.world.Abort(code, reason)
+}
