@@ -349,3 +349,20 @@ func (r *checkedReq) Cancel() error {
 	}
 	return err
 }
+
+// Notifier is an optional capability of a backend communicator: Notify
+// returns a channel that receives a token (buffered, coalesced) whenever a
+// point-to-point request posted by this rank completes, so a rank waiting
+// for progress can sleep on events instead of polling. Backends without it
+// (MPI, where progress needs polling) are polled with a short back-off.
+type Notifier interface {
+	Notify() <-chan struct{}
+}
+
+// NotifierOf returns c's notifier (looking through checked mode), or nil.
+func NotifierOf(c Comm) Notifier {
+	if n, ok := Unwrap(c).(Notifier); ok {
+		return n
+	}
+	return nil
+}

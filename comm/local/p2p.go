@@ -95,6 +95,15 @@ func deliver(send, recv *request) {
 	send.st = comm.Status{Source: send.peer, Tag: send.tag, Len: len(send.buf)}
 	close(recv.done)
 	close(send.done)
+	poke(recv.notify)
+	poke(send.notify)
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
@@ -108,7 +117,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 		return nil, fmt.Errorf("%w: Isend: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
 	b := &c.g.boxes[dest]
-	q := &request{box: b, send: true, buf: buf, peer: c.rank, tag: tag, done: make(chan struct{})}
+	q := &request{box: b, send: true, buf: buf, peer: c.rank, tag: tag, done: make(chan struct{}), notify: c.w.notify[c.WorldRank()]}
 	b.mu.Lock()
 	for i, recv := range b.recvs {
 		if matches(recv, c.rank, tag) {
@@ -134,7 +143,7 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 		return nil, fmt.Errorf("%w: Irecv: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
 	b := &c.g.boxes[c.rank]
-	q := &request{box: b, buf: buf, peer: src, tag: tag, done: make(chan struct{})}
+	q := &request{box: b, buf: buf, peer: src, tag: tag, done: make(chan struct{}), notify: c.w.notify[c.WorldRank()]}
 	b.mu.Lock()
 	for i, send := range b.sends {
 		if matches(q, send.peer, send.tag) {

@@ -22,7 +22,12 @@ var (
 	_ comm.Comm      = (*rankComm)(nil)
 	_ comm.Inspector = (*rankComm)(nil)
 	_ comm.Aborter   = (*rankComm)(nil)
+	_ comm.Notifier  = (*rankComm)(nil)
 )
+
+// Notify implements comm.Notifier: one channel per world rank, shared by
+// all of the rank's communicators.
+func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.WorldRank()] }
 
 func (c *rankComm) Rank() int    { return c.rank }
 func (c *rankComm) Size() int    { return len(c.g.members) }

@@ -95,6 +95,7 @@ type world struct {
 	n         int
 	cfg       Config
 	recorders []*comm.Recorder
+	notify    []chan struct{} // per world rank, see comm.Notifier
 	cancel    context.CancelCauseFunc
 
 	mu     sync.Mutex
@@ -103,7 +104,10 @@ type world struct {
 }
 
 func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
-	w := &world{n: n, cfg: cfg, cancel: cancel, groups: map[string]*group{}}
+	w := &world{n: n, cfg: cfg, cancel: cancel, groups: map[string]*group{}, notify: make([]chan struct{}, n)}
+	for r := range w.notify {
+		w.notify[r] = make(chan struct{}, 1)
+	}
 	if cfg.Checked {
 		w.recorders = make([]*comm.Recorder, n)
 		for r := range n {
