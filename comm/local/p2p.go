@@ -19,14 +19,15 @@ type mailbox struct {
 }
 
 type request struct {
-	box  *mailbox
-	send bool
-	buf  []byte
-	peer int // recv: wanted source (or AnySource); send: sender rank
-	tag  int
-	done chan struct{}
-	st   comm.Status
-	err  error
+	box    *mailbox
+	send   bool
+	buf    []byte
+	peer   int // recv: wanted source (or AnySource); send: sender rank
+	tag    int
+	done   chan struct{}
+	notify chan struct{} // the poster\'s notifier
+	st     comm.Status
+	err    error
 }
 
 func (q *request) Test() (comm.Status, bool, error) {
