@@ -45,6 +45,12 @@ func (w *World) Size() int { unavailable(); return 0 }
 // LocalRank panics: no World exists without MPI.
 func (w *World) LocalRank() int { unavailable(); return 0 }
 
+// RequireSize panics: no World exists without MPI.
+func (w *World) RequireSize(want int) error { unavailable(); return nil }
+
+// Raw panics: no World exists without MPI.
+func (w *World) Raw() comm.Comm { unavailable(); return nil }
+
 // Recorder panics: no World exists without MPI.
 func (w *World) Recorder() *comm.Recorder { unavailable(); return nil }
 

@@ -117,6 +117,15 @@ func (w *World) Size() int { return w.world.size }
 // LocalRank is this process's rank among the ranks on its node.
 func (w *World) LocalRank() int { return w.localRank }
 
+// RequireSize returns a *SizeError naming both sizes unless the world has
+// exactly want ranks (for commands that only work at one size).
+func (w *World) RequireSize(want int) error {
+	if w.world.size != want {
+		return &SizeError{Want: want, Got: w.world.size}
+	}
+	return nil
+}
+
 // Recorder is this rank's flight recorder (the one checked mode records
 // into and the stall inspector reports).
 func (w *World) Recorder() *comm.Recorder { return w.rec }
