@@ -142,6 +142,17 @@ static int rr_reserve(rr_coll *c, long ns, long nr, int m, long b) {
 
 static int rr_test(rr_coll *c) { return MPI_Test(&c->req, &c->flag, &c->st); }
 
+// rr_test_spin polls up to spins times (one cgo call for a burst of polls:
+// a small collective completes in a handful of MPI_Test calls).
+static int rr_test_spin(rr_coll *c, int spins) {
+	int rc = MPI_SUCCESS;
+	for (int i = 0; i < spins; i++) {
+		rc = MPI_Test(&c->req, &c->flag, &c->st);
+		if (rc != MPI_SUCCESS || c->flag) break;
+	}
+	return rc;
+}
+
 static int rr_iallreduce(MPI_Comm comm, rr_coll *c, int n, int op) {
 	c->flag = 0;
 	return MPI_Iallreduce(c->sbuf, c->rbuf, n, MPI_INT64_T, rr_op(op), comm, &c->req);
