@@ -1,0 +1,172 @@
+package transceiver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// Role says which side of the transfer a rank is on.
+type Role uint8
+
+// Roles.
+const (
+	Context    Role = iota + 1 // CTX: prefill, sends KV
+	Generation                 // GEN: decode, receives KV
+)
+
+func (r Role) String() string {
+	switch r {
+	case Context:
+		return "ctx"
+	case Generation:
+		return "gen"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Mode is how GEN receives: in the background, polled every iteration
+// (Async, the default), or blocking the rank in a rank-local receive for each
+// admitted request (Sync).
+type Mode uint8
+
+// Modes.
+const (
+	Async Mode = iota
+	Sync
+)
+
+func (m Mode) String() string {
+	if m == Sync {
+		return "sync"
+	}
+	return "async"
+}
+
+// ParseMode parses "async" or "sync".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "async", "":
+		return Async, nil
+	case "sync":
+		return Sync, nil
+	}
+	return Async, fmt.Errorf("transceiver: transfer mode %q: must be async or sync", s)
+}
+
+// Sentinel errors.
+var (
+	ErrConfig    = errors.New("transceiver: bad configuration")
+	ErrDuplicate = errors.New("transceiver: duplicate request")
+	ErrUnknown   = errors.New("transceiver: unknown request")
+	ErrNoSpace   = errors.New("transceiver: request does not fit the KV pool")
+	ErrClosed    = errors.New("transceiver: closed")
+)
+
+// Request is what both sides agree about a request: its id, its KV length,
+// and the DP indices of the CTX and GEN instances that hold it.
+type Request struct {
+	ID     gpu.RequestID
+	Tokens int
+	CtxDP  int
+	GenDP  int
+}
+
+// Replays re-create historical bugs on purpose (DESIGN.md §7). All off by
+// default.
+type Replays struct {
+	// UnclampedPoll removes the clamp of the bounded poll: a target above
+	// the sessions held (an empty table and at_least 1) waits out the whole
+	// interval (seed 000).
+	UnclampedPoll bool
+}
+
+// Config configures one rank's transceiver.
+type Config struct {
+	Role  Role
+	Ctx   topology.Layout
+	Gen   topology.Layout
+	Model topology.Model
+	// Rank is this rank's index within its instance.
+	Rank int
+	// World holds every CTX rank (world ranks [0, Ctx.Ranks())) followed by
+	// every GEN rank.
+	World comm.Comm
+	// Scope is this rank's consensus hops (CTX: TP then PP group; GEN: its
+	// group). Empty for a group of one.
+	Scope []comm.Comm
+	// Pool is this rank's KV block pool; its BlockBytes must equal the
+	// rank's shard block size.
+	Pool *gpu.Pool
+	// Mode is the GEN receive mode.
+	Mode Mode
+	// SenderWaitSlice bounds the rank-local poll of a CTX status check
+	// (default 1 s, like kv_transfer_sender_future_timeout_ms).
+	SenderWaitSlice time.Duration
+	// GenPollInterval bounds the rank-local poll of a GEN status check
+	// (default 5 s, like kv_transfer_poll_interval_ms).
+	GenPollInterval time.Duration
+	// TransferTimeout is the overall deadline of one transfer, after which
+	// it is cancelled (default 60 s).
+	TransferTimeout time.Duration
+	Replays         Replays
+	Log             *zap.Logger
+	// Faults injects rank-local failures for regression tests (nil: none).
+	Faults *Faults
+}
+
+// Faults injects rank-local transfer faults. The executor or a test decides
+// them from a seed; the transceiver only applies them.
+type Faults struct {
+	// CorruptFragment flips a byte of every fragment this CTX rank sends
+	// for these requests (GEN verification must fail it).
+	CorruptFragment map[gpu.RequestID]bool
+	// DropAck makes this GEN rank never acknowledge these requests (the
+	// CTX side must time out and cancel).
+	DropAck map[gpu.RequestID]bool
+	// FailReceive makes this GEN rank fail these requests locally after
+	// receiving them (a rank-local error).
+	FailReceive map[gpu.RequestID]bool
+}
+
+func (c *Config) fill() error {
+	if c.Role != Context && c.Role != Generation {
+		return fmt.Errorf("%w: Role must be Context or Generation", ErrConfig)
+	}
+	if c.World == nil {
+		return fmt.Errorf("%w: World is nil", ErrConfig)
+	}
+	if c.Pool == nil {
+		return fmt.Errorf("%w: Pool is nil", ErrConfig)
+	}
+	if c.SenderWaitSlice <= 0 {
+		c.SenderWaitSlice = time.Second
+	}
+	if c.GenPollInterval <= 0 {
+		c.GenPollInterval = 5 * time.Second
+	}
+	if c.TransferTimeout <= 0 {
+		c.TransferTimeout = 60 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+	if want := c.Ctx.Ranks() + c.Gen.Ranks(); c.World.Size() != want {
+		return fmt.Errorf("%w: World has %d ranks, the layouts need %d (ctx %s: %d + gen %s: %d)",
+			ErrConfig, c.World.Size(), want, c.Ctx, c.Ctx.Ranks(), c.Gen, c.Gen.Ranks())
+	}
+	inst := c.Ctx
+	if c.Role == Generation {
+		inst = c.Gen
+	}
+	if c.Rank < 0 || c.Rank >= inst.Ranks() {
+		return fmt.Errorf("%w: Rank %d outside the %s instance's 0..%d", ErrConfig, c.Rank, c.Role, inst.Ranks()-1)
+	}
+	return nil
+}

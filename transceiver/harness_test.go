@@ -1,0 +1,133 @@
+package transceiver_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var testModel = topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
+
+// counting counts the collectives entered through a communicator, so a test
+// can assert that a rank-local path entered none.
+type counting struct {
+	comm.Comm
+	n atomic.Int64
+}
+
+func (c *counting) Barrier(ctx context.Context) error { c.n.Add(1); return c.Comm.Barrier(ctx) }
+func (c *counting) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
+	c.n.Add(1)
+	return c.Comm.AllreduceInt64(ctx, op, in, out)
+}
+func (c *counting) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gathered) error {
+	c.n.Add(1)
+	return c.Comm.AllgatherInt64s(ctx, in, out)
+}
+func (c *counting) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	c.n.Add(1)
+	return c.Comm.Bcast(ctx, root, data)
+}
+func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error) {
+	c.n.Add(1)
+	return c.Comm.Split(ctx, color, key)
+}
+
+// rank is what a test body gets on each rank.
+type rank struct {
+	t      *testing.T
+	tr     *transceiver.Transceiver
+	pool   *gpu.Pool
+	groups *transceiver.Groups
+	world  *counting
+	role   transceiver.Role
+}
+
+type setupOpts struct {
+	ctx, gen   string
+	blocks     int
+	slice      time.Duration
+	genPoll    time.Duration
+	timeout    time.Duration
+	mode       transceiver.Mode
+	replays    transceiver.Replays
+	faults     func(role transceiver.Role, rank int) *transceiver.Faults
+	collTimout time.Duration
+}
+
+// runRanks builds a checked in-process world for the two layouts and runs
+// body on every rank with its transceiver; it fails the test on any error
+// and checks every pool ends empty and consistent.
+func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank) error) {
+	t.Helper()
+	ctxL := topology.MustParseLayout(o.ctx)
+	genL := topology.MustParseLayout(o.gen)
+	if o.blocks == 0 {
+		o.blocks = 256
+	}
+	if o.collTimout == 0 {
+		o.collTimout = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: true, Timeout: o.collTimout}, func(ctx context.Context, c comm.Comm) error {
+		world := &counting{Comm: c}
+		g, err := transceiver.Setup(ctx, c, ctxL, genL)
+		if err != nil {
+			return err
+		}
+		defer g.Close()
+		layout := ctxL
+		if g.Role == transceiver.Generation {
+			layout = genL
+		}
+		shard, err := layout.Shard(testModel, g.Rank)
+		if err != nil {
+			return err
+		}
+		pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: o.blocks, BlockBytes: shard.BlockBytes(), Name: g.Role.String()})
+		if err != nil {
+			return err
+		}
+		var faults *transceiver.Faults
+		if o.faults != nil {
+			faults = o.faults(g.Role, g.Rank)
+		}
+		tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: ctxL, Gen: genL, Model: testModel, Rank: g.Rank,
+			World: world, Scope: g.Scope, Pool: pool, Mode: o.mode, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
+			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults})
+		if err != nil {
+			return err
+		}
+		r := &rank{t: t, tr: tr, pool: pool, groups: g, world: world, role: g.Role}
+		berr := body(ctx, r)
+		cerr := tr.Close()
+		if berr != nil {
+			return berr
+		}
+		if cerr != nil {
+			return cerr
+		}
+		if err := pool.CheckInvariants(); err != nil {
+			return err
+		}
+		if st := pool.Stats(); st.Used != 0 || st.Pinned != 0 {
+			return errorf("%s rank %d: pool ends with %d used, %d pinned blocks", g.Role, g.Rank, st.Used, st.Pinned)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

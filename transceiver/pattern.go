@@ -1,0 +1,105 @@
+package transceiver
+
+import (
+	"encoding/binary"
+
+	"github.com/rankrun/rankrun/gpu"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+// Pattern is the deterministic content of the KV cache: the HeadBytes bytes
+// of (request, layer, K/V, head, token) are a function of those five values
+// only, so any receiver can verify what it got without the sender's help.
+func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 {
+	x := req*0x9E3779B97F4A7C15 ^ uint64(layer)<<40 ^ uint64(kv)<<39 ^ uint64(head)<<24 ^ uint64(token)
+	// splitmix64 finaliser.
+	x ^= x >> 30
+	x *= 0xBF58476D1CE4E5B9
+	x ^= x >> 27
+	x *= 0x94D049BB133111EB
+	x ^= x >> 31
+	return x
+}
+
+const patternStep = 0xD6E8FEB86659FD93
+
+// fillSegment writes the pattern of one (request, layer, kv, head, token)
+// into seg.
+func fillSegment(seg []byte, seed uint64) {
+	w := seed
+	i := 0
+	for ; i+8 <= len(seg); i += 8 {
+		binary.LittleEndian.PutUint64(seg[i:], w)
+		w += patternStep
+	}
+	for j := 0; i < len(seg); i, j = i+1, j+1 {
+		seg[i] = byte(w >> (8 * j))
+	}
+}
+
+// checkSegment reports whether seg holds the pattern for seed.
+func checkSegment(seg []byte, seed uint64) bool {
+	w := seed
+	i := 0
+	for ; i+8 <= len(seg); i += 8 {
+		if binary.LittleEndian.Uint64(seg[i:]) != w {
+			return false
+		}
+		w += patternStep
+	}
+	for j := 0; i < len(seg); i, j = i+1, j+1 {
+		if seg[i] != byte(w>>(8*j)) {
+			return false
+		}
+	}
+	return true
+}
+
+// FillBlock writes the KV pattern of request req into block, which holds
+// request block index blockIdx of shard s. This is the "prefill" of the
+// compute model: it makes every byte a CTX rank will send checkable.
+func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
+	m := s.Model
+	hb := m.HeadBytes()
+	for layer := s.LayerLo; layer < s.LayerHi; layer++ {
+		for kv := topology.K; kv <= topology.V; kv++ {
+			for head := s.HeadLo; head < s.HeadHi; head++ {
+				for t := range m.TokensPerBlock {
+					off := s.Offset(layer, kv, head, t)
+					fillSegment(block[off:off+hb], patternSeed(req, layer, kv, head, blockIdx*m.TokensPerBlock+t))
+				}
+			}
+		}
+	}
+}
+
+// VerifyBlock checks that block holds the pattern of request req for the
+// given layers and heads of request block blockIdx (shard s's layout); it
+// returns the first mismatch as (layer, kv, head, token, false).
+func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, layerHi, headLo, headHi int) (int, topology.KV, int, int, bool) {
+	m := s.Model
+	hb := m.HeadBytes()
+	for layer := layerLo; layer < layerHi; layer++ {
+		for kv := topology.K; kv <= topology.V; kv++ {
+			for head := headLo; head < headHi; head++ {
+				for t := range m.TokensPerBlock {
+					off := s.Offset(layer, kv, head, t)
+					if !checkSegment(block[off:off+hb], patternSeed(req, layer, kv, head, blockIdx*m.TokensPerBlock+t)) {
+						return layer, kv, head, t, false
+					}
+				}
+			}
+		}
+	}
+	return 0, 0, 0, 0, true
+}
+
+// Prefill writes the KV pattern of request id into the blocks it holds in
+// pool (allocated by admission), as shard s lays them out: the rank's j-th
+// block of the request is request block j*CP + CPIndex.
+func Prefill(pool *gpu.Pool, s topology.Shard, id gpu.RequestID) {
+	for j, b := range pool.Blocks(id) {
+		FillBlock(pool.Block(b), s, uint64(id), j*s.CP+s.CPIndex)
+	}
+}
