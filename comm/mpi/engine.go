@@ -82,22 +82,27 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 }
 
 // backoff is called between unsuccessful polls. The first polls only let
-// other goroutines run (latency of a collective at np=2 is about a
-// microsecond); later ones also give the core to other processes, which is
-// what lets an oversubscribed job (4 ranks on 2 cores) progress; long waits
-// sleep, growing to a millisecond, so an idle rank stops burning a core.
+// other goroutines run (a small collective at np=2 takes about a
+// microsecond); later ones also give the core to other processes
+// (sched_yield), which keeps an oversubscribed job (4 ranks on 2 cores)
+// progressing without starving a large transfer of progress calls. Only
+// after a long wait (sleepAfter polls, on the order of a second) does it
+// sleep, briefly, so a rank stalled in a collective stops burning a core
+// while still answering the stall inspector.
 func backoff(i int) {
 	switch {
 	case i < 64:
 		runtime.Gosched()
-	case i < 20000:
+	case i < sleepAfter:
 		runtime.Gosched()
 		C.rr_yield()
 	default:
-		d := time.Duration(i-20000+1) * time.Microsecond
-		time.Sleep(min(d, time.Millisecond))
+		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+// sleepAfter is the poll count after which backoff sleeps.
+const sleepAfter = 1 << 20
 
 // spinPolls is how many MPI_Test calls one poll makes (in C, under the
 // lock): a small collective completes in a handful, so most finish within
