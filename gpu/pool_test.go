@@ -188,27 +188,43 @@ func TestAllocateWaitsForRelease(t *testing.T) {
 
 func TestAllocateFIFO(t *testing.T) {
 	p := newPool(t, 4, 1)
-	_, err := p.TryAllocate(1, 4)
+	_, err := p.TryAllocate(1, 3)
 	require.NoError(t, err)
-	order := make(chan RequestID, 2)
-	var wg sync.WaitGroup
+	done := map[RequestID]chan error{2: make(chan error, 1), 3: make(chan error, 1)}
 	start := func(req RequestID, n int) {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			_, err := p.Allocate(context.Background(), req, n)
-			assert.NoError(t, err)
-			order <- req
+			done[req] <- err
 		}()
 	}
-	start(2, 3)
+	start(2, 3) // does not fit: 1 free
 	waitFor(t, func() bool { return p.Stats().Waiters == 1 })
-	start(3, 1)
+	start(3, 1) // would fit, but queues behind req-2
 	waitFor(t, func() bool { return p.Stats().Waiters == 2 })
-	require.NoError(t, p.Release(1))
-	wg.Wait()
-	assert.Equal(t, RequestID(2), <-order)
-	assert.Equal(t, RequestID(3), <-order)
+	assert.Equal(t, 1, p.Stats().Free)
+	checkInv(t, p)
+
+	require.NoError(t, p.Release(1)) // 4 free: req-2 takes 3, req-3 then fits too
+	require.NoError(t, <-done[2])
+	require.NoError(t, <-done[3])
+	assert.Len(t, p.Blocks(2), 3)
+	assert.Len(t, p.Blocks(3), 1)
+	checkInv(t, p)
+
+	// Head-of-line: req-4 (2 blocks) waits; req-5 (1 block) waits behind it;
+	// releasing req-3 frees 1 block, which goes to nobody: req-4 is first.
+	done[4], done[5] = make(chan error, 1), make(chan error, 1)
+	start(4, 2)
+	waitFor(t, func() bool { return p.Stats().Waiters == 1 })
+	start(5, 1)
+	waitFor(t, func() bool { return p.Stats().Waiters == 2 })
+	require.NoError(t, p.Release(3))
+	assert.Equal(t, 2, p.Stats().Waiters)
+	assert.Nil(t, p.Blocks(5))
+	checkInv(t, p)
+	require.NoError(t, p.Release(2)) // 4 free: req-4 then req-5
+	require.NoError(t, <-done[4])
+	require.NoError(t, <-done[5])
 	checkInv(t, p)
 }
 
