@@ -237,6 +237,16 @@ static int rr_p2p_test(rr_p2p *p) {
 	return rc;
 }
 
+// rr_p2p_test_spin polls up to spins times (Wait's burst, as rr_test_spin).
+static int rr_p2p_test_spin(rr_p2p *p, int spins) {
+	int rc = MPI_SUCCESS;
+	for (int i = 0; i < spins; i++) {
+		rc = rr_p2p_test(p);
+		if (rc != MPI_SUCCESS || p->flag) break;
+	}
+	return rc;
+}
+
 static int rr_p2p_source(rr_p2p *p) { return p->st.MPI_SOURCE; }
 static int rr_p2p_tag(rr_p2p *p) { return p->st.MPI_TAG; }
 

@@ -121,10 +121,11 @@ func (r *request) statusLocked() comm.Status {
 func (r *request) Test() (comm.Status, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.testLocked(false)
+	return r.testLocked(false, 1)
 }
 
-func (r *request) testLocked(service bool) (comm.Status, bool, error) {
+// testLocked polls the request up to spins times. r.mu held.
+func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error) {
 	if r.done {
 		return r.st, true, r.err
 	}
@@ -134,7 +135,7 @@ func (r *request) testLocked(service bool) (comm.Status, bool, error) {
 		e.mu.Unlock()
 		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
 	}
-	rc := C.rr_p2p_test(r.p)
+	rc := C.rr_p2p_test_spin(r.p, C.int(spins))
 	if service {
 		e.serviceLocked()
 	}
@@ -158,7 +159,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	done := ctx.Done()
 	for i := 0; ; i++ {
 		r.mu.Lock()
-		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1)
+		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, spinPolls)
 		r.mu.Unlock()
 		if ok || err != nil {
 			return st, err
