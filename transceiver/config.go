@@ -133,6 +133,12 @@ type Faults struct {
 	// FailReceive makes this GEN rank fail these requests locally after
 	// receiving them (a rank-local error).
 	FailReceive map[gpu.RequestID]bool
+	// Withhold makes this CTX rank never send these requests' fragments, so
+	// the transfer runs into its deadline on both sides.
+	Withhold map[gpu.RequestID]bool
+	// Cancel makes this rank ask to cancel these requests as soon as their
+	// session starts (a cancel seen by one rank only).
+	Cancel map[gpu.RequestID]bool
 }
 
 func (c *Config) fill() error {

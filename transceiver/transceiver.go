@@ -278,6 +278,9 @@ func (t *Transceiver) StartSend(req Request) error {
 		// This rank holds only duplicated heads another rank sends.
 		t.setTerminal(s, StateTransferred, "")
 	}
+	if t.cfg.Faults != nil && t.cfg.Faults.Cancel[req.ID] {
+		t.tryCancel(s, "cancelled on this rank (injected)")
+	}
 	t.progressSend(s)
 	return nil
 }
@@ -336,6 +339,9 @@ func (t *Transceiver) StartReceive(req Request) error {
 	s.state = StateTransferring
 	if len(s.frags) == 0 {
 		t.setTerminal(s, StateTransferred, "")
+	}
+	if t.cfg.Faults != nil && t.cfg.Faults.Cancel[req.ID] {
+		t.tryCancel(s, "cancelled on this rank (injected)")
 	}
 	return nil
 }
@@ -505,7 +511,7 @@ func (t *Transceiver) progressSend(s *session) {
 	all := true
 	for i := range s.frags {
 		fs := &s.frags[i]
-		if !fs.posted && fs.dataTag >= 0 && s.reason == "" {
+		if !fs.posted && fs.dataTag >= 0 && s.reason == "" && (t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
 			if err := t.postFragment(s, fs); err != nil {
 				s.reason = err.Error()
 			}
@@ -792,7 +798,7 @@ func (t *Transceiver) CheckContextTransferStatus(ctx context.Context, atLeast in
 	if t.cfg.Role != Context {
 		return Result{}, fmt.Errorf("%w: CheckContextTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
 	}
-	return t.check(ctx, atLeast, t.cfg.SenderWaitSlice)
+	return t.check(ctx, atLeast, t.cfg.SenderWaitSlice, t.cfg.Scope)
 }
 
 // CheckGenTransferStatus is the GEN status check. GEN always enters the
@@ -801,10 +807,37 @@ func (t *Transceiver) CheckGenTransferStatus(ctx context.Context, atLeast int) (
 	if t.cfg.Role != Generation {
 		return Result{}, fmt.Errorf("%w: CheckGenTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
 	}
-	return t.check(ctx, atLeast, t.cfg.GenPollInterval)
+	return t.check(ctx, atLeast, t.cfg.GenPollInterval, t.cfg.Scope)
 }
 
-func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration) (Result, error) {
+// CheckStatusOver is a status check (either role) whose consensus runs over
+// scope instead of the rank's own. Only the unsafe-idle-reap replay uses
+// it, to bring back a check whose collectives span the executor group.
+func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []comm.Comm) (Result, error) {
+	interval := t.cfg.SenderWaitSlice
+	if t.cfg.Role == Generation {
+		interval = t.cfg.GenPollInterval
+	}
+	return t.check(ctx, atLeast, interval, scope)
+}
+
+// TerminalHeld counts sessions that are over on this rank but not yet
+// reaped by a consensus: their blocks stay pinned until a status check.
+func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
+
+// LocallyFailed lists the sessions that failed or were cancelled on this
+// rank and that the group has not agreed on yet.
+func (t *Transceiver) LocallyFailed() []gpu.RequestID {
+	var out []gpu.RequestID
+	for _, id := range t.order {
+		if st := t.sessions[id].state; st == StateFailed || st == StateCancelled {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (Result, error) {
 	var res Result
 	t.stats.StatusChecks++
 	res.PollWait = t.poll(ctx, atLeast, interval)
@@ -823,7 +856,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 			ready = append(ready, uint64(id))
 		}
 	}
-	agreed, err := t.gather.ReadyIDs(ctx, t.cfg.Scope, ready)
+	agreed, err := t.gather.ReadyIDs(ctx, scope, ready)
 	if err != nil {
 		return res, fmt.Errorf("transceiver: %s rank %d ready-id consensus: %w", t.cfg.Role, t.cfg.Rank, err)
 	}
@@ -846,7 +879,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 			vote.Quiesced = append(vote.Quiesced, id)
 		}
 	}
-	out, err := t.gather.Outcome(ctx, t.cfg.Scope, vote)
+	out, err := t.gather.Outcome(ctx, scope, vote)
 	if err != nil {
 		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
 	}

@@ -1,0 +1,153 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// Sentinel errors.
+var (
+	// ErrConfig: a configuration field breaks its rule.
+	ErrConfig = errors.New("executor: bad configuration")
+	// ErrStalled: work is waiting but nothing has progressed for
+	// StallTimeout (seed 001's symptom: the pool pinned by sends never
+	// reaped, admission stopped).
+	ErrStalled = errors.New("executor: stalled")
+	// ErrInjected: a fault injected on purpose ended the rank.
+	ErrInjected = errors.New("executor: injected fault")
+)
+
+// Config configures a disaggregated run: one CTX instance and one GEN
+// instance (each possibly with several DP replicas).
+type Config struct {
+	Ctx      topology.Layout
+	Gen      topology.Layout
+	Model    topology.Model
+	Workload Workload
+	Mode     transceiver.Mode
+
+	// Compute cost model (zero: control plane only).
+	PrefillPerToken time.Duration
+	DecodePerStep   time.Duration
+
+	// KV pool size per rank, in blocks.
+	CtxBlocks int
+	GenBlocks int
+
+	SenderWaitSlice time.Duration // CTX poll bound (transceiver default 1 s)
+	GenPollInterval time.Duration // GEN poll bound (transceiver default 5 s)
+	TransferTimeout time.Duration // per transfer (transceiver default 60 s)
+	// IdleTick bounds an idle wait between iterations (default 20 ms); an
+	// arrival or a transfer event ends it sooner.
+	IdleTick time.Duration
+	// StallTimeout: waiting work with no progress for this long ends the
+	// run with ErrStalled (default 10 s).
+	StallTimeout time.Duration
+
+	Replays ReplaySet
+	Faults  []Fault
+
+	Log *zap.Logger
+	// Trace records trace events (Chrome trace format) per rank.
+	Trace bool
+}
+
+// Defaults fills zero fields with their documented defaults.
+func (c *Config) Defaults() {
+	if c.Model == (topology.Model{}) {
+		c.Model = topology.DefaultModel()
+	}
+	if c.CtxBlocks == 0 {
+		c.CtxBlocks = 512
+	}
+	if c.GenBlocks == 0 {
+		c.GenBlocks = 512
+	}
+	if c.IdleTick == 0 {
+		c.IdleTick = 20 * time.Millisecond
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 10 * time.Second
+	}
+	if c.SenderWaitSlice == 0 {
+		c.SenderWaitSlice = time.Second
+	}
+	if c.GenPollInterval == 0 {
+		c.GenPollInterval = 5 * time.Second
+	}
+	if c.TransferTimeout == 0 {
+		c.TransferTimeout = 60 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+}
+
+// Validate names the first field that breaks its rule.
+func (c *Config) Validate() error {
+	bad := func(field, rule string, v any) error {
+		return fmt.Errorf("%w: %s = %v: %s", ErrConfig, field, v, rule)
+	}
+	if err := c.Ctx.Validate(); err != nil {
+		return fmt.Errorf("%w: ctx layout: %w", ErrConfig, err)
+	}
+	if err := c.Gen.Validate(); err != nil {
+		return fmt.Errorf("%w: gen layout: %w", ErrConfig, err)
+	}
+	if err := c.Model.Validate(); err != nil {
+		return fmt.Errorf("%w: model: %w", ErrConfig, err)
+	}
+	if _, err := topology.Map(c.Ctx, c.Gen, c.Model); err != nil {
+		return fmt.Errorf("%w: ctx %s -> gen %s: %w", ErrConfig, c.Ctx, c.Gen, err)
+	}
+	if err := c.Workload.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	switch {
+	case c.PrefillPerToken < 0:
+		return bad("prefill time per token", "must not be negative", c.PrefillPerToken)
+	case c.DecodePerStep < 0:
+		return bad("decode time per step", "must not be negative", c.DecodePerStep)
+	case c.CtxBlocks < 1:
+		return bad("ctx pool blocks", "must be at least 1", c.CtxBlocks)
+	case c.GenBlocks < 1:
+		return bad("gen pool blocks", "must be at least 1", c.GenBlocks)
+	case c.SenderWaitSlice < 0, c.GenPollInterval < 0, c.TransferTimeout < 0, c.IdleTick < 0, c.StallTimeout < 0:
+		return bad("timeouts", "must not be negative", fmt.Sprint(c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout, c.IdleTick, c.StallTimeout))
+	}
+	// A request larger than a whole pool can never be admitted: reject it
+	// up front rather than stall.
+	maxTokens := c.Workload.InputTokens + int(float64(c.Workload.InputTokens)*c.Workload.InputJitter)
+	for _, side := range []struct {
+		name   string
+		l      topology.Layout
+		blocks int
+	}{{"ctx", c.Ctx, c.CtxBlocks}, {"gen", c.Gen, c.GenBlocks}} {
+		for r := range side.l.Ranks() {
+			s, err := side.l.Shard(c.Model, r)
+			if err != nil {
+				return fmt.Errorf("%w: %s layout %s: %w", ErrConfig, side.name, side.l, err)
+			}
+			if need := s.BlocksFor(maxTokens); need > side.blocks {
+				return fmt.Errorf("%w: a %d-token request needs %d blocks on %s rank %d but its pool has %d (raise --%s-blocks or lower --input)",
+					ErrConfig, maxTokens, need, side.name, r, side.blocks, side.name)
+			}
+		}
+	}
+	for i, f := range c.Faults {
+		if err := f.validate(c); err != nil {
+			return fmt.Errorf("%w: fault %d (%s): %w", ErrConfig, i+1, f, err)
+		}
+	}
+	return nil
+}
+
+// Ranks is the number of ranks the run needs: every CTX rank then every GEN
+// rank.
+func (c *Config) Ranks() int { return c.Ctx.Ranks() + c.Gen.Ranks() }

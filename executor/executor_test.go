@@ -1,0 +1,64 @@
+package executor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var smallModel = topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
+
+func baseConfig(ctx, gen string, mode transceiver.Mode) executor.Config {
+	return executor.Config{
+		Ctx: topology.MustParseLayout(ctx), Gen: topology.MustParseLayout(gen), Model: smallModel, Mode: mode,
+		Workload: executor.Workload{Requests: 24, InputTokens: 40, InputJitter: 0.5, OutputTokens: 3,
+			Arrival: executor.Arrival{Kind: executor.Closed, Concurrency: 4}, Seed: 1},
+		CtxBlocks: 64, GenBlocks: 64, StallTimeout: 5 * time.Second,
+	}
+}
+
+func run(t *testing.T, cfg executor.Config) *executor.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := executor.RunLocal(ctx, cfg, true, 10*time.Second)
+	require.NoError(t, err)
+	return rep
+}
+
+func TestRunCompletesAndLeaksNothing(t *testing.T) {
+	for _, tc := range []struct {
+		ctx, gen string
+		mode     transceiver.Mode
+	}{
+		{"tp=1", "tp=4", transceiver.Async},
+		{"tp=1", "tp=4", transceiver.Sync},
+		{"tp=2", "tp=2", transceiver.Async},
+		{"tp=2", "tp=2", transceiver.Sync},
+		{"tp=2,pp=2", "tp=4", transceiver.Async},
+		{"dp=2", "tp=2", transceiver.Async},
+		{"dp=2,adp", "tp=2", transceiver.Async},
+		{"tp=1", "dp=2,adp", transceiver.Sync},
+		{"tp=1", "dp=2", transceiver.Async},
+	} {
+		t.Run(tc.ctx+"->"+tc.gen+"/"+tc.mode.String(), func(t *testing.T) {
+			rep := run(t, baseConfig(tc.ctx, tc.gen, tc.mode))
+			require.Empty(t, rep.Errors)
+			require.Equal(t, 24, rep.RequestsCompleted)
+			require.Zero(t, rep.LeakedBlocks)
+			require.Zero(t, rep.PinnedBlocksAtEnd)
+			require.Positive(t, rep.BytesVerified)
+			require.Equal(t, rep.BytesMoved, rep.BytesVerified, "every byte sent must be verified")
+			require.Equal(t, 24, rep.TTFTMs.N)
+		})
+	}
+}

@@ -1,0 +1,206 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// FaultKind names an injected fault.
+type FaultKind string
+
+// The faults the runtime can inject. Each applies to one rank.
+const (
+	FaultFailTransfer    FaultKind = "fail-transfer"    // GEN rank fails a request locally after receiving it
+	FaultCorrupt         FaultKind = "corrupt"          // CTX rank flips a byte of a request's fragments
+	FaultDropAck         FaultKind = "drop-ack"         // GEN rank never acknowledges a request
+	FaultTimeoutTransfer FaultKind = "timeout-transfer" // CTX rank never sends a request's fragments
+	FaultCancel          FaultKind = "cancel"           // rank cancels a request as soon as its session starts
+	FaultStall           FaultKind = "stall"            // rank stalls once, for a duration, when it first sees the request
+	FaultDelay           FaultKind = "delay"            // rank sleeps a duration at the start of every iteration
+	FaultExit            FaultKind = "exit"             // rank ends with ErrInjected when it first sees the request
+	FaultShrinkPool      FaultKind = "shrink-pool"      // rank's KV pool has only the given number of blocks
+)
+
+// FaultKinds lists every fault.
+var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultCancel,
+	FaultStall, FaultDelay, FaultExit, FaultShrinkPool}
+
+// Fault is one injected fault: Kind on rank Rank of instance Role.
+type Fault struct {
+	Kind     FaultKind
+	Role     transceiver.Role
+	Rank     int
+	Request  uint64        // req=: the request it applies to (1-based ids)
+	Duration time.Duration // for=: stall and delay
+	Blocks   int           // blocks=: shrink-pool
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%s@%s:%d", f.Kind, f.Role, f.Rank)
+	if f.Request != 0 {
+		s += fmt.Sprintf(",req=%d", f.Request)
+	}
+	if f.Duration != 0 {
+		s += ",for=" + f.Duration.String()
+	}
+	if f.Blocks != 0 {
+		s += fmt.Sprintf(",blocks=%d", f.Blocks)
+	}
+	return s
+}
+
+// ParseFault parses KIND@ROLE:RANK[,req=N][,for=DURATION][,blocks=N], for
+// example "fail-transfer@gen:1,req=3" or "stall@ctx:0,req=2,for=2s".
+func ParseFault(s string) (Fault, error) {
+	var f Fault
+	bad := func(format string, args ...any) (Fault, error) {
+		return Fault{}, fmt.Errorf("executor: fault %q: %s", s, fmt.Sprintf(format, args...))
+	}
+	head, opts, _ := strings.Cut(strings.TrimSpace(s), ",")
+	kind, where, ok := strings.Cut(head, "@")
+	if !ok {
+		return bad("want KIND@ROLE:RANK (for example fail-transfer@gen:1,req=3)")
+	}
+	f.Kind = FaultKind(kind)
+	if !slices.Contains(FaultKinds, f.Kind) {
+		names := make([]string, len(FaultKinds))
+		for i, k := range FaultKinds {
+			names[i] = string(k)
+		}
+		return bad("unknown fault %q: valid faults are %s", kind, strings.Join(names, ", "))
+	}
+	role, rank, ok := strings.Cut(where, ":")
+	if !ok {
+		return bad("want ROLE:RANK after @, for example gen:1")
+	}
+	switch role {
+	case "ctx":
+		f.Role = transceiver.Context
+	case "gen":
+		f.Role = transceiver.Generation
+	default:
+		return bad("role %q: must be ctx or gen", role)
+	}
+	r, err := strconv.Atoi(rank)
+	if err != nil || r < 0 {
+		return bad("rank %q: must be a non-negative integer", rank)
+	}
+	f.Rank = r
+	if opts != "" {
+		for _, kv := range strings.Split(opts, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return bad("option %q: want key=value", kv)
+			}
+			switch k {
+			case "req":
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil || n == 0 {
+					return bad("req=%q: must be a request id >= 1", v)
+				}
+				f.Request = n
+			case "for":
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return bad("for=%q: must be a positive duration such as 500ms", v)
+				}
+				f.Duration = d
+			case "blocks":
+				n, err := strconv.Atoi(v)
+				if err != nil || n <= 0 {
+					return bad("blocks=%q: must be a positive integer", v)
+				}
+				f.Blocks = n
+			default:
+				return bad("unknown option %q: valid options are req, for, blocks", k)
+			}
+		}
+	}
+	return f, nil
+}
+
+func (f Fault) validate(c *Config) error {
+	n := c.Ctx.Ranks()
+	if f.Role == transceiver.Generation {
+		n = c.Gen.Ranks()
+	}
+	if f.Rank >= n {
+		return fmt.Errorf("rank %d outside the %s instance's 0..%d", f.Rank, f.Role, n-1)
+	}
+	needReq := map[FaultKind]bool{FaultFailTransfer: true, FaultCorrupt: true, FaultDropAck: true, FaultTimeoutTransfer: true,
+		FaultCancel: true, FaultStall: true, FaultExit: true}
+	if needReq[f.Kind] && (f.Request == 0 || f.Request > uint64(c.Workload.Requests)) {
+		return fmt.Errorf("req=%d: must name one of the workload's requests 1..%d", f.Request, c.Workload.Requests)
+	}
+	switch f.Kind {
+	case FaultFailTransfer, FaultDropAck:
+		if f.Role != transceiver.Generation {
+			return fmt.Errorf("%s applies to gen ranks", f.Kind)
+		}
+	case FaultCorrupt, FaultTimeoutTransfer:
+		if f.Role != transceiver.Context {
+			return fmt.Errorf("%s applies to ctx ranks", f.Kind)
+		}
+	case FaultStall, FaultDelay:
+		if f.Duration <= 0 {
+			return fmt.Errorf("%s needs for=DURATION", f.Kind)
+		}
+	case FaultShrinkPool:
+		if f.Blocks <= 0 {
+			return fmt.Errorf("shrink-pool needs blocks=N")
+		}
+	}
+	return nil
+}
+
+// rankFaults collects the faults of one rank.
+type rankFaults struct {
+	tx     *transceiver.Faults
+	stall  map[uint64]time.Duration
+	delay  time.Duration
+	exit   map[uint64]bool
+	blocks int
+}
+
+func faultsFor(all []Fault, role transceiver.Role, rank int) rankFaults {
+	rf := rankFaults{stall: map[uint64]time.Duration{}, exit: map[uint64]bool{}}
+	tx := &transceiver.Faults{CorruptFragment: map[gpu.RequestID]bool{}, DropAck: map[gpu.RequestID]bool{},
+		FailReceive: map[gpu.RequestID]bool{}, Withhold: map[gpu.RequestID]bool{}, Cancel: map[gpu.RequestID]bool{}}
+	any := false
+	for _, f := range all {
+		if f.Role != role || f.Rank != rank {
+			continue
+		}
+		id := gpu.RequestID(f.Request)
+		switch f.Kind {
+		case FaultFailTransfer:
+			tx.FailReceive[id], any = true, true
+		case FaultCorrupt:
+			tx.CorruptFragment[id], any = true, true
+		case FaultDropAck:
+			tx.DropAck[id], any = true, true
+		case FaultTimeoutTransfer:
+			tx.Withhold[id], any = true, true
+		case FaultCancel:
+			tx.Cancel[id], any = true, true
+		case FaultStall:
+			rf.stall[f.Request] = f.Duration
+		case FaultDelay:
+			rf.delay = f.Duration
+		case FaultExit:
+			rf.exit[f.Request] = true
+		case FaultShrinkPool:
+			rf.blocks = f.Blocks
+		}
+	}
+	if any {
+		rf.tx = tx
+	}
+	return rf
+}

@@ -1,0 +1,884 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// loop is one rank's executor: the per-iteration intake, admission,
+// compute, transfer progress, idle policy and metrics. It is owned by one
+// goroutine.
+type loop struct {
+	cfg    *Config
+	world  comm.Comm
+	ctl    comm.Comm // executor messages (a split of the world)
+	g      *transceiver.Groups
+	tr     *transceiver.Transceiver
+	pool   *gpu.Pool
+	shard  topology.Shard
+	layout topology.Layout
+	faults rankFaults
+	log    *zap.Logger
+	t0     time.Time
+
+	leader   bool
+	myDP     int
+	expected int // requests this executor group handles
+	seen     int // requests taken in so far
+	waiting  []rec
+	inbox    []rec
+	batchBuf []byte
+	gen      map[uint64]*genReq // GEN: admitted, receiving or decoding
+	order    []uint64           // GEN: admission order
+	recs     map[uint64]*RequestRecord
+	handed   map[uint64]bool
+	reported map[uint64]bool // local-error-collective replay
+	stalled  map[uint64]bool
+
+	ctlReq   comm.Request
+	ctlBuf   []byte
+	tickReq  comm.Request
+	tickBuf  []byte
+	wakeReq  comm.Request // leader: a member's transfer ended
+	wakeBuf  []byte
+	// heldSeen is how many sessions were over-but-unreaped after the last
+	// status check: more than that means a transfer ended since, and an
+	// idle rank should get the group to iterate and reap it.
+	heldSeen int
+	outbox   []comm.Request
+	router   *router
+	wasIdle  bool
+	progress time.Time // last admission, reap or completion
+	fitBuf   [1]int64
+	rep      RankReport
+	timer    *time.Timer
+}
+
+type genReq struct {
+	r         rec
+	admitted  time.Time
+	received  bool // transfer agreed complete
+	generated int
+	failed    string
+	state     string
+}
+
+// router runs on world rank 0: it releases the workload's requests and
+// routes each to its CTX group leader, and counts finished requests.
+type router struct {
+	reqs    []Req
+	next    int
+	done    int
+	arrival Arrival
+}
+
+func (l *loop) now() int64 { return time.Since(l.t0).Nanoseconds() }
+
+func (l *loop) isCtx() bool { return l.g.Role == transceiver.Context }
+
+// ctxLeaderWorld is the world rank of the CTX executor-group leader for a
+// request of CTX DP index dc.
+func (l *loop) ctxLeaderWorld(dc int) int {
+	if l.cfg.Ctx.AttentionDP {
+		return 0
+	}
+	return dc * l.cfg.Ctx.ReplicaRanks()
+}
+
+func (l *loop) genLeaderWorld(dg int) int {
+	base := l.cfg.Ctx.Ranks()
+	if l.cfg.Gen.AttentionDP {
+		return base
+	}
+	return base + dg*l.cfg.Gen.ReplicaRanks()
+}
+
+// mine reports whether this rank holds the KV of a request.
+func (l *loop) mine(r rec) bool {
+	if l.isCtx() {
+		return int(r.CtxDP) == l.myDP
+	}
+	return int(r.GenDP) == l.myDP
+}
+
+func (l *loop) postCtl() error {
+	if !l.leader {
+		return nil
+	}
+	q, err := l.ctl.Irecv(l.ctlBuf, comm.AnySource, tagMsg)
+	if err != nil {
+		return fmt.Errorf("executor: post message receive: %w", err)
+	}
+	l.ctlReq = q
+	return nil
+}
+
+func (l *loop) send(dest int, r rec) error {
+	q, err := l.ctl.Isend(r.put(nil), dest, tagMsg)
+	if err != nil {
+		return fmt.Errorf("executor: send %v of request %d to world rank %d: %w", r.Kind, r.ID, dest, err)
+	}
+	l.outbox = append(l.outbox, q)
+	return nil
+}
+
+// pumpCtl receives routed, handed-off and done messages (leaders only).
+func (l *loop) pumpCtl() error {
+	for l.ctlReq != nil {
+		st, done, err := l.ctlReq.Test()
+		if !done {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("executor: message receive: %w", err)
+		}
+		r, err := getRec(l.ctlBuf[:st.Len])
+		if err != nil {
+			return fmt.Errorf("executor: from world rank %d: %w", st.Source, err)
+		}
+		switch r.Kind {
+		case msgRoute, msgHandoff:
+			l.inbox = append(l.inbox, r)
+		case msgDone:
+			if l.router == nil {
+				return fmt.Errorf("executor: done message for request %d reached world rank %d, which is not the router", r.ID, l.world.Rank())
+			}
+			l.router.done++
+		}
+		if err := l.postCtl(); err != nil {
+			return err
+		}
+	}
+	keep := l.outbox[:0]
+	for _, q := range l.outbox {
+		if _, done, err := q.Test(); !done {
+			keep = append(keep, q)
+		} else if err != nil {
+			return fmt.Errorf("executor: message send: %w", err)
+		}
+	}
+	clear(l.outbox[len(keep):])
+	l.outbox = keep
+	return nil
+}
+
+// release lets the router release the requests that have arrived by now.
+func (l *loop) release() error {
+	rt := l.router
+	if rt == nil {
+		return nil
+	}
+	now := l.now()
+	for rt.next < len(rt.reqs) {
+		q := rt.reqs[rt.next]
+		switch rt.arrival.Kind {
+		case Closed:
+			if rt.next-rt.done >= rt.arrival.Concurrency {
+				return nil
+			}
+		case Rate, Poisson:
+			if q.At.Nanoseconds() > now {
+				return nil
+			}
+		}
+		rt.next++
+		arrival := now
+		if rt.arrival.Kind == Rate || rt.arrival.Kind == Poisson {
+			arrival = q.At.Nanoseconds()
+		}
+		r := rec{Kind: msgRoute, ID: q.ID, Tokens: int64(q.Tokens), Output: int64(q.Output),
+			CtxDP: int64((q.ID - 1) % uint64(l.cfg.Ctx.DP)), GenDP: int64((q.ID - 1) % uint64(l.cfg.Gen.DP)), Arrival: arrival}
+		if dest := l.ctxLeaderWorld(int(r.CtxDP)); dest == l.world.Rank() {
+			l.inbox = append(l.inbox, r)
+		} else if err := l.send(dest, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextArrival is when the router's next open-loop request arrives (zero:
+// none scheduled).
+func (l *loop) nextArrival() time.Time {
+	rt := l.router
+	if rt == nil || rt.next >= len(rt.reqs) || (rt.arrival.Kind != Rate && rt.arrival.Kind != Poisson) {
+		return time.Time{}
+	}
+	return l.t0.Add(rt.reqs[rt.next].At)
+}
+
+func (l *loop) routerDone() bool {
+	return l.router == nil || (l.router.next == len(l.router.reqs) && l.router.done == len(l.router.reqs))
+}
+
+// intake is collective over the executor group: the leader's batch is
+// broadcast so every rank appends the same requests in the same order.
+func (l *loop) intake(ctx context.Context) (bool, error) {
+	routerDone := l.routerDone()
+	if l.leader {
+		if err := l.pumpCtl(); err != nil {
+			return false, err
+		}
+		if err := l.release(); err != nil {
+			return false, err
+		}
+		routerDone = l.routerDone()
+	}
+	batch := l.inbox
+	if l.g.Executor.Size() > 1 {
+		l.batchBuf = encodeBatch(l.batchBuf, routerDone, l.inbox)
+		got, err := l.g.Executor.Bcast(ctx, 0, l.batchBuf)
+		if err != nil {
+			return false, fmt.Errorf("executor: intake: %w", err)
+		}
+		if !l.leader {
+			l.batchBuf = got
+		}
+		routerDone, batch, err = decodeBatch(got, nil)
+		if err != nil {
+			return false, err
+		}
+	}
+	l.inbox = l.inbox[:0]
+	for _, r := range batch {
+		if l.wasIdle && len(l.waiting) == 0 && l.isCtx() {
+			r.IdleArrival = 1
+		}
+		l.waiting = append(l.waiting, r)
+		l.seen++
+		if l.faults.exit[r.ID] {
+			return false, fmt.Errorf("%w: %s rank %d exits on request %d", ErrInjected, l.g.Role, l.g.Rank, r.ID)
+		}
+		if d, ok := l.faults.stall[r.ID]; ok && !l.stalled[r.ID] {
+			l.stalled[r.ID] = true
+			l.log.Warn("injected stall", zap.Uint64("request", r.ID), zap.Duration("for", d))
+			if err := sleepCtx(ctx, d); err != nil {
+				return false, err
+			}
+		}
+	}
+	return routerDone, nil
+}
+
+// admit decides, from state agreed by the group, how many of the waiting
+// requests start now, and allocates their blocks on this rank.
+func (l *loop) admit(ctx context.Context) ([]rec, error) {
+	if len(l.waiting) == 0 {
+		return nil, nil
+	}
+	// The FIFO prefix that fits this rank's pool.
+	free := l.pool.Stats().Free
+	fit := 0
+	for _, r := range l.waiting {
+		need := 0
+		if l.mine(r) {
+			need = l.shard.BlocksFor(int(r.Tokens))
+		}
+		if need > free {
+			break
+		}
+		free -= need
+		fit++
+	}
+	if l.cfg.Replays.On(LocalAdmissionGate) && l.g.Executor.Size() > 1 {
+		if fit == 0 {
+			// The old gate: "nothing fits here", so reap first, a
+			// status check entered on rank-local state.
+			_, err := l.ctxCheck(ctx, 0, false)
+			return nil, err
+		}
+	} else if l.g.Executor.Size() > 1 {
+		l.fitBuf[0] = int64(fit)
+		if err := l.g.Executor.AllreduceInt64(ctx, comm.Min, l.fitBuf[:], l.fitBuf[:]); err != nil {
+			return nil, fmt.Errorf("executor: admission: %w", err)
+		}
+		fit = int(l.fitBuf[0])
+	}
+	admitted := append([]rec(nil), l.waiting[:fit]...)
+	l.waiting = append(l.waiting[:0], l.waiting[fit:]...)
+	for _, r := range admitted {
+		if !l.mine(r) || !l.isCtx() {
+			continue // GEN allocates in StartReceive
+		}
+		if _, err := l.pool.TryAllocate(gpu.RequestID(r.ID), l.shard.BlocksFor(int(r.Tokens))); err != nil {
+			return nil, fmt.Errorf("executor: ctx rank %d admitted request %d but cannot allocate: %w", l.g.Rank, r.ID, err)
+		}
+	}
+	if fit > 0 {
+		l.progress = time.Now()
+	}
+	return admitted, nil
+}
+
+// ctxCheck runs a CTX status check and records what it reaped.
+func (l *loop) ctxCheck(ctx context.Context, atLeast int, idle bool) (transceiver.Result, error) {
+	start := l.now()
+	res, err := l.tr.CheckContextTransferStatus(ctx, atLeast)
+	if err != nil {
+		return res, err
+	}
+	l.noteCheck(res, idle, start, "ctx status check")
+	return res, nil
+}
+
+func (l *loop) noteCheck(res transceiver.Result, idle bool, start int64, name string) {
+	l.rep.StatusChecks++
+	l.heldSeen = l.tr.TerminalHeld()
+	if idle {
+		l.rep.IdleCheckColl += res.Collectives
+	}
+	for _, x := range res.Reaped {
+		l.rep.ReapDelayNs = append(l.rep.ReapDelayNs, x.Reaped.Sub(x.Terminal).Nanoseconds())
+		l.progress = time.Now()
+		l.traceSpan("transfer", fmt.Sprintf("req %d %s", x.ID, x.State), x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(),
+			map[string]any{"bytes": x.Bytes, "reason": x.Reason})
+	}
+	if res.Collectives > 0 || res.PollWait > 100*time.Microsecond {
+		l.traceSpan("check", name, start, l.now(), map[string]any{"collectives": res.Collectives, "reaped": len(res.Reaped), "idle": idle})
+	}
+}
+
+func (l *loop) traceSpan(cat, name string, from, to int64, args map[string]any) {
+	if !l.cfg.Trace {
+		return
+	}
+	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "X", TS: float64(from) / 1e3, Dur: float64(to-from) / 1e3,
+		PID: 0, TID: l.world.Rank(), Args: args})
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// computeCost models the GPU time of a step: a wait on a timer, which is
+// the simulated work itself, not a wait for progress.
+func computeCost(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, d) }
+
+// idleWait blocks an idle rank until there is something to do: for the
+// leader an arrival, a message or a transfer event; for the other ranks the
+// leader's tick. It returns how long it waited. Transfers keep moving: every
+// event is pumped.
+func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(l.cfg.IdleTick)
+	if next := l.nextArrival(); !next.IsZero() && next.Before(deadline) {
+		deadline = next
+	}
+	if l.leader {
+		if l.wakeReq == nil && l.g.Executor.Size() > 1 {
+			q, err := l.g.Executor.Irecv(l.wakeBuf, comm.AnySource, tagWake)
+			if err != nil {
+				return 0, fmt.Errorf("executor: wake receive: %w", err)
+			}
+			l.wakeReq = q
+		}
+		for {
+			if err := l.pumpCtl(); err != nil {
+				return 0, err
+			}
+			l.tr.Pump()
+			woken := false
+			if l.wakeReq != nil {
+				if _, done, err := l.wakeReq.Test(); done {
+					l.wakeReq, woken = nil, true
+					if err != nil {
+						return 0, fmt.Errorf("executor: wake: %w", err)
+					}
+				}
+			}
+			if woken || l.tr.TerminalHeld() > l.heldSeen || len(l.inbox) > 0 || l.releasable() || !time.Now().Before(deadline) {
+				break
+			}
+			if err := l.waitEvent(ctx, deadline); err != nil {
+				return 0, err
+			}
+		}
+		for r := 1; r < l.g.Executor.Size(); r++ {
+			q, err := l.g.Executor.Isend([]byte{1}, r, tagTick)
+			if err != nil {
+				return 0, fmt.Errorf("executor: tick: %w", err)
+			}
+			l.outbox = append(l.outbox, q)
+		}
+		return time.Since(start), nil
+	}
+	if l.tickReq == nil {
+		q, err := l.g.Executor.Irecv(l.tickBuf, 0, tagTick)
+		if err != nil {
+			return 0, fmt.Errorf("executor: tick receive: %w", err)
+		}
+		l.tickReq = q
+	}
+	signalled := l.heldSeen
+	for {
+		l.tr.Pump()
+		if held := l.tr.TerminalHeld(); held > signalled {
+			// One of my transfers ended: ask the leader to iterate.
+			signalled = held
+			q, err := l.g.Executor.Isend([]byte{1}, 0, tagWake)
+			if err != nil {
+				return 0, fmt.Errorf("executor: wake: %w", err)
+			}
+			l.outbox = append(l.outbox, q)
+		}
+		if _, done, err := l.tickReq.Test(); done {
+			l.tickReq = nil
+			if err != nil {
+				return 0, fmt.Errorf("executor: tick: %w", err)
+			}
+			return time.Since(start), nil
+		}
+		if err := l.waitEvent(ctx, time.Now().Add(l.cfg.IdleTick)); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// releasable reports whether the router could release a request now.
+func (l *loop) releasable() bool {
+	rt := l.router
+	if rt == nil || rt.next >= len(rt.reqs) {
+		return false
+	}
+	if rt.arrival.Kind == Closed {
+		return rt.next-rt.done < rt.arrival.Concurrency
+	}
+	if rt.arrival.Kind == Burst {
+		return true
+	}
+	return !l.t0.Add(rt.reqs[rt.next].At).After(time.Now())
+}
+
+func (l *loop) waitEvent(ctx context.Context, deadline time.Time) error {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return nil
+	}
+	ev := l.tr.Notify()
+	if ev == nil {
+		d = min(d, 50*time.Microsecond) // a backend without events is polled
+	}
+	if l.timer == nil {
+		l.timer = time.NewTimer(d)
+	} else {
+		l.timer.Reset(d)
+	}
+	defer l.timer.Stop()
+	select {
+	case <-ev:
+	case <-l.timer.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// stallCheck ends the run with ErrStalled when work waits and nothing has
+// progressed for StallTimeout.
+func (l *loop) stallCheck() error {
+	if len(l.waiting) == 0 || time.Since(l.progress) < l.cfg.StallTimeout {
+		return nil
+	}
+	st := l.pool.Stats()
+	return fmt.Errorf("%w: %s rank %d: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
+		ErrStalled, l.g.Role, l.g.Rank, len(l.waiting), l.cfg.StallTimeout.Round(time.Millisecond), st.Used, st.Total, st.Pinned, l.tr.TerminalHeld())
+}
+
+// agreedNone reports, collectively over the executor group, whether no
+// rank holds transfer sessions.
+func (l *loop) agreedNone(ctx context.Context) (bool, error) {
+	n := int64(l.tr.Sessions())
+	if l.isCtx() {
+		n += int64(len(l.handedPending()))
+	} else {
+		n += int64(len(l.gen))
+	}
+	if l.g.Executor.Size() > 1 {
+		l.fitBuf[0] = n
+		if err := l.g.Executor.AllreduceInt64(ctx, comm.Max, l.fitBuf[:], l.fitBuf[:]); err != nil {
+			return false, fmt.Errorf("executor: termination: %w", err)
+		}
+		n = l.fitBuf[0]
+	}
+	return n == 0, nil
+}
+
+func (l *loop) handedPending() []uint64 { return nil }
+
+// runCtx is the CTX loop.
+func (l *loop) runCtx(ctx context.Context) error {
+	sync := l.cfg.Mode == transceiver.Sync
+	group := l.g.Executor.Size()
+	for it := 0; ; it++ {
+		if err := sleepCtx(ctx, l.faults.delay); err != nil {
+			return err
+		}
+		iterStart := l.now()
+		routerDone, err := l.intake(ctx)
+		if err != nil {
+			return err
+		}
+		admitted, err := l.admit(ctx)
+		if err != nil {
+			return err
+		}
+		busy := len(admitted) > 0
+		if busy {
+			if err := l.prefill(ctx, admitted); err != nil {
+				return err
+			}
+		}
+		// Transfer progress.
+		switch {
+		case !sync:
+			atLeast := 0
+			if !busy && l.cfg.Replays.On(UnclampedPoll) {
+				atLeast = 1 // the seed's idle call, with the clamp gone
+			}
+			if _, err := l.ctxCheck(ctx, atLeast, !busy); err != nil {
+				return err
+			}
+		case busy:
+			if _, err := l.ctxCheck(ctx, 0, false); err != nil {
+				return err
+			}
+		default:
+			a := DecideIdle(IdleInput{Sync: true, GroupRanks: group, SendInFlight: l.tr.Sessions() > 0})
+			switch {
+			case l.cfg.Replays.On(NoIdleReap) && group == 1:
+				// seed 001: return without reaping.
+			case a.Check:
+				if _, err := l.ctxCheck(ctx, a.AtLeast, true); err != nil {
+					return err
+				}
+			case len(l.waiting) > 0 && !l.cfg.Replays.On(NoIdleReap):
+				// Admission is blocked by an agreed "nothing fits"
+				// (admit agreed on it): a coordinated reap, entered by
+				// every rank of the group together.
+				if _, err := l.ctxCheck(ctx, 0, false); err != nil {
+					return err
+				}
+			}
+		}
+		l.rep.Iterations++
+		if err := l.stallCheck(); err != nil {
+			return err
+		}
+		// Done? Everything of this group taken in, waiting empty, and no
+		// rank holds a transfer: decided collectively.
+		if l.seen == l.expected && len(l.waiting) == 0 && routerDone {
+			none, err := l.agreedNone(ctx)
+			if err != nil {
+				return err
+			}
+			if none {
+				return nil
+			}
+			if sync {
+				// Coordinated drain: every rank agreed there is work.
+				if _, err := l.ctxCheck(ctx, 0, false); err != nil {
+					return err
+				}
+			}
+		}
+		step := l.now() - iterStart
+		if busy {
+			l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
+			l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": len(admitted)})
+		} else {
+			l.rep.IdleIterations++
+			l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
+			w, err := l.idleWait(ctx)
+			if err != nil {
+				return err
+			}
+			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
+		}
+		l.wasIdle = !busy
+		l.samplePool()
+	}
+}
+
+func (l *loop) samplePool() {
+	st := l.pool.Stats()
+	l.rep.PeakUsed = max(l.rep.PeakUsed, st.PeakUsed)
+	l.rep.PeakPinned = max(l.rep.PeakPinned, st.PeakPinned)
+}
+
+// prefill runs the compute model for an admitted batch, fills the KV of the
+// requests this rank holds, starts their sends and hands them to GEN.
+func (l *loop) prefill(ctx context.Context, batch []rec) error {
+	start := l.now()
+	var tokens int64
+	for _, r := range batch {
+		tokens += r.Tokens
+	}
+	if err := computeCost(ctx, time.Duration(tokens)*l.cfg.PrefillPerToken); err != nil {
+		return err
+	}
+	for i := range batch {
+		r := &batch[i]
+		r.PrefillStart = start
+		if !l.mine(*r) {
+			continue
+		}
+		id := gpu.RequestID(r.ID)
+		transceiver.Prefill(l.pool, l.shard, id)
+		err := l.tr.StartSend(transceiver.Request{ID: id, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)})
+		if err != nil {
+			return fmt.Errorf("executor: ctx rank %d: %w", l.g.Rank, err)
+		}
+	}
+	end := l.now()
+	l.traceSpan("compute", fmt.Sprintf("prefill %d requests", len(batch)), start, end, map[string]any{"tokens": tokens})
+	if !l.leader {
+		return nil
+	}
+	for _, r := range batch {
+		r.Kind = msgHandoff
+		r.PrefillEnd = end
+		if err := l.send(l.genLeaderWorld(int(r.GenDP)), r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runGen is the GEN loop.
+func (l *loop) runGen(ctx context.Context) error {
+	sync := l.cfg.Mode == transceiver.Sync
+	group := l.g.Executor.Size()
+	for it := 0; ; it++ {
+		if err := sleepCtx(ctx, l.faults.delay); err != nil {
+			return err
+		}
+		iterStart := l.now()
+		if _, err := l.intake(ctx); err != nil {
+			return err
+		}
+		admitted, err := l.admit(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range admitted {
+			g := &genReq{r: r, admitted: time.Now()}
+			l.gen[r.ID] = g
+			l.order = append(l.order, r.ID)
+			l.recs[r.ID] = &RequestRecord{ID: r.ID, Tokens: int(r.Tokens), Output: int(r.Output), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP),
+				Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd, IdleArrival: r.IdleArrival == 1, GenAdmit: l.now()}
+			if !l.mine(r) {
+				continue
+			}
+			id := gpu.RequestID(r.ID)
+			if err := l.tr.StartReceive(transceiver.Request{ID: id, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
+				return fmt.Errorf("executor: gen rank %d: %w", l.g.Rank, err)
+			}
+		}
+		if sync {
+			// Rank-local, blocking: each admitted request of this rank.
+			for _, r := range admitted {
+				if !l.mine(r) {
+					continue
+				}
+				start := l.now()
+				if err := l.tr.ReceiveSync(ctx, gpu.RequestID(r.ID)); err != nil {
+					return fmt.Errorf("executor: gen rank %d sync receive of request %d: %w", l.g.Rank, r.ID, err)
+				}
+				l.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, l.now(), nil)
+			}
+		}
+		if l.cfg.Replays.On(LocalErrorCollective) && group > 1 {
+			// The old path: a rank-local transfer error is reported
+			// through a collective only the failing rank enters.
+			for _, id := range l.tr.LocallyFailed() {
+				if l.reported[uint64(id)] {
+					continue
+				}
+				l.reported[uint64(id)] = true
+				l.fitBuf[0] = int64(id)
+				if err := l.g.Executor.AllreduceInt64(ctx, comm.Max, l.fitBuf[:], l.fitBuf[:]); err != nil {
+					return fmt.Errorf("executor: error report: %w", err)
+				}
+			}
+		}
+		// Transfer progress. Async: every iteration on every rank. Sync:
+		// whenever this rank's scope holds sessions (identical on every
+		// rank of the scope: sessions start and end by agreement).
+		busyBefore := len(admitted) > 0 || l.decoding() > 0
+		if !sync || l.tr.Sessions() > 0 {
+			start := l.now()
+			res, err := l.tr.CheckGenTransferStatus(ctx, 0)
+			if err != nil {
+				return err
+			}
+			l.noteCheck(res, !busyBefore, start, "gen status check")
+			for _, x := range res.Reaped {
+				g := l.gen[uint64(x.ID)]
+				if g == nil {
+					continue
+				}
+				rr := l.recs[uint64(x.ID)]
+				rr.TransferDone = l.now()
+				rr.Bytes += x.Bytes
+				if x.State == transceiver.StateTransferred {
+					g.received = true
+				} else {
+					g.failed = x.Reason
+					g.state = x.State.String()
+				}
+			}
+		} else if !busyBefore && l.cfg.Replays.On(UnsafeIdleReap) && group > 1 {
+			// The guard removed: an idle rank polls status, and the
+			// check's consensus spans its executor group, while a peer
+			// may sit in a rank-local sync receive.
+			start := l.now()
+			res, err := l.tr.CheckStatusOver(ctx, 0, []comm.Comm{l.g.Executor})
+			if err != nil {
+				return err
+			}
+			l.noteCheck(res, true, start, "gen idle status check (unsafe)")
+		}
+		// Ranks that do not hold a request learn its transfer is over
+		// from the group: under attention-DP another DP index holds it.
+		for _, id := range l.order {
+			g := l.gen[id]
+			if !l.mine(g.r) && !g.received && g.failed == "" {
+				g.received = true
+			}
+		}
+		// Decode one step for every request whose KV arrived.
+		busy, err := l.decode(ctx)
+		if err != nil {
+			return err
+		}
+		busy = busy || len(admitted) > 0
+		l.rep.Iterations++
+		if err := l.stallCheck(); err != nil {
+			return err
+		}
+		if l.seen == l.expected && len(l.waiting) == 0 {
+			none, err := l.agreedNone(ctx)
+			if err != nil {
+				return err
+			}
+			if none {
+				return nil
+			}
+		}
+		step := l.now() - iterStart
+		if busy {
+			l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
+			l.traceSpan("iteration", "busy", iterStart, iterStart+step, nil)
+		} else {
+			l.rep.IdleIterations++
+			l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
+			w, err := l.idleWait(ctx)
+			if err != nil {
+				return err
+			}
+			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
+		}
+		l.wasIdle = !busy
+		l.samplePool()
+	}
+}
+
+func (l *loop) decoding() int {
+	n := 0
+	for _, id := range l.order {
+		if l.gen[id].received {
+			n++
+		}
+	}
+	return n
+}
+
+// decode runs one decode step for the received requests, finishes those
+// that are done or failed, and reports whether it did any work.
+func (l *loop) decode(ctx context.Context) (bool, error) {
+	var active int
+	for _, id := range l.order {
+		if g := l.gen[id]; g.received && g.failed == "" {
+			active++
+		}
+	}
+	if active > 0 {
+		start := l.now()
+		if err := computeCost(ctx, l.cfg.DecodePerStep); err != nil {
+			return false, err
+		}
+		l.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, l.now(), nil)
+	}
+	now := l.now()
+	keep := l.order[:0]
+	var finished []uint64
+	for _, id := range l.order {
+		g := l.gen[id]
+		rr := l.recs[id]
+		switch {
+		case g.failed != "":
+			rr.State, rr.Reason, rr.Done = g.state, g.failed, now
+			finished = append(finished, id)
+		case g.received:
+			g.generated++
+			if g.generated == 1 {
+				rr.FirstToken = now
+			}
+			if g.generated >= int(g.r.Output) {
+				rr.State, rr.Done = "completed", now
+				finished = append(finished, id)
+				if l.mine(g.r) {
+					if err := l.pool.Release(gpu.RequestID(id)); err != nil {
+						return false, fmt.Errorf("executor: gen rank %d release request %d: %w", l.g.Rank, id, err)
+					}
+				}
+			} else {
+				keep = append(keep, id)
+			}
+		default:
+			keep = append(keep, id)
+		}
+	}
+	l.order = keep
+	for _, id := range finished {
+		rr := l.recs[id]
+		delete(l.gen, id)
+		l.progress = time.Now()
+		if !l.leader {
+			continue
+		}
+		l.rep.Requests = append(l.rep.Requests, *rr)
+		state := int64(0)
+		switch rr.State {
+		case "failed":
+			state = 1
+		case "cancelled":
+			state = 2
+		}
+		if err := l.send(0, rec{Kind: msgDone, ID: id, Tokens: int64(rr.Tokens), Output: int64(rr.Output), State: state}); err != nil {
+			return false, err
+		}
+	}
+	return active > 0 || len(finished) > 0, nil
+}
+
+var errNoWork = errors.New("no work")

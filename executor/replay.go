@@ -1,0 +1,68 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Replay names an old bug the runtime can bring back on purpose
+// (DESIGN.md §7), so that regression tests can prove they catch it.
+type Replay string
+
+// The named replays.
+const (
+	// UnclampedPoll: the idle loop calls the CTX status check with
+	// at_least 1 and the poll helper has no clamp (seed 000): with nothing
+	// in flight every idle iteration sleeps the whole sender wait slice.
+	UnclampedPoll Replay = "unclamped-poll"
+	// NoIdleReap: a single-rank sync CTX never reaps when idle (seed 001):
+	// completed sends pin their blocks until admission stops.
+	NoIdleReap Replay = "no-idle-reap"
+	// UnsafeIdleReap: multi-rank sync ranks poll status when idle (the guard
+	// removed): an idle rank enters the status consensus over its executor
+	// group while a peer is in a rank-local sync receive.
+	UnsafeIdleReap Replay = "unsafe-idle-reap"
+	// LocalAdmissionGate: a rank whose own pool cannot fit the next request
+	// enters the status check to reap, instead of agreeing on admission.
+	LocalAdmissionGate Replay = "local-admission-gate"
+	// LocalErrorCollective: a rank that sees a rank-local transfer error
+	// reports it through a collective of its own instead of the outcome
+	// consensus.
+	LocalErrorCollective Replay = "local-error-collective"
+)
+
+// Replays lists every replay name.
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective}
+
+// ParseReplay checks a replay name; the error lists the valid ones.
+func ParseReplay(s string) (Replay, error) {
+	r := Replay(strings.TrimSpace(s))
+	if slices.Contains(Replays, r) {
+		return r, nil
+	}
+	names := make([]string, len(Replays))
+	for i, x := range Replays {
+		names[i] = string(x)
+	}
+	return "", fmt.Errorf("executor: unknown replay %q: valid replays are %s", s, strings.Join(names, ", "))
+}
+
+// ReplaySet is the set of replays switched on.
+type ReplaySet map[Replay]bool
+
+// On reports whether r is switched on.
+func (s ReplaySet) On(r Replay) bool { return s[r] }
+
+func (s ReplaySet) String() string {
+	var names []string
+	for _, r := range Replays {
+		if s[r] {
+			names = append(names, string(r))
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,215 @@
+package executor
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run. Its JSON field names are stable: scripts
+// depend on them (see README "JSON report").
+type Report struct {
+	Ctx               string           `json:"ctx"`
+	Gen               string           `json:"gen"`
+	Ranks             int              `json:"ranks"`
+	Mode              string           `json:"transfer_mode"`
+	Workload          string           `json:"workload"`
+	Replays           string           `json:"replays"`
+	Faults            []string         `json:"faults"`
+	DurationS         float64          `json:"duration_s"`
+	RequestsCompleted int              `json:"requests_completed"`
+	RequestsFailed    int              `json:"requests_failed"`
+	RequestsCancelled int              `json:"requests_cancelled"`
+	ThroughputRPS     float64          `json:"throughput_rps"`
+	TTFTMs            Dist             `json:"ttft_ms"`
+	IdleHandoverMs    Dist             `json:"idle_handover_ms"`
+	IdleStepMs        Dist             `json:"idle_step_ms"`
+	BusyStepMs        Dist             `json:"busy_step_ms"`
+	ReapDelayMs       Dist             `json:"reap_delay_ms"`
+	TransferMs        Dist             `json:"transfer_ms"`
+	BytesMoved        int64            `json:"bytes_moved"`
+	BytesVerified     int64            `json:"bytes_verified"`
+	Collectives       uint64           `json:"collectives"`
+	IdleCollectives   int              `json:"idle_check_collectives"`
+	LeakedBlocks      int              `json:"leaked_blocks"`
+	PinnedBlocksAtEnd int              `json:"pinned_blocks_at_end"`
+	Instances         []InstanceReport `json:"instances"`
+	Errors            []string         `json:"errors"`
+	Requests          []RequestRecord  `json:"requests"`
+	Ranks_            []RankReport     `json:"rank_reports,omitempty"`
+}
+
+// InstanceReport summarises one side.
+type InstanceReport struct {
+	Role              string  `json:"role"`
+	Layout            string  `json:"layout"`
+	Ranks             int     `json:"ranks"`
+	PoolBlocks        int     `json:"pool_blocks_per_rank"`
+	PeakKVUtil        float64 `json:"peak_kv_util"`
+	PeakPinnedUtil    float64 `json:"peak_pinned_util"`
+	Iterations        int     `json:"iterations"`
+	IdleIterations    int     `json:"idle_iterations"`
+	StatusChecks      int     `json:"status_checks"`
+	MaxPollWaitMs     float64 `json:"max_poll_wait_ms"`
+	CancelRefused     int     `json:"cancel_refused"`
+	BytesSent         int64   `json:"bytes_sent"`
+	BytesReceived     int64   `json:"bytes_received"`
+	BytesVerified     int64   `json:"bytes_verified"`
+	UsedBlocksAtEnd   int     `json:"used_blocks_at_end"`
+	PinnedBlocksAtEnd int     `json:"pinned_blocks_at_end"`
+}
+
+func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report {
+	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
+		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
+			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
+		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}, Requests: []RequestRecord{}}
+	for _, f := range cfg.Faults {
+		r.Faults = append(r.Faults, f.String())
+	}
+	var ttft, handover, idleStep, busyStep, reap, transfer []int64
+	var last int64
+	inst := map[string]*InstanceReport{}
+	for _, role := range []string{"ctx", "gen"} {
+		l, blocks := cfg.Ctx, cfg.CtxBlocks
+		if role == "gen" {
+			l, blocks = cfg.Gen, cfg.GenBlocks
+		}
+		ir := InstanceReport{Role: role, Layout: l.String(), Ranks: l.Ranks(), PoolBlocks: blocks}
+		r.Instances = append(r.Instances, ir)
+	}
+	inst["ctx"], inst["gen"] = &r.Instances[0], &r.Instances[1]
+	for _, rr := range reps {
+		ir := inst[rr.Role]
+		ir.PeakKVUtil = max(ir.PeakKVUtil, float64(rr.PeakUsed)/float64(rr.PoolBlocks))
+		ir.PeakPinnedUtil = max(ir.PeakPinnedUtil, float64(rr.PeakPinned)/float64(rr.PoolBlocks))
+		ir.Iterations = max(ir.Iterations, rr.Iterations)
+		ir.IdleIterations = max(ir.IdleIterations, rr.IdleIterations)
+		ir.StatusChecks += rr.StatusChecks
+		ir.MaxPollWaitMs = max(ir.MaxPollWaitMs, float64(rr.MaxPollWaitNs)/1e6)
+		ir.CancelRefused += rr.CancelRefused
+		ir.BytesSent += rr.BytesSent
+		ir.BytesReceived += rr.BytesReceived
+		ir.BytesVerified += rr.BytesVerified
+		ir.UsedBlocksAtEnd += rr.UsedAtEnd
+		ir.PinnedBlocksAtEnd += rr.PinnedAtEnd
+		r.BytesMoved += rr.BytesSent
+		r.BytesVerified += rr.BytesVerified
+		r.Collectives += rr.Collectives
+		r.IdleCollectives += rr.IdleCheckColl
+		r.LeakedBlocks += rr.UsedAtEnd
+		r.PinnedBlocksAtEnd += rr.PinnedAtEnd
+		if rr.Role == "ctx" {
+			idleStep = append(idleStep, rr.IdleStepNs...)
+		}
+		busyStep = append(busyStep, rr.BusyStepNs...)
+		reap = append(reap, rr.ReapDelayNs...)
+		if rr.InvariantError != "" {
+			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.InvariantError))
+		}
+		if rr.Error != "" {
+			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.Error))
+		}
+		for _, q := range rr.Requests {
+			r.Requests = append(r.Requests, q)
+			switch q.State {
+			case "completed":
+				r.RequestsCompleted++
+				ttft = append(ttft, q.FirstToken-q.Arrival)
+				last = max(last, q.Done)
+			case "failed":
+				r.RequestsFailed++
+			case "cancelled":
+				r.RequestsCancelled++
+			}
+			if q.IdleArrival && q.PrefillStart > 0 {
+				handover = append(handover, q.PrefillStart-q.Arrival)
+			}
+			if q.TransferDone > 0 && q.PrefillEnd > 0 {
+				transfer = append(transfer, q.TransferDone-q.PrefillEnd)
+			}
+		}
+		r.Ranks_ = append(r.Ranks_, rr)
+	}
+	slices.SortFunc(r.Requests, func(a, b RequestRecord) int { return int(a.ID) - int(b.ID) })
+	if r.LeakedBlocks > 0 {
+		r.Errors = append(r.Errors, fmt.Sprintf("%d KV blocks still allocated at the end (%d pinned)", r.LeakedBlocks, r.PinnedBlocksAtEnd))
+	}
+	r.DurationS = elapsed.Seconds()
+	if last > 0 {
+		r.ThroughputRPS = float64(r.RequestsCompleted) / (float64(last) / 1e9)
+	}
+	r.TTFTMs, r.IdleHandoverMs, r.IdleStepMs = DistOf(ttft), DistOf(handover), DistOf(idleStep)
+	r.BusyStepMs, r.ReapDelayMs, r.TransferMs = DistOf(busyStep), DistOf(reap), DistOf(transfer)
+	return r
+}
+
+// OK reports whether the run ended clean: every request completed, nothing
+// leaked or pinned, no error.
+func (r *Report) OK() bool {
+	return len(r.Errors) == 0 && r.LeakedBlocks == 0 && r.PinnedBlocksAtEnd == 0
+}
+
+// WriteText renders the human-readable report.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer\n", r.Ctx, r.Gen, r.Ranks, r.Mode)
+	fmt.Fprintf(w, "workload: %s; replays: %s", r.Workload, r.Replays)
+	if len(r.Faults) > 0 {
+		fmt.Fprintf(w, "; faults: %s", strings.Join(r.Faults, " "))
+	}
+	fmt.Fprintf(w, "\n\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled in %.3f s\n", r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled, r.DurationS)
+	fmt.Fprintf(tw, "throughput\t%.1f requests/s\n", r.ThroughputRPS)
+	d := func(name string, x Dist) {
+		if x.N == 0 {
+			fmt.Fprintf(tw, "%s\t(no samples)\n", name)
+			return
+		}
+		fmt.Fprintf(tw, "%s\tp50 %s  p90 %s  p99 %s  max %s  (n=%d)\n", name, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max), x.N)
+	}
+	d("TTFT", r.TTFTMs)
+	d("idle handover", r.IdleHandoverMs)
+	d("idle host step (ctx)", r.IdleStepMs)
+	d("transfer (prefill end -> agreed)", r.TransferMs)
+	d("reap delay", r.ReapDelayMs)
+	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified\n", bytesString(r.BytesMoved), bytesString(r.BytesVerified))
+	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
+	for _, in := range r.Instances {
+		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s\n",
+			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs))
+	}
+	fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
+	if len(r.Errors) == 0 {
+		fmt.Fprintf(tw, "errors\tnone\n")
+	}
+	tw.Flush()
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+}
+
+func ms(v float64) string {
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.0fus", v*1000)
+	case v < 100:
+		return fmt.Sprintf("%.2fms", v)
+	}
+	return fmt.Sprintf("%.0fms", v)
+}
+
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

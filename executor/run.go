@@ -1,0 +1,222 @@
+package executor
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// reportTimeout bounds how long world rank 0 waits for the other ranks'
+// reports at the end of a run.
+const reportTimeout = 30 * time.Second
+
+// RunRank runs one rank of a disaggregated run on world (every CTX rank,
+// then every GEN rank). It is collective over world. World rank 0 returns
+// the merged Report; the other ranks return nil and their own error.
+func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if world.Size() != cfg.Ranks() {
+		return nil, fmt.Errorf("%w: the world has %d ranks but ctx %s + gen %s need %d", ErrConfig, world.Size(), cfg.Ctx, cfg.Gen, cfg.Ranks())
+	}
+	// One agreed start time: world rank 0's clock, broadcast.
+	var t0b [8]byte
+	binary.LittleEndian.PutUint64(t0b[:], uint64(time.Now().UnixNano()))
+	got, err := world.Bcast(ctx, 0, t0b[:])
+	if err != nil {
+		return nil, fmt.Errorf("executor: start: %w", err)
+	}
+	t0 := time.Unix(0, int64(binary.LittleEndian.Uint64(got)))
+
+	ctl, err := world.Split(ctx, 0, world.Rank())
+	if err != nil {
+		return nil, fmt.Errorf("executor: control communicator: %w", err)
+	}
+	defer ctl.Close()
+	g, err := transceiver.Setup(ctx, world, cfg.Ctx, cfg.Gen)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+
+	rep, runErr := runLoop(ctx, world, ctl, g, &cfg, t0)
+	if runErr != nil {
+		// A failed rank does not wait for reports: its peers are being
+		// cancelled (in-process) or aborted (MPI) by the caller.
+		return nil, runErr
+	}
+	return collect(ctx, world, ctl, &cfg, rep, t0)
+}
+
+func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, cfg *Config, t0 time.Time) (RankReport, error) {
+	layout := cfg.Ctx
+	blocks := cfg.CtxBlocks
+	if g.Role == transceiver.Generation {
+		layout, blocks = cfg.Gen, cfg.GenBlocks
+	}
+	faults := faultsFor(cfg.Faults, g.Role, g.Rank)
+	if faults.blocks > 0 {
+		blocks = faults.blocks
+	}
+	shard, err := layout.Shard(cfg.Model, g.Rank)
+	if err != nil {
+		return RankReport{}, err
+	}
+	log := cfg.Log.With(zap.Int("rank", world.Rank()), zap.String("role", g.Role.String()), zap.Int("instance_rank", g.Rank),
+		zap.String("group", g.Executor.Name()))
+	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.Role, g.Rank)})
+	if err != nil {
+		return RankReport{}, err
+	}
+	tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: cfg.Ctx, Gen: cfg.Gen, Model: cfg.Model, Rank: g.Rank,
+		World: world, Scope: g.Scope, Pool: pool, Mode: cfg.Mode, SenderWaitSlice: cfg.SenderWaitSlice,
+		GenPollInterval: cfg.GenPollInterval, TransferTimeout: cfg.TransferTimeout,
+		Replays: transceiver.Replays{UnclampedPoll: cfg.Replays.On(UnclampedPoll)}, Log: log, Faults: faults.tx})
+	if err != nil {
+		return RankReport{}, err
+	}
+	l := &loop{cfg: cfg, world: world, ctl: ctl, g: g, tr: tr, pool: pool, shard: shard, layout: layout, faults: faults, log: log, t0: t0,
+		leader: g.Executor.Rank() == 0, myDP: layout.Coord(g.Rank).DP, gen: map[uint64]*genReq{}, recs: map[uint64]*RequestRecord{},
+		handed: map[uint64]bool{}, reported: map[uint64]bool{}, stalled: map[uint64]bool{},
+		ctlBuf: make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1), progress: time.Now()}
+	l.rep = RankReport{WorldRank: world.Rank(), Role: g.Role.String(), Rank: g.Rank, Leader: l.leader, PoolBlocks: blocks}
+	// How many requests this executor group handles: all of them under
+	// attention-DP, else those of its DP index.
+	dp := layout.DP
+	for i := range cfg.Workload.Requests {
+		if layout.AttentionDP || i%dp == l.myDP {
+			l.expected++
+		}
+	}
+	if world.Rank() == 0 {
+		l.router = &router{reqs: cfg.Workload.Generate(), arrival: cfg.Workload.Arrival}
+	}
+	if err := l.postCtl(); err != nil {
+		return l.rep, err
+	}
+	log.Debug("executor starting", zap.Int("expected", l.expected), zap.Int("pool_blocks", blocks), zap.Int("block_bytes", shard.BlockBytes()))
+	if g.Role == transceiver.Context {
+		err = l.runCtx(ctx)
+	} else {
+		err = l.runGen(ctx)
+	}
+	cerr := l.finish(ctx)
+	return l.rep, errors.Join(err, cerr)
+}
+
+// finish drains this rank's own messages, closes the transceiver and checks
+// the pool: zero used, zero pinned, invariants hold.
+func (l *loop) finish(ctx context.Context) error {
+	var errs []error
+	// Our sends must complete before we go (the receivers are still
+	// running until they, too, finish).
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, q := range l.outbox {
+		if _, err := q.Wait(dctx); err != nil {
+			errs = append(errs, fmt.Errorf("executor: pending message: %w", err))
+		}
+	}
+	l.outbox = nil
+	if l.ctlReq != nil {
+		if err := l.ctlReq.Cancel(); err != nil {
+			errs = append(errs, fmt.Errorf("executor: cancel message receive: %w", err))
+		}
+	}
+	if l.tickReq != nil {
+		_ = l.tickReq.Cancel()
+	}
+	if l.wakeReq != nil {
+		_ = l.wakeReq.Cancel()
+	}
+	if err := l.tr.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	st := l.tr.Stats()
+	l.rep.Collectives = st.Collectives
+	l.rep.BytesSent, l.rep.BytesReceived, l.rep.BytesVerified = st.BytesSent, st.BytesReceived, st.BytesVerified
+	l.rep.MaxPollWaitNs = st.MaxPollWait.Nanoseconds()
+	l.rep.CancelRefused = st.CancelRefused
+	ps := l.pool.Stats()
+	l.rep.UsedAtEnd, l.rep.PinnedAtEnd = ps.Used, ps.Pinned
+	l.rep.PeakUsed, l.rep.PeakPinned = max(l.rep.PeakUsed, ps.PeakUsed), max(l.rep.PeakPinned, ps.PeakPinned)
+	if err := l.pool.CheckInvariants(); err != nil {
+		l.rep.InvariantError = err.Error()
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// collect sends every rank's report to world rank 0, which merges them.
+func collect(ctx context.Context, world, ctl comm.Comm, cfg *Config, rep RankReport, t0 time.Time) (*Report, error) {
+	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if world.Rank() != 0 {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return nil, err
+		}
+		q, err := ctl.Isend(b, 0, tagReport)
+		if err != nil {
+			return nil, err
+		}
+		_, err = q.Wait(rctx)
+		return nil, err
+	}
+	reps := []RankReport{rep}
+	buf := make([]byte, 64<<20)
+	for range world.Size() - 1 {
+		q, err := ctl.Irecv(buf, comm.AnySource, tagReport)
+		if err != nil {
+			return nil, err
+		}
+		st, err := q.Wait(rctx)
+		if err != nil {
+			_ = q.Cancel()
+			return nil, fmt.Errorf("executor: collecting rank reports: %w", err)
+		}
+		var r RankReport
+		if err := json.Unmarshal(buf[:st.Len], &r); err != nil {
+			return nil, fmt.Errorf("executor: report of world rank %d: %w", st.Source, err)
+		}
+		reps = append(reps, r)
+	}
+	slices.SortFunc(reps, func(a, b RankReport) int { return a.WorldRank - b.WorldRank })
+	return buildReport(cfg, reps, time.Since(t0)), nil
+}
+
+// RunLocal runs a whole disaggregated run in this process, one goroutine per
+// rank, checked when checked is true, and returns the merged report. On
+// failure it returns the first rank's error (the cause; the others were
+// cancelled by it).
+func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout time.Duration) (*Report, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var rep *Report
+	err := local.Run(ctx, cfg.Ranks(), local.Config{Checked: checked, Timeout: collectiveTimeout}, func(ctx context.Context, c comm.Comm) error {
+		r, err := RunRank(ctx, c, cfg)
+		if c.Rank() == 0 && r != nil {
+			rep = r
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}

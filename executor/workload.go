@@ -1,0 +1,137 @@
+package executor
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ArrivalKind is how requests arrive.
+type ArrivalKind uint8
+
+// Arrival patterns.
+const (
+	Burst   ArrivalKind = iota + 1 // all at time zero
+	Rate                           // one every 1/Rate seconds
+	Poisson                        // exponential gaps with mean 1/Rate (seeded)
+	Closed                         // closed loop: at most Concurrency outstanding
+)
+
+// Arrival is a parsed arrival pattern.
+type Arrival struct {
+	Kind        ArrivalKind
+	Rate        float64 // requests per second (Rate, Poisson)
+	Concurrency int     // outstanding requests (Closed)
+}
+
+func (a Arrival) String() string {
+	switch a.Kind {
+	case Burst:
+		return "burst"
+	case Rate:
+		return "rate=" + strconv.FormatFloat(a.Rate, 'g', -1, 64)
+	case Poisson:
+		return "poisson=" + strconv.FormatFloat(a.Rate, 'g', -1, 64)
+	case Closed:
+		return "closed=" + strconv.Itoa(a.Concurrency)
+	}
+	return "?"
+}
+
+// ParseArrival parses "burst", "rate=R", "poisson=R" (R requests per second)
+// or "closed=C" (C requests outstanding: closed=1 is one at a time).
+func ParseArrival(s string) (Arrival, error) {
+	s = strings.TrimSpace(s)
+	if s == "burst" {
+		return Arrival{Kind: Burst}, nil
+	}
+	key, val, ok := strings.Cut(s, "=")
+	bad := func(rule string) (Arrival, error) {
+		return Arrival{}, fmt.Errorf("executor: arrival %q: %s (use burst, rate=R, poisson=R or closed=C)", s, rule)
+	}
+	if !ok {
+		return bad("unknown pattern")
+	}
+	switch key {
+	case "rate", "poisson":
+		r, err := strconv.ParseFloat(val, 64)
+		if err != nil || r <= 0 || r > 1e7 {
+			return bad("the rate must be a number of requests per second in (0, 1e7]")
+		}
+		k := Rate
+		if key == "poisson" {
+			k = Poisson
+		}
+		return Arrival{Kind: k, Rate: r}, nil
+	case "closed":
+		c, err := strconv.Atoi(val)
+		if err != nil || c <= 0 {
+			return bad("the concurrency must be a positive integer")
+		}
+		return Arrival{Kind: Closed, Concurrency: c}, nil
+	}
+	return bad("unknown pattern")
+}
+
+// Workload describes the requests of a run.
+type Workload struct {
+	Requests     int     // number of requests (>= 1)
+	InputTokens  int     // prompt length in tokens: the KV a request needs (>= 1)
+	InputJitter  float64 // input lengths vary uniformly by +- this fraction [0, 1)
+	OutputTokens int     // tokens generated per request (>= 1)
+	Arrival      Arrival
+	Seed         uint64
+}
+
+// Validate names the first field that breaks its rule.
+func (w Workload) Validate() error {
+	switch {
+	case w.Requests < 1:
+		return fmt.Errorf("executor: workload requests %d: must be at least 1", w.Requests)
+	case w.Requests > 10_000_000:
+		return fmt.Errorf("executor: workload requests %d: at most 10000000", w.Requests)
+	case w.InputTokens < 1:
+		return fmt.Errorf("executor: workload input tokens %d: must be at least 1", w.InputTokens)
+	case w.OutputTokens < 1:
+		return fmt.Errorf("executor: workload output tokens %d: must be at least 1 (the first token is the prefill's)", w.OutputTokens)
+	case w.InputJitter < 0 || w.InputJitter >= 1:
+		return fmt.Errorf("executor: workload input jitter %g: must be in [0, 1)", w.InputJitter)
+	case w.Arrival.Kind == 0:
+		return fmt.Errorf("executor: workload arrival is not set")
+	}
+	return nil
+}
+
+// Req is one generated request.
+type Req struct {
+	ID     uint64
+	Tokens int
+	Output int
+	At     time.Duration // arrival offset from the start (open-loop patterns)
+}
+
+// Generate returns the workload's requests, deterministic for a seed. Every
+// rank can call it and get the same list.
+func (w Workload) Generate() []Req {
+	rng := rand.New(rand.NewPCG(w.Seed, 0x52524e))
+	out := make([]Req, w.Requests)
+	var at time.Duration
+	for i := range out {
+		tokens := w.InputTokens
+		if w.InputJitter > 0 {
+			d := int(float64(w.InputTokens) * w.InputJitter)
+			tokens += rng.IntN(2*d+1) - d
+			tokens = max(tokens, 1)
+		}
+		out[i] = Req{ID: uint64(i + 1), Tokens: tokens, Output: w.OutputTokens, At: at}
+		switch w.Arrival.Kind {
+		case Rate:
+			at += time.Duration(float64(time.Second) / w.Arrival.Rate)
+		case Poisson:
+			at += time.Duration(rng.ExpFloat64() * float64(time.Second) / w.Arrival.Rate)
+		}
+	}
+	return out
+}
