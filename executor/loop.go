@@ -53,7 +53,9 @@ type loop struct {
 	// heldSeen is how many sessions were over-but-unreaped after the last
 	// status check: more than that means a transfer ended since, and an
 	// idle rank should get the group to iterate and reap it.
-	heldSeen int
+	heldSeen  int
+	wakesSent int64 // member: wakes sent to the leader
+	wakesRecv int64 // leader: wakes received
 	outbox   []comm.Request
 	router   *router
 	wasIdle  bool
@@ -400,6 +402,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 			if l.wakeReq != nil {
 				if _, done, err := l.wakeReq.Test(); done {
 					l.wakeReq, woken = nil, true
+					l.wakesRecv++
 					if err != nil {
 						return 0, fmt.Errorf("executor: wake: %w", err)
 					}
@@ -439,6 +442,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 				return 0, fmt.Errorf("executor: wake: %w", err)
 			}
 			l.outbox = append(l.outbox, q)
+			l.wakesSent++
 		}
 		if _, done, err := l.tickReq.Test(); done {
 			l.tickReq = nil
@@ -519,7 +523,42 @@ func (l *loop) agreedNone(ctx context.Context) (bool, error) {
 		}
 		n = l.fitBuf[0]
 	}
-	return n == 0, nil
+	if n != 0 {
+		return false, nil
+	}
+	return true, l.drainWakes(ctx)
+}
+
+// drainWakes receives every wake a member sent, so that no send is left
+// unmatched when the group ends. Collective: the group sums what was sent.
+func (l *loop) drainWakes(ctx context.Context) error {
+	if l.g.Executor.Size() == 1 {
+		return nil
+	}
+	l.fitBuf[0] = l.wakesSent
+	if err := l.g.Executor.AllreduceInt64(ctx, comm.Sum, l.fitBuf[:], l.fitBuf[:]); err != nil {
+		return fmt.Errorf("executor: termination: %w", err)
+	}
+	if !l.leader {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for l.wakesRecv < l.fitBuf[0] {
+		if l.wakeReq == nil {
+			q, err := l.g.Executor.Irecv(l.wakeBuf, comm.AnySource, tagWake)
+			if err != nil {
+				return err
+			}
+			l.wakeReq = q
+		}
+		if _, err := l.wakeReq.Wait(dctx); err != nil {
+			return fmt.Errorf("executor: draining %d member wakes: %w", l.fitBuf[0]-l.wakesRecv, err)
+		}
+		l.wakeReq = nil
+		l.wakesRecv++
+	}
+	return nil
 }
 
 func (l *loop) handedPending() []uint64 { return nil }
