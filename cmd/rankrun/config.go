@@ -1,0 +1,135 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// runFlags are the flags shared by run and sweep.
+type runFlags struct {
+	ctx, gen                          string
+	layers, heads, headDim, tpb, elem int
+	requests, input, output           int
+	jitter                            float64
+	arrival                           string
+	seed                              uint64
+	transfer                          string
+	prefill, decode                   time.Duration
+	ctxBlocks, genBlocks              int
+	slice, genPoll, xferTimeout       time.Duration
+	idleTick, stall                   time.Duration
+	checked                           bool
+	collTimeout                       time.Duration
+	replays, faults                   multiFlag
+	timeout                           time.Duration
+	logLevel                          string
+}
+
+// multiFlag is a repeatable flag that also splits on commas where the
+// values cannot contain them.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
+	def := topology.DefaultModel()
+	if layouts {
+		fs.StringVar(&f.ctx, "ctx", "tp=1", "CTX (prefill) layout: tp=N,pp=N,cp=N,dp=N[,adp]")
+		fs.StringVar(&f.gen, "gen", "tp=4", "GEN (decode) layout, same syntax")
+	}
+	fs.IntVar(&f.layers, "layers", def.Layers, "model: transformer layers")
+	fs.IntVar(&f.heads, "kv-heads", def.KVHeads, "model: KV heads per layer")
+	fs.IntVar(&f.headDim, "head-dim", def.HeadDim, "model: elements per head per token")
+	fs.IntVar(&f.tpb, "tokens-per-block", def.TokensPerBlock, "model: tokens per KV block")
+	fs.IntVar(&f.elem, "elem-bytes", def.ElemBytes, "model: bytes per element")
+	fs.IntVar(&f.requests, "requests", 64, "workload: number of requests")
+	fs.IntVar(&f.input, "input", 256, "workload: input (prompt) tokens per request")
+	fs.Float64Var(&f.jitter, "input-jitter", 0, "workload: input lengths vary by +- this fraction, in [0,1)")
+	fs.IntVar(&f.output, "output", 8, "workload: output tokens per request (>= 1)")
+	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: burst | rate=R | poisson=R (requests/s) | closed=C (C outstanding)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults")
+	fs.StringVar(&f.transfer, "transfer", "async", "GEN transfer mode: async | sync")
+	fs.DurationVar(&f.prefill, "prefill-per-token", 0, "cost model: prefill time per input token (0: control plane only)")
+	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step")
+	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank")
+	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank")
+	fs.DurationVar(&f.slice, "sender-wait-slice", time.Second, "bound of the CTX status check's local poll")
+	fs.DurationVar(&f.genPoll, "gen-poll-interval", 5*time.Second, "bound of the GEN status check's local poll")
+	fs.DurationVar(&f.xferTimeout, "transfer-timeout", 60*time.Second, "overall deadline of one transfer, then cancel")
+	fs.DurationVar(&f.idleTick, "idle-tick", 20*time.Millisecond, "longest idle wait between iterations (events end it sooner)")
+	fs.DurationVar(&f.stall, "stall-timeout", 10*time.Second, "waiting work with no progress this long ends the run (ErrStalled)")
+	fs.BoolVar(&f.checked, "checked", false, "checked collectives: desync and timeout errors name call sites and ranks")
+	fs.DurationVar(&f.collTimeout, "collective-timeout", 30*time.Second, "checked mode: deadline of one collective")
+	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
+	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
+}
+
+func replayNames() string {
+	var s []string
+	for _, r := range executor.Replays {
+		s = append(s, string(r))
+	}
+	return strings.Join(s, ", ")
+}
+
+// config builds and validates the executor configuration.
+func (f *runFlags) config() (executor.Config, error) {
+	var c executor.Config
+	var err error
+	if c.Ctx, err = topology.ParseLayout(f.ctx); err != nil {
+		return c, usagef("--ctx: %v", err)
+	}
+	if c.Gen, err = topology.ParseLayout(f.gen); err != nil {
+		return c, usagef("--gen: %v", err)
+	}
+	c.Model = topology.Model{Layers: f.layers, KVHeads: f.heads, HeadDim: f.headDim, TokensPerBlock: f.tpb, ElemBytes: f.elem}
+	arr, err := executor.ParseArrival(f.arrival)
+	if err != nil {
+		return c, usagef("--arrival: %v", err)
+	}
+	c.Workload = executor.Workload{Requests: f.requests, InputTokens: f.input, InputJitter: f.jitter, OutputTokens: f.output, Arrival: arr, Seed: f.seed}
+	if c.Mode, err = transceiver.ParseMode(f.transfer); err != nil {
+		return c, usagef("--transfer: %v", err)
+	}
+	c.PrefillPerToken, c.DecodePerStep = f.prefill, f.decode
+	c.CtxBlocks, c.GenBlocks = f.ctxBlocks, f.genBlocks
+	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
+	c.IdleTick, c.StallTimeout = f.idleTick, f.stall
+	c.Replays = executor.ReplaySet{}
+	for _, v := range f.replays {
+		for _, name := range strings.Split(v, ",") {
+			r, err := executor.ParseReplay(name)
+			if err != nil {
+				return c, usagef("--replay: %v", err)
+			}
+			c.Replays[r] = true
+		}
+	}
+	for _, v := range f.faults {
+		ft, err := executor.ParseFault(v)
+		if err != nil {
+			return c, usagef("--fault: %v", err)
+		}
+		c.Faults = append(c.Faults, ft)
+	}
+	if f.timeout <= 0 {
+		return c, usagef("--timeout %v: must be positive", f.timeout)
+	}
+	if f.collTimeout <= 0 {
+		return c, usagef("--collective-timeout %v: must be positive", f.collTimeout)
+	}
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		return c, usageError{fmt.Errorf("%w", err)}
+	}
+	return c, nil
+}

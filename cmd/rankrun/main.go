@@ -1,0 +1,122 @@
+// Command rankrun runs disaggregated LLM-serving control planes: context
+// (prefill) ranks send verified KV-cache blocks to generation (decode) ranks
+// through a rank-safe transfer layer, in one process (goroutine ranks) or one
+// rank per process under mpirun.
+//
+//	rankrun run       one run, with a report (text, --json, --trace)
+//	rankrun sweep     several layout pairs and workloads: table, CSV, JSON, plot
+//	rankrun scenario  regression scenarios from files
+//	rankrun devices   the GPUs NVML sees and the KV pool each local rank gets
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// usageError is a bad command line: exit code 2.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitError carries an exit code for an outcome that is not a Go error
+// (a run that finished with leaks, say).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+const topUsage = `rankrun: rank-safe KV-cache transfer runtime for disaggregated LLM serving
+
+Usage:
+  rankrun run      [flags]   one disaggregated run and its report
+  rankrun sweep    [flags]   run several layout pairs and workloads; table, CSV, JSON, plot
+  rankrun scenario FILE...   run regression scenarios (tests/multirank/testdata/*.txt)
+  rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
+
+Run 'rankrun COMMAND -h' for the flags and examples of a command.
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topUsage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCmd(args[1:], stdout, stderr)
+	case "sweep":
+		err = sweepCmd(args[1:], stdout, stderr)
+	case "scenario":
+		err = scenarioCmd(args[1:], stdout, stderr)
+	case "devices":
+		err = devicesCmd(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, topUsage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario or devices)\n", args[0])
+		return 2
+	}
+	return exitCode(err, stderr)
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
+		return 2
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "rankrun: %v\n", err)
+	return 1
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting, with
+// a usage text that ends in examples.
+func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: rankrun %s\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nExamples:\n%s", examples)
+	}
+	return fs
+}
+
+// parseFlags parses args, turning a flag error into a usage error (the flag
+// package has already printed its one-line reason and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 && fs.Name() != "scenario" {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
