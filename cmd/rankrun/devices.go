@@ -2,4 +2,6 @@ package main
 
 import "io"
 
-func devicesCmd(args []string, stdout, stderr io.Writer) error { return usagef("devices: not built yet") }
+func devicesCmd(args []string, stdout, stderr io.Writer) error {
+	return usagef("devices: not built yet")
+}

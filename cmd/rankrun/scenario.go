@@ -2,4 +2,6 @@ package main
 
 import "io"
 
-func scenarioCmd(args []string, stdout, stderr io.Writer) error { return usagef("scenario: not built yet") }
+func scenarioCmd(args []string, stdout, stderr io.Writer) error {
+	return usagef("scenario: not built yet")
+}
