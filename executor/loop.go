@@ -81,6 +81,7 @@ type router struct {
 	next    int
 	done    int
 	arrival Arrival
+	freed   []int64 // closed loop: when each finished request freed a slot
 }
 
 func (l *loop) now() int64 { return time.Since(l.t0).Nanoseconds() }
@@ -155,6 +156,9 @@ func (l *loop) pumpCtl() error {
 				return fmt.Errorf("executor: done message for request %d reached world rank %d, which is not the router", r.ID, l.world.Rank())
 			}
 			l.router.done++
+			// In a closed loop the client sends its next request the
+			// moment one finishes, whether or not the router is looking.
+			l.router.freed = append(l.router.freed, r.Arrival)
 		}
 		if err := l.postCtl(); err != nil {
 			return err
@@ -194,8 +198,14 @@ func (l *loop) release() error {
 		}
 		rt.next++
 		arrival := now
-		if rt.arrival.Kind == Rate || rt.arrival.Kind == Poisson {
+		switch rt.arrival.Kind {
+		case Rate, Poisson:
 			arrival = q.At.Nanoseconds()
+		case Closed:
+			if len(rt.freed) > 0 {
+				arrival = min(rt.freed[0], now)
+				rt.freed = rt.freed[1:]
+			}
 		}
 		r := rec{Kind: msgRoute, ID: q.ID, Tokens: int64(q.Tokens), Output: int64(q.Output),
 			CtxDP: int64((q.ID - 1) % uint64(l.cfg.Ctx.DP)), GenDP: int64((q.ID - 1) % uint64(l.cfg.Gen.DP)), Arrival: arrival}
@@ -382,6 +392,11 @@ func computeCost(ctx context.Context, d time.Duration) error { return sleepCtx(c
 func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	deadline := start.Add(l.cfg.IdleTick)
+	if l.cfg.Replays.On(UnclampedPoll) && l.isCtx() {
+		// The old loop had no event-driven wait: its idle status check
+		// was the wait. Iterate again at once (members still get a tick).
+		deadline = start
+	}
 	if next := l.nextArrival(); !next.IsZero() && next.Before(deadline) {
 		deadline = next
 	}
@@ -597,9 +612,9 @@ func (l *loop) runCtx(ctx context.Context) error {
 				return err
 			}
 		case busy:
-			if _, err := l.ctxCheck(ctx, 0, false); err != nil {
-				return err
-			}
+			// Sync mode reaps only through the idle policy and at points
+			// the group agreed on (DESIGN.md §6), like the executor the
+			// seeds describe: a busy iteration does not poll.
 		default:
 			a := DecideIdle(IdleInput{Sync: true, GroupRanks: group, SendInFlight: l.tr.Sessions() > 0})
 			switch {
@@ -913,7 +928,9 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 		case "cancelled":
 			state = 2
 		}
-		if err := l.send(0, rec{Kind: msgDone, ID: id, Tokens: int64(rr.Tokens), Output: int64(rr.Output), State: state}); err != nil {
+		// msgDone carries the finish time in Arrival: the closed-loop
+		// client's next request arrives then.
+		if err := l.send(0, rec{Kind: msgDone, ID: id, Tokens: int64(rr.Tokens), Output: int64(rr.Output), Arrival: now, State: state}); err != nil {
 			return false, err
 		}
 	}

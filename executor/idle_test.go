@@ -1,0 +1,110 @@
+package executor_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// Seed 001: a single-rank sync CTX must reap completed sends while it is
+// idle, so its pool never fills even when the workload's total KV is far
+// larger than the pool.
+func TestSyncSingleRankCtxReapsWhileIdle(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=4", transceiver.Sync)
+	cfg.Workload.Requests = 40
+	cfg.Workload.InputJitter = 0
+	cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 2}
+	cfg.CtxBlocks = 16 // 40 requests x 5 blocks: far more than the pool
+	rep := run(t, cfg)
+	require.Empty(t, rep.Errors)
+	require.Equal(t, 40, rep.RequestsCompleted)
+	ctx := rep.Instances[0]
+	require.Less(t, ctx.PeakKVUtil, 1.0, "the CTX pool filled up: completed sends were not reaped")
+	require.Zero(t, rep.PinnedBlocksAtEnd)
+
+	// The same run with the seed's bug brought back stalls with the pool
+	// pinned to capacity.
+	cfg.Replays = executor.ReplaySet{executor.NoIdleReap: true}
+	cfg.StallTimeout = 500 * time.Millisecond
+	_, err := executor.RunLocal(t.Context(), cfg, true, 10*time.Second)
+	require.ErrorIs(t, err, executor.ErrStalled)
+	// Every used block is pinned by a transfer that is over but was never
+	// reaped: the seed's "pool at 99.9%, admission stopped".
+	require.Regexp(t, `KV pool (\d+)/16 blocks used, (\d+) pinned, [1-9]\d* transfers over but never reaped`, err.Error())
+}
+
+// The guard: multi-rank sync ranks never enter a collective from an idle
+// status check (checked mode would report a mismatched one).
+func TestSyncMultiRankEntersNoIdleCollective(t *testing.T) {
+	cfg := baseConfig("tp=2", "tp=4", transceiver.Sync)
+	cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
+	rep := run(t, cfg)
+	require.Empty(t, rep.Errors)
+	require.Equal(t, 24, rep.RequestsCompleted)
+	require.Positive(t, rep.Instances[0].IdleIterations, "the CTX group was never idle: the test proves nothing")
+	require.Zero(t, rep.IdleCollectives, "an idle status check entered a collective")
+	require.Positive(t, rep.Collectives, "busy iterations agree through consensus")
+}
+
+// Seed 000: idle handover is not tied to any poll interval. With the sender
+// wait slice at 1 s, 50 requests arriving one at a time at an idle CTX are
+// picked up far faster than the slice.
+func TestIdleHandoverIsNotTiedToThePollInterval(t *testing.T) {
+	for _, mode := range []transceiver.Mode{transceiver.Async, transceiver.Sync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := baseConfig("tp=1", "tp=4", mode)
+			cfg.Workload.Requests = 50
+			cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
+			cfg.SenderWaitSlice = time.Second
+			cfg.GenPollInterval = time.Second
+			rep := run(t, cfg)
+			require.Empty(t, rep.Errors)
+			require.Equal(t, 50, rep.RequestsCompleted)
+			require.GreaterOrEqual(t, rep.IdleHandoverMs.N, 40, "most requests should arrive at an idle CTX")
+			// Generous bound for a loaded 2-core machine under -race; the
+			// benchmark reports the real figure.
+			require.Less(t, rep.IdleHandoverMs.P99, 100.0, "handover p99 %.3f ms with a 1000 ms slice", rep.IdleHandoverMs.P99)
+			require.Less(t, rep.IdleStepMs.P99, 100.0)
+		})
+	}
+	// The regression reference, the seed's shape (one request at a time,
+	// decoding takes a while): the unclamped poll sleeps out the slice on
+	// every idle iteration with nothing in flight, and each request waits
+	// for it.
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+	cfg.Workload.Requests = 5
+	cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
+	cfg.DecodePerStep = 5 * time.Millisecond
+	cfg.SenderWaitSlice = 200 * time.Millisecond
+	fixed := run(t, cfg)
+	cfg.Replays = executor.ReplaySet{executor.UnclampedPoll: true}
+	bug := run(t, cfg)
+	require.Equal(t, 5, bug.RequestsCompleted)
+	require.Greater(t, bug.IdleStepMs.Max, 150.0, "the unclamped replay should sleep a whole slice when idle")
+	require.Less(t, fixed.IdleStepMs.Max, 50.0)
+	require.Greater(t, bug.TTFTMs.P50-fixed.TTFTMs.P50, 100.0, "TTFT should rise by most of a 200 ms slice per request")
+}
+
+func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
+	for name, mutate := range map[string]func(*executor.Config){
+		"zero requests":      func(c *executor.Config) { c.Workload.Requests = 0 },
+		"negative input":     func(c *executor.Config) { c.Workload.InputTokens = -5 },
+		"zero output":        func(c *executor.Config) { c.Workload.OutputTokens = 0 },
+		"larger than a pool": func(c *executor.Config) { c.Workload.InputTokens = 100000 },
+		"negative cost":      func(c *executor.Config) { c.PrefillPerToken = -time.Millisecond },
+		"fault out of range": func(c *executor.Config) {
+			c.Faults = []executor.Fault{{Kind: executor.FaultExit, Role: transceiver.Generation, Rank: 9, Request: 1}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := baseConfig("tp=1", "tp=2", transceiver.Async)
+			mutate(&cfg)
+			_, err := executor.RunLocal(t.Context(), cfg, true, time.Second)
+			require.ErrorIs(t, err, executor.ErrConfig)
+		})
+	}
+}
