@@ -44,25 +44,25 @@ type loop struct {
 	reported map[uint64]bool // local-error-collective replay
 	stalled  map[uint64]bool
 
-	ctlReq   comm.Request
-	ctlBuf   []byte
-	tickReq  comm.Request
-	tickBuf  []byte
-	wakeReq  comm.Request // leader: a member's transfer ended
-	wakeBuf  []byte
+	ctlReq  comm.Request
+	ctlBuf  []byte
+	tickReq comm.Request
+	tickBuf []byte
+	wakeReq comm.Request // leader: a member's transfer ended
+	wakeBuf []byte
 	// heldSeen is how many sessions were over-but-unreaped after the last
 	// status check: more than that means a transfer ended since, and an
 	// idle rank should get the group to iterate and reap it.
 	heldSeen  int
 	wakesSent int64 // member: wakes sent to the leader
 	wakesRecv int64 // leader: wakes received
-	outbox   []comm.Request
-	router   *router
-	wasIdle  bool
-	progress time.Time // last admission, reap or completion
-	fitBuf   [1]int64
-	rep      RankReport
-	timer    *time.Timer
+	outbox    []comm.Request
+	router    *router
+	wasIdle   bool
+	progress  time.Time // last admission, reap or completion
+	fitBuf    [1]int64
+	rep       RankReport
+	timer     *time.Timer
 }
 
 type genReq struct {
