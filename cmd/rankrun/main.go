@@ -106,14 +106,23 @@ func newFlagSet(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet
 	return fs
 }
 
-// parseFlags parses args, turning a flag error into a usage error (the flag
-// package has already printed its one-line reason and the usage).
+// parseFlags parses args, turning a flag error into a usage error.
+//
+// A bad flag gives one line (the caller prints it) and a pointer to -h, not
+// the whole usage text; -h prints the usage with its examples.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return err
 		}
-		return usageError{err}
+		return usagef("%s: %v (rankrun %s -h lists the flags)", fs.Name(), err, fs.Name())
 	}
 	if fs.NArg() > 0 && fs.Name() != "scenario" {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
