@@ -1,0 +1,133 @@
+package comm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDetectLaunch(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	l := detectLaunch(env(nil))
+	if l.UnderMPI || l.RefuseUnderMPI("rankrun") != nil {
+		t.Fatalf("no launcher variables: %+v", l)
+	}
+	l = detectLaunch(env(map[string]string{"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}))
+	if !l.UnderMPI || l.WorldRank != 2 || l.WorldSize != 4 || l.LocalRank != 0 {
+		t.Fatalf("Open MPI variables: %+v", l)
+	}
+	err := l.RefuseUnderMPI("rankrun")
+	if !errors.Is(err, ErrUnderMPI) || !strings.Contains(err.Error(), "rank 2 of 4") || !strings.Contains(err.Error(), "-tags mpi") {
+		t.Fatalf("refusal: %v", err)
+	}
+	// PMIx alone (another launcher) also counts.
+	if l := detectLaunch(env(map[string]string{"PMIX_RANK": "1"})); !l.UnderMPI || l.WorldRank != 1 {
+		t.Fatalf("PMIX_RANK: %+v", l)
+	}
+}
+
+func TestRecorderKeepsTheLastOperations(t *testing.T) {
+	r := NewRecorder(4)
+	for i := range 10 {
+		id := r.Begin("world", uint64(i+1), KindAllreduce, 0)
+		if i < 9 {
+			r.End(id, nil)
+		}
+	}
+	got := r.Snapshot()
+	if len(got) != 4 {
+		t.Fatalf("kept %d records, want 4", len(got))
+	}
+	for i, rec := range got {
+		if rec.Seq != uint64(7+i) {
+			t.Fatalf("record %d has seq %d, want %d (oldest first)", i, rec.Seq, 7+i)
+		}
+	}
+	if !got[3].InProgress() || got[2].InProgress() {
+		t.Fatalf("in-progress flags wrong: %v", got)
+	}
+	// Ending an operation pushed out of the ring is a no-op.
+	r.End(0, errors.New("late"))
+	for _, rec := range r.Snapshot() {
+		if rec.Err != "" {
+			t.Fatalf("a stale End touched %v", rec)
+		}
+	}
+	var nilRec *Recorder
+	nilRec.End(nilRec.Begin("x", 1, KindBarrier, 0), nil)
+	if nilRec.Snapshot() != nil {
+		t.Fatal("nil recorder must record nothing")
+	}
+}
+
+func TestRecordingDoesNotAllocate(t *testing.T) {
+	r := NewRecorder(0)
+	if n := testing.AllocsPerRun(100, func() { r.End(r.Begin("world", 1, KindBarrier, 1), nil) }); n != 0 {
+		t.Fatalf("Begin+End allocated %v times", n)
+	}
+}
+
+func TestErrorMessagesNameSitesAndRanks(t *testing.T) {
+	de := &DesyncError{Group: "world", Self: 1, Entries: []Entry{
+		{Rank: 0, Seq: 3, Kind: KindBarrier, Site: "a.go:1"},
+		{Rank: 1, Seq: 3, Kind: KindAllreduce, Site: "b.go:2", Shape: 2<<8 | int64(Sum)},
+		{Rank: 2, Seq: 3, Kind: KindBarrier, Site: "a.go:1"},
+	}}
+	msg := de.Error()
+	for _, want := range []string{`"world"`, "ranks [0 2] entered Barrier #3 at a.go:1", "ranks [1] entered Allreduce #3 at b.go:2 (count 2, sum)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("desync message %q lacks %q", msg, want)
+		}
+	}
+	if !errors.Is(de, ErrDesync) {
+		t.Error("DesyncError must wrap ErrDesync")
+	}
+	te := &TimeoutError{Group: "world/s0c1", Self: 0, Waiting: Entry{Kind: KindAllgather, Seq: 9, Site: "c.go:3"}, Missing: []int{2},
+		Peers: []PeerRecords{{Rank: 2, Records: []OpRecord{{Group: "world", Kind: KindRecv, Peer: 0, Tag: 5, Site: "d.go:4"}}}}}
+	msg = te.Error()
+	for _, want := range []string{"ranks [2] never arrived", "rank 2 last: Irecv peer 0 tag 5", "Allgather #9 at c.go:3"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("timeout message %q lacks %q", msg, want)
+		}
+	}
+	if !errors.Is(te, ErrCollectiveTimeout) || !strings.Contains(te.FlightLog(), "rank 2:") {
+		t.Error("TimeoutError must wrap ErrCollectiveTimeout and log every peer")
+	}
+}
+
+func TestGatheredReusesItsBuffers(t *testing.T) {
+	var g Gathered
+	flat := g.Reset([]int{2, 0, 3})
+	if len(flat) != 5 || len(g.Of(1)) != 0 || len(g.Of(2)) != 3 {
+		t.Fatalf("layout: %+v", g)
+	}
+	copy(flat, []int64{1, 2, 3, 4, 5})
+	if g.Of(2)[0] != 3 {
+		t.Fatalf("Of(2) = %v", g.Of(2))
+	}
+	counts := []int{1, 1, 1}
+	if n := testing.AllocsPerRun(100, func() { g.Reset(counts) }); n != 0 {
+		t.Fatalf("Reset allocated %v times with enough capacity", n)
+	}
+}
+
+func TestReduceOps(t *testing.T) {
+	for _, tc := range []struct {
+		op   ReduceOp
+		want int64
+	}{{Sum, 9}, {Min, 1}, {Max, 5}, {BitOr, 7}, {BitAnd, 1}} {
+		a := []int64{5}
+		tc.op.Apply(a, []int64{3})
+		tc.op.Apply(a, []int64{1})
+		if a[0] != tc.want {
+			t.Errorf("%s: got %d want %d", tc.op, a[0], tc.want)
+		}
+	}
+	if ReduceOp(0).Valid() || ReduceOp(9).Valid() {
+		t.Error("unknown ops must be invalid")
+	}
+}
