@@ -187,9 +187,12 @@ func checkWritable(path string) error {
 // writeTrace writes the run in the Chrome trace event format: one track
 // (thread) per rank, named after its role and instance rank.
 func writeTrace(path string, rep *executor.Report) error {
+	// Metadata events carry ts 0: the format does not need it, but strict
+	// readers of the trace event format expect every event to have one.
 	type meta struct {
 		Name string         `json:"name"`
 		Ph   string         `json:"ph"`
+		TS   float64        `json:"ts"`
 		PID  int            `json:"pid"`
 		TID  int            `json:"tid"`
 		Args map[string]any `json:"args"`

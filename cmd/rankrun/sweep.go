@@ -25,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -71,6 +72,12 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	plotOut := fs.String("plot", "", "draw TTFT p99 and throughput per layout pair to this file (.svg or .png)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// A sweep runs every rank in this process. Started by mpirun it would
+	// run as N independent copies: refuse, whatever the build.
+	if l := comm.DetectLaunch(); l.UnderMPI {
+		return fmt.Errorf("sweep runs all its ranks in this process but was started by mpirun (rank %d of %d): "+
+			"run the sweep without mpirun (under mpirun use rankrun run)", l.WorldRank, l.WorldSize)
 	}
 	if len(pairs) == 0 {
 		pairs = defaultPairs
