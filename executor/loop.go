@@ -881,6 +881,7 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		l.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, l.now(), nil)
+		l.progress = time.Now() // a decode step is progress, even before a request finishes
 	}
 	now := l.now()
 	keep := l.order[:0]
