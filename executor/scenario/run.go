@@ -1,0 +1,153 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/executor"
+)
+
+// hangGrace is how long Run waits past a run's deadline for the ranks to
+// return before it calls the run hung.
+const hangGrace = 10 * time.Second
+
+// Result is the verdict on one scenario.
+type Result struct {
+	Scenario *Scenario
+	Pass     bool
+	// Reason says why it failed (every mismatch, "; "-separated), or what
+	// it showed when it passed.
+	Reason string
+	// Off is the run as written; On the run with the replay under test on
+	// (nil without one).
+	Off *Outcome
+	On  *Outcome
+}
+
+// Hung reports whether a run of the scenario did not return.
+func (r Result) Hung() bool { return (r.Off != nil && r.Off.Hung) || (r.On != nil && r.On.Hung) }
+
+func (r Result) String() string {
+	verdict := "PASS"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	return fmt.Sprintf("%s %s: %s", verdict, r.Scenario.Label(), r.Reason)
+}
+
+// Option adjusts a run.
+type Option func(*runOpts)
+
+type runOpts struct{ log *zap.Logger }
+
+// WithLogger gives the runs a logger (default: none).
+func WithLogger(l *zap.Logger) Option { return func(o *runOpts) { o.log = l } }
+
+// Run runs s in-process, checked, and compares the outcome with its
+// expectations; with a replay under test it runs a second time with the
+// replay on. Every run has a deadline (s.Timeout); a run that has not
+// returned shortly after it is reported as a hang, naming the scenario.
+func Run(ctx context.Context, s Scenario, opts ...Option) Result {
+	var o runOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	res := Result{Scenario: &s}
+	off := runOnce(ctx, &s, false, o)
+	res.Off = &off
+	var why []string
+	for _, w := range s.Expect.check(off, s.Requests, s.Timeout) {
+		why = append(why, "as written: "+w)
+	}
+	shown := []string{"as written: " + off.Summary()}
+	if s.ReplayUnderTest != "" {
+		on := runOnce(ctx, &s, true, o)
+		res.On = &on
+		for _, w := range s.ExpectWithReplay.check(on, s.Requests, s.Timeout) {
+			why = append(why, "with "+string(s.ReplayUnderTest)+": "+w)
+		}
+		shown = append(shown, "with "+string(s.ReplayUnderTest)+": "+on.Summary())
+	}
+	res.Pass = len(why) == 0
+	if res.Pass {
+		res.Reason = strings.Join(shown, " | ")
+	} else {
+		res.Reason = strings.Join(why, "; ")
+		onFailed := false
+		for _, w := range why {
+			onFailed = onFailed || strings.HasPrefix(w, "with ")
+		}
+		res.Reason += fmt.Sprintf(" (reproduce: %s)", s.CommandLine(onFailed))
+	}
+	return res
+}
+
+// runOnce runs one configuration under s.Timeout; it returns when the run
+// does, or marks it hung hangGrace after the deadline (the ranks'
+// goroutines are then abandoned: a hang is a bug to report, not to wait for).
+func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outcome {
+	out := Outcome{Replay: withReplay}
+	cfg, err := s.Config(withReplay)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	if o.log != nil {
+		cfg.Log = o.log
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+	type ret struct {
+		rep *executor.Report
+		err error
+	}
+	done := make(chan ret, 1)
+	start := time.Now()
+	go func() {
+		rep, err := executor.RunLocal(rctx, cfg, true, s.CollectiveTimeout)
+		done <- ret{rep, err}
+	}()
+	t := time.NewTimer(s.Timeout + hangGrace)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		out.Report, out.Err = r.rep, r.err
+		out.Elapsed = time.Since(start)
+		if out.Err != nil && rctx.Err() != nil && ctx.Err() == nil {
+			// The run's own deadline ended it: that is a hang the
+			// ranks noticed, not an outcome.
+			out.Hung = true
+		}
+	case <-t.C:
+		out.Elapsed = time.Since(start)
+		out.Hung = true
+	}
+	return out
+}
+
+// Load parses every file matching pattern (a glob), sorted by name.
+func Load(pattern string) ([]Scenario, error) {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("scenario: no file matches %s", pattern)
+	}
+	sort.Strings(files)
+	var out []Scenario
+	for _, f := range files {
+		s, err := ParseFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

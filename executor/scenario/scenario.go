@@ -1,0 +1,442 @@
+package scenario
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// ErrParse: a scenario file is malformed. The error names the file, the line
+// and the problem.
+var ErrParse = errors.New("scenario: parse error")
+
+// Defaults of a scenario (smaller than the CLI's, so scenarios stay fast).
+var (
+	DefaultModel             = topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
+	DefaultTimeout           = 60 * time.Second
+	DefaultCollectiveTimeout = 5 * time.Second
+)
+
+// Scenario is one parsed scenario file.
+type Scenario struct {
+	File string // where it came from ("" when built in code)
+	Name string
+
+	Ctx, Gen                                string // layouts, as written
+	Model                                   topology.Model
+	Transfer                                string // async | sync
+	Requests, Input, Output                 int
+	InputJitter                             float64
+	Arrival                                 string
+	Seed                                    uint64
+	PrefillPerToken, DecodePerStep          time.Duration
+	CtxBlocks, GenBlocks                    int
+	SenderWaitSlice, GenPollInterval        time.Duration
+	TransferTimeout, IdleTick, StallTimeout time.Duration
+	CollectiveTimeout                       time.Duration
+	Replays                                 []executor.Replay // always on
+	Faults                                  []string          // as written (executor.ParseFault syntax)
+
+	// Timeout is the deadline of one run.
+	Timeout time.Duration
+	// ReplayUnderTest, when set, makes the scenario run twice: as written
+	// against Expect, and with the replay on against ExpectWithReplay.
+	ReplayUnderTest  executor.Replay
+	Expect           Expectation
+	ExpectWithReplay Expectation
+}
+
+// New returns a scenario with every default filled in.
+func New(name string) Scenario {
+	return Scenario{Name: name, Ctx: "tp=1", Gen: "tp=1", Model: DefaultModel, Transfer: "async", Requests: 16, Input: 64, Output: 2,
+		Arrival: "closed=4", Seed: 1, CtxBlocks: 64, GenBlocks: 64, SenderWaitSlice: time.Second, GenPollInterval: 5 * time.Second,
+		TransferTimeout: 60 * time.Second, IdleTick: 20 * time.Millisecond, StallTimeout: 5 * time.Second,
+		CollectiveTimeout: DefaultCollectiveTimeout, Timeout: DefaultTimeout}
+}
+
+// Label is how results name the scenario: its file's base name and its name.
+func (s *Scenario) Label() string {
+	if s.File == "" {
+		return s.Name
+	}
+	return fmt.Sprintf("%s (%s)", filepath.Base(s.File), s.Name)
+}
+
+// Config is the executor configuration of the run, with the replay under
+// test on when withReplay is true.
+func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
+	var c executor.Config
+	var err error
+	if c.Ctx, err = topology.ParseLayout(s.Ctx); err != nil {
+		return c, fmt.Errorf("ctx: %w", err)
+	}
+	if c.Gen, err = topology.ParseLayout(s.Gen); err != nil {
+		return c, fmt.Errorf("gen: %w", err)
+	}
+	c.Model = s.Model
+	arr, err := executor.ParseArrival(s.Arrival)
+	if err != nil {
+		return c, err
+	}
+	c.Workload = executor.Workload{Requests: s.Requests, InputTokens: s.Input, InputJitter: s.InputJitter, OutputTokens: s.Output,
+		Arrival: arr, Seed: s.Seed}
+	if c.Mode, err = transceiver.ParseMode(s.Transfer); err != nil {
+		return c, err
+	}
+	c.PrefillPerToken, c.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
+	c.CtxBlocks, c.GenBlocks = s.CtxBlocks, s.GenBlocks
+	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
+	c.IdleTick, c.StallTimeout = s.IdleTick, s.StallTimeout
+	c.Replays = executor.ReplaySet{}
+	for _, r := range s.Replays {
+		c.Replays[r] = true
+	}
+	if withReplay && s.ReplayUnderTest != "" {
+		c.Replays[s.ReplayUnderTest] = true
+	}
+	for _, v := range s.Faults {
+		f, err := executor.ParseFault(v)
+		if err != nil {
+			return c, err
+		}
+		c.Faults = append(c.Faults, f)
+	}
+	c.Defaults()
+	return c, c.Validate()
+}
+
+// Ranks is the number of ranks (mpirun -np) the scenario needs.
+func (s *Scenario) Ranks() int {
+	c, err := topology.ParseLayout(s.Ctx)
+	if err != nil {
+		return 0
+	}
+	g, err := topology.ParseLayout(s.Gen)
+	if err != nil {
+		return 0
+	}
+	return c.Ranks() + g.Ranks()
+}
+
+// RunArgs is the `rankrun run` argument list equivalent to the run (with
+// the replay under test on when withReplay is true), checked mode included.
+func (s *Scenario) RunArgs(withReplay bool) []string {
+	d := func(v time.Duration) string { return v.String() }
+	a := []string{"--ctx", s.Ctx, "--gen", s.Gen, "--transfer", s.Transfer,
+		"--layers", strconv.Itoa(s.Model.Layers), "--kv-heads", strconv.Itoa(s.Model.KVHeads), "--head-dim", strconv.Itoa(s.Model.HeadDim),
+		"--tokens-per-block", strconv.Itoa(s.Model.TokensPerBlock), "--elem-bytes", strconv.Itoa(s.Model.ElemBytes),
+		"--requests", strconv.Itoa(s.Requests), "--input", strconv.Itoa(s.Input), "--output", strconv.Itoa(s.Output),
+		"--arrival", s.Arrival, "--seed", strconv.FormatUint(s.Seed, 10),
+		"--ctx-blocks", strconv.Itoa(s.CtxBlocks), "--gen-blocks", strconv.Itoa(s.GenBlocks)}
+	if s.InputJitter != 0 {
+		a = append(a, "--input-jitter", strconv.FormatFloat(s.InputJitter, 'g', -1, 64))
+	}
+	if s.PrefillPerToken != 0 {
+		a = append(a, "--prefill-per-token", d(s.PrefillPerToken))
+	}
+	if s.DecodePerStep != 0 {
+		a = append(a, "--decode-per-step", d(s.DecodePerStep))
+	}
+	a = append(a, "--sender-wait-slice", d(s.SenderWaitSlice), "--gen-poll-interval", d(s.GenPollInterval),
+		"--transfer-timeout", d(s.TransferTimeout), "--idle-tick", d(s.IdleTick), "--stall-timeout", d(s.StallTimeout),
+		"--checked", "--collective-timeout", d(s.CollectiveTimeout), "--timeout", d(s.Timeout))
+	for _, r := range s.Replays {
+		a = append(a, "--replay", string(r))
+	}
+	if withReplay && s.ReplayUnderTest != "" {
+		a = append(a, "--replay", string(s.ReplayUnderTest))
+	}
+	for _, f := range s.Faults {
+		a = append(a, "--fault", f)
+	}
+	return a
+}
+
+// CommandLine renders RunArgs as a shell command line starting with
+// "rankrun run".
+func (s *Scenario) CommandLine(withReplay bool) string {
+	parts := []string{"rankrun", "run"}
+	for _, a := range s.RunArgs(withReplay) {
+		if strings.ContainsAny(a, " \t'\"|&;<>()$`\\*?[]#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// setter applies one key's value.
+type setter func(s *Scenario, v string) error
+
+func intKey(field func(*Scenario) *int, min int) setter {
+	return func(s *Scenario, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return fmt.Errorf("%q: want an integer >= %d", v, min)
+		}
+		*field(s) = n
+		return nil
+	}
+}
+
+func durKey(field func(*Scenario) *time.Duration) setter {
+	return func(s *Scenario, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q: want a non-negative duration such as 500ms", v)
+		}
+		*field(s) = d
+		return nil
+	}
+}
+
+func layoutKey(field func(*Scenario) *string) setter {
+	return func(s *Scenario, v string) error {
+		if _, err := topology.ParseLayout(v); err != nil {
+			return err
+		}
+		*field(s) = v
+		return nil
+	}
+}
+
+var keys = map[string]setter{
+	"name": func(s *Scenario, v string) error {
+		if v == "" {
+			return errors.New("empty name")
+		}
+		s.Name = v
+		return nil
+	},
+	"ctx":              layoutKey(func(s *Scenario) *string { return &s.Ctx }),
+	"gen":              layoutKey(func(s *Scenario) *string { return &s.Gen }),
+	"layers":           intKey(func(s *Scenario) *int { return &s.Model.Layers }, 1),
+	"kv-heads":         intKey(func(s *Scenario) *int { return &s.Model.KVHeads }, 1),
+	"head-dim":         intKey(func(s *Scenario) *int { return &s.Model.HeadDim }, 1),
+	"tokens-per-block": intKey(func(s *Scenario) *int { return &s.Model.TokensPerBlock }, 1),
+	"elem-bytes":       intKey(func(s *Scenario) *int { return &s.Model.ElemBytes }, 1),
+	"transfer": func(s *Scenario, v string) error {
+		if v != "async" && v != "sync" {
+			return fmt.Errorf("%q: want async or sync", v)
+		}
+		s.Transfer = v
+		return nil
+	},
+	"requests": intKey(func(s *Scenario) *int { return &s.Requests }, 1),
+	"input":    intKey(func(s *Scenario) *int { return &s.Input }, 1),
+	"output":   intKey(func(s *Scenario) *int { return &s.Output }, 1),
+	"input-jitter": func(s *Scenario, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f >= 1 {
+			return fmt.Errorf("%q: want a fraction in [0, 1)", v)
+		}
+		s.InputJitter = f
+		return nil
+	},
+	"arrival": func(s *Scenario, v string) error {
+		if _, err := executor.ParseArrival(v); err != nil {
+			return err
+		}
+		s.Arrival = v
+		return nil
+	},
+	"seed": func(s *Scenario, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q: want a non-negative integer", v)
+		}
+		s.Seed = n
+		return nil
+	},
+	"prefill-per-token":  durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
+	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
+	"ctx-blocks":         intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
+	"gen-blocks":         intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
+	"sender-wait-slice":  durKey(func(s *Scenario) *time.Duration { return &s.SenderWaitSlice }),
+	"gen-poll-interval":  durKey(func(s *Scenario) *time.Duration { return &s.GenPollInterval }),
+	"transfer-timeout":   durKey(func(s *Scenario) *time.Duration { return &s.TransferTimeout }),
+	"idle-tick":          durKey(func(s *Scenario) *time.Duration { return &s.IdleTick }),
+	"stall-timeout":      durKey(func(s *Scenario) *time.Duration { return &s.StallTimeout }),
+	"collective-timeout": durKey(func(s *Scenario) *time.Duration { return &s.CollectiveTimeout }),
+	"timeout":            durKey(func(s *Scenario) *time.Duration { return &s.Timeout }),
+	"replay": func(s *Scenario, v string) error {
+		r, err := executor.ParseReplay(v)
+		if err != nil {
+			return err
+		}
+		s.Replays = append(s.Replays, r)
+		return nil
+	},
+	"replay-under-test": func(s *Scenario, v string) error {
+		r, err := executor.ParseReplay(v)
+		if err != nil {
+			return err
+		}
+		s.ReplayUnderTest = r
+		return nil
+	},
+	"fault": func(s *Scenario, v string) error {
+		if _, err := executor.ParseFault(v); err != nil {
+			return err
+		}
+		s.Faults = append(s.Faults, v)
+		return nil
+	},
+	"expect":             func(s *Scenario, v string) error { return s.Expect.add(v) },
+	"expect-with-replay": func(s *Scenario, v string) error { return s.ExpectWithReplay.add(v) },
+}
+
+// Keys lists every valid key, sorted.
+func Keys() []string {
+	out := make([]string, 0, len(keys))
+	for k := range keys {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pairSep separates several pairs on one line: two or more spaces, or a tab.
+var pairSep = regexp.MustCompile(`\t+ *| {2,}`)
+
+// stripComment removes a "#" comment that is not inside double quotes.
+func stripComment(line string) string {
+	in := false
+	for i, r := range line {
+		switch r {
+		case '"':
+			in = !in
+		case '#':
+			if !in {
+				return line[:i]
+			}
+		}
+	}
+	return line
+}
+
+// ParseFile reads and parses one scenario file.
+func ParseFile(path string) (Scenario, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("%w: %w", ErrParse, err)
+	}
+	defer f.Close()
+	return Parse(path, f)
+}
+
+// Parse parses a scenario; name is used in errors (a file path).
+func Parse(name string, r io.Reader) (Scenario, error) {
+	s := New("")
+	s.File = name
+	bad := func(line int, format string, args ...any) error {
+		return fmt.Errorf("%w: %s:%d: %s", ErrParse, name, line, fmt.Sprintf(format, args...))
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	seen := map[string]int{}
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(stripComment(sc.Text()))
+		if line == "" {
+			continue
+		}
+		for _, pair := range pairSep.Split(line, -1) {
+			k, v, ok := strings.Cut(pair, ":")
+			if !ok {
+				return s, bad(n, "%q: want key: value (valid keys: %s)", pair, strings.Join(Keys(), ", "))
+			}
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			set, ok := keys[k]
+			if !ok {
+				return s, bad(n, "unknown key %q: valid keys are %s", k, strings.Join(Keys(), ", "))
+			}
+			repeatable := k == "fault" || k == "replay" || k == "expect" || k == "expect-with-replay"
+			if prev, dup := seen[k]; dup && !repeatable {
+				return s, bad(n, "key %q repeated (first on line %d)", k, prev)
+			}
+			seen[k] = n
+			if err := set(&s, v); err != nil {
+				return s, bad(n, "%s: %v", k, err)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s, fmt.Errorf("%w: %s: %w", ErrParse, name, err)
+	}
+	// Whole-file rules.
+	for _, k := range []string{"name", "ctx", "gen", "expect"} {
+		if _, ok := seen[k]; !ok {
+			return s, bad(n, "missing key %q", k)
+		}
+	}
+	if err := s.Expect.validate(); err != nil {
+		return s, bad(seen["expect"], "expect: %v", err)
+	}
+	_, hasWith := seen["expect-with-replay"]
+	switch {
+	case s.ReplayUnderTest != "" && !hasWith:
+		return s, bad(seen["replay-under-test"], "replay-under-test needs expect-with-replay lines (the symptom the replay must show)")
+	case s.ReplayUnderTest == "" && hasWith:
+		return s, bad(seen["expect-with-replay"], "expect-with-replay needs replay-under-test: NAME (valid replays: %s)", replayNames())
+	case hasWith:
+		if err := s.ExpectWithReplay.validate(); err != nil {
+			return s, bad(seen["expect-with-replay"], "expect-with-replay: %v", err)
+		}
+		if slices.Contains(s.Replays, s.ReplayUnderTest) {
+			return s, bad(seen["replay-under-test"], "replay %s is both always on (replay:) and under test", s.ReplayUnderTest)
+		}
+	}
+	if _, err := s.Config(s.ReplayUnderTest != ""); err != nil {
+		return s, bad(n, "the run it describes is invalid: %v", err)
+	}
+	return s, nil
+}
+
+func replayNames() string {
+	names := make([]string, len(executor.Replays))
+	for i, r := range executor.Replays {
+		names[i] = string(r)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Format renders the scenario back in the file syntax (round-trips through
+// Parse).
+func (s *Scenario) Format() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\n", s.Name)
+	args := s.RunArgs(false)
+	for i := 0; i < len(args); i++ {
+		k := strings.TrimPrefix(args[i], "--")
+		if k == "checked" {
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s\n", k, args[i+1])
+		i++
+	}
+	if s.ReplayUnderTest != "" {
+		fmt.Fprintf(&b, "replay-under-test: %s\n", s.ReplayUnderTest)
+	}
+	for _, l := range s.Expect.lines() {
+		fmt.Fprintf(&b, "expect: %s\n", l)
+	}
+	for _, l := range s.ExpectWithReplay.lines() {
+		fmt.Fprintf(&b, "expect-with-replay: %s\n", l)
+	}
+	return b.String()
+}
