@@ -800,10 +800,13 @@ func (l *loop) runGen(ctx context.Context) error {
 					g.state = x.State.String()
 				}
 			}
-		} else if !busyBefore && l.cfg.Replays.On(UnsafeIdleReap) && group > 1 {
-			// The guard removed: an idle rank polls status, and the
-			// check's consensus spans its executor group, while a peer
-			// may sit in a rank-local sync receive.
+		} else if l.cfg.Replays.On(UnsafeIdleReap) && group > 1 && !l.busyLocally(admitted) {
+			// The guard removed: a rank with no work of its own polls
+			// status, and the check's consensus spans its executor
+			// group, while a peer may sit in a rank-local sync receive.
+			// Idleness is rank-local here, as in the old path: under
+			// attention-DP the agreed batch may hold only a peer's
+			// requests.
 			start := l.now()
 			res, err := l.tr.CheckStatusOver(ctx, 0, []comm.Comm{l.g.Executor})
 			if err != nil {
@@ -854,6 +857,23 @@ func (l *loop) runGen(ctx context.Context) error {
 		l.wasIdle = !busy
 		l.samplePool()
 	}
+}
+
+// busyLocally reports whether this rank has work of its own: a request it
+// holds admitted now, or one of its requests decoding (the unsafe-idle-reap
+// replay's rank-local notion of idle).
+func (l *loop) busyLocally(admitted []rec) bool {
+	for _, r := range admitted {
+		if l.mine(r) {
+			return true
+		}
+	}
+	for _, id := range l.order {
+		if g := l.gen[id]; g.received && l.mine(g.r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *loop) decoding() int {
