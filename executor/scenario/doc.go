@@ -29,8 +29,9 @@
 //	                                     bytes-verified == bytes-moved
 //
 // An "ok" outcome also always requires: no report errors, zero leaked and
-// zero pinned blocks at the end, every byte moved verified, and every request
-// accounted for (completed + failed + cancelled == requests).
+// zero pinned blocks at the end, every byte moved verified (unless a bound
+// names bytes-verified itself, as a corruption scenario must), and every
+// request accounted for (completed + failed + cancelled == requests).
 //
 // Run executes a scenario with executor.RunLocal in checked mode; it never
 // hangs: a run that has not returned by its deadline (plus a grace period) is
