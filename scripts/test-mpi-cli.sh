@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# End-to-end test of the rankrun CLI under real mpirun (Open MPI):
+#
+#  1. bin/rankrun-mpi (go build -tags mpi) under mpirun -np 5 runs ctx tp=1 ->
+#     gen tp=4 with 32 requests, checked: every request completes, nothing
+#     leaks, bytes are verified, and the counts equal an in-process run of
+#     the same flags;
+#  2. the same layouts under mpirun -np 4 fail non-zero, naming 5 and 4;
+#  3. a binary built without MPI refuses to run under mpirun (never as N
+#     copies of rank 0).
+#
+# Every mpirun is bounded by `timeout`. Exits non-zero on any failure.
+# Without Open MPI (and no way to install it) the script skips with a
+# message, except under CI=true, where that is a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+MPI_TIMEOUT=${MPI_TIMEOUT:-120}
+export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
+
+fail() {
+	echo "test-mpi-cli: FAIL: $*" >&2
+	exit 1
+}
+
+if ! scripts/ensure-mpi.sh; then
+	if [ "${CI:-}" = true ]; then
+		fail "Open MPI unavailable and CI=true (MPI tests are never skipped in CI)"
+	fi
+	echo "test-mpi-cli: SKIPPED: Open MPI unavailable (see above)" >&2
+	exit 0
+fi
+command -v python3 >/dev/null 2>&1 || fail "python3 is needed to check the JSON reports"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "test-mpi-cli: building bin/rankrun-mpi (-tags mpi) and a build without MPI"
+mkdir -p bin
+$GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
+$GO build -o "$tmp/rankrun" ./cmd/rankrun
+
+flags=(run --ctx tp=1 --gen tp=4 --requests 32 --json --checked)
+mpirun_() {
+	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none "$@"
+}
+
+echo "test-mpi-cli: mpirun -np 5 bin/rankrun-mpi ${flags[*]}"
+if ! mpirun_ -np 5 bin/rankrun-mpi "${flags[@]}" >"$tmp/mpi.json" 2>"$tmp/mpi.err"; then
+	cat "$tmp/mpi.err" >&2
+	fail "mpirun -np 5 exited non-zero"
+fi
+echo "test-mpi-cli: in-process run with the same flags"
+if ! "$tmp/rankrun" "${flags[@]}" >"$tmp/local.json" 2>"$tmp/local.err"; then
+	cat "$tmp/local.err" >&2
+	fail "the in-process run exited non-zero"
+fi
+
+python3 - "$tmp/mpi.json" "$tmp/local.json" <<'PY' || fail "the MPI report does not hold (see above)"
+import json, sys
+mpi, local = (json.load(open(p)) for p in sys.argv[1:3])
+bad = []
+def want(cond, what):
+    if not cond:
+        bad.append(what)
+want(mpi["ranks"] == 5, f"ranks {mpi['ranks']} != 5")
+want(mpi["requests_completed"] == 32, f"requests_completed {mpi['requests_completed']} != 32")
+want(mpi["requests_failed"] == 0, f"requests_failed {mpi['requests_failed']} != 0")
+want(mpi["leaked_blocks"] == 0, f"leaked_blocks {mpi['leaked_blocks']} != 0")
+want(mpi["pinned_blocks_at_end"] == 0, f"pinned_blocks_at_end {mpi['pinned_blocks_at_end']} != 0")
+want(mpi["bytes_verified"] > 0, f"bytes_verified {mpi['bytes_verified']} not > 0")
+want(mpi["errors"] == [], f"errors {mpi['errors']}")
+want(mpi["ttft_ms"]["n"] == 32, f"ttft_ms.n {mpi['ttft_ms']['n']} != 32")
+for k in ["ranks", "requests_completed", "requests_failed", "requests_cancelled", "bytes_moved",
+          "bytes_verified", "leaked_blocks", "pinned_blocks_at_end"]:
+    want(mpi[k] == local[k], f"{k}: mpirun {mpi[k]} != in-process {local[k]}")
+want(mpi["ttft_ms"]["n"] == local["ttft_ms"]["n"], "ttft_ms.n differs from the in-process run")
+want([r["state"] for r in mpi["requests"]] == [r["state"] for r in local["requests"]], "request states differ")
+for b in bad:
+    print("test-mpi-cli:   " + b, file=sys.stderr)
+if bad:
+    sys.exit(1)
+print(f"test-mpi-cli: ok: {mpi['requests_completed']} completed, {mpi['bytes_verified']} bytes verified, "
+      f"0 leaked; equal to the in-process run")
+PY
+
+echo "test-mpi-cli: mpirun -np 4 with layouts that need 5 must fail"
+if mpirun_ -np 4 bin/rankrun-mpi "${flags[@]}" >"$tmp/np4.out" 2>"$tmp/np4.err"; then
+	fail "mpirun -np 4 succeeded; ctx tp=1 + gen tp=4 need 5 ranks"
+else
+	rc=$?
+fi
+[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "mpirun -np 4 timed out instead of failing at once"
+grep -q -- "-np 5" "$tmp/np4.err" && grep -q "world has 4 ranks" "$tmp/np4.err" ||
+	{ cat "$tmp/np4.err" >&2; fail "mpirun -np 4: the error does not name 5 and 4"; }
+[ ! -s "$tmp/np4.out" ] || fail "mpirun -np 4 printed a report"
+echo "test-mpi-cli: ok: exit $rc, $(grep -m1 'world has 4 ranks' "$tmp/np4.err")"
+
+echo "test-mpi-cli: a build without MPI under mpirun -np 2 must refuse"
+if mpirun_ -np 2 "$tmp/rankrun" run --requests 4 --json >"$tmp/nompi.out" 2>"$tmp/nompi.err"; then
+	fail "the build without MPI ran under mpirun"
+else
+	rc=$?
+fi
+[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the build without MPI hung under mpirun"
+grep -q "built without MPI" "$tmp/nompi.err" ||
+	{ cat "$tmp/nompi.err" >&2; fail "the build without MPI did not say why it refused"; }
+[ ! -s "$tmp/nompi.out" ] || fail "the build without MPI printed a report under mpirun"
+echo "test-mpi-cli: ok: refused with exit $rc"
+
+echo "test-mpi-cli: PASS"
