@@ -113,7 +113,16 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 	} else {
 		err = l.runGen(ctx)
 	}
-	cerr := l.finish(ctx)
+	fctx := ctx
+	if err != nil {
+		// A failed rank does not wait for its peers to take its pending
+		// messages: they may be waiting in a collective for it, and its
+		// error (the cause) must reach the caller before their timeouts.
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		fctx = c
+	}
+	cerr := l.finish(fctx)
 	return l.rep, errors.Join(err, cerr)
 }
 

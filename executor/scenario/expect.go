@@ -130,6 +130,9 @@ func Figures() []string {
 
 var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 
+// Add parses one expectation line (the text after "expect:") into e.
+func (e *Expectation) Add(v string) error { return e.add(v) }
+
 // add parses one expectation line into e.
 func (e *Expectation) add(v string) error {
 	e.set = true

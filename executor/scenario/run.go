@@ -73,6 +73,11 @@ func Run(ctx context.Context, s Scenario, opts ...Option) Result {
 			why = append(why, "with "+string(s.ReplayUnderTest)+": "+w)
 		}
 		shown = append(shown, "with "+string(s.ReplayUnderTest)+": "+on.Summary())
+		// A proof must discriminate: what the replay must show may not
+		// also hold without it.
+		if !off.Hung && len(s.ExpectWithReplay.check(off, s.Requests, s.Timeout)) == 0 {
+			why = append(why, "expect-with-replay also holds with "+string(s.ReplayUnderTest)+" off: the scenario proves nothing")
+		}
 	}
 	res.Pass = len(why) == 0
 	if res.Pass {

@@ -1,0 +1,162 @@
+package scenario_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/executor/scenario"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const good = `# a comment
+name: example   # trailing comment
+ctx: tp=1   gen: tp=4	transfer: sync
+requests: 24   input: 64   output: 2   arrival: closed=8
+ctx-blocks: 16   gen-blocks: 64
+stall-timeout: 1s
+fault: fail-transfer@gen:1,req=3
+replay-under-test: no-idle-reap
+expect: ok
+expect: completed == 23
+expect: idle-step-p50 < 100ms
+expect: bytes-verified == bytes-moved
+expect-with-replay: error ErrStalled|ErrDesync within 10s
+expect-with-replay: message contains "pinned # not a comment"
+`
+
+func TestParse(t *testing.T) {
+	s, err := scenario.Parse("good.txt", strings.NewReader(good))
+	require.NoError(t, err)
+	require.Equal(t, "example", s.Name)
+	require.Equal(t, "tp=4", s.Gen)
+	require.Equal(t, "sync", s.Transfer)
+	require.Equal(t, 24, s.Requests)
+	require.Equal(t, "closed=8", s.Arrival)
+	require.Equal(t, time.Second, s.StallTimeout)
+	require.Equal(t, []string{"fail-transfer@gen:1,req=3"}, s.Faults)
+	require.Equal(t, executor.NoIdleReap, s.ReplayUnderTest)
+	require.True(t, s.Expect.OK)
+	require.Len(t, s.Expect.Bounds, 3)
+	require.Equal(t, []string{"ErrStalled", "ErrDesync"}, s.ExpectWithReplay.Errors)
+	require.Equal(t, 10*time.Second, s.ExpectWithReplay.Within)
+	require.Equal(t, []string{"pinned # not a comment"}, s.ExpectWithReplay.Contains)
+	require.Equal(t, 5, s.Ranks())
+
+	// Format round-trips.
+	again, err := scenario.Parse("again.txt", strings.NewReader(s.Format()))
+	require.NoError(t, err, s.Format())
+	require.Equal(t, s.RunArgs(true), again.RunArgs(true))
+	require.Equal(t, s.Format(), again.Format())
+
+	cfg, err := s.Config(true)
+	require.NoError(t, err)
+	require.True(t, cfg.Replays.On(executor.NoIdleReap))
+	cfg, err = s.Config(false)
+	require.NoError(t, err)
+	require.False(t, cfg.Replays.On(executor.NoIdleReap))
+	require.Contains(t, s.CommandLine(true), "rankrun run --ctx tp=1 --gen tp=4 --transfer sync")
+	require.Contains(t, s.CommandLine(true), "--replay no-idle-reap --fault fail-transfer@gen:1,req=3")
+}
+
+func TestParseErrors(t *testing.T) {
+	base := "name: x\nctx: tp=1\ngen: tp=1\nexpect: ok\n"
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"unknown key", base + "colour: red\n", []string{"bad.txt:5", `unknown key "colour"`, "valid keys are", "arrival", "replay-under-test"}},
+		{"no colon", base + "requests 4\n", []string{"bad.txt:5", "want key: value"}},
+		{"unknown replay", base + "replay: no-such\n", []string{"bad.txt:5", "valid replays are unclamped-poll, no-idle-reap"}},
+		{"unknown fault", base + "fault: explode@gen:0,req=1\n", []string{"bad.txt:5", "valid faults are fail-transfer"}},
+		{"bad layout", "name: x\nctx: tp=0\n", []string{"bad.txt:2", "ctx:"}},
+		{"bad duration", base + "stall-timeout: soon\n", []string{"bad.txt:5", "stall-timeout", "duration"}},
+		{"bad int", base + "requests: -3\n", []string{"bad.txt:5", "requests"}},
+		{"repeated key", base + "ctx: tp=2\n", []string{"bad.txt:5", `key "ctx" repeated (first on line 2)`}},
+		{"missing name", "ctx: tp=1\ngen: tp=1\nexpect: ok\n", []string{`missing key "name"`}},
+		{"missing expect", "name: x\nctx: tp=1\ngen: tp=1\n", []string{`missing key "expect"`}},
+		{"unknown error", "name: x\nctx: tp=1\ngen: tp=1\nexpect: error ErrOops\n", []string{"bad.txt:4", `unknown error "ErrOops"`, "ErrStalled"}},
+		{"unknown figure", base + "expect: speed > 3\n", []string{"bad.txt:5", `unknown figure "speed"`, "ttft-p50"}},
+		{"ms figure needs a duration", base + "expect: ttft-p50 < 3\n", []string{"bad.txt:5", "duration"}},
+		{"mixed units", base + "expect: ttft-p50 < completed\n", []string{"not in the same unit"}},
+		{"ok and error", base + "expect: error ErrStalled\n", []string{"both ok and error"}},
+		{"bound on error", "name: x\nctx: tp=1\ngen: tp=1\nexpect: error ErrStalled\nexpect: completed == 1\n", []string{"on a run expected to fail"}},
+		{"with-replay without replay", base + "expect-with-replay: ok\n", []string{"needs replay-under-test", "valid replays"}},
+		{"replay without with-replay", base + "replay-under-test: no-idle-reap\n", []string{"bad.txt:5", "needs expect-with-replay"}},
+		{"invalid run", base + "fault: exit@gen:3,req=1\n", []string{"the run it describes is invalid", "rank 3 outside"}},
+		{"bad quote", base + "expect: message contains never\n", []string{"double-quoted"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := scenario.Parse("bad.txt", strings.NewReader(tc.text))
+			require.ErrorIs(t, err, scenario.ErrParse)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// A run that outlives its deadline is reported as a hang naming the
+// scenario, and Run returns (it never hangs itself).
+func TestRunReportsHang(t *testing.T) {
+	s := scenario.New("stalls for longer than its own deadline")
+	s.Ctx, s.Gen, s.Requests = "tp=1", "tp=2", 4
+	s.Faults = []string{"stall@gen:1,req=1,for=1m"}
+	s.CollectiveTimeout = time.Minute
+	s.Timeout = 300 * time.Millisecond
+	require.NoError(t, s.Expect.Add("ok"))
+	start := time.Now()
+	r := scenario.Run(context.Background(), s)
+	require.Less(t, time.Since(start), 15*time.Second)
+	require.False(t, r.Pass)
+	require.True(t, r.Hung())
+	require.Contains(t, r.String(), "FAIL stalls for longer than its own deadline")
+	require.Contains(t, r.Reason, "hang: no result within 300ms")
+	require.Contains(t, r.Reason, "reproduce: rankrun run")
+}
+
+func TestRunChecksOutcome(t *testing.T) {
+	s := scenario.New("small run")
+	s.Gen, s.Requests = "tp=2", 4
+	require.NoError(t, s.Expect.Add("ok"))
+	require.NoError(t, s.Expect.Add("completed == 4"))
+	r := scenario.Run(context.Background(), s)
+	require.True(t, r.Pass, r.Reason)
+
+	// A wrong expectation fails and says what was measured.
+	require.NoError(t, s.Expect.Add("completed == 5"))
+	r = scenario.Run(context.Background(), s)
+	require.False(t, r.Pass)
+	require.Contains(t, r.Reason, "completed == 5: got 4")
+
+	// An error expected where the run completes.
+	s.Expect = scenario.Expectation{}
+	require.NoError(t, s.Expect.Add("error ErrStalled within 1s"))
+	r = scenario.Run(context.Background(), s)
+	require.False(t, r.Pass)
+	require.Contains(t, r.Reason, "expected error ErrStalled, but the run completed")
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(good)
+	f.Add("name: x\nctx: tp=1\ngen: tp=1\nexpect: ok\n")
+	f.Add("expect: ttft-p50 <= ttft-max  expect: error ErrDesync|ErrBroken within 1s\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := scenario.Parse("fuzz.txt", strings.NewReader(text))
+		if err != nil {
+			require.ErrorIs(t, err, scenario.ErrParse)
+			require.Contains(t, err.Error(), "fuzz.txt")
+			return
+		}
+		// Whatever parses renders back to the same scenario.
+		again, err := scenario.Parse("again.txt", strings.NewReader(s.Format()))
+		require.NoError(t, err, s.Format())
+		require.Equal(t, s.RunArgs(true), again.RunArgs(true))
+	})
+}

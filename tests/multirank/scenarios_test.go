@@ -1,0 +1,48 @@
+package multirank_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/executor/scenario"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestScenarios runs every testdata scenario (each in checked mode, under
+// its deadline; a hang fails naming the file). A scenario with a replay
+// under test runs twice: it must pass with the replay off and show the
+// expected symptom with it on.
+func TestScenarios(t *testing.T) {
+	all, err := scenario.Load(filepath.Join("testdata", "*.txt"))
+	require.NoError(t, err)
+	caught := map[executor.Replay][]string{}
+	ran := 0
+	for _, s := range all {
+		t.Run(filepath.Base(s.File), func(t *testing.T) {
+			ran++
+			r := scenario.Run(context.Background(), s)
+			require.False(t, r.Hung(), "HANG in %s", r)
+			if !r.Pass {
+				t.Fatalf("%s", r)
+			}
+			t.Logf("%s", r.Reason)
+			if s.ReplayUnderTest != "" {
+				caught[s.ReplayUnderTest] = append(caught[s.ReplayUnderTest], filepath.Base(s.File))
+			}
+		})
+	}
+	// Every replay is proven caught by at least one scenario (when the
+	// whole suite ran).
+	if !t.Failed() && ran == len(all) {
+		for _, rp := range executor.Replays {
+			require.NotEmpty(t, caught[rp], "no scenario proves replay %s is caught (add one with replay-under-test: %s)", rp, rp)
+			t.Logf("replay %s caught by %v", rp, caught[rp])
+		}
+	}
+}
