@@ -59,6 +59,7 @@ type loop struct {
 	outbox    []comm.Request
 	router    *router
 	wasIdle   bool
+	idleSince int64     // when the current idle stretch began (ns since t0)
 	progress  time.Time // last admission, reap or completion
 	fitBuf    [1]int64
 	rep       RankReport
@@ -262,7 +263,9 @@ func (l *loop) intake(ctx context.Context) (bool, error) {
 	}
 	l.inbox = l.inbox[:0]
 	for _, r := range batch {
-		if l.wasIdle && len(l.waiting) == 0 && l.isCtx() {
+		// An idle arrival: the group had been idle (nothing waiting,
+		// nothing admitted) since before the request arrived.
+		if l.wasIdle && len(l.waiting) == 0 && l.isCtx() && r.Arrival >= l.idleSince {
 			r.IdleArrival = 1
 		}
 		l.waiting = append(l.waiting, r)
@@ -667,7 +670,11 @@ func (l *loop) runCtx(ctx context.Context) error {
 			}
 			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
 		}
-		l.wasIdle = !busy
+		if !busy && (!l.wasIdle || len(l.waiting) > 0) {
+			// Busy (or blocked on admission) until this iteration's start.
+			l.idleSince = iterStart
+		}
+		l.wasIdle = !busy && len(l.waiting) == 0
 		l.samplePool()
 	}
 }
@@ -854,7 +861,11 @@ func (l *loop) runGen(ctx context.Context) error {
 			}
 			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
 		}
-		l.wasIdle = !busy
+		if !busy && (!l.wasIdle || len(l.waiting) > 0) {
+			// Busy (or blocked on admission) until this iteration's start.
+			l.idleSince = iterStart
+		}
+		l.wasIdle = !busy && len(l.waiting) == 0
 		l.samplePool()
 	}
 }

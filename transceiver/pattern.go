@@ -2,6 +2,7 @@ package transceiver
 
 import (
 	"encoding/binary"
+	"runtime"
 
 	"github.com/rankrun/rankrun/gpu"
 
@@ -101,5 +102,9 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 func Prefill(pool *gpu.Pool, s topology.Shard, id gpu.RequestID) {
 	for j, b := range pool.Blocks(id) {
 		FillBlock(pool.Block(b), s, uint64(id), j*s.CP+s.CPIndex)
+		// In-process, every rank shares the machine's cores: yield between
+		// blocks so a rank woken by an event runs within microseconds,
+		// not after the scheduler's 10 ms preemption slice.
+		runtime.Gosched()
 	}
 }

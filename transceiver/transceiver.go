@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -576,6 +577,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 				p = append(p, blk[off:off+run]...)
 			}
 		}
+		runtime.Gosched() // see Prefill: let woken ranks run between blocks
 	}
 	if len(p) != payload {
 		return fmt.Errorf("fragment %s packed %d bytes, expected %d", fs.f, len(p), payload)
@@ -689,6 +691,7 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, msg []byte) erro
 			return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
 				s.req.ID, b, f.CtxRank, l, kv, head, tok)
 		}
+		runtime.Gosched() // see Prefill: let woken ranks run between blocks
 	}
 	s.verified += int64(len(payload))
 	t.stats.BytesVerified += int64(len(payload))
