@@ -40,6 +40,7 @@ Usage:
   rankrun sweep    [flags]   run several layout pairs and workloads; table, CSV, JSON, plot
   rankrun scenario FILE...   run regression scenarios (tests/multirank/testdata/*.txt)
   rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
+  rankrun bench    [flags]   benchmark table of ratios against references (make bench)
 
 Run 'rankrun COMMAND -h' for the flags and examples of a command.
 `
@@ -63,6 +64,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = scenarioCmd(args[1:], stdout, stderr)
 	case "devices":
 		err = devicesCmd(args[1:], stdout, stderr)
+	case "bench":
+		err = benchCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
