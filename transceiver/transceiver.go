@@ -109,6 +109,7 @@ type session struct {
 	infoSent bool
 	bytes    int64
 	verified int64
+	dropped  bool // reaped; removed from order at the end of the check
 }
 
 // inFlight reports whether a write into or out of the session's blocks may
@@ -129,7 +130,8 @@ type Transceiver struct {
 	shard    topology.Shard
 	nCtx     int
 	sessions map[gpu.RequestID]*session
-	order    []gpu.RequestID // session creation order, for stable iteration
+	order    []*session // session creation order, for stable iteration
+	terminal int        // sessions in a terminal state, not yet reaped
 	// CTX: request info that arrived before the session existed.
 	pendingInfo map[gpu.RequestID][]Header
 	everSent    bool
@@ -140,6 +142,7 @@ type Transceiver struct {
 	outbox      []comm.Request
 	nextTag     int
 	stats       Stats
+	readyBuf    []uint64
 	closed      bool
 	timer       *time.Timer
 }
@@ -189,7 +192,13 @@ func (t *Transceiver) Stats() Stats {
 func (t *Transceiver) Sessions() int { return len(t.sessions) }
 
 // InFlight lists the ids of the sessions held, in creation order.
-func (t *Transceiver) InFlight() []gpu.RequestID { return slices.Clone(t.order) }
+func (t *Transceiver) InFlight() []gpu.RequestID {
+	ids := make([]gpu.RequestID, len(t.order))
+	for i, s := range t.order {
+		ids[i] = s.req.ID
+	}
+	return ids
+}
 
 // EverSent reports the sticky "this CTX rank has started a send" flag.
 func (t *Transceiver) EverSent() bool { return t.everSent }
@@ -218,15 +227,22 @@ func (t *Transceiver) sendControl(dest int, h Header) error {
 
 func (t *Transceiver) addSession(s *session) {
 	t.sessions[s.req.ID] = s
-	t.order = append(t.order, s.req.ID)
+	t.order = append(t.order, s)
 	t.stats.SessionsCreated++
 }
 
-func (t *Transceiver) dropSession(id gpu.RequestID) {
-	delete(t.sessions, id)
-	if i := slices.Index(t.order, id); i >= 0 {
-		t.order = slices.Delete(t.order, i, i+1)
+// dropSession forgets a reaped session; compactOrder removes it from the
+// iteration order (once per status check, not once per session).
+func (t *Transceiver) dropSession(s *session) {
+	delete(t.sessions, s.req.ID)
+	if s.state.terminal() {
+		t.terminal--
 	}
+	s.dropped = true
+}
+
+func (t *Transceiver) compactOrder() {
+	t.order = slices.DeleteFunc(t.order, func(s *session) bool { return s.dropped })
 }
 
 func (t *Transceiver) setTerminal(s *session, st State, reason string) {
@@ -236,6 +252,7 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	s.state = st
 	s.reason = reason
 	s.terminal = time.Now()
+	t.terminal++
 	if st != StateTransferred {
 		t.cfg.Log.Debug("transfer ended", zap.Uint64("request", uint64(s.req.ID)), zap.Stringer("state", st), zap.String("reason", reason))
 	}
@@ -387,8 +404,7 @@ func (t *Transceiver) cancelPosted(s *session) bool {
 // channel. It never enters a collective.
 func (t *Transceiver) Pump() {
 	t.pumpControl()
-	for _, id := range t.order {
-		s := t.sessions[id]
+	for _, s := range t.order {
 		if t.cfg.Role == Context {
 			t.progressSend(s)
 		} else {
@@ -782,15 +798,7 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 	return time.Since(start)
 }
 
-func (t *Transceiver) terminalCount() int {
-	n := 0
-	for _, s := range t.sessions {
-		if s.state.terminal() {
-			n++
-		}
-	}
-	return n
-}
+func (t *Transceiver) terminalCount() int { return t.terminal }
 
 // CheckContextTransferStatus is a CTX status check: a bounded local poll for
 // atLeast sessions (clamped), then ready-id and outcome consensus over the
@@ -832,9 +840,9 @@ func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
 // rank and that the group has not agreed on yet.
 func (t *Transceiver) LocallyFailed() []gpu.RequestID {
 	var out []gpu.RequestID
-	for _, id := range t.order {
-		if st := t.sessions[id].state; st == StateFailed || st == StateCancelled {
-			out = append(out, id)
+	for _, s := range t.order {
+		if s.state == StateFailed || s.state == StateCancelled {
+			out = append(out, s.req.ID)
 		}
 	}
 	return out
@@ -853,15 +861,24 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	before := t.gather.Collectives()
 	defer func() { res.Collectives = int(t.gather.Collectives() - before) }()
 
-	var ready []uint64
-	for _, id := range t.order {
-		if t.sessions[id].state.terminal() {
-			ready = append(ready, uint64(id))
+	ready := t.readyBuf[:0]
+	if t.terminal > 0 {
+		for _, s := range t.order {
+			if s.state.terminal() {
+				ready = append(ready, uint64(s.req.ID))
+			}
 		}
 	}
+	t.readyBuf = ready
 	agreed, err := t.gather.ReadyIDs(ctx, scope, ready)
 	if err != nil {
 		return res, fmt.Errorf("transceiver: %s rank %d ready-id consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+	}
+	if len(agreed) == 0 {
+		// Nothing is over on every rank: the outcome would be empty on
+		// every rank. The agreed set is identical on every rank of the
+		// scope, so skipping phase 3 here is rank-uniform.
+		return res, nil
 	}
 	var vote consensus.Vote
 	for _, id := range agreed {
@@ -886,6 +903,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	if err != nil {
 		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
 	}
+	defer t.compactOrder()
 	now := time.Now()
 	quiesced := map[uint64]bool{}
 	for _, id := range out.Quiesced {
@@ -934,7 +952,7 @@ func (t *Transceiver) finish(s *session, st State) error {
 	case StateCancelled:
 		t.stats.Cancelled++
 	}
-	t.dropSession(s.req.ID)
+	t.dropSession(s)
 	if s.leased {
 		if err := t.cfg.Pool.EndLease(s.lease); err != nil {
 			return fmt.Errorf("transceiver: end lease of request %d: %w", s.req.ID, err)
@@ -963,11 +981,11 @@ func (t *Transceiver) Close() error {
 		}
 		t.ctl = nil
 	}
-	for _, id := range t.order {
-		t.cancelPosted(t.sessions[id])
+	for _, s := range t.order {
+		t.cancelPosted(s)
 	}
 	if n := len(t.sessions); n > 0 {
-		errs = append(errs, fmt.Errorf("transceiver: %s rank %d closed with %d sessions in flight: %v", t.cfg.Role, t.cfg.Rank, n, t.order))
+		errs = append(errs, fmt.Errorf("transceiver: %s rank %d closed with %d sessions in flight: %v", t.cfg.Role, t.cfg.Rank, n, t.InFlight()))
 	}
 	if t.timer != nil {
 		t.timer.Stop()
