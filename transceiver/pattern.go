@@ -3,6 +3,7 @@ package transceiver
 import (
 	"encoding/binary"
 	"runtime"
+	"unsafe"
 
 	"github.com/rankrun/rankrun/gpu"
 
@@ -25,14 +26,38 @@ func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 
 
 const patternStep = 0xD6E8FEB86659FD93
 
+// littleEndian: the machine stores words as the pattern defines them, so
+// aligned segments can be filled and checked a word at a time.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// words views seg as words when that matches the byte-defined pattern
+// (little-endian machine, 8-byte aligned start); nil otherwise.
+func words(seg []byte) []uint64 {
+	if !littleEndian || len(seg) < 8 || uintptr(unsafe.Pointer(&seg[0]))&7 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&seg[0])), len(seg)/8)
+}
+
 // fillSegment writes the pattern of one (request, layer, kv, head, token)
-// into seg.
+// into seg: little-endian words seed, seed+step, seed+2*step, ...
 func fillSegment(seg []byte, seed uint64) {
 	w := seed
 	i := 0
-	for ; i+8 <= len(seg); i += 8 {
-		binary.LittleEndian.PutUint64(seg[i:], w)
-		w += patternStep
+	if ws := words(seg); ws != nil {
+		for k := range ws {
+			ws[k] = w
+			w += patternStep
+		}
+		i = len(ws) * 8
+	} else {
+		for ; i+8 <= len(seg); i += 8 {
+			binary.LittleEndian.PutUint64(seg[i:], w)
+			w += patternStep
+		}
 	}
 	for j := 0; i < len(seg); i, j = i+1, j+1 {
 		seg[i] = byte(w >> (8 * j))
@@ -43,11 +68,21 @@ func fillSegment(seg []byte, seed uint64) {
 func checkSegment(seg []byte, seed uint64) bool {
 	w := seed
 	i := 0
-	for ; i+8 <= len(seg); i += 8 {
-		if binary.LittleEndian.Uint64(seg[i:]) != w {
-			return false
+	if ws := words(seg); ws != nil {
+		for _, v := range ws {
+			if v != w {
+				return false
+			}
+			w += patternStep
 		}
-		w += patternStep
+		i = len(ws) * 8
+	} else {
+		for ; i+8 <= len(seg); i += 8 {
+			if binary.LittleEndian.Uint64(seg[i:]) != w {
+				return false
+			}
+			w += patternStep
+		}
 	}
 	for j := 0; i < len(seg); i, j = i+1, j+1 {
 		if seg[i] != byte(w>>(8*j)) {

@@ -143,6 +143,7 @@ type Transceiver struct {
 	nextTag     int
 	stats       Stats
 	readyBuf    []uint64
+	bufs        bufPool
 	closed      bool
 	timer       *time.Timer
 }
@@ -171,6 +172,7 @@ func New(cfg Config) (*Transceiver, error) {
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[gpu.RequestID]*session{}, pendingInfo: map[gpu.RequestID][]Header{},
 		notify: comm.NotifierOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
+		bufs: bufPool{limit: defaultBufLimit},
 	}
 	if err := t.postControl(); err != nil {
 		return nil, err
@@ -329,7 +331,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 			continue
 		}
 		payload := t.mapping.FragmentBytes(f, f.BlockCount(totalBlocks))
-		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, msg: make([]byte, HeaderSize+payload), payload: payload}
+		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, msg: t.bufs.get(HeaderSize + payload), payload: payload}
 		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
 		if err != nil {
 			t.cancelPosted(s)
@@ -395,6 +397,10 @@ func (t *Transceiver) cancelPosted(s *session) bool {
 				continue
 			}
 			fs.done = true
+			if t.cfg.Role == Generation {
+				t.bufs.put(fs.msg) // the receive was withdrawn: nothing writes it
+				fs.msg = nil
+			}
 		}
 	}
 	return all
@@ -536,6 +542,7 @@ func (t *Transceiver) progressSend(s *session) {
 		if fs.posted && !fs.done {
 			if _, done, err := fs.req.Test(); done {
 				fs.done = true
+				t.bufs.put(fs.msg)
 				fs.msg = nil
 				if err != nil && s.reason == "" {
 					s.reason = err.Error()
@@ -578,7 +585,7 @@ func (t *Transceiver) tryCancel(s *session, why string) {
 func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
 	payload := t.mapping.FragmentBytes(fs.f, fs.f.BlockCount(totalBlocks))
-	msg := make([]byte, HeaderSize+payload)
+	msg := t.bufs.get(HeaderSize + payload)
 	p := msg[HeaderSize:HeaderSize]
 	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
 	for b := fs.f.BlockRem; b < totalBlocks; b += fs.f.BlockMod {
@@ -646,6 +653,7 @@ func (t *Transceiver) progressRecv(s *session) {
 						s.reason = err.Error()
 					}
 				}
+				t.bufs.put(fs.msg)
 				fs.msg = nil
 				if t.cfg.Faults == nil || !t.cfg.Faults.DropAck[s.req.ID] {
 					_ = t.sendControl(fs.peer, Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status})
