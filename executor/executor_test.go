@@ -49,6 +49,10 @@ func TestRunCompletesAndLeaksNothing(t *testing.T) {
 		{"dp=2,adp", "tp=2", transceiver.Async},
 		{"tp=1", "dp=2,adp", transceiver.Sync},
 		{"tp=1", "dp=2", transceiver.Async},
+		// CP: short requests leave some ranks with no block at all.
+		{"cp=4", "tp=1", transceiver.Async},
+		{"tp=2", "cp=4", transceiver.Sync},
+		{"tp=2,cp=2", "pp=2,cp=4", transceiver.Async},
 	} {
 		t.Run(tc.ctx+"->"+tc.gen+"/"+tc.mode.String(), func(t *testing.T) {
 			rep := run(t, baseConfig(tc.ctx, tc.gen, tc.mode))

@@ -165,6 +165,12 @@ func (l *loop) pumpCtl() error {
 			return err
 		}
 	}
+	return l.pruneOutbox()
+}
+
+// pruneOutbox forgets the sends that completed (every rank, every
+// iteration: members send wakes, leaders messages and ticks).
+func (l *loop) pruneOutbox() error {
 	keep := l.outbox[:0]
 	for _, q := range l.outbox {
 		if _, done, err := q.Test(); !done {
@@ -262,10 +268,12 @@ func (l *loop) intake(ctx context.Context) (bool, error) {
 		}
 	}
 	l.inbox = l.inbox[:0]
+	idleGroup := l.wasIdle && len(l.waiting) == 0 && l.isCtx()
 	for _, r := range batch {
 		// An idle arrival: the group had been idle (nothing waiting,
-		// nothing admitted) since before the request arrived.
-		if l.wasIdle && len(l.waiting) == 0 && l.isCtx() && r.Arrival >= l.idleSince {
+		// nothing admitted) since before the request arrived. Every
+		// request of a batch that reaches an idle group counts.
+		if idleGroup && r.Arrival >= l.idleSince {
 			r.IdleArrival = 1
 		}
 		l.waiting = append(l.waiting, r)
@@ -304,7 +312,7 @@ func (l *loop) admit(ctx context.Context) ([]rec, error) {
 		free -= need
 		fit++
 	}
-	if l.cfg.Replays.On(LocalAdmissionGate) && l.g.Executor.Size() > 1 {
+	if l.cfg.Replays.On(LocalAdmissionGate) && l.g.Executor.Size() > 1 && l.isCtx() {
 		if fit == 0 {
 			// The old gate: "nothing fits here", so reap first, a
 			// status check entered on rank-local state.
@@ -324,7 +332,11 @@ func (l *loop) admit(ctx context.Context) ([]rec, error) {
 		if !l.mine(r) || !l.isCtx() {
 			continue // GEN allocates in StartReceive
 		}
-		if _, err := l.pool.TryAllocate(gpu.RequestID(r.ID), l.shard.BlocksFor(int(r.Tokens))); err != nil {
+		n := l.shard.BlocksFor(int(r.Tokens))
+		if n == 0 {
+			continue // under CP a short request may have no block on this rank
+		}
+		if _, err := l.pool.TryAllocate(gpu.RequestID(r.ID), n); err != nil {
 			return nil, fmt.Errorf("executor: ctx rank %d admitted request %d but cannot allocate: %w", l.g.Rank, r.ID, err)
 		}
 	}
@@ -675,6 +687,13 @@ func (l *loop) runCtx(ctx context.Context) error {
 			l.idleSince = iterStart
 		}
 		l.wasIdle = !busy && len(l.waiting) == 0
+		// Transfers already over when this iteration ended were either
+		// reaped or left for a point the group agrees on: an idle rank
+		// wakes only for transfers that end from now on.
+		l.heldSeen = l.tr.TerminalHeld()
+		if err := l.pruneOutbox(); err != nil {
+			return err
+		}
 		l.samplePool()
 	}
 }
@@ -866,6 +885,13 @@ func (l *loop) runGen(ctx context.Context) error {
 			l.idleSince = iterStart
 		}
 		l.wasIdle = !busy && len(l.waiting) == 0
+		// Transfers already over when this iteration ended were either
+		// reaped or left for a point the group agrees on: an idle rank
+		// wakes only for transfers that end from now on.
+		l.heldSeen = l.tr.TerminalHeld()
+		if err := l.pruneOutbox(); err != nil {
+			return err
+		}
 		l.samplePool()
 	}
 }
@@ -932,7 +958,7 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 			if g.generated >= int(g.r.Output) {
 				rr.State, rr.Done = "completed", now
 				finished = append(finished, id)
-				if l.mine(g.r) {
+				if l.mine(g.r) && l.shard.BlocksFor(int(g.r.Tokens)) > 0 {
 					if err := l.pool.Release(gpu.RequestID(id)); err != nil {
 						return false, fmt.Errorf("executor: gen rank %d release request %d: %w", l.g.Rank, id, err)
 					}

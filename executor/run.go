@@ -17,9 +17,9 @@ import (
 	"github.com/rankrun/rankrun/transceiver"
 )
 
-// reportTimeout bounds how long world rank 0 waits for the other ranks'
-// reports at the end of a run.
-const reportTimeout = 30 * time.Second
+// Rank reports travel to world rank 0 when every rank has finished; a
+// rank that finishes early (another DP replica still working) waits for
+// rank 0 under the run's own deadline (ctx), not a fixed bound.
 
 // RunRank runs one rank of a disaggregated run on world (every CTX rank,
 // then every GEN rank). It is collective over world. World rank 0 returns
@@ -171,8 +171,7 @@ func (l *loop) finish(ctx context.Context) error {
 
 // collect sends every rank's report to world rank 0, which merges them.
 func collect(ctx context.Context, world, ctl comm.Comm, cfg *Config, rep RankReport, t0 time.Time) (*Report, error) {
-	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-	defer cancel()
+	rctx := ctx
 	if world.Rank() != 0 {
 		b, err := json.Marshal(rep)
 		if err != nil {

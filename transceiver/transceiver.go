@@ -110,6 +110,9 @@ type session struct {
 	bytes    int64
 	verified int64
 	dropped  bool // reaped; removed from order at the end of the check
+	// hasBlocks: the request has blocks on this rank (under CP a short
+	// request may have none).
+	hasBlocks bool
 }
 
 // inFlight reports whether a write into or out of the session's blocks may
@@ -278,13 +281,17 @@ func (t *Transceiver) StartSend(req Request) error {
 	if got, want := len(t.cfg.Pool.Blocks(req.ID)), t.shard.BlocksFor(req.Tokens); got != want {
 		return fmt.Errorf("%w: request %d holds %d blocks on ctx rank %d, its %d tokens need %d", ErrUnknown, req.ID, got, t.cfg.Rank, req.Tokens, want)
 	}
-	lease, err := t.cfg.Pool.Lease(req.ID)
-	if err != nil {
-		return fmt.Errorf("transceiver: lease request %d: %w", req.ID, err)
-	}
 	now := time.Now()
-	s := &session{req: req, lease: lease, leased: true, blocks: t.cfg.Pool.Blocks(req.ID),
-		started: now, deadline: now.Add(t.cfg.TransferTimeout)}
+	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout)}
+	if t.shard.BlocksFor(req.Tokens) > 0 {
+		// Under CP a short request may have no block on this rank: then
+		// there is nothing to pin, and nothing to send.
+		lease, err := t.cfg.Pool.Lease(req.ID)
+		if err != nil {
+			return fmt.Errorf("transceiver: lease request %d: %w", req.ID, err)
+		}
+		s.lease, s.leased, s.blocks, s.hasBlocks = lease, true, t.cfg.Pool.Blocks(req.ID), true
+	}
 	for _, f := range t.mapping.CtxFragments(req.CtxDP, req.GenDP, t.cfg.Rank) {
 		s.frags = append(s.frags, fragState{f: f, peer: t.genWorld(f.GenRank), dataTag: -1})
 	}
@@ -319,12 +326,15 @@ func (t *Transceiver) StartReceive(req Request) error {
 		return fmt.Errorf("%w: request %d already has a receive session", ErrDuplicate, req.ID)
 	}
 	n := t.shard.BlocksFor(req.Tokens)
-	blocks, err := t.cfg.Pool.TryAllocate(req.ID, n)
-	if err != nil {
-		return fmt.Errorf("%w: request %d needs %d blocks on gen rank %d: %w", ErrNoSpace, req.ID, n, t.cfg.Rank, err)
+	var blocks []gpu.BlockID
+	if n > 0 {
+		var err error
+		if blocks, err = t.cfg.Pool.TryAllocate(req.ID, n); err != nil {
+			return fmt.Errorf("%w: request %d needs %d blocks on gen rank %d: %w", ErrNoSpace, req.ID, n, t.cfg.Rank, err)
+		}
 	}
 	now := time.Now()
-	s := &session{req: req, blocks: blocks, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
+	s := &session{req: req, blocks: blocks, hasBlocks: n > 0, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
 	totalBlocks := t.cfg.Model.Blocks(req.Tokens)
 	for _, f := range t.mapping.Fragments(req.CtxDP, req.GenDP) {
 		if f.GenRank != t.cfg.Rank {
@@ -335,7 +345,9 @@ func (t *Transceiver) StartReceive(req Request) error {
 		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
 		if err != nil {
 			t.cancelPosted(s)
-			_ = t.cfg.Pool.Release(req.ID)
+			if n > 0 {
+				_ = t.cfg.Pool.Release(req.ID)
+			}
 			return fmt.Errorf("transceiver: post fragment receive for request %d: %w", req.ID, err)
 		}
 		fs.req, fs.posted = q, true
@@ -967,7 +979,7 @@ func (t *Transceiver) finish(s *session, st State) error {
 		}
 		s.leased = false
 	}
-	if t.cfg.Role == Context || st != StateTransferred {
+	if s.hasBlocks && (t.cfg.Role == Context || st != StateTransferred) {
 		if err := t.cfg.Pool.Release(s.req.ID); err != nil {
 			return fmt.Errorf("transceiver: release blocks of request %d: %w", s.req.ID, err)
 		}
