@@ -66,3 +66,26 @@ func TestRunCompletesAndLeaksNothing(t *testing.T) {
 		})
 	}
 }
+
+// Under GEN attention-DP an executor group spans DP indices holding
+// different requests. A rank must learn another index's transfer outcome
+// from agreed data: deciding it locally desynchronised the idle decision
+// (the leader in the intake broadcast, a member waiting for a tick).
+func TestGenAttentionDPAgreesOnOtherIndicesTransfers(t *testing.T) {
+	for _, mode := range []transceiver.Mode{transceiver.Async, transceiver.Sync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := baseConfig("tp=1", "dp=2,adp", mode)
+			cfg.Workload.Requests = 8
+			cfg.Workload.OutputTokens = 16
+			cfg.Workload.Arrival = executor.Arrival{Kind: executor.Rate, Rate: 200}
+			cfg.DecodePerStep = time.Millisecond
+			rep := run(t, cfg)
+			require.Empty(t, rep.Errors)
+			require.Equal(t, 8, rep.RequestsCompleted)
+			for _, q := range rep.Requests {
+				require.Positive(t, q.TransferDone, "request %d (gen dp %d) has no agreed transfer", q.ID, q.GenDP)
+				require.GreaterOrEqual(t, q.FirstToken, q.TransferDone, "request %d decoded before its KV arrived", q.ID)
+			}
+		})
+	}
+}

@@ -56,14 +56,18 @@ type loop struct {
 	heldSeen  int
 	wakesSent int64 // member: wakes sent to the leader
 	wakesRecv int64 // leader: wakes received
-	outbox    []comm.Request
-	router    *router
-	wasIdle   bool
-	idleSince int64     // when the current idle stretch began (ns since t0)
-	progress  time.Time // last admission, reap or completion
-	fitBuf    [1]int64
-	rep       RankReport
-	timer     *time.Timer
+	// outcomes: (id, state) pairs this rank's status check agreed this
+	// iteration, shared over an attention-DP executor group.
+	outcomes   []int64
+	outcomeBuf comm.Gathered
+	outbox     []comm.Request
+	router     *router
+	wasIdle    bool
+	idleSince  int64     // when the current idle stretch began (ns since t0)
+	progress   time.Time // last admission, reap or completion
+	fitBuf     [1]int64
+	rep        RankReport
+	timer      *time.Timer
 }
 
 type genReq struct {
@@ -812,6 +816,7 @@ func (l *loop) runGen(ctx context.Context) error {
 			}
 			l.noteCheck(res, !busyBefore, start, "gen status check")
 			for _, x := range res.Reaped {
+				l.outcomes = append(l.outcomes, int64(x.ID), int64(x.State))
 				g := l.gen[uint64(x.ID)]
 				if g == nil {
 					continue
@@ -840,13 +845,12 @@ func (l *loop) runGen(ctx context.Context) error {
 			}
 			l.noteCheck(res, true, start, "gen idle status check (unsafe)")
 		}
-		// Ranks that do not hold a request learn its transfer is over
-		// from the group: under attention-DP another DP index holds it.
-		for _, id := range l.order {
-			g := l.gen[id]
-			if !l.mine(g.r) && !g.received && g.failed == "" {
-				g.received = true
-			}
+		// Under attention-DP the executor group spans DP indices that hold
+		// different requests: ranks learn the other indices' agreed
+		// transfer outcomes from one allgather over the group, entered
+		// every iteration by every rank (the condition is configuration).
+		if err := l.shareOutcomes(ctx); err != nil {
+			return err
 		}
 		// Decode one step for every request whose KV arrived.
 		busy, err := l.decode(ctx)
@@ -911,6 +915,37 @@ func (l *loop) busyLocally(admitted []rec) bool {
 		}
 	}
 	return false
+}
+
+// shareOutcomes tells every rank of an attention-DP executor group the
+// transfer outcomes that each DP index agreed this iteration. Ranks of one
+// DP index report the same outcomes; each is applied once.
+func (l *loop) shareOutcomes(ctx context.Context) error {
+	if !l.layout.AttentionDP || l.layout.DP < 2 || l.g.Executor.Size() < 2 {
+		l.outcomes = l.outcomes[:0]
+		return nil
+	}
+	err := l.g.Executor.AllgatherInt64s(ctx, l.outcomes, &l.outcomeBuf)
+	l.outcomes = l.outcomes[:0]
+	if err != nil {
+		return fmt.Errorf("executor: sharing transfer outcomes: %w", err)
+	}
+	flat := l.outcomeBuf.Flat
+	for i := 0; i+1 < len(flat); i += 2 {
+		g := l.gen[uint64(flat[i])]
+		if g == nil || l.mine(g.r) || g.received || g.failed != "" {
+			continue
+		}
+		rr := l.recs[uint64(flat[i])]
+		rr.TransferDone = l.now()
+		if st := transceiver.State(flat[i+1]); st == transceiver.StateTransferred {
+			g.received = true
+		} else {
+			g.failed = fmt.Sprintf("%s on gen DP index %d", st, g.r.GenDP)
+			g.state = st.String()
+		}
+	}
+	return nil
 }
 
 func (l *loop) decoding() int {
