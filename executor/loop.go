@@ -41,8 +41,10 @@ type loop struct {
 	order    []uint64           // GEN: admission order
 	recs     map[uint64]*RequestRecord
 	handed   map[uint64]bool
-	reported map[uint64]bool // local-error-collective replay
-	stalled  map[uint64]bool
+	// reportedFailures: local failures already reported by the
+	// local-error-collective replay.
+	reportedFailures int
+	stalled          map[uint64]bool
 
 	ctlReq  comm.Request
 	ctlBuf  []byte
@@ -793,12 +795,11 @@ func (l *loop) runGen(ctx context.Context) error {
 		if l.cfg.Replays.On(LocalErrorCollective) && group > 1 {
 			// The old path: a rank-local transfer error is reported
 			// through a collective only the failing rank enters.
-			for _, id := range l.tr.LocallyFailed() {
-				if l.reported[uint64(id)] {
-					continue
-				}
-				l.reported[uint64(id)] = true
-				l.fitBuf[0] = int64(id)
+			// Keyed on the failure event: the group may already have
+			// agreed on the request by the time this rank looks.
+			l.tr.Pump()
+			for n := l.tr.Stats().LocalFailures; l.reportedFailures < n; l.reportedFailures++ {
+				l.fitBuf[0] = int64(l.reportedFailures)
 				if err := l.g.Executor.AllreduceInt64(ctx, comm.Max, l.fitBuf[:], l.fitBuf[:]); err != nil {
 					return fmt.Errorf("executor: error report: %w", err)
 				}

@@ -73,6 +73,7 @@ type Stats struct {
 	Failed          int
 	Cancelled       int
 	CancelRefused   int // cancel attempts refused while a write was in flight
+	LocalFailures   int // sessions that failed or were cancelled on this rank (before any agreement)
 	ControlErrors   int // malformed or unexpected control messages
 	Collectives     uint64
 	StatusChecks    int
@@ -258,6 +259,9 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	s.reason = reason
 	s.terminal = time.Now()
 	t.terminal++
+	if st != StateTransferred {
+		t.stats.LocalFailures++
+	}
 	if st != StateTransferred {
 		t.cfg.Log.Debug("transfer ended", zap.Uint64("request", uint64(s.req.ID)), zap.Stringer("state", st), zap.String("reason", reason))
 	}
