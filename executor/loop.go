@@ -797,10 +797,16 @@ func (l *loop) runGen(ctx context.Context) error {
 			// through a collective only the failing rank enters.
 			// Keyed on the failure event: the group may already have
 			// agreed on the request by the time this rank looks.
+			// The old path used the group its peers were about to enter
+			// the consensus on: its collective meets theirs there.
+			group := l.g.Executor
+			if len(l.g.Scope) > 0 {
+				group = l.g.Scope[0]
+			}
 			l.tr.Pump()
 			for n := l.tr.Stats().LocalFailures; l.reportedFailures < n; l.reportedFailures++ {
 				l.fitBuf[0] = int64(l.reportedFailures)
-				if err := l.g.Executor.AllreduceInt64(ctx, comm.Max, l.fitBuf[:], l.fitBuf[:]); err != nil {
+				if err := group.AllreduceInt64(ctx, comm.Max, l.fitBuf[:], l.fitBuf[:]); err != nil {
 					return fmt.Errorf("executor: error report: %w", err)
 				}
 			}

@@ -83,16 +83,20 @@ type Stats struct {
 }
 
 type fragState struct {
-	f        topology.Fragment
-	peer     int    // world rank of the other side
-	dataTag  int    // -1 until known (CTX)
-	msg      []byte // CTX: the packed message; GEN: the receive buffer
-	req      comm.Request
-	posted   bool
-	done     bool // CTX: send completed; GEN: received and checked
-	acked    bool // CTX only
-	payload  int
-	verified int
+	f       topology.Fragment
+	peer    int    // world rank of the other side
+	dataTag int    // -1 until known (CTX)
+	msg     []byte // CTX: the packed message; GEN: the receive buffer
+	req     comm.Request
+	posted  bool
+	done    bool // CTX: send completed; GEN: received and checked
+	acked   bool // CTX only
+	// withdrawn (GEN): the receive was withdrawn because the peer said it
+	// will not send; cancelled (CTX): this rank will not send it.
+	withdrawn bool
+	cancelled bool
+	payload   int
+	verified  int
 }
 
 type session struct {
@@ -111,6 +115,10 @@ type session struct {
 	bytes    int64
 	verified int64
 	dropped  bool // reaped; removed from order at the end of the check
+	// cancelling: this rank asked its peers to cancel (or was asked);
+	// the session ends cancelled once no write is in flight.
+	cancelling   bool
+	cancelReason string
 	// hasBlocks: the request has blocks on this rank (under CP a short
 	// request may have none).
 	hasBlocks bool
@@ -147,6 +155,12 @@ type Transceiver struct {
 	nextTag     int
 	stats       Stats
 	readyBuf    []uint64
+	// earlyCancel: cancels that arrived before the session existed, by
+	// request and peer world rank; finished: recently reaped requests,
+	// whose late control messages are ignored.
+	earlyCancel map[gpu.RequestID]map[int]bool
+	finished    map[gpu.RequestID]bool
+	finishedQ   []gpu.RequestID
 	bufs        bufPool
 	closed      bool
 	timer       *time.Timer
@@ -176,7 +190,7 @@ func New(cfg Config) (*Transceiver, error) {
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[gpu.RequestID]*session{}, pendingInfo: map[gpu.RequestID][]Header{},
 		notify: comm.NotifierOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
-		bufs: bufPool{limit: defaultBufLimit},
+		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[gpu.RequestID]map[int]bool{}, finished: map[gpu.RequestID]bool{},
 	}
 	if err := t.postControl(); err != nil {
 		return nil, err
@@ -309,6 +323,10 @@ func (t *Transceiver) StartSend(req Request) error {
 		// This rank holds only duplicated heads another rank sends.
 		t.setTerminal(s, StateTransferred, "")
 	}
+	for g := range t.earlyCancel[req.ID] {
+		t.ctxPeerCancelled(s, g)
+	}
+	delete(t.earlyCancel, req.ID)
 	if t.cfg.Faults != nil && t.cfg.Faults.Cancel[req.ID] {
 		t.tryCancel(s, "cancelled on this rank (injected)")
 	}
@@ -345,10 +363,17 @@ func (t *Transceiver) StartReceive(req Request) error {
 			continue
 		}
 		payload := t.mapping.FragmentBytes(f, f.BlockCount(totalBlocks))
-		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, msg: t.bufs.get(HeaderSize + payload), payload: payload}
+		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, payload: payload}
+		if t.earlyCancel[req.ID][fs.peer] {
+			// That CTX rank cancelled before we started: it will not send.
+			fs.done, fs.withdrawn = true, true
+			s.frags = append(s.frags, fs)
+			continue
+		}
+		fs.msg = t.bufs.get(HeaderSize + payload)
 		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
 		if err != nil {
-			t.cancelPosted(s)
+			t.withdrawAll(s)
 			if n > 0 {
 				_ = t.cfg.Pool.Release(req.ID)
 			}
@@ -362,7 +387,9 @@ func (t *Transceiver) StartReceive(req Request) error {
 	// that ranks with nothing to send for us still learn the request.
 	peers := map[int]bool{}
 	for _, f := range s.frags {
-		peers[f.f.CtxRank] = true
+		if !f.withdrawn {
+			peers[f.f.CtxRank] = true
+		}
 	}
 	for _, p := range slices.Sorted(mapsKeys(peers)) {
 		h := Header{Kind: KindRequestInfo, RequestID: uint64(req.ID), Sender: int32(t.cfg.Rank),
@@ -376,6 +403,10 @@ func (t *Transceiver) StartReceive(req Request) error {
 	if len(s.frags) == 0 {
 		t.setTerminal(s, StateTransferred, "")
 	}
+	if len(t.earlyCancel[req.ID]) > 0 {
+		t.genCancel(s, "a ctx rank cancelled before this gen rank started")
+	}
+	delete(t.earlyCancel, req.ID)
 	if t.cfg.Faults != nil && t.cfg.Faults.Cancel[req.ID] {
 		t.tryCancel(s, "cancelled on this rank (injected)")
 	}
@@ -403,23 +434,111 @@ func (t *Transceiver) allocTag() int {
 	return tag
 }
 
-func (t *Transceiver) cancelPosted(s *session) bool {
-	all := true
+// withdrawFrom withdraws the session's unmatched receives from CTX peer
+// (GEN), which said it will not send. A receive that already matched stays:
+// its bytes arrive and are acknowledged.
+func (t *Transceiver) withdrawFrom(s *session, peer int) {
 	for i := range s.frags {
 		fs := &s.frags[i]
-		if fs.posted && !fs.done {
-			if err := fs.req.Cancel(); err != nil {
-				all = false
-				continue
-			}
-			fs.done = true
-			if t.cfg.Role == Generation {
-				t.bufs.put(fs.msg) // the receive was withdrawn: nothing writes it
-				fs.msg = nil
-			}
+		if fs.peer != peer || !fs.posted || fs.done {
+			continue
+		}
+		if err := fs.req.Cancel(); err != nil {
+			continue // matched: it completes as a receive
+		}
+		fs.done, fs.withdrawn = true, true
+		t.bufs.put(fs.msg) // nothing writes a withdrawn receive
+		fs.msg = nil
+	}
+}
+
+// withdrawAll withdraws every unmatched receive (shutdown only).
+func (t *Transceiver) withdrawAll(s *session) {
+	for i := range s.frags {
+		if fs := &s.frags[i]; fs.posted && !fs.done {
+			t.withdrawFrom(s, fs.peer)
 		}
 	}
-	return all
+}
+
+// genCancel starts cancelling a receive session: every CTX peer that may
+// still send is asked to cancel. Its receives stay posted until the peer
+// either sends (the bytes are received) or confirms it will not
+// (CancelAck): withdrawing a receive a peer may still match would strand
+// that peer's send forever.
+func (t *Transceiver) genCancel(s *session, why string) {
+	if s.cancelling || s.state.terminal() {
+		return
+	}
+	s.cancelling, s.cancelReason = true, why
+	asked := map[int]bool{}
+	for _, fs := range s.frags {
+		if !fs.done && !asked[fs.peer] {
+			asked[fs.peer] = true
+			_ = t.sendControl(fs.peer, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: CodeCancelled})
+		}
+	}
+}
+
+// ctxPeerCancelled applies a cancel from GEN peer g to a send session: the
+// fragments for g not yet posted will not be sent (CancelAck tells g), and
+// the cancel spreads to the other GEN peers this rank has not sent to yet.
+// Fragments already posted complete normally (g keeps their receives).
+func (t *Transceiver) ctxPeerCancelled(s *session, g int) {
+	if s.state.terminal() {
+		return
+	}
+	if !s.cancelling {
+		s.cancelling, s.cancelReason = true, fmt.Sprintf("gen rank %d cancelled", g-t.nCtx)
+	}
+	t.ctxStopSending(s, g, KindCancelAck)
+	for _, fs := range s.frags {
+		if fs.peer != g {
+			t.ctxStopSending(s, fs.peer, KindCancel)
+		}
+	}
+}
+
+// ctxStopSending cancels the fragments for GEN peer g when none of them has
+// been posted, and tells g with kind (Cancel or CancelAck). If one was
+// posted, the rest are sent too: g then keeps all of its receives.
+func (t *Transceiver) ctxStopSending(s *session, g int, kind Kind) {
+	changed := false
+	for i := range s.frags {
+		fs := &s.frags[i]
+		if fs.peer != g {
+			continue
+		}
+		if fs.posted {
+			return
+		}
+		if !fs.cancelled {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	for i := range s.frags {
+		if fs := &s.frags[i]; fs.peer == g {
+			fs.cancelled = true
+		}
+	}
+	_ = t.sendControl(g, Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: CodeCancelled})
+}
+
+// noteFinished remembers a reaped request so that late control messages
+// for it are recognised (bounded).
+func (t *Transceiver) noteFinished(id gpu.RequestID) {
+	const keep = 8192
+	t.finished[id] = true
+	t.finishedQ = append(t.finishedQ, id)
+	if len(t.finishedQ) > keep {
+		delete(t.finished, t.finishedQ[0])
+		t.finishedQ = t.finishedQ[1:]
+	}
+	delete(t.pendingInfo, id)
+	delete(t.earlyCancel, id)
 }
 
 // Pump makes non-blocking progress on every session and on the control
@@ -475,14 +594,19 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 	switch {
 	case h.Kind == KindRequestInfo && t.cfg.Role == Context:
 		if s == nil {
+			if t.finished[id] {
+				return // a late info for a transfer this rank already ended
+			}
 			t.pendingInfo[id] = append(t.pendingInfo[id], h)
 			return
 		}
 		t.applyInfo(s, h)
 	case h.Kind == KindAck && t.cfg.Role == Context:
 		if s == nil {
-			t.stats.ControlErrors++
-			t.cfg.Log.Warn("ack for an unknown request", zap.Uint64("request", h.RequestID), zap.Int("from", src))
+			if !t.finished[id] {
+				t.stats.ControlErrors++
+				t.cfg.Log.Warn("ack for an unknown request", zap.Uint64("request", h.RequestID), zap.Int("from", src))
+			}
 			return
 		}
 		for i := range s.frags {
@@ -496,18 +620,35 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 			}
 		}
 	case h.Kind == KindCancel:
-		if s == nil || s.state.terminal() {
+		if s == nil {
+			if !t.finished[id] {
+				if t.earlyCancel[id] == nil {
+					t.earlyCancel[id] = map[int]bool{}
+				}
+				t.earlyCancel[id][src] = true
+			}
 			return
 		}
-		s.reason = fmt.Sprintf("peer world rank %d cancelled: %s", src, h.Status)
+		if s.state.terminal() {
+			return
+		}
 		if t.cfg.Role == Generation {
-			if t.cancelPosted(s) {
-				t.setTerminal(s, StateCancelled, s.reason)
-			}
+			// A CTX peer sends Cancel only for fragments it never posted.
+			t.withdrawFrom(s, src)
+			t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
+		} else {
+			t.ctxPeerCancelled(s, src)
+		}
+	case h.Kind == KindCancelAck && t.cfg.Role == Generation:
+		if s != nil && !s.state.terminal() {
+			t.withdrawFrom(s, src)
 		}
 	case h.Kind == KindError:
 		if s != nil && !s.state.terminal() {
 			s.reason = fmt.Sprintf("peer world rank %d reported %s", src, h.Status)
+			if t.cfg.Role == Generation {
+				t.withdrawFrom(s, src)
+			}
 		}
 	default:
 		t.stats.ControlErrors++
@@ -547,10 +688,11 @@ func (t *Transceiver) progressSend(s *session) {
 	if s.state.terminal() {
 		return
 	}
-	all := true
+	resolved := true
 	for i := range s.frags {
 		fs := &s.frags[i]
-		if !fs.posted && fs.dataTag >= 0 && s.reason == "" && (t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
+		if !fs.posted && !fs.cancelled && fs.dataTag >= 0 && s.reason == "" && !s.cancelling &&
+			(t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
 			if err := t.postFragment(s, fs); err != nil {
 				s.reason = err.Error()
 			}
@@ -565,37 +707,65 @@ func (t *Transceiver) progressSend(s *session) {
 				}
 			}
 		}
-		if !fs.acked {
-			all = false
+		// A fragment is settled when it will not be sent, or when it was
+		// delivered and acknowledged (or a cancel stopped the wait for
+		// the acknowledgement: the bytes left, nothing is in flight).
+		if !fs.cancelled && !(fs.posted && fs.done && (fs.acked || s.cancelling)) {
+			resolved = false
 		}
 	}
 	switch {
-	case s.reason != "" && !s.inFlight():
+	case s.inFlight():
+		if time.Now().After(s.deadline) && !s.cancelling {
+			t.stats.CancelRefused++ // a write is in flight: retried next pump
+		}
+	case s.reason != "":
+		// Every GEN peer must get its bytes or a Cancel: tell the ones
+		// this rank never sent to before the session ends.
+		t.stopAll(s)
 		t.setTerminal(s, StateFailed, s.reason)
-	case all && !s.inFlight():
+	case resolved && s.cancelling:
+		t.setTerminal(s, StateCancelled, s.cancelReason)
+	case resolved:
 		t.setTerminal(s, StateTransferred, "")
 	case time.Now().After(s.deadline):
 		t.tryCancel(s, "transfer deadline passed")
 	}
 }
 
+// tryCancel asks to cancel a session. It is refused (and retried by the
+// caller's next pump) while a write is in flight. CTX: fragments not yet
+// sent are cancelled and their GEN peers told. GEN: the CTX peers are asked
+// to cancel; the session ends once each has sent or confirmed.
 func (t *Transceiver) tryCancel(s *session, why string) {
-	if t.cfg.Role == Context && s.inFlight() {
+	if s.state.terminal() {
+		return
+	}
+	if t.cfg.Role == Generation {
+		t.genCancel(s, why)
+		return
+	}
+	if s.inFlight() {
 		t.stats.CancelRefused++
 		return
 	}
-	if t.cfg.Role == Generation && !t.cancelPosted(s) {
-		t.stats.CancelRefused++
-		return
+	if !s.cancelling {
+		s.cancelling, s.cancelReason = true, why
 	}
+	t.stopAll(s)
+	t.progressSend(s)
+}
+
+// stopAll cancels, and announces to their GEN peers, every fragment of a
+// send session that was not posted.
+func (t *Transceiver) stopAll(s *session) {
 	peers := map[int]bool{}
 	for _, fs := range s.frags {
 		peers[fs.peer] = true
 	}
-	for _, p := range slices.Sorted(mapsKeys(peers)) {
-		_ = t.sendControl(p, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: CodeCancelled})
+	for _, g := range slices.Sorted(mapsKeys(peers)) {
+		t.ctxStopSending(s, g, KindCancel)
 	}
-	t.setTerminal(s, StateCancelled, why)
 }
 
 func (t *Transceiver) postFragment(s *session, fs *fragState) error {
@@ -652,7 +822,7 @@ func (t *Transceiver) progressRecv(s *session) {
 	if s.state.terminal() {
 		return
 	}
-	all := true
+	all, withdrawn := true, false
 	for i := range s.frags {
 		fs := &s.frags[i]
 		if fs.posted && !fs.done {
@@ -679,18 +849,29 @@ func (t *Transceiver) progressRecv(s *session) {
 		if !fs.done {
 			all = false
 		}
+		if fs.withdrawn {
+			withdrawn = true
+		}
 	}
 	switch {
-	case s.reason != "" && !s.inFlight():
-		t.setTerminal(s, StateFailed, s.reason)
-	case all:
-		if t.cfg.Faults != nil && t.cfg.Faults.FailReceive[s.req.ID] {
-			t.setTerminal(s, StateFailed, "injected rank-local receive failure")
-			return
+	case !all:
+		if time.Now().After(s.deadline) {
+			t.genCancel(s, "transfer deadline passed")
 		}
+	case s.reason != "":
+		t.setTerminal(s, StateFailed, s.reason)
+	case s.cancelling || withdrawn:
+		// Only a fragment actually received counts: a withdrawn one
+		// makes the transfer cancelled, never transferred.
+		why := s.cancelReason
+		if why == "" {
+			why = "a ctx rank cancelled"
+		}
+		t.setTerminal(s, StateCancelled, why)
+	case t.cfg.Faults != nil && t.cfg.Faults.FailReceive[s.req.ID]:
+		t.setTerminal(s, StateFailed, "injected rank-local receive failure")
+	default:
 		t.setTerminal(s, StateTransferred, "")
-	case time.Now().After(s.deadline):
-		t.tryCancel(s, "transfer deadline passed")
 	}
 }
 
@@ -977,6 +1158,7 @@ func (t *Transceiver) finish(s *session, st State) error {
 		t.stats.Cancelled++
 	}
 	t.dropSession(s)
+	t.noteFinished(s.req.ID)
 	if s.leased {
 		if err := t.cfg.Pool.EndLease(s.lease); err != nil {
 			return fmt.Errorf("transceiver: end lease of request %d: %w", s.req.ID, err)
@@ -1001,12 +1183,17 @@ func (t *Transceiver) Close() error {
 	var errs []error
 	if t.ctl != nil {
 		if err := t.ctl.Cancel(); err != nil {
-			errs = append(errs, fmt.Errorf("transceiver: cancel control receive: %w", err))
+			// A late control message (an ack or cancel for a transfer
+			// already reaped) matched after the last pump: it needs no
+			// answer, and the receive is complete, so nothing is left.
+			if _, done, _ := t.ctl.Test(); !done {
+				errs = append(errs, fmt.Errorf("transceiver: cancel control receive: %w", err))
+			}
 		}
 		t.ctl = nil
 	}
 	for _, s := range t.order {
-		t.cancelPosted(s)
+		t.withdrawAll(s)
 	}
 	if n := len(t.sessions); n > 0 {
 		errs = append(errs, fmt.Errorf("transceiver: %s rank %d closed with %d sessions in flight: %v", t.cfg.Role, t.cfg.Rank, n, t.InFlight()))

@@ -1,0 +1,87 @@
+package transceiver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// cancelRun moves one request from CTX tp=2 to GEN tp=1 (the GEN rank
+// receives a fragment from each CTX rank) with the given faults and
+// returns, per role, the state the group agreed on.
+func cancelRun(t *testing.T, timeout time.Duration, faults func(role transceiver.Role, rank int) *transceiver.Faults) map[transceiver.Role]transceiver.State {
+	t.Helper()
+	got := map[transceiver.Role]transceiver.State{}
+	var mu = make(chan struct{}, 1)
+	mu <- struct{}{}
+	q := transceiver.Request{ID: 100, Tokens: 64}
+	runRanks(t, setupOpts{ctx: "tp=2", gen: "tp=1", timeout: timeout, faults: faults}, func(ctx context.Context, r *rank) error {
+		var err error
+		if r.role == transceiver.Generation {
+			err = r.tr.StartReceive(q)
+		} else if err = prefill(r, q); err == nil {
+			err = r.tr.StartSend(q)
+		}
+		if err != nil {
+			return err
+		}
+		reaped, err := drain(ctx, r, 1)
+		if err != nil {
+			return err
+		}
+		if reaped[0].State == transceiver.StateTransferred && r.role == transceiver.Generation {
+			if err := r.pool.Release(q.ID); err != nil {
+				return err
+			}
+		}
+		<-mu
+		if prev, ok := got[r.role]; ok && prev != reaped[0].State {
+			mu <- struct{}{}
+			return errorf("%s ranks disagree: %s vs %s", r.role, prev, reaped[0].State)
+		}
+		got[r.role] = reaped[0].State
+		mu <- struct{}{}
+		return nil
+	})
+	return got
+}
+
+// A cancel seen by one CTX rank reaches the GEN rank, which must not
+// withdraw the receive of the other CTX rank's fragment: that rank's send
+// would never complete (review finding: the group livelocked).
+func TestCancelOnOneCtxRankDoesNotStrandItsPeer(t *testing.T) {
+	start := time.Now()
+	got := cancelRun(t, 30*time.Second, func(role transceiver.Role, rank int) *transceiver.Faults {
+		if role == transceiver.Context && rank == 0 {
+			return &transceiver.Faults{Cancel: map[gpu.RequestID]bool{100: true}}
+		}
+		return nil
+	})
+	if got[transceiver.Context] != transceiver.StateCancelled || got[transceiver.Generation] != transceiver.StateCancelled {
+		t.Fatalf("agreed states %v, want cancelled on both sides", got)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the cancel took %v: it waited for the 30 s transfer deadline instead of the peers", d)
+	}
+}
+
+// One CTX rank never sends; the GEN rank's deadline asks both CTX ranks to
+// cancel. The fragment that did arrive must not make the transfer count as
+// transferred: a withdrawn fragment means cancelled.
+func TestPartialTransferIsNeverTransferred(t *testing.T) {
+	got := cancelRun(t, 300*time.Millisecond, func(role transceiver.Role, rank int) *transceiver.Faults {
+		if role == transceiver.Context && rank == 1 {
+			return &transceiver.Faults{Withhold: map[gpu.RequestID]bool{100: true}}
+		}
+		return nil
+	})
+	if got[transceiver.Generation] != transceiver.StateCancelled {
+		t.Fatalf("GEN agreed %v with one fragment never sent, want cancelled", got[transceiver.Generation])
+	}
+	if got[transceiver.Context] != transceiver.StateCancelled {
+		t.Fatalf("CTX agreed %v, want cancelled (union over the TP group)", got[transceiver.Context])
+	}
+}
