@@ -124,19 +124,36 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 		w.Abort(1, err)
 		return exitError{code: 1}
 	}
+	// Agree on the exit code before rank 0 prints: writing a large report
+	// to mpirun's pty can block until mpirun drains it, and peers already
+	// waiting in Finalize would keep mpirun from running.
 	code := 0
 	if w.Rank() == 0 {
-		if err := emit(rep, jsonOut, traceFile, stdout); err != nil {
-			var ee exitError
-			if errors.As(err, &ee) {
-				code = ee.code
-			} else {
+		if traceFile != "" {
+			if err := writeTrace(traceFile, rep); err != nil {
 				fmt.Fprintf(stderr, "rankrun: %v\n", err)
 				code = 1
 			}
 		}
+		if !rep.OK() {
+			code = 1
+		}
 	}
-	return exitError{code: w.Finalize(code)}
+	final := w.Finalize(code)
+	if w.Rank() == 0 {
+		if err := emit(rep, jsonOut, "", stdout); err != nil {
+			var ee exitError
+			if errors.As(err, &ee) {
+				if ee.msg != "" {
+					fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+				}
+			} else {
+				fmt.Fprintf(stderr, "rankrun: %v\n", err)
+				final = max(final, 1)
+			}
+		}
+	}
+	return exitError{code: final}
 }
 
 // emit prints the report and writes the trace; a report with errors or

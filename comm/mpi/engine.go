@@ -89,20 +89,26 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 // after a long wait (sleepAfter polls, on the order of a second) does it
 // sleep, briefly, so a rank stalled in a collective stops burning a core
 // while still answering the stall inspector.
-func backoff(i int) {
+func backoff(i int, start time.Time) {
 	switch {
 	case i < 64:
 		runtime.Gosched()
-	case i < sleepAfter:
+	case i%64 != 0 || time.Since(start) < sleepAfter:
 		runtime.Gosched()
 		C.rr_yield()
 	default:
-		time.Sleep(100 * time.Microsecond)
+		// Waited long: a peer is busy elsewhere. Sleep briefly so this
+		// rank stops taking a core from the processes that have work
+		// (its peers, and mpirun itself, which forwards rank 0's
+		// output: a pty it cannot drain blocks rank 0's report).
+		time.Sleep(50 * time.Microsecond)
 	}
 }
 
-// sleepAfter is the poll count after which backoff sleeps.
-const sleepAfter = 1 << 20
+// sleepAfter is how long a wait yields before it starts sleeping between
+// polls (measured in time, not polls: a busy machine makes polls slow).
+// Transfers that take longer than this progress more slowly while waiting.
+const sleepAfter = 20 * time.Millisecond
 
 // spinPolls is how many MPI_Test calls one poll makes (in C, under the
 // lock): a small collective completes in a handful, so most finish within
@@ -119,6 +125,7 @@ const serviceEvery = 64
 func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
 	done := ctx.Done()
 	co := c.co
+	waitStart := time.Now()
 	for i := 0; ; i++ {
 		e.mu.Lock()
 		rc := C.rr_test_spin(co, spinPolls)
@@ -145,7 +152,7 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
 		if c.closed.Load() {
 			return c.abandon(op, comm.ErrClosed)
 		}
-		backoff(i)
+		backoff(i, waitStart)
 	}
 }
 

@@ -8,6 +8,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
@@ -50,6 +51,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	e.mu.Unlock()
 
 	done := ctx.Done()
+	waitStart := time.Now()
 	for i := 0; len(waiting) > 0; i++ {
 		e.mu.Lock()
 		e.serviceLocked() // answer peers that are inspecting us at the same time
@@ -98,7 +100,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 			return out
 		default:
 		}
-		backoff(i)
+		backoff(i, waitStart)
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
@@ -157,6 +158,7 @@ func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error)
 
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	done := ctx.Done()
+	waitStart := time.Now()
 	for i := 0; ; i++ {
 		r.mu.Lock()
 		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, spinPolls)
@@ -172,7 +174,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			default:
 			}
 		}
-		backoff(i)
+		backoff(i, waitStart)
 	}
 }
 
