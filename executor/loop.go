@@ -675,32 +675,9 @@ func (l *loop) runCtx(ctx context.Context) error {
 				}
 			}
 		}
-		step := l.now() - iterStart
-		if busy {
-			l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
-			l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": len(admitted)})
-		} else {
-			l.rep.IdleIterations++
-			l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
-			w, err := l.idleWait(ctx)
-			if err != nil {
-				return err
-			}
-			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
-		}
-		if !busy && (!l.wasIdle || len(l.waiting) > 0) {
-			// Busy (or blocked on admission) until this iteration's start.
-			l.idleSince = iterStart
-		}
-		l.wasIdle = !busy && len(l.waiting) == 0
-		// Transfers already over when this iteration ended were either
-		// reaped or left for a point the group agrees on: an idle rank
-		// wakes only for transfers that end from now on.
-		l.heldSeen = l.tr.TerminalHeld()
-		if err := l.pruneOutbox(); err != nil {
+		if err := l.endIteration(ctx, iterStart, busy, len(admitted)); err != nil {
 			return err
 		}
-		l.samplePool()
 	}
 }
 
@@ -878,33 +855,43 @@ func (l *loop) runGen(ctx context.Context) error {
 				return nil
 			}
 		}
-		step := l.now() - iterStart
-		if busy {
-			l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
-			l.traceSpan("iteration", "busy", iterStart, iterStart+step, nil)
-		} else {
-			l.rep.IdleIterations++
-			l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
-			w, err := l.idleWait(ctx)
-			if err != nil {
-				return err
-			}
-			l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
-		}
-		if !busy && (!l.wasIdle || len(l.waiting) > 0) {
-			// Busy (or blocked on admission) until this iteration's start.
-			l.idleSince = iterStart
-		}
-		l.wasIdle = !busy && len(l.waiting) == 0
-		// Transfers already over when this iteration ended were either
-		// reaped or left for a point the group agrees on: an idle rank
-		// wakes only for transfers that end from now on.
-		l.heldSeen = l.tr.TerminalHeld()
-		if err := l.pruneOutbox(); err != nil {
+		if err := l.endIteration(ctx, iterStart, busy, len(admitted)); err != nil {
 			return err
 		}
-		l.samplePool()
 	}
+}
+
+// endIteration records the iteration's host step time, waits when the
+// group is idle (busy is agreed, so every rank of the group waits, or none),
+// and carries the idle bookkeeping into the next iteration.
+func (l *loop) endIteration(ctx context.Context, iterStart int64, busy bool, admitted int) error {
+	step := l.now() - iterStart
+	if busy {
+		l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
+		l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": admitted})
+	} else {
+		l.rep.IdleIterations++
+		l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
+		w, err := l.idleWait(ctx)
+		if err != nil {
+			return err
+		}
+		l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
+	}
+	if !busy && (!l.wasIdle || len(l.waiting) > 0) {
+		// Busy (or blocked on admission) until this iteration's start.
+		l.idleSince = iterStart
+	}
+	l.wasIdle = !busy && len(l.waiting) == 0
+	// Transfers already over when this iteration ended were either reaped
+	// or left for a point the group agrees on: an idle rank wakes only for
+	// transfers that end from now on.
+	l.heldSeen = l.tr.TerminalHeld()
+	if err := l.pruneOutbox(); err != nil {
+		return err
+	}
+	l.samplePool()
+	return nil
 }
 
 // busyLocally reports whether this rank has work of its own: a request it

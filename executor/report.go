@@ -181,7 +181,7 @@ func (r *Report) WriteText(w io.Writer) {
 	d("idle host step (ctx)", r.IdleStepMs)
 	d("transfer (prefill end -> agreed)", r.TransferMs)
 	d("reap delay", r.ReapDelayMs)
-	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified\n", bytesString(r.BytesMoved), bytesString(r.BytesVerified))
+	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified\n", FormatBytes(r.BytesMoved), FormatBytes(r.BytesVerified))
 	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
 	for _, in := range r.Instances {
 		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s\n",
@@ -207,7 +207,8 @@ func ms(v float64) string {
 	return fmt.Sprintf("%.0fms", v)
 }
 
-func bytesString(n int64) string {
+// FormatBytes renders a byte count with a binary unit (B, KiB, MiB, GiB).
+func FormatBytes(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
