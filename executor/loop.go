@@ -515,7 +515,9 @@ func (l *loop) waitEvent(ctx context.Context, deadline time.Time) error {
 	}
 	ev := l.tr.Notify()
 	if ev == nil {
-		d = min(d, 50*time.Microsecond) // a backend without events is polled
+		// A backend without completion events (MPI) is polled.
+		comm.PollPause(min(d, 50*time.Microsecond))
+		return ctx.Err()
 	}
 	if l.timer == nil {
 		l.timer = time.NewTimer(d)

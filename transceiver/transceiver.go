@@ -946,7 +946,9 @@ func (t *Transceiver) waitEvent(ctx context.Context, deadline time.Time) error {
 		return ctx.Err()
 	}
 	if t.notify == nil {
-		d = min(d, 50*time.Microsecond)
+		// No completion events (MPI): poll again after a short pause.
+		comm.PollPause(min(d, 50*time.Microsecond))
+		return ctx.Err()
 	}
 	if t.timer == nil {
 		t.timer = time.NewTimer(d)
