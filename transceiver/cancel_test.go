@@ -85,3 +85,47 @@ func TestPartialTransferIsNeverTransferred(t *testing.T) {
 		t.Fatalf("CTX agreed %v, want cancelled (union over the TP group)", got[transceiver.Context])
 	}
 }
+
+// A duplicate request info makes the CTX rank answer with an Error while
+// its fragment may already be posted. The GEN rank must not withdraw that
+// receive (the send would never complete): it asks for a cancel, and both
+// sides end and are reaped.
+func TestErrorReplyDoesNotStrandAPostedSend(t *testing.T) {
+	q := transceiver.Request{ID: 100, Tokens: 256}
+	start := time.Now()
+	runRanks(t, setupOpts{ctx: "tp=1", gen: "tp=1", timeout: 30 * time.Second}, func(ctx context.Context, r *rank) error {
+		if r.role == transceiver.Generation {
+			if err := r.tr.StartReceive(q); err != nil {
+				return err
+			}
+			// The same request info again (the first data tag is 16).
+			dup := transceiver.EncodeMessage(nil, transceiver.Header{Kind: transceiver.KindRequestInfo,
+				RequestID: uint64(q.ID), Sender: 0, Fragment: 16, BlockCount: 32}, nil)
+			sq, err := r.world.Isend(dup, 0, 1)
+			if err != nil {
+				return err
+			}
+			if _, err := sq.Wait(ctx); err != nil {
+				return err
+			}
+		} else {
+			if err := prefill(r, q); err != nil {
+				return err
+			}
+			if err := r.tr.StartSend(q); err != nil {
+				return err
+			}
+		}
+		reaped, err := drain(ctx, r, 1)
+		if err != nil {
+			return err
+		}
+		if reaped[0].State == transceiver.StateTransferred && r.role == transceiver.Generation {
+			return r.pool.Release(q.ID)
+		}
+		return nil
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v: a send was stranded until the deadline", d)
+	}
+}

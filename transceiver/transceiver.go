@@ -119,6 +119,7 @@ type session struct {
 	// the session ends cancelled once no write is in flight.
 	cancelling   bool
 	cancelReason string
+	refused      bool // a cancel was refused while a write was in flight
 	// hasBlocks: the request has blocks on this rank (under CP a short
 	// request may have none).
 	hasBlocks bool
@@ -647,7 +648,10 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		if s != nil && !s.state.terminal() {
 			s.reason = fmt.Sprintf("peer world rank %d reported %s", src, h.Status)
 			if t.cfg.Role == Generation {
-				t.withdrawFrom(s, src)
+				// An error is not "I will not send": the peer may have
+				// posted its fragment already. Ask it to cancel; it sends
+				// or confirms, as for any cancel.
+				t.genCancel(s, s.reason)
 			}
 		}
 	default:
@@ -716,8 +720,9 @@ func (t *Transceiver) progressSend(s *session) {
 	}
 	switch {
 	case s.inFlight():
-		if time.Now().After(s.deadline) && !s.cancelling {
-			t.stats.CancelRefused++ // a write is in flight: retried next pump
+		if time.Now().After(s.deadline) && !s.cancelling && !s.refused {
+			s.refused = true // counted once; the cancel is retried every pump
+			t.stats.CancelRefused++
 		}
 	case s.reason != "":
 		// Every GEN peer must get its bytes or a Cancel: tell the ones
@@ -943,7 +948,9 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id gpu.RequestID) error {
 func (t *Transceiver) waitEvent(ctx context.Context, deadline time.Time) error {
 	d := time.Until(deadline)
 	if d <= 0 {
-		return ctx.Err()
+		// Past the deadline (a sync receive whose cancel is being
+		// answered): keep waiting on events, briefly, not spinning.
+		d = time.Millisecond
 	}
 	if t.notify == nil {
 		// No completion events (MPI): poll again after a short pause.
