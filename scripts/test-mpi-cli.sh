@@ -18,22 +18,9 @@ GO=${GO:-go}
 MPI_TIMEOUT=${MPI_TIMEOUT:-120}
 export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
 
-fail() {
-	echo "test-mpi-cli: FAIL: $*" >&2
-	exit 1
-}
-
-if ! scripts/ensure-mpi.sh; then
-	if [ "${CI:-}" = true ]; then
-		fail "Open MPI unavailable and CI=true (MPI tests are never skipped in CI)"
-	fi
-	echo "test-mpi-cli: SKIPPED: Open MPI unavailable (see above)" >&2
-	exit 0
-fi
-command -v python3 >/dev/null 2>&1 || fail "python3 is needed to check the JSON reports"
-
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# shellcheck source=lib-mpi.sh
+. scripts/lib-mpi.sh
+mpi_setup test-mpi-cli python3
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

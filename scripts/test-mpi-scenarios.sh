@@ -69,22 +69,9 @@ if [ -n "${SCENARIOS:-}" ]; then
 	read -r -a CASES <<<"$SCENARIOS"
 fi
 
-fail() {
-	echo "test-mpi-scenarios: FAIL: $*" >&2
-	exit 1
-}
-
-if ! scripts/ensure-mpi.sh; then
-	if [ "${CI:-}" = true ]; then
-		fail "Open MPI unavailable and CI=true (MPI tests are never skipped in CI)"
-	fi
-	echo "test-mpi-scenarios: SKIPPED: Open MPI unavailable (see above)" >&2
-	exit 0
-fi
-command -v python3 >/dev/null 2>&1 || fail "python3 is needed to check the reports"
-
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# shellcheck source=lib-mpi.sh
+. scripts/lib-mpi.sh
+mpi_setup test-mpi-scenarios python3
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
