@@ -101,7 +101,7 @@ func backoff(i int, start time.Time) {
 		// rank stops taking a core from the processes that have work
 		// (its peers, and mpirun itself, which forwards rank 0's
 		// output: a pty it cannot drain blocks rank 0's report).
-		time.Sleep(50 * time.Microsecond)
+		comm.PollPause(50 * time.Microsecond)
 	}
 }
 
