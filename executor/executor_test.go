@@ -89,3 +89,24 @@ func TestGenAttentionDPAgreesOnOtherIndicesTransfers(t *testing.T) {
 		})
 	}
 }
+
+// A corrupted fragment fails its request on every rank, whatever the
+// timing: the failing CTX rank's cancels to GEN peers it had not sent to
+// carry the failure, so no rank votes "cancelled" (which would win over
+// "failed" in the outcome consensus and make the result depend on timing).
+func TestCorruptFragmentAlwaysFailsItsRequest(t *testing.T) {
+	for _, pair := range [][2]string{{"tp=1", "tp=4"}, {"tp=2", "pp=2"}} {
+		t.Run(pair[0]+"->"+pair[1], func(t *testing.T) {
+			for range 5 {
+				cfg := baseConfig(pair[0], pair[1], transceiver.Async)
+				cfg.Workload.Requests = 8
+				cfg.Faults = []executor.Fault{{Kind: executor.FaultCorrupt, Role: transceiver.Context, Rank: 0, Request: 2}}
+				rep := run(t, cfg)
+				require.Equal(t, 1, rep.RequestsFailed, "requests: %+v", rep.Requests)
+				require.Equal(t, 7, rep.RequestsCompleted)
+				require.Zero(t, rep.RequestsCancelled)
+				require.Zero(t, rep.LeakedBlocks)
+			}
+		})
+	}
+}

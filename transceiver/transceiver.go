@@ -324,7 +324,10 @@ func (t *Transceiver) StartSend(req Request) error {
 		// This rank holds only duplicated heads another rank sends.
 		t.setTerminal(s, StateTransferred, "")
 	}
-	for g := range t.earlyCancel[req.ID] {
+	for g, failed := range t.earlyCancel[req.ID] {
+		if failed {
+			t.peerFailed(s, g)
+		}
 		t.ctxPeerCancelled(s, g)
 	}
 	delete(t.earlyCancel, req.ID)
@@ -365,8 +368,11 @@ func (t *Transceiver) StartReceive(req Request) error {
 		}
 		payload := t.mapping.FragmentBytes(f, f.BlockCount(totalBlocks))
 		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, payload: payload}
-		if t.earlyCancel[req.ID][fs.peer] {
+		if failed, ok := t.earlyCancel[req.ID][fs.peer]; ok {
 			// That CTX rank cancelled before we started: it will not send.
+			if failed {
+				t.peerFailed(s, fs.peer)
+			}
 			fs.done, fs.withdrawn = true, true
 			s.frags = append(s.frags, fs)
 			continue
@@ -476,7 +482,7 @@ func (t *Transceiver) genCancel(s *session, why string) {
 	for _, fs := range s.frags {
 		if !fs.done && !asked[fs.peer] {
 			asked[fs.peer] = true
-			_ = t.sendControl(fs.peer, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: CodeCancelled})
+			_ = t.sendControl(fs.peer, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
 		}
 	}
 }
@@ -525,7 +531,25 @@ func (t *Transceiver) ctxStopSending(s *session, g int, kind Kind) {
 			fs.cancelled = true
 		}
 	}
-	_ = t.sendControl(g, Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: CodeCancelled})
+	_ = t.sendControl(g, Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
+}
+
+// cancelStatus is the status a Cancel or CancelAck carries: CodeFailed
+// when the session failed (so that every rank records a failure, not a
+// cancel, and the group's outcome is the same whatever the timing),
+// CodeCancelled otherwise.
+func (s *session) cancelStatus() StatusCode {
+	if s.reason != "" {
+		return CodeFailed
+	}
+	return CodeCancelled
+}
+
+// peerFailed records that peer (a world rank) reported the transfer failed.
+func (t *Transceiver) peerFailed(s *session, peer int) {
+	if s.reason == "" {
+		s.reason = fmt.Sprintf("peer world rank %d reported the transfer failed", peer)
+	}
 }
 
 // noteFinished remembers a reaped request so that late control messages
@@ -626,12 +650,16 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 				if t.earlyCancel[id] == nil {
 					t.earlyCancel[id] = map[int]bool{}
 				}
-				t.earlyCancel[id][src] = true
+				// The value says whether the peer reported a failure.
+				t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == CodeFailed
 			}
 			return
 		}
 		if s.state.terminal() {
 			return
+		}
+		if h.Status == CodeFailed {
+			t.peerFailed(s, src)
 		}
 		if t.cfg.Role == Generation {
 			// A CTX peer sends Cancel only for fragments it never posted.
@@ -642,6 +670,9 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		}
 	case h.Kind == KindCancelAck && t.cfg.Role == Generation:
 		if s != nil && !s.state.terminal() {
+			if h.Status == CodeFailed {
+				t.peerFailed(s, src)
+			}
 			t.withdrawFrom(s, src)
 		}
 	case h.Kind == KindError:

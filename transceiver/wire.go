@@ -129,6 +129,7 @@ const (
 	CodeVerify                           // received bytes failed verification
 	CodeCancelled                        // the transfer was cancelled
 	CodeInFlight                         // cancel refused: a write is in flight, retry
+	CodeFailed                           // Cancel / CancelAck: the transfer failed on the sender's side (not a cancel)
 )
 
 func (s StatusCode) String() string {
@@ -149,12 +150,14 @@ func (s StatusCode) String() string {
 		return "Cancelled"
 	case CodeInFlight:
 		return "InFlight"
+	case CodeFailed:
+		return "Failed"
 	}
 	return fmt.Sprintf("StatusCode(%d)", uint16(s))
 }
 
 // Valid reports whether s is a defined status code.
-func (s StatusCode) Valid() bool { return s <= CodeInFlight }
+func (s StatusCode) Valid() bool { return s <= CodeFailed }
 
 // Header is the fixed-size header of a message. The magic, version and
 // header checksum are not fields: Put writes them and DecodeMessage checks

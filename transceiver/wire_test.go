@@ -234,7 +234,7 @@ func TestWireStrings(t *testing.T) {
 	}
 	for s, want := range map[StatusCode]string{CodeOK: "OK", CodeUnknownRequest: "UnknownRequest", CodeDuplicate: "Duplicate",
 		CodeFinished: "Finished", CodeNoSpace: "NoSpace", CodeVerify: "Verify", CodeCancelled: "Cancelled",
-		CodeInFlight: "InFlight", 1000: "StatusCode(1000)"} {
+		CodeInFlight: "InFlight", CodeFailed: "Failed", 1000: "StatusCode(1000)"} {
 		if s.String() != want {
 			t.Errorf("%d: %q, want %q", uint16(s), s, want)
 		}
