@@ -50,6 +50,8 @@ gobench ./transceiver/ transceiver-xfer64.txt -bench 'Transfer/frag=64MiB' -benc
 cat "$raw/transceiver-xfer.txt" "$raw/transceiver-xfer64.txt" >>"$raw/transceiver.txt"
 $GO tool pprof -top -nodecount=15 "$raw/transceiver.test" "$raw/transfer64.pprof" 2>/dev/null |
 	sed -n '/^Showing\|flat%/,$p' >"$raw/transfer-profile.txt" || true
+step "KV block pool (gpu)"
+gobench ./gpu/ gpu.txt -bench 'AllocateRelease32|AllocateCtxRelease32|LeaseEndLease|ReferenceFreeList32' -benchtime 200000x
 step "6. executor control plane (go test)"
 gobench ./executor/ executor.txt -bench ControlPlane -benchtime 2000x
 

@@ -125,6 +125,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if err := transceiverRows(*raw, add); err != nil {
 			missing("transceiver", err)
 		}
+		if err := poolRows(*raw, add); err != nil {
+			missing("gpu pool", err)
+		}
 	}
 	if err := executorRows(*raw, *handoverN, *seedN, *cpN, add, missing, stderr); err != nil {
 		return err
@@ -268,6 +271,34 @@ func collectivesRows(raw string, add func(benchRow)) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// poolRows: the KV block pool's hot operations next to a bare
+// mutex-protected free list moving the same 32 block ids.
+func poolRows(raw string, add func(benchRow)) error {
+	gb, err := parseGoBench(filepath.Join(raw, "gpu.txt"))
+	if err != nil {
+		return err
+	}
+	ref, ok := gb["ReferenceFreeList32"]
+	if !ok {
+		return fmt.Errorf("no ReferenceFreeList32 in gpu.txt")
+	}
+	sec := "KV block pool (gpu)"
+	for _, c := range []struct{ name, what string }{
+		{"AllocateRelease32", "TryAllocate + Release of a 32-block request"},
+		{"AllocateCtxRelease32", "Allocate(ctx) + Release of a 32-block request"},
+		{"LeaseEndLease", "Lease + EndLease of a 32-block request"},
+	} {
+		v, ok := gb[c.name]
+		if !ok {
+			continue
+		}
+		add(ratioRow(benchRow{Section: sec, Figure: c.what, Value: v["ns/op"], Unit: "ns/op",
+			Reference: "mutex + free list moving 32 block ids", RefValue: ref["ns/op"], Allocs: ptr(v["allocs/op"]),
+			Note: "the pool also tracks owners, leases and states for CheckInvariants"}))
+	}
+	return nil
 }
 
 func transceiverRows(raw string, add func(benchRow)) error {
