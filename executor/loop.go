@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,7 +39,6 @@ type loop struct {
 	gen      map[uint64]*genReq // GEN: admitted, receiving or decoding
 	order    []uint64           // GEN: admission order
 	recs     map[uint64]*RequestRecord
-	handed   map[uint64]bool
 	// reportedFailures: local failures already reported by the
 	// local-error-collective replay.
 	reportedFailures int
@@ -549,9 +547,7 @@ func (l *loop) stallCheck() error {
 // rank holds transfer sessions.
 func (l *loop) agreedNone(ctx context.Context) (bool, error) {
 	n := int64(l.tr.Sessions())
-	if l.isCtx() {
-		n += int64(len(l.handedPending()))
-	} else {
+	if !l.isCtx() {
 		n += int64(len(l.gen))
 	}
 	if l.g.Executor.Size() > 1 {
@@ -598,8 +594,6 @@ func (l *loop) drainWakes(ctx context.Context) error {
 	}
 	return nil
 }
-
-func (l *loop) handedPending() []uint64 { return nil }
 
 // runCtx is the CTX loop.
 func (l *loop) runCtx(ctx context.Context) error {
@@ -1025,5 +1019,3 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 	}
 	return active > 0 || len(finished) > 0, nil
 }
-
-var errNoWork = errors.New("no work")

@@ -90,8 +90,8 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 	}
 	l := &loop{cfg: cfg, world: world, ctl: ctl, g: g, tr: tr, pool: pool, shard: shard, layout: layout, faults: faults, log: log, t0: t0,
 		leader: g.Executor.Rank() == 0, myDP: layout.Coord(g.Rank).DP, gen: map[uint64]*genReq{}, recs: map[uint64]*RequestRecord{},
-		handed: map[uint64]bool{}, stalled: map[uint64]bool{},
-		ctlBuf: make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1), progress: time.Now()}
+		stalled: map[uint64]bool{},
+		ctlBuf:  make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1), progress: time.Now()}
 	l.rep = RankReport{WorldRank: world.Rank(), Role: g.Role.String(), Rank: g.Rank, Leader: l.leader, PoolBlocks: blocks}
 	// How many requests this executor group handles: all of them under
 	// attention-DP, else those of its DP index.

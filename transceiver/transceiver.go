@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"time"
@@ -111,7 +112,6 @@ type session struct {
 	deadline time.Time
 	terminal time.Time
 	dataTag  int // GEN
-	infoSent bool
 	bytes    int64
 	verified int64
 	dropped  bool // reaped; removed from order at the end of the check
@@ -398,14 +398,13 @@ func (t *Transceiver) StartReceive(req Request) error {
 			peers[f.f.CtxRank] = true
 		}
 	}
-	for _, p := range slices.Sorted(mapsKeys(peers)) {
+	for _, p := range slices.Sorted(maps.Keys(peers)) {
 		h := Header{Kind: KindRequestInfo, RequestID: uint64(req.ID), Sender: int32(t.cfg.Rank),
 			Fragment: uint32(s.dataTag), BlockCount: uint32(totalBlocks)}
 		if err := t.sendControl(t.ctxWorld(p), h); err != nil {
 			return err
 		}
 	}
-	s.infoSent = true
 	s.state = StateTransferring
 	if len(s.frags) == 0 {
 		t.setTerminal(s, StateTransferred, "")
@@ -418,16 +417,6 @@ func (t *Transceiver) StartReceive(req Request) error {
 		t.tryCancel(s, "cancelled on this rank (injected)")
 	}
 	return nil
-}
-
-func mapsKeys(m map[int]bool) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (t *Transceiver) allocTag() int {
@@ -799,7 +788,7 @@ func (t *Transceiver) stopAll(s *session) {
 	for _, fs := range s.frags {
 		peers[fs.peer] = true
 	}
-	for _, g := range slices.Sorted(mapsKeys(peers)) {
+	for _, g := range slices.Sorted(maps.Keys(peers)) {
 		t.ctxStopSending(s, g, KindCancel)
 	}
 }
@@ -1080,18 +1069,6 @@ func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []
 // TerminalHeld counts sessions that are over on this rank but not yet
 // reaped by a consensus: their blocks stay pinned until a status check.
 func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
-
-// LocallyFailed lists the sessions that failed or were cancelled on this
-// rank and that the group has not agreed on yet.
-func (t *Transceiver) LocallyFailed() []gpu.RequestID {
-	var out []gpu.RequestID
-	for _, s := range t.order {
-		if s.state == StateFailed || s.state == StateCancelled {
-			out = append(out, s.req.ID)
-		}
-	}
-	return out
-}
 
 func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (Result, error) {
 	var res Result
