@@ -67,7 +67,6 @@ type loop struct {
 	progress   time.Time // last admission, reap or completion
 	fitBuf     [1]int64
 	rep        RankReport
-	timer      *time.Timer
 }
 
 type genReq struct {
@@ -445,7 +444,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 			if woken || l.tr.TerminalHeld() > l.heldSeen || len(l.inbox) > 0 || l.releasable() || !time.Now().Before(deadline) {
 				break
 			}
-			if err := l.waitEvent(ctx, deadline); err != nil {
+			if err := l.tr.WaitEvent(ctx, deadline); err != nil {
 				return 0, err
 			}
 		}
@@ -485,7 +484,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 			}
 			return time.Since(start), nil
 		}
-		if err := l.waitEvent(ctx, time.Now().Add(l.cfg.IdleTick)); err != nil {
+		if err := l.tr.WaitEvent(ctx, time.Now().Add(l.cfg.IdleTick)); err != nil {
 			return 0, err
 		}
 	}
@@ -504,32 +503,6 @@ func (l *loop) releasable() bool {
 		return true
 	}
 	return !l.t0.Add(rt.reqs[rt.next].At).After(time.Now())
-}
-
-func (l *loop) waitEvent(ctx context.Context, deadline time.Time) error {
-	d := time.Until(deadline)
-	if d <= 0 {
-		return nil
-	}
-	ev := l.tr.Notify()
-	if ev == nil {
-		// A backend without completion events (MPI) is polled.
-		comm.PollPause(min(d, 50*time.Microsecond))
-		return ctx.Err()
-	}
-	if l.timer == nil {
-		l.timer = time.NewTimer(d)
-	} else {
-		l.timer.Reset(d)
-	}
-	defer l.timer.Stop()
-	select {
-	case <-ev:
-	case <-l.timer.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
 }
 
 // stallCheck ends the run with ErrStalled when work waits and nothing has

@@ -957,23 +957,29 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id gpu.RequestID) error {
 		if s.state.terminal() {
 			return nil
 		}
-		if err := t.waitEvent(ctx, s.deadline); err != nil {
+		// Past the deadline the session is being cancelled and its
+		// peers' answers are awaited: keep waiting on events, not spinning.
+		wake := s.deadline
+		if floor := time.Now().Add(time.Millisecond); wake.Before(floor) {
+			wake = floor
+		}
+		if err := t.WaitEvent(ctx, wake); err != nil {
 			return err
 		}
 	}
 }
 
-// waitEvent sleeps until a communication event, the deadline, or ctx ends.
-// Backends without events are polled with a short back-off.
-func (t *Transceiver) waitEvent(ctx context.Context, deadline time.Time) error {
+// WaitEvent sleeps until a communication event of this rank (a request
+// posted by it completed), the deadline, or ctx ends; it returns at once
+// when the deadline has passed. Backends without completion events (MPI)
+// are polled: it returns after a short pause. The executor, which owns the
+// transceiver on the same goroutine, waits through it too.
+func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 	d := time.Until(deadline)
 	if d <= 0 {
-		// Past the deadline (a sync receive whose cancel is being
-		// answered): keep waiting on events, briefly, not spinning.
-		d = time.Millisecond
+		return ctx.Err()
 	}
 	if t.notify == nil {
-		// No completion events (MPI): poll again after a short pause.
 		comm.PollPause(min(d, 50*time.Microsecond))
 		return ctx.Err()
 	}
@@ -982,18 +988,13 @@ func (t *Transceiver) waitEvent(ctx context.Context, deadline time.Time) error {
 	} else {
 		t.timer.Reset(d)
 	}
-	var ev <-chan struct{}
-	if t.notify != nil {
-		ev = t.notify.Notify()
-	}
+	defer t.timer.Stop()
 	select {
-	case <-ev:
+	case <-t.notify.Notify():
 	case <-t.timer.C:
 	case <-ctx.Done():
-		t.timer.Stop()
 		return ctx.Err()
 	}
-	t.timer.Stop()
 	return nil
 }
 
@@ -1025,7 +1026,7 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 		if !time.Now().Before(deadline) {
 			break
 		}
-		if t.waitEvent(ctx, deadline) != nil {
+		if t.WaitEvent(ctx, deadline) != nil {
 			break
 		}
 	}
