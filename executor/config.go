@@ -23,6 +23,12 @@ var (
 	ErrInjected = errors.New("executor: injected fault")
 )
 
+// Defaults of the executor's own bounds (Config.Defaults).
+const (
+	DefaultIdleTick     = 20 * time.Millisecond
+	DefaultStallTimeout = 10 * time.Second
+)
+
 // Config configures a disaggregated run: one CTX instance and one GEN
 // instance (each possibly with several DP replicas).
 type Config struct {
@@ -70,19 +76,19 @@ func (c *Config) Defaults() {
 		c.GenBlocks = 512
 	}
 	if c.IdleTick == 0 {
-		c.IdleTick = 20 * time.Millisecond
+		c.IdleTick = DefaultIdleTick
 	}
 	if c.StallTimeout == 0 {
-		c.StallTimeout = 10 * time.Second
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.SenderWaitSlice == 0 {
-		c.SenderWaitSlice = time.Second
+		c.SenderWaitSlice = transceiver.DefaultSenderWaitSlice
 	}
 	if c.GenPollInterval == 0 {
-		c.GenPollInterval = 5 * time.Second
+		c.GenPollInterval = transceiver.DefaultGenPollInterval
 	}
 	if c.TransferTimeout == 0 {
-		c.TransferTimeout = 60 * time.Second
+		c.TransferTimeout = transceiver.DefaultTransferTimeout
 	}
 	if c.Log == nil {
 		c.Log = zap.NewNop()

@@ -121,6 +121,15 @@ type Config struct {
 	Faults *Faults
 }
 
+// Defaults of the status-check bounds and the transfer deadline (the
+// production stack's kv_transfer_sender_future_timeout_ms and
+// kv_transfer_poll_interval_ms), used wherever a caller leaves them zero.
+const (
+	DefaultSenderWaitSlice = time.Second
+	DefaultGenPollInterval = 5 * time.Second
+	DefaultTransferTimeout = 60 * time.Second
+)
+
 // Faults injects rank-local transfer faults. The executor or a test decides
 // them from a seed; the transceiver only applies them.
 type Faults struct {
@@ -152,13 +161,13 @@ func (c *Config) fill() error {
 		return fmt.Errorf("%w: Pool is nil", ErrConfig)
 	}
 	if c.SenderWaitSlice <= 0 {
-		c.SenderWaitSlice = time.Second
+		c.SenderWaitSlice = DefaultSenderWaitSlice
 	}
 	if c.GenPollInterval <= 0 {
-		c.GenPollInterval = 5 * time.Second
+		c.GenPollInterval = DefaultGenPollInterval
 	}
 	if c.TransferTimeout <= 0 {
-		c.TransferTimeout = 60 * time.Second
+		c.TransferTimeout = DefaultTransferTimeout
 	}
 	if c.Log == nil {
 		c.Log = zap.NewNop()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -60,13 +61,13 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step")
 	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank")
 	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank")
-	fs.DurationVar(&f.slice, "sender-wait-slice", time.Second, "bound of the CTX status check's local poll")
-	fs.DurationVar(&f.genPoll, "gen-poll-interval", 5*time.Second, "bound of the GEN status check's local poll")
-	fs.DurationVar(&f.xferTimeout, "transfer-timeout", 60*time.Second, "overall deadline of one transfer, then cancel")
-	fs.DurationVar(&f.idleTick, "idle-tick", 20*time.Millisecond, "longest idle wait between iterations (events end it sooner)")
-	fs.DurationVar(&f.stall, "stall-timeout", 10*time.Second, "waiting work with no progress this long ends the run (ErrStalled)")
+	fs.DurationVar(&f.slice, "sender-wait-slice", transceiver.DefaultSenderWaitSlice, "bound of the CTX status check's local poll")
+	fs.DurationVar(&f.genPoll, "gen-poll-interval", transceiver.DefaultGenPollInterval, "bound of the GEN status check's local poll")
+	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel")
+	fs.DurationVar(&f.idleTick, "idle-tick", executor.DefaultIdleTick, "longest idle wait between iterations (events end it sooner)")
+	fs.DurationVar(&f.stall, "stall-timeout", executor.DefaultStallTimeout, "waiting work with no progress this long ends the run (ErrStalled)")
 	fs.BoolVar(&f.checked, "checked", false, "checked collectives: desync and timeout errors name call sites and ranks")
-	fs.DurationVar(&f.collTimeout, "collective-timeout", 30*time.Second, "checked mode: deadline of one collective")
+	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout, "checked mode: deadline of one collective")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run")
