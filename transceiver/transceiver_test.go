@@ -15,14 +15,10 @@ func errorf(format string, args ...any) error { return fmt.Errorf(format, args..
 
 // prefill allocates and fills a CTX rank's blocks for req.
 func prefill(r *rank, req transceiver.Request) error {
-	n := r.tr.Shard().BlocksFor(req.Tokens)
-	blocks, err := r.pool.TryAllocate(req.ID, n)
-	if err != nil {
+	if _, err := r.pool.TryAllocate(req.ID, r.tr.Shard().BlocksFor(req.Tokens)); err != nil {
 		return err
 	}
-	for j, b := range blocks {
-		transceiver.FillBlock(r.pool.Block(b), r.tr.Shard(), uint64(req.ID), j*r.tr.Shard().CP+r.tr.Shard().CPIndex)
-	}
+	transceiver.Prefill(r.pool, r.tr.Shard(), req.ID)
 	return nil
 }
 
