@@ -572,7 +572,7 @@ func (l *loop) drainWakes(ctx context.Context) error {
 func (l *loop) runCtx(ctx context.Context) error {
 	sync := l.cfg.Mode == transceiver.Sync
 	group := l.g.Executor.Size()
-	for it := 0; ; it++ {
+	for {
 		if err := sleepCtx(ctx, l.faults.delay); err != nil {
 			return err
 		}
@@ -699,7 +699,7 @@ func (l *loop) prefill(ctx context.Context, batch []rec) error {
 func (l *loop) runGen(ctx context.Context) error {
 	sync := l.cfg.Mode == transceiver.Sync
 	group := l.g.Executor.Size()
-	for it := 0; ; it++ {
+	for {
 		if err := sleepCtx(ctx, l.faults.delay); err != nil {
 			return err
 		}

@@ -282,20 +282,29 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	}
 }
 
+// canStart checks that op may open a session for id on this rank: the right
+// role, not closed, no session for id yet.
+func (t *Transceiver) canStart(role Role, op string, id gpu.RequestID) error {
+	if t.cfg.Role != role {
+		return fmt.Errorf("%w: %s on a %s rank", ErrConfig, op, t.cfg.Role)
+	}
+	if t.closed {
+		return ErrClosed
+	}
+	if _, ok := t.sessions[id]; ok {
+		return fmt.Errorf("%w: %s: request %d already has a session on this %s rank", ErrDuplicate, op, id, t.cfg.Role)
+	}
+	return nil
+}
+
 // StartSend opens the CTX send session of req after its prefill: it leases
 // the request's blocks (already allocated in Pool and filled) and sends each
 // fragment as soon as the GEN rank's request info is known. Every CTX rank
 // of the request's executor group calls it for the same requests in the same
 // iteration, which makes the "ever sent" flag flip on all of them together.
 func (t *Transceiver) StartSend(req Request) error {
-	if t.cfg.Role != Context {
-		return fmt.Errorf("%w: StartSend on a %s rank", ErrConfig, t.cfg.Role)
-	}
-	if t.closed {
-		return ErrClosed
-	}
-	if _, ok := t.sessions[req.ID]; ok {
-		return fmt.Errorf("%w: request %d already has a send session", ErrDuplicate, req.ID)
+	if err := t.canStart(Context, "StartSend", req.ID); err != nil {
+		return err
 	}
 	if got, want := len(t.cfg.Pool.Blocks(req.ID)), t.shard.BlocksFor(req.Tokens); got != want {
 		return fmt.Errorf("%w: request %d holds %d blocks on ctx rank %d, its %d tokens need %d", ErrUnknown, req.ID, got, t.cfg.Rank, req.Tokens, want)
@@ -342,14 +351,8 @@ func (t *Transceiver) StartSend(req Request) error {
 // destination blocks (ErrNoSpace when they do not fit now), posts a receive
 // for every expected fragment and sends request info to the CTX peers.
 func (t *Transceiver) StartReceive(req Request) error {
-	if t.cfg.Role != Generation {
-		return fmt.Errorf("%w: StartReceive on a %s rank", ErrConfig, t.cfg.Role)
-	}
-	if t.closed {
-		return ErrClosed
-	}
-	if _, ok := t.sessions[req.ID]; ok {
-		return fmt.Errorf("%w: request %d already has a receive session", ErrDuplicate, req.ID)
+	if err := t.canStart(Generation, "StartReceive", req.ID); err != nil {
+		return err
 	}
 	n := t.shard.BlocksFor(req.Tokens)
 	var blocks []gpu.BlockID
