@@ -1,0 +1,29 @@
+package comm
+
+import "time"
+
+// Bounded is an optional capability of a backend communicator: it bounds
+// every collective by its own timeout, in every mode (checked or not), so no
+// collective waits longer than CollectiveTimeout for a peer that never
+// arrives. Past the bound the collective returns an error wrapping
+// ErrCollectiveTimeout, a *TimeoutError naming the group, the operation and,
+// where the backend can tell, the ranks that never arrived (Missing) and what
+// each rank did last (Peers). The communicator is broken afterwards.
+//
+// The checked layer (NewChecked) adds no deadline of its own over a Bounded
+// backend: it enriches the backend's *TimeoutError with its stamps and the
+// flight records. Over a backend that is not Bounded it bounds each
+// collective itself with CheckConfig.Timeout.
+type Bounded interface {
+	// CollectiveTimeout is the bound of one collective (> 0).
+	CollectiveTimeout() time.Duration
+}
+
+// TimeoutOf returns c's collective bound (looking through checked mode),
+// or 0 when the backend does not bound its collectives.
+func TimeoutOf(c Comm) time.Duration {
+	if b, ok := Unwrap(c).(Bounded); ok {
+		return b.CollectiveTimeout()
+	}
+	return 0
+}
