@@ -60,6 +60,7 @@ type loop struct {
 	// iteration, shared over an attention-DP executor group.
 	outcomes   []int64
 	outcomeBuf comm.Gathered
+	tally      outcomeTally // GEN: reports of each request's holders, until all are in
 	outbox     []comm.Request
 	router     *router
 	wasIdle    bool
@@ -768,20 +769,15 @@ func (l *loop) runGen(ctx context.Context) error {
 				return err
 			}
 			l.noteCheck(res, !busyBefore, start, "gen status check")
+			// What the scope agreed is reported to the executor group
+			// (shareOutcomes); nothing acts on it before the group knows.
 			for _, x := range res.Reaped {
 				l.outcomes = append(l.outcomes, int64(x.ID), int64(x.State))
-				g := l.gen[uint64(x.ID)]
-				if g == nil {
-					continue
-				}
-				rr := l.recs[uint64(x.ID)]
-				rr.TransferDone = l.now()
-				rr.Bytes += x.Bytes
-				if x.State == transceiver.StateTransferred {
-					g.received = true
-				} else {
-					g.failed = x.Reason
-					g.state = x.State.String()
+				if rr := l.recs[uint64(x.ID)]; rr != nil {
+					rr.Bytes += x.Bytes
+					if x.Reason != "" {
+						rr.Reason = x.Reason
+					}
 				}
 			}
 		} else if l.cfg.Replays.On(UnsafeIdleReap) && group > 1 && !l.busyLocally(admitted) {
@@ -880,34 +876,48 @@ func (l *loop) busyLocally(admitted []rec) bool {
 	return false
 }
 
-// shareOutcomes tells every rank of an attention-DP executor group the
-// transfer outcomes that each DP index agreed this iteration. Ranks of one
-// DP index report the same outcomes; each is applied once.
+// shareOutcomes makes the executor group agree on how transfers ended.
+// Each rank reports what its consensus scope agreed this iteration. Where
+// the scope is the whole executor group (no attention-DP), that is already
+// the group's verdict. Under attention-DP the group spans DP indices, and
+// the TP siblings of one DP index sit in different scopes that agree on the
+// same request separately, possibly in different iterations: every rank's
+// reports travel in one allgather over the executor group, entered every
+// iteration by every rank (the condition is configuration), and a request
+// is decided only once every rank that holds it has reported (outcomeTally).
+// So received and failed, and with them busy and idle, are derived from the
+// allgather's result alone, which is identical on every rank.
 func (l *loop) shareOutcomes(ctx context.Context) error {
-	if !l.layout.AttentionDP || l.layout.DP < 2 || l.g.Executor.Size() < 2 {
-		l.outcomes = l.outcomes[:0]
-		return nil
+	flat := l.outcomes
+	if l.layout.AttentionDP && l.layout.DP > 1 && l.g.Executor.Size() > 1 {
+		if err := l.g.Executor.AllgatherInt64s(ctx, l.outcomes, &l.outcomeBuf); err != nil {
+			return fmt.Errorf("executor: sharing transfer outcomes: %w", err)
+		}
+		flat = l.outcomeBuf.Flat
 	}
-	err := l.g.Executor.AllgatherInt64s(ctx, l.outcomes, &l.outcomeBuf)
-	l.outcomes = l.outcomes[:0]
-	if err != nil {
-		return fmt.Errorf("executor: sharing transfer outcomes: %w", err)
-	}
-	flat := l.outcomeBuf.Flat
 	for i := 0; i+1 < len(flat); i += 2 {
-		g := l.gen[uint64(flat[i])]
-		if g == nil || l.mine(g.r) || g.received || g.failed != "" {
+		id := uint64(flat[i])
+		st, decided := l.tally.add(id, transceiver.State(flat[i+1]))
+		if !decided {
 			continue
 		}
-		rr := l.recs[uint64(flat[i])]
-		rr.TransferDone = l.now()
-		if st := transceiver.State(flat[i+1]); st == transceiver.StateTransferred {
-			g.received = true
-		} else {
-			g.failed = fmt.Sprintf("%s on gen DP index %d", st, g.r.GenDP)
-			g.state = st.String()
+		g := l.gen[id]
+		if g == nil {
+			continue
 		}
+		rr := l.recs[id]
+		rr.TransferDone = l.now()
+		if st == transceiver.StateTransferred {
+			g.received = true
+			continue
+		}
+		g.failed = rr.Reason
+		if g.failed == "" || !l.mine(g.r) {
+			g.failed = fmt.Sprintf("%s on gen DP index %d", st, g.r.GenDP)
+		}
+		g.state = st.String()
 	}
+	l.outcomes = l.outcomes[:0]
 	return nil
 }
 

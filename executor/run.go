@@ -101,6 +101,14 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 			l.expected++
 		}
 	}
+	// Under attention-DP every rank of a request's DP index reports its
+	// outcome to the group (shareOutcomes); otherwise the scope's verdict
+	// is the group's.
+	holders := 1
+	if layout.AttentionDP && layout.DP > 1 {
+		holders = layout.ReplicaRanks()
+	}
+	l.tally = newOutcomeTally(holders)
 	if world.Rank() == 0 {
 		l.router = &router{reqs: cfg.Workload.Generate(), arrival: cfg.Workload.Arrival}
 	}

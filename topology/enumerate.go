@@ -1,0 +1,66 @@
+package topology
+
+import (
+	"slices"
+	"strings"
+)
+
+// Enumerate returns every layout of at most maxRanks ranks that can hold m:
+// each of tp, pp, cp, dp a power of two, and each layout with dp > 1 both
+// with and without attention-DP. The order is deterministic (by ranks, then
+// canonical spec), so a seeded pick from it is reproducible.
+func Enumerate(m Model, maxRanks int) []Layout {
+	var out []Layout
+	for tp := 1; tp <= maxRanks; tp *= 2 {
+		for pp := 1; tp*pp <= maxRanks; pp *= 2 {
+			for cp := 1; tp*pp*cp <= maxRanks; cp *= 2 {
+				for dp := 1; tp*pp*cp*dp <= maxRanks; dp *= 2 {
+					for _, adp := range []bool{false, true} {
+						l := Layout{TP: tp, PP: pp, CP: cp, DP: dp, AttentionDP: adp}
+						if (adp && dp < 2) || l.ValidateFor(m) != nil {
+							continue
+						}
+						out = append(out, l)
+					}
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Layout) int {
+		if a.Ranks() != b.Ranks() {
+			return a.Ranks() - b.Ranks()
+		}
+		return strings.Compare(a.String(), b.String())
+	})
+	return out
+}
+
+// Family names the kind of a layout: the parallel dimensions above 1, in
+// the order tp, pp, cp, dp, then adp ("tp+pp", "dp+adp", "single" for one
+// rank). Layouts of one family differ only in their sizes.
+func (l Layout) Family() string {
+	var parts []string
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}} {
+		if f.v > 1 {
+			parts = append(parts, f.name)
+		}
+	}
+	if l.AttentionDP {
+		parts = append(parts, "adp")
+	}
+	if len(parts) == 0 {
+		return "single"
+	}
+	return strings.Join(parts, "+")
+}
+
+// Compatible reports whether a CTX and a GEN layout can serve one model
+// together (both hold it and one CP size divides the other): exactly the
+// pairs Map accepts.
+func Compatible(ctx, gen Layout, m Model) bool {
+	_, err := Map(ctx, gen, m)
+	return err == nil
+}

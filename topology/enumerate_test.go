@@ -1,0 +1,61 @@
+package topology
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnumerate(t *testing.T) {
+	m := DefaultModel() // 8 layers, 8 heads
+	got := Enumerate(m, 8)
+	seen := map[string]bool{}
+	families := map[string]bool{}
+	for _, l := range got {
+		require.NoError(t, l.ValidateFor(m), "%s", l)
+		require.LessOrEqual(t, l.Ranks(), 8, "%s", l)
+		require.False(t, seen[l.String()], "duplicate %s", l)
+		seen[l.String()] = true
+		families[l.Family()] = true
+		p, err := ParseLayout(l.String())
+		require.NoError(t, err)
+		require.Equal(t, l, p)
+	}
+	// Brute force over every size 1..8 (not only powers of two) keeps
+	// the powers of two: exactly the enumerated set.
+	n := 0
+	for tp := 1; tp <= 8; tp++ {
+		for pp := 1; pp <= 8; pp++ {
+			for cp := 1; cp <= 8; cp++ {
+				for dp := 1; dp <= 8; dp++ {
+					for _, adp := range []bool{false, true} {
+						l := Layout{tp, pp, cp, dp, adp}
+						pow2 := func(v int) bool { return v&(v-1) == 0 }
+						if l.Ranks() > 8 || (adp && dp < 2) || l.ValidateFor(m) != nil || !pow2(tp) || !pow2(pp) || !pow2(cp) || !pow2(dp) {
+							continue
+						}
+						n++
+						assert.True(t, seen[l.String()], "missing %s", l)
+					}
+				}
+			}
+		}
+	}
+	assert.Equal(t, n, len(got))
+	for _, f := range []string{"single", "tp", "pp", "cp", "dp", "dp+adp", "tp+dp+adp", "pp+dp+adp", "cp+dp+adp", "tp+pp+cp", "tp+pp+dp+adp"} {
+		assert.True(t, families[f], "family %s missing", f)
+	}
+	for i := 1; i < len(got); i++ {
+		assert.LessOrEqual(t, got[i-1].Ranks(), got[i].Ranks(), "order")
+	}
+}
+
+func TestFamilyAndCompatible(t *testing.T) {
+	assert.Equal(t, "single", MustParseLayout("tp=1").Family())
+	assert.Equal(t, "tp+cp+dp+adp", MustParseLayout("tp=2,cp=2,dp=2,adp").Family())
+	m := DefaultModel()
+	assert.True(t, Compatible(MustParseLayout("cp=2"), MustParseLayout("cp=4"), m))
+	assert.True(t, Compatible(MustParseLayout("tp=2,dp=2,adp"), MustParseLayout("pp=2,dp=2,adp"), m))
+	assert.False(t, Compatible(Layout{TP: 1, PP: 1, CP: 3, DP: 1}, MustParseLayout("cp=2"), m))
+}
