@@ -79,6 +79,12 @@ func Unwrap(c Comm) Comm {
 	return c
 }
 
+// IsChecked reports whether c is in checked mode.
+func IsChecked(c Comm) bool {
+	_, ok := c.(*checked)
+	return ok
+}
+
 func (c *checked) Rank() int    { return c.raw.Rank() }
 func (c *checked) Size() int    { return c.raw.Size() }
 func (c *checked) Name() string { return c.raw.Name() }

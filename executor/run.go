@@ -109,6 +109,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 		holders = layout.ReplicaRanks()
 	}
 	l.tally = newOutcomeTally(holders)
+	l.audit = comm.IsChecked(world)
 	if world.Rank() == 0 {
 		l.router = &router{reqs: cfg.Workload.Generate(), arrival: cfg.Workload.Arrival}
 	}
