@@ -70,19 +70,40 @@ func NewChecked(raw Comm, cfg CheckConfig) Comm {
 	return &checked{raw: raw, cfg: cfg}
 }
 
-// Unwrap returns the backend communicator under a checked one (itself when
-// c is not checked).
-func Unwrap(c Comm) Comm {
-	if ch, ok := c.(*checked); ok {
-		return ch.raw
-	}
-	return c
+// Wrapper is implemented by a communicator that wraps another (checked
+// mode, a test's counting layer), so that the optional capabilities of the
+// backend underneath (Notifier, Inspector, Bounded, ...) stay reachable.
+type Wrapper interface {
+	Unwrap() Comm
 }
+
+// Unwrap returns the backend communicator under any number of wrappers
+// (c itself when it wraps nothing).
+func Unwrap(c Comm) Comm {
+	for {
+		w, ok := c.(Wrapper)
+		if !ok {
+			return c
+		}
+		c = w.Unwrap()
+	}
+}
+
+// Unwrap implements Wrapper.
+func (c *checked) Unwrap() Comm { return c.raw }
 
 // IsChecked reports whether c is in checked mode.
 func IsChecked(c Comm) bool {
-	_, ok := c.(*checked)
-	return ok
+	for {
+		if _, ok := c.(*checked); ok {
+			return true
+		}
+		w, ok := c.(Wrapper)
+		if !ok {
+			return false
+		}
+		c = w.Unwrap()
+	}
 }
 
 func (c *checked) Rank() int    { return c.raw.Rank() }

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"
@@ -117,6 +118,9 @@ type Config struct {
 	TransferTimeout time.Duration
 	Replays         Replays
 	Log             *zap.Logger
+	// Clock is the time source of every timestamp, deadline and timed
+	// wait (clock.Real() when nil).
+	Clock clock.Clock
 	// Faults injects rank-local failures for regression tests (nil: none).
 	Faults *Faults
 }
@@ -172,6 +176,7 @@ func (c *Config) fill() error {
 	if c.Log == nil {
 		c.Log = zap.NewNop()
 	}
+	c.Clock = clock.Or(c.Clock)
 	if want := c.Ctx.Ranks() + c.Gen.Ranks(); c.World.Size() != want {
 		return fmt.Errorf("%w: World has %d ranks, the layouts need %d (ctx %s: %d + gen %s: %d)",
 			ErrConfig, c.World.Size(), want, c.Ctx, c.Ctx.Ranks(), c.Gen, c.Gen.Ranks())

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/gpu"
@@ -19,12 +20,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var testModel = topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
 
-// counting counts the collectives entered through a communicator, so a test
-// can assert that a rank-local path entered none.
+// counting counts the collectives entered through a communicator and every
+// communicator split from it (one counter per rank), so a test can assert
+// that a rank-local path entered none, whichever group it would have used.
 type counting struct {
 	comm.Comm
-	n atomic.Int64
+	n *atomic.Int64
 }
+
+func newCounting(c comm.Comm) *counting { return &counting{Comm: c, n: new(atomic.Int64)} }
+
+// Unwrap keeps the backend's capabilities (completion events) reachable.
+func (c *counting) Unwrap() comm.Comm { return c.Comm }
 
 func (c *counting) Barrier(ctx context.Context) error { c.n.Add(1); return c.Comm.Barrier(ctx) }
 func (c *counting) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -41,7 +48,11 @@ func (c *counting) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 }
 func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	c.n.Add(1)
-	return c.Comm.Split(ctx, color, key)
+	child, err := c.Comm.Split(ctx, color, key)
+	if err != nil {
+		return nil, err
+	}
+	return &counting{Comm: child, n: c.n}, nil
 }
 
 // rank is what a test body gets on each rank.
@@ -64,6 +75,12 @@ type setupOpts struct {
 	replays    transceiver.Replays
 	faults     func(role transceiver.Role, rank int) *transceiver.Faults
 	collTimout time.Duration
+	// clock is every rank's clock (the real one when nil). A frozen
+	// clock.Manual proves a wait ended on an event: a wait on a deadline
+	// would never end, and the test would fail at its own bound.
+	clock clock.Clock
+	// bound is the whole test's wall-clock bound (60 s when 0).
+	bound time.Duration
 }
 
 // runRanks builds a checked in-process world for the two layouts and runs
@@ -79,11 +96,14 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 	if o.collTimout == 0 {
 		o.collTimout = 20 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	if o.bound == 0 {
+		o.bound = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.bound)
 	defer cancel()
 	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: true, Timeout: o.collTimout}, func(ctx context.Context, c comm.Comm) error {
-		world := &counting{Comm: c}
-		g, err := transceiver.Setup(ctx, c, ctxL, genL)
+		world := newCounting(c)
+		g, err := transceiver.Setup(ctx, world, ctxL, genL)
 		if err != nil {
 			return err
 		}
@@ -106,7 +126,7 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 		}
 		tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: ctxL, Gen: genL, Model: testModel, Rank: g.Rank,
 			World: world, Scope: g.Scope, Pool: pool, Mode: o.mode, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
-			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults})
+			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults, Clock: o.clock})
 		if err != nil {
 			return err
 		}

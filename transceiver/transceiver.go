@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/consensus"
 	"github.com/rankrun/rankrun/gpu"
@@ -164,7 +165,8 @@ type Transceiver struct {
 	finishedQ   []gpu.RequestID
 	bufs        bufPool
 	closed      bool
-	timer       *time.Timer
+	clk         clock.Clock
+	waiter      clock.Waiter
 }
 
 // New builds a rank's transceiver and posts its control receive.
@@ -191,6 +193,7 @@ func New(cfg Config) (*Transceiver, error) {
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[gpu.RequestID]*session{}, pendingInfo: map[gpu.RequestID][]Header{},
 		notify: comm.NotifierOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
+		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[gpu.RequestID]map[int]bool{}, finished: map[gpu.RequestID]bool{},
 	}
 	if err := t.postControl(); err != nil {
@@ -272,7 +275,7 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	}
 	s.state = st
 	s.reason = reason
-	s.terminal = time.Now()
+	s.terminal = t.clk.Now()
 	t.terminal++
 	if st != StateTransferred {
 		t.stats.LocalFailures++
@@ -309,7 +312,7 @@ func (t *Transceiver) StartSend(req Request) error {
 	if got, want := len(t.cfg.Pool.Blocks(req.ID)), t.shard.BlocksFor(req.Tokens); got != want {
 		return fmt.Errorf("%w: request %d holds %d blocks on ctx rank %d, its %d tokens need %d", ErrUnknown, req.ID, got, t.cfg.Rank, req.Tokens, want)
 	}
-	now := time.Now()
+	now := t.clk.Now()
 	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout)}
 	if t.shard.BlocksFor(req.Tokens) > 0 {
 		// Under CP a short request may have no block on this rank: then
@@ -362,7 +365,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 			return fmt.Errorf("%w: request %d needs %d blocks on gen rank %d: %w", ErrNoSpace, req.ID, n, t.cfg.Rank, err)
 		}
 	}
-	now := time.Now()
+	now := t.clk.Now()
 	s := &session{req: req, blocks: blocks, hasBlocks: n > 0, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
 	totalBlocks := t.cfg.Model.Blocks(req.Tokens)
 	for _, f := range t.mapping.Fragments(req.CtxDP, req.GenDP) {
@@ -743,7 +746,7 @@ func (t *Transceiver) progressSend(s *session) {
 	}
 	switch {
 	case s.inFlight():
-		if time.Now().After(s.deadline) && !s.cancelling && !s.refused {
+		if t.clk.Now().After(s.deadline) && !s.cancelling && !s.refused {
 			s.refused = true // counted once; the cancel is retried every pump
 			t.stats.CancelRefused++
 		}
@@ -756,7 +759,7 @@ func (t *Transceiver) progressSend(s *session) {
 		t.setTerminal(s, StateCancelled, s.cancelReason)
 	case resolved:
 		t.setTerminal(s, StateTransferred, "")
-	case time.Now().After(s.deadline):
+	case t.clk.Now().After(s.deadline):
 		t.tryCancel(s, "transfer deadline passed")
 	}
 }
@@ -883,7 +886,7 @@ func (t *Transceiver) progressRecv(s *session) {
 	}
 	switch {
 	case !all:
-		if time.Now().After(s.deadline) {
+		if t.clk.Now().After(s.deadline) {
 			t.genCancel(s, "transfer deadline passed")
 		}
 	case s.reason != "":
@@ -963,7 +966,7 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id gpu.RequestID) error {
 		// Past the deadline the session is being cancelled and its
 		// peers' answers are awaited: keep waiting on events, not spinning.
 		wake := s.deadline
-		if floor := time.Now().Add(time.Millisecond); wake.Before(floor) {
+		if floor := t.clk.Now().Add(time.Millisecond); wake.Before(floor) {
 			wake = floor
 		}
 		if err := t.WaitEvent(ctx, wake); err != nil {
@@ -978,7 +981,7 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id gpu.RequestID) error {
 // are polled: it returns after a short pause. The executor, which owns the
 // transceiver on the same goroutine, waits through it too.
 func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
-	d := time.Until(deadline)
+	d := deadline.Sub(t.clk.Now())
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -986,19 +989,7 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 		comm.PollPause(min(d, 50*time.Microsecond))
 		return ctx.Err()
 	}
-	if t.timer == nil {
-		t.timer = time.NewTimer(d)
-	} else {
-		t.timer.Reset(d)
-	}
-	defer t.timer.Stop()
-	select {
-	case <-t.notify.Notify():
-	case <-t.timer.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
+	return t.waiter.Wait(ctx, t.notify.Notify(), deadline)
 }
 
 // Notify exposes the backend's completion events (nil without them), so an
@@ -1014,7 +1005,7 @@ func (t *Transceiver) Notify() <-chan struct{} {
 // this rank's sessions are terminal or interval passes, pumping progress,
 // and never enters a collective.
 func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Duration) time.Duration {
-	start := time.Now()
+	start := t.clk.Now()
 	target := atLeast
 	if !t.cfg.Replays.UnclampedPoll {
 		// The clamp (seed 000): never wait for more sessions than are held.
@@ -1026,14 +1017,14 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 		if target <= 0 || t.terminalCount() >= target {
 			break
 		}
-		if !time.Now().Before(deadline) {
+		if !t.clk.Now().Before(deadline) {
 			break
 		}
 		if t.WaitEvent(ctx, deadline) != nil {
 			break
 		}
 	}
-	return time.Since(start)
+	return clock.Since(t.clk, start)
 }
 
 func (t *Transceiver) terminalCount() int { return t.terminal }
@@ -1074,8 +1065,9 @@ func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []
 // reaped by a consensus: their blocks stay pinned until a status check.
 func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
 
-func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (Result, error) {
-	var res Result
+// check is phases 1-3. Its results are named so that the deferred count
+// of collectives reaches the caller on every return.
+func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (res Result, err error) {
 	t.stats.StatusChecks++
 	res.PollWait = t.poll(ctx, atLeast, interval)
 	t.stats.PollWaitTotal += res.PollWait
@@ -1130,7 +1122,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
 	}
 	defer t.compactOrder()
-	now := time.Now()
+	now := t.clk.Now()
 	quiesced := map[uint64]bool{}
 	for _, id := range out.Quiesced {
 		quiesced[id] = true
@@ -1219,8 +1211,6 @@ func (t *Transceiver) Close() error {
 	if n := len(t.sessions); n > 0 {
 		errs = append(errs, fmt.Errorf("transceiver: %s rank %d closed with %d sessions in flight: %v", t.cfg.Role, t.cfg.Rank, n, t.InFlight()))
 	}
-	if t.timer != nil {
-		t.timer.Stop()
-	}
+	t.waiter.Stop()
 	return errors.Join(errs...)
 }

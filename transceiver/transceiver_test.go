@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -113,120 +114,219 @@ func TestTransferMovesEveryByte(t *testing.T) {
 	}
 }
 
+// The seven cases of seed 000's bounded-poll tests, on a manual clock: a
+// frozen clock proves a poll ended on an event (a wait on a deadline would
+// never end, and the test would fail at its bound), and an advanced one
+// gives exact poll times.
 func TestPollSeed000(t *testing.T) {
-	one := setupOpts{ctx: "tp=1", gen: "tp=1", slice: 2 * time.Second, genPoll: 2 * time.Second}
+	const slice = 2 * time.Second
+	frozen := func(ctxL, genL string) (setupOpts, *clock.Manual) {
+		m := clock.NewManual(time.Unix(1_000_000, 0))
+		return setupOpts{ctx: ctxL, gen: genL, slice: slice, genPoll: slice, clock: m, bound: 20 * time.Second}, m
+	}
+	check := func(ctx context.Context, r *rank, atLeast int) (transceiver.Result, int64, error) {
+		before := r.world.n.Load()
+		res, err := r.tr.CheckContextTransferStatus(ctx, atLeast)
+		return res, r.world.n.Load() - before, err
+	}
+	// sendOne starts one request on a CTX rank (prefill and send).
+	sendOne := func(r *rank, q transceiver.Request) error {
+		if err := prefill(r, q); err != nil {
+			return err
+		}
+		return r.tr.StartSend(q)
+	}
+	// receive runs a GEN rank's side of reqs to the end.
+	receive := func(ctx context.Context, r *rank, reqs []transceiver.Request) error {
+		for _, q := range reqs {
+			if err := r.tr.StartReceive(q); err != nil {
+				return err
+			}
+		}
+		reaped, err := drain(ctx, r, len(reqs))
+		for _, x := range reaped {
+			_ = r.pool.Release(x.ID)
+		}
+		return err
+	}
 
-	t.Run("EmptySessionsReturnAtOnce", func(t *testing.T) {
-		runRanks(t, one, func(ctx context.Context, r *rank) error {
+	// An empty session table with wait_num 1 returns at once (the seed's
+	// regression scenario), on a CTX that never sent: the consensus is
+	// skipped on every rank of the TP group, and no collective is entered.
+	t.Run("EmptySessionsNeverSentReturnAtOnce", func(t *testing.T) {
+		o, _ := frozen("tp=2", "tp=1")
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
 			if r.role != transceiver.Context {
 				return nil
 			}
-			before := r.world.n.Load()
-			start := time.Now()
-			res, err := r.tr.CheckContextTransferStatus(ctx, 1)
+			res, n, err := check(ctx, r, 1)
 			if err != nil {
 				return err
 			}
-			if d := time.Since(start); d > 500*time.Millisecond {
-				return errorf("empty poll took %v with a 2 s slice", d)
-			}
-			if !res.Skipped || res.Collectives != 0 || r.world.n.Load() != before {
-				return errorf("empty CTX check entered collectives: %+v", res)
+			if !res.Skipped || res.Collectives != 0 || n != 0 || res.PollWait != 0 {
+				return errorf("never-sent CTX check: %+v, %d collectives counted", res, n)
 			}
 			return nil
 		})
 	})
 
+	// The seed's state exactly: this CTX has sent, everything was reaped,
+	// the table is empty. The poll returns at once; the consensus runs
+	// (the ever-sent flag is sticky) and enters exactly its one ready-id
+	// allgather over the TP group (nothing agreed: no outcome phase).
+	t.Run("EmptySessionsAfterSendingReturnAtOnce", func(t *testing.T) {
+		o, _ := frozen("tp=2", "tp=1")
+		q := requests(1)
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
+			if r.role == transceiver.Generation {
+				return receive(ctx, r, q)
+			}
+			if err := sendOne(r, q[0]); err != nil {
+				return err
+			}
+			if _, err := drain(ctx, r, 1); err != nil {
+				return err
+			}
+			if r.tr.Sessions() != 0 || !r.tr.EverSent() {
+				return errorf("want an empty table on a rank that sent: %d sessions, ever sent %t", r.tr.Sessions(), r.tr.EverSent())
+			}
+			res, n, err := check(ctx, r, 1)
+			if err != nil {
+				return err
+			}
+			if res.Skipped || res.Collectives != 1 || n != 1 || res.PollWait != 0 {
+				return errorf("empty table after sending: %+v, %d collectives counted (want 1, no wait)", res, n)
+			}
+			return nil
+		})
+	})
+
+	// The unclamped replay waits out the whole slice on an empty table.
 	t.Run("UnclampedReplaySleepsTheSlice", func(t *testing.T) {
-		o := one
-		o.slice = 300 * time.Millisecond
+		o, m := frozen("tp=1", "tp=1")
 		o.replays.UnclampedPoll = true
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role != transceiver.Context {
+			if r.role == transceiver.Generation {
+				if err := m.AwaitWaiters(ctx, 1); err != nil {
+					return err
+				}
+				m.Advance(slice)
 				return nil
 			}
-			start := time.Now()
-			if _, err := r.tr.CheckContextTransferStatus(ctx, 1); err != nil {
+			res, _, err := check(ctx, r, 1)
+			if err != nil {
 				return err
 			}
-			if d := time.Since(start); d < 250*time.Millisecond {
-				return errorf("unclamped replay returned after %v, want the whole 300 ms slice", d)
+			if res.PollWait != slice {
+				return errorf("unclamped replay waited %v, want the whole %v slice", res.PollWait, slice)
 			}
 			return nil
 		})
 	})
 
-	// The GEN side starts receiving only after a delay, so the CTX session
-	// is in flight when the poll starts and completes through the pump.
-	inFlight := func(delay time.Duration, wantMin, wantMax time.Duration, atLeast int, nreq int, o setupOpts) func(t *testing.T) {
-		return func(t *testing.T) {
-			reqs := requests(nreq)
-			runRanks(t, o, func(ctx context.Context, r *rank) error {
-				if r.role == transceiver.Generation {
-					timer := time.NewTimer(delay) // the injected delay of the peer
-					defer timer.Stop()
-					select {
-					case <-timer.C:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-					for _, q := range reqs {
-						if err := r.tr.StartReceive(q); err != nil {
-							return err
-						}
-						if err := r.tr.ReceiveSync(ctx, q.ID); err != nil {
-							return err
-						}
-					}
-					reaped, err := drain(ctx, r, len(reqs))
-					for _, x := range reaped {
-						_ = r.pool.Release(x.ID)
-					}
+	// An in-flight session is still awaited, and the poll wakes on its
+	// completion (the clock is frozen: only the event can end it).
+	t.Run("InFlightSessionIsAwaitedAndWakesOnTheEvent", func(t *testing.T) {
+		o, m := frozen("tp=1", "tp=1")
+		q := requests(1)
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
+			if r.role == transceiver.Generation {
+				// Start receiving only once the CTX poll is waiting.
+				if err := m.AwaitWaiters(ctx, 1); err != nil {
 					return err
 				}
-				for _, q := range reqs {
-					if err := prefill(r, q); err != nil {
-						return err
-					}
-					if err := r.tr.StartSend(q); err != nil {
-						return err
-					}
-				}
-				before := r.world.n.Load()
-				start := time.Now()
-				res, err := r.tr.CheckContextTransferStatus(ctx, atLeast)
-				if err != nil {
-					return err
-				}
-				d := time.Since(start)
-				if d < wantMin || d > wantMax {
-					return errorf("poll took %v, want between %v and %v", d, wantMin, wantMax)
-				}
-				if r.world.n.Load() != before {
-					return errorf("a single-rank CTX check entered %d collectives", r.world.n.Load()-before)
-				}
-				got := len(res.Reaped)
-				rest, err := drain(ctx, r, len(reqs)-got)
-				_ = rest
+				return receive(ctx, r, q)
+			}
+			if err := sendOne(r, q[0]); err != nil {
 				return err
-			})
-		}
-	}
-	t.Run("InFlightSessionIsAwaited", inFlight(150*time.Millisecond, 100*time.Millisecond, 1900*time.Millisecond, 1, 1, one))
-	t.Run("TargetAboveSessionCountWaitsOnlyForWhatCanComplete", inFlight(100*time.Millisecond, 50*time.Millisecond, 1900*time.Millisecond, 5, 2, one))
-	slow := one
-	slow.slice = 200 * time.Millisecond
-	t.Run("NeverCompletingIsReleasedAtTheDeadline", inFlight(800*time.Millisecond, 180*time.Millisecond, 700*time.Millisecond, 1, 1, slow))
+			}
+			res, _, err := check(ctx, r, 1)
+			if err != nil {
+				return err
+			}
+			if len(res.Reaped) != 1 || res.Reaped[0].State != transceiver.StateTransferred || res.PollWait != 0 {
+				return errorf("in-flight poll: %+v", res)
+			}
+			return nil
+		})
+	})
 
+	// wait_num above the session count waits only for what can complete.
+	t.Run("TargetAboveSessionCountWaitsOnlyForWhatCanComplete", func(t *testing.T) {
+		o, m := frozen("tp=1", "tp=1")
+		q := requests(2)
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
+			if r.role == transceiver.Generation {
+				if err := m.AwaitWaiters(ctx, 1); err != nil {
+					return err
+				}
+				return receive(ctx, r, q)
+			}
+			for _, x := range q {
+				if err := sendOne(r, x); err != nil {
+					return err
+				}
+			}
+			res, _, err := check(ctx, r, 5)
+			if err != nil {
+				return err
+			}
+			rest, err := drain(ctx, r, 2-len(res.Reaped))
+			if err != nil {
+				return err
+			}
+			if len(res.Reaped)+len(rest) != 2 {
+				return errorf("reaped %d + %d of 2", len(res.Reaped), len(rest))
+			}
+			return nil
+		})
+	})
+
+	// A never-completing session is released at the deadline: the poll
+	// waits exactly the slice.
+	t.Run("NeverCompletingIsReleasedAtTheDeadline", func(t *testing.T) {
+		o, m := frozen("tp=1", "tp=1")
+		q := requests(1)
+		polled := make(chan struct{})
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
+			if r.role == transceiver.Generation {
+				if err := m.AwaitWaiters(ctx, 1); err != nil {
+					return err
+				}
+				m.Advance(slice)
+				select { // the GEN side starts only after the poll gave up
+				case <-polled:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return receive(ctx, r, q)
+			}
+			if err := sendOne(r, q[0]); err != nil {
+				return err
+			}
+			res, _, err := check(ctx, r, 1)
+			close(polled)
+			if err != nil {
+				return err
+			}
+			if len(res.Reaped) != 0 || res.PollWait != slice {
+				return errorf("poll of a never-completing session: reaped %d, waited %v (want 0, exactly %v)", len(res.Reaped), res.PollWait, slice)
+			}
+			_, err = drain(ctx, r, 1)
+			return err
+		})
+	})
+
+	// A failed session satisfies the exit condition.
 	t.Run("FailedSessionCounts", func(t *testing.T) {
-		o := one
+		o, _ := frozen("tp=1", "tp=1")
 		o.faults = func(role transceiver.Role, rank int) *transceiver.Faults {
 			return &transceiver.Faults{CorruptFragment: map[gpu.RequestID]bool{100: true}}
 		}
+		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			q := requests(1)[0]
 			if r.role == transceiver.Generation {
-				if err := r.tr.StartReceive(q); err != nil {
+				if err := r.tr.StartReceive(q[0]); err != nil {
 					return err
 				}
 				reaped, err := drain(ctx, r, 1)
@@ -238,24 +338,69 @@ func TestPollSeed000(t *testing.T) {
 				}
 				return nil
 			}
-			if err := prefill(r, q); err != nil {
+			if err := sendOne(r, q[0]); err != nil {
 				return err
 			}
-			if err := r.tr.StartSend(q); err != nil {
-				return err
-			}
-			start := time.Now()
-			res, err := r.tr.CheckContextTransferStatus(ctx, 1)
+			res, _, err := check(ctx, r, 1)
 			if err != nil {
 				return err
-			}
-			if d := time.Since(start); d > 1500*time.Millisecond {
-				return errorf("a failed session did not end the poll (%v)", d)
 			}
 			if len(res.Reaped) != 1 || res.Reaped[0].State != transceiver.StateFailed {
 				return errorf("ctx: reaped %+v, want the request failed", res.Reaped)
 			}
 			return nil
+		})
+	})
+
+	// An already-completed session satisfies wait_num 1 while a peer
+	// session is still in flight (its GEN side has not started).
+	t.Run("CompletedSessionSatisfiesWaitNumDespiteInFlightPeer", func(t *testing.T) {
+		o, _ := frozen("tp=1", "tp=1")
+		q := requests(2)
+		polled := make(chan struct{})
+		runRanks(t, o, func(ctx context.Context, r *rank) error {
+			if r.role == transceiver.Generation {
+				if err := r.tr.StartReceive(q[0]); err != nil {
+					return err
+				}
+				if err := r.tr.ReceiveSync(ctx, q[0].ID); err != nil {
+					return err
+				}
+				select { // the second request only after the CTX poll
+				case <-polled:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if err := r.tr.StartReceive(q[1]); err != nil {
+					return err
+				}
+				reaped, err := drain(ctx, r, 2)
+				for _, x := range reaped {
+					_ = r.pool.Release(x.ID)
+				}
+				return err
+			}
+			for _, x := range q {
+				if err := sendOne(r, x); err != nil {
+					return err
+				}
+			}
+			// Wait (on events) until the first send is over here.
+			for r.tr.Pump(); r.tr.TerminalHeld() == 0; r.tr.Pump() {
+				if err := r.tr.WaitEvent(ctx, o.clock.Now().Add(time.Hour)); err != nil {
+					return err
+				}
+			}
+			res, _, err := check(ctx, r, 1)
+			close(polled)
+			if err != nil {
+				return err
+			}
+			if len(res.Reaped) != 1 || res.Reaped[0].ID != q[0].ID || r.tr.Sessions() != 1 {
+				return errorf("reaped %+v with %d sessions left, want request %d alone and 1 left", res.Reaped, r.tr.Sessions(), q[0].ID)
+			}
+			_, err = drain(ctx, r, 1)
+			return err
 		})
 	})
 }

@@ -1,0 +1,105 @@
+// Package clock is the one source of time for rankrun's cores (executor,
+// transceiver, consensus, comm/local): every read of the time, every timed
+// wait and every deadline goes through a Clock handed in with the
+// configuration, never through package time directly. The real clock is
+// the default; tests use a Manual clock that moves only when told, and the
+// simulation backend (comm/sim) a virtual clock that moves only when every
+// rank is blocked.
+//
+// Deadlines are explicit times passed to Waiter.Wait, not context
+// deadlines: contexts carry cancellation only, so a clock other than the
+// real one never has to fake a context.
+//
+// A Clock is safe for concurrent use; a Waiter belongs to one goroutine.
+package clock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time and makes waiters.
+type Clock interface {
+	// Now is the current time on this clock.
+	Now() time.Time
+	// NewWaiter returns a reusable timed wait for one goroutine.
+	NewWaiter() Waiter
+}
+
+// Waiter is a reusable timed wait, owned by one goroutine.
+type Waiter interface {
+	// Wait blocks until a token can be taken from ev (when ev is not nil),
+	// the deadline passes (never, when deadline is zero), or ctx ends. It
+	// returns ctx's cause when ctx ended first, nil otherwise; it returns at
+	// once when the deadline has already passed.
+	Wait(ctx context.Context, ev <-chan struct{}, deadline time.Time) error
+	// Stop releases the waiter's resources. It is idempotent.
+	Stop()
+}
+
+// Since is the time elapsed on c since t.
+func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Sleep waits d on c, or until ctx ends (then it returns ctx's cause). A
+// duration <= 0 returns at once.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	w := c.NewWaiter()
+	defer w.Stop()
+	return w.Wait(ctx, nil, c.Now().Add(d))
+}
+
+// Or returns c, or the real clock when c is nil: the default of every
+// configuration that takes a Clock.
+func Or(c Clock) Clock {
+	if c == nil {
+		return Real()
+	}
+	return c
+}
+
+// Real is the wall clock.
+func Real() Clock { return realClock{} }
+
+type realClock struct{}
+
+func (realClock) Now() time.Time    { return time.Now() }
+func (realClock) NewWaiter() Waiter { return &realWaiter{} }
+
+type realWaiter struct{ t *time.Timer }
+
+func (w *realWaiter) Wait(ctx context.Context, ev <-chan struct{}, deadline time.Time) error {
+	var tc <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return ctx.Err()
+		}
+		if w.t == nil {
+			w.t = time.NewTimer(d)
+		} else {
+			w.t.Reset(d)
+		}
+		tc = w.t.C
+	}
+	defer func() {
+		if w.t != nil {
+			w.t.Stop()
+		}
+	}()
+	select {
+	case <-ev:
+	case <-tc:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+func (w *realWaiter) Stop() {
+	if w.t != nil {
+		w.t.Stop()
+	}
+}
