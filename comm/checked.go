@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -33,15 +33,18 @@ type Aborter interface {
 
 // CheckConfig configures checked mode.
 type CheckConfig struct {
-	// Timeout bounds every collective (DefaultCollectiveTimeout when 0).
+	// Timeout bounds every collective (DefaultCollectiveTimeout when 0)
+	// over a backend that does not bound its collectives itself (see
+	// Bounded); over one that does, the backend's bound applies.
 	Timeout time.Duration
 	// Recorder is this rank's flight recorder; the backend's Inspector
 	// must return the same records for this rank.
 	Recorder *Recorder
 }
 
-// stampLen is the number of int64s in a stamp.
-const stampLen = 5
+// stampLen is the number of int64s in a stamp: magic, sequence number,
+// kind, call-path hash, innermost call site, argument shape.
+const stampLen = 6
 
 const stampMagic = 0x52524e // "RRN"
 
@@ -53,12 +56,15 @@ var anchor = reflect.ValueOf(NewChecked).Pointer()
 type checked struct {
 	raw     Comm
 	cfg     CheckConfig
+	bounded bool       // the backend bounds its collectives (Bounded)
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
+	path    Path // of the collective in progress
 	stamp   [2 * stampLen]int64
 	reduced [2 * stampLen]int64
 	gather  Gathered
+	gbuf    []int64
 }
 
 // NewChecked wraps raw in checked mode (see the package doc). Children from
@@ -67,7 +73,7 @@ func NewChecked(raw Comm, cfg CheckConfig) Comm {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultCollectiveTimeout
 	}
-	return &checked{raw: raw, cfg: cfg}
+	return &checked{raw: raw, cfg: cfg, bounded: TimeoutOf(raw) > 0}
 }
 
 // Wrapper is implemented by a communicator that wraps another (checked
@@ -89,10 +95,7 @@ func Unwrap(c Comm) Comm {
 	}
 }
 
-// Unwrap implements Wrapper.
-func (c *checked) Unwrap() Comm { return c.raw }
-
-// IsChecked reports whether c is in checked mode.
+// IsChecked reports whether c is in checked mode (under any wrappers).
 func IsChecked(c Comm) bool {
 	for {
 		if _, ok := c.(*checked); ok {
@@ -106,38 +109,49 @@ func IsChecked(c Comm) bool {
 	}
 }
 
+// Unwrap implements Wrapper.
+func (c *checked) Unwrap() Comm { return c.raw }
+
 func (c *checked) Rank() int    { return c.raw.Rank() }
 func (c *checked) Size() int    { return c.raw.Size() }
 func (c *checked) Name() string { return c.raw.Name() }
 func (c *checked) Close() error { return c.raw.Close() }
 
-// callerPC returns the program counter of the caller of the checked method.
-func callerPC() uintptr {
-	var pcs [1]uintptr
-	if runtime.Callers(3, pcs[:]) == 0 {
-		return 0
-	}
-	return pcs[0] - 1 // the call instruction, not the return address
+// noCancel is the cancel function of a collective that needs no deadline
+// of its own (a Bounded backend bounds it).
+func noCancel() {}
+
+// entry is this rank's view of the collective in progress, for errors.
+func (c *checked) entry(kind Kind, shape int64) Entry {
+	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape}
 }
 
-// begin runs the stamp exchange for a collective of kind with shape and
-// returns the flight-record id and a context bounded by the timeout.
-// The caller holds c.mu.
-func (c *checked) begin(ctx context.Context, kind Kind, shape int64, pc uintptr) (uint64, context.Context, context.CancelFunc, error) {
+// begin runs the stamp exchange for a collective of kind with shape, whose
+// call path the exported method captured into path, and returns the
+// flight-record id and the context the payload operation runs under. The
+// caller holds c.mu.
+func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path) (uint64, context.Context, context.CancelFunc, error) {
 	if c.broken != nil {
-		return 0, ctx, func() {}, fmt.Errorf("%w (group %q, rank %d): %w", ErrBroken, c.raw.Name(), c.raw.Rank(), c.broken)
+		return 0, ctx, noCancel, fmt.Errorf("%w (group %q, rank %d): %w", ErrBroken, c.raw.Name(), c.raw.Rank(), c.broken)
 	}
 	c.seq++
-	id := c.cfg.Recorder.Begin(c.raw.Name(), c.seq, kind, pc)
-	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	s := [stampLen]int64{stampMagic, int64(c.seq), int64(kind), int64(pc) - int64(anchor), shape}
+	c.path = *path
+	id := c.cfg.Recorder.BeginAt(c.raw.Name(), c.seq, kind, &c.path)
+	tctx, cancel := ctx, context.CancelFunc(noCancel)
+	if !c.bounded {
+		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+	}
+	inner := int64(0)
+	if c.path.n > 0 {
+		inner = c.path.pcs[0]
+	}
+	s := [stampLen]int64{stampMagic, int64(c.seq), int64(kind), c.path.hash(), inner, shape}
 	for i, v := range s {
 		c.stamp[i] = v
 		c.stamp[stampLen+i] = -v
 	}
 	if err := c.raw.AllreduceInt64(tctx, Min, c.stamp[:], c.reduced[:]); err != nil {
-		err = c.fail(ctx, tctx, id, Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: SiteString(pc), Shape: shape}, err)
-		return id, tctx, cancel, err
+		return id, tctx, cancel, c.fail(ctx, tctx, id, c.entry(kind, shape), err)
 	}
 	agree := true
 	for i := range stampLen {
@@ -160,19 +174,33 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, pc uintptr)
 	return id, tctx, cancel, err
 }
 
+// desync gathers every rank's stamp and call path and names, for each
+// distinct collective, the ranks that entered it and where.
 func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
-	if err := c.raw.AllgatherInt64s(ctx, s[:], &c.gather); err != nil {
+	c.gbuf = append(c.gbuf[:0], s[0], s[1], s[2], s[3], s[5], int64(c.path.n))
+	c.gbuf = append(c.gbuf, c.path.pcs[:c.path.n]...)
+	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
 		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
 	}
 	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank()}
+	paths := make([]Path, c.raw.Size())
 	for r := range c.raw.Size() {
 		v := c.gather.Of(r)
-		if len(v) != stampLen || v[0] != stampMagic {
+		if len(v) < 6 || v[0] != stampMagic || v[5] < 0 || v[5] > pathDepth || len(v) != 6+int(v[5]) {
 			de.Entries = append(de.Entries, Entry{Rank: r, Site: "(not a checked collective)"})
 			continue
 		}
-		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]),
-			Site: SiteString(uintptr(v[3] + int64(anchor))), Shape: v[4]})
+		p := &paths[r]
+		p.n = copy(p.pcs[:], v[6:])
+		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3]})
+	}
+	// Where the first two differing paths part (same kind and site at
+	// the top, different branches below), for the reader.
+	for r := 1; r < len(de.Entries); r++ {
+		if de.Entries[r].hash != de.Entries[0].hash && paths[0].n > 0 && paths[r].n > 0 {
+			de.Parted = divergence(&paths[0], &paths[r])
+			break
+		}
 	}
 	return de
 }
@@ -180,15 +208,17 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 // fail turns a backend error into the error the caller sees, marks the
 // communicator broken, and ends the flight record.
 func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err error) error {
+	var bte *TimeoutError
 	switch {
 	case ctx.Err() != nil:
 		err = fmt.Errorf("comm: %s #%d on group %q rank %d: %w", self.Kind, self.Seq, c.raw.Name(), c.raw.Rank(), err)
-	case tctx.Err() != nil, errors.Is(err, ErrBroken):
-		// Our deadline passed, or a peer gave up on this collective at
-		// its own deadline (in-process the first rank to give up breaks
-		// the round for all): either way the collective timed out.
-		te := c.timeout(self)
-		if !errors.Is(err, context.DeadlineExceeded) {
+	case errors.As(err, &bte), errors.Is(err, ErrCollectiveTimeout), tctx.Err() != nil, errors.Is(err, ErrBroken):
+		// The backend's bound (or our own deadline) passed, or a peer
+		// gave up on this collective at its bound (in-process the first
+		// rank to give up breaks the round for all): either way the
+		// collective timed out.
+		te := c.timeout(self, bte)
+		if bte == nil && !errors.Is(err, context.DeadlineExceeded) {
 			te.Cause = err
 		}
 		err = te
@@ -198,13 +228,21 @@ func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err err
 	return err
 }
 
-func (c *checked) timeout(self Entry) *TimeoutError {
+// timeout builds the error of a collective that timed out: the backend's
+// own view (bte, when it gave one: which ranks never arrived) with this
+// rank's stamp, and every rank's flight records from the stall inspector.
+func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
-	ins, ok := c.raw.(Inspector)
+	if bte != nil {
+		te.Missing, te.Cause = slices.Clone(bte.Missing), bte.Cause
+	}
+	ins, ok := Unwrap(c.raw).(Inspector)
 	if !ok {
-		for r := range c.raw.Size() {
-			if r != self.Rank {
-				te.Missing = append(te.Missing, r)
+		if bte == nil {
+			for r := range c.raw.Size() {
+				if r != self.Rank {
+					te.Missing = append(te.Missing, r)
+				}
 			}
 		}
 		return te
@@ -212,6 +250,9 @@ func (c *checked) timeout(self Entry) *TimeoutError {
 	ictx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
 	te.Peers = ins.InspectPeers(ictx)
+	if bte != nil && bte.Missing != nil {
+		return te
+	}
 	for _, p := range te.Peers {
 		if p.Rank == self.Rank {
 			continue
@@ -230,51 +271,53 @@ func (c *checked) timeout(self Entry) *TimeoutError {
 	return te
 }
 
-func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, pc uintptr, err error) error {
+func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, shape int64, err error) error {
 	cancel()
 	if err != nil {
-		self := Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: SiteString(pc)}
-		return c.fail(ctx, tctx, id, self, err)
+		return c.fail(ctx, tctx, id, c.entry(kind, shape), err)
 	}
 	c.cfg.Recorder.End(id, nil)
 	return nil
 }
 
 func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	if color < 0 {
 		return nil, fmt.Errorf("%w: Split: color %d is negative", ErrBadArgument, color)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, pc)
+	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, &path)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	child, err := c.raw.Split(tctx, color, key)
-	if err = c.end(ctx, tctx, cancel, id, KindSplit, pc, err); err != nil {
+	if err = c.end(ctx, tctx, cancel, id, KindSplit, 0, err); err != nil {
 		return nil, err
 	}
-	return &checked{raw: child, cfg: c.cfg}, nil
+	return &checked{raw: child, cfg: c.cfg, bounded: TimeoutOf(child) > 0}, nil
 }
 
 func (c *checked) Barrier(ctx context.Context) error {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, pc)
+	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, &path)
 	if err != nil {
 		cancel()
 		return err
 	}
 	// The stamp exchange already synchronised every rank; a barrier needs
 	// nothing more.
-	return c.end(ctx, tctx, cancel, id, KindBarrier, pc, nil)
+	return c.end(ctx, tctx, cancel, id, KindBarrier, 0, nil)
 }
 
 func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	if !op.Valid() {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", ErrBadArgument, op)
 	}
@@ -283,64 +326,69 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, int64(len(in))<<8|int64(op), pc)
+	shape := int64(len(in))<<8 | int64(op)
+	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, shape, &path)
 	if err != nil {
 		cancel()
 		return err
 	}
 	err = c.raw.AllreduceInt64(tctx, op, in, out)
-	return c.end(ctx, tctx, cancel, id, KindAllreduce, pc, err)
+	return c.end(ctx, tctx, cancel, id, KindAllreduce, shape, err)
 }
 
 func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	if out == nil {
 		return fmt.Errorf("%w: AllgatherInt64s: nil output", ErrBadArgument)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, pc)
+	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, &path)
 	if err != nil {
 		cancel()
 		return err
 	}
 	err = c.raw.AllgatherInt64s(tctx, in, out)
-	return c.end(ctx, tctx, cancel, id, KindAllgather, pc, err)
+	return c.end(ctx, tctx, cancel, id, KindAllgather, 0, err)
 }
 
 func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	if root < 0 || root >= c.raw.Size() {
 		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", ErrBadArgument, root, c.raw.Size()-1)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), pc)
+	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), &path)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	got, err := c.raw.Bcast(tctx, root, data)
-	return got, c.end(ctx, tctx, cancel, id, KindBcast, pc, err)
+	return got, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), err)
 }
 
 func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	req, err := c.raw.Isend(buf, dest, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2P(c.raw.Name(), KindSend, dest, tag, pc)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindSend, dest, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
 func (c *checked) Irecv(buf []byte, src, tag int) (Request, error) {
-	pc := callerPC()
+	var path Path
+	path.capture()
 	req, err := c.raw.Irecv(buf, src, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2P(c.raw.Name(), KindRecv, src, tag, pc)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 

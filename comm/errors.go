@@ -37,8 +37,9 @@ type Entry struct {
 	Rank  int // rank within the group
 	Seq   uint64
 	Kind  Kind
-	Site  string // file:line of the caller
+	Site  string // the call path outside the collective plumbing
 	Shape int64  // argument shape: count for allreduce, root for bcast
+	hash  int64  // the call path's hash (desync reports)
 }
 
 func (e Entry) String() string {
@@ -63,6 +64,9 @@ type DesyncError struct {
 	Group   string
 	Self    int     // this rank within the group
 	Entries []Entry // one per rank of the group, in rank order
+	// Parted names where two ranks' call paths part ("a vs b"), when they
+	// entered the same kind of collective from different branches.
+	Parted string
 }
 
 func (e *DesyncError) Error() string {
@@ -75,11 +79,12 @@ func (e *DesyncError) Error() string {
 		kind  Kind
 		site  string
 		shape int64
+		hash  int64
 	}
 	var order []key
 	ranks := map[key][]int{}
 	for _, en := range e.Entries {
-		k := key{en.Seq, en.Kind, en.Site, en.Shape}
+		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash}
 		if _, ok := ranks[k]; !ok {
 			order = append(order, k)
 		}
@@ -89,7 +94,11 @@ func (e *DesyncError) Error() string {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
 		fmt.Fprintf(&b, " ranks %v entered %s #%d at %s%s;", ranks[k], en.Kind, en.Seq, en.Site, en.shapeString())
 	}
-	return strings.TrimSuffix(b.String(), ";")
+	out := strings.TrimSuffix(b.String(), ";")
+	if e.Parted != "" {
+		out += "; their call paths part at " + e.Parted
+	}
+	return out
 }
 
 func (e *DesyncError) Unwrap() error { return ErrDesync }

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/rankrun/rankrun/clock"
 )
 
 // Kind names an operation in stamps and flight records.
@@ -46,7 +48,7 @@ type OpRecord struct {
 	Group string
 	Seq   uint64 // collective sequence number on Group (0 for point-to-point)
 	Kind  Kind
-	Site  string // caller's file:line
+	Site  string // the call path outside the collective plumbing
 	Peer  int    // point-to-point: the other rank (-1 for collectives)
 	Tag   int    // point-to-point: the tag
 	Start time.Time
@@ -78,7 +80,7 @@ type slot struct {
 	group string
 	seq   uint64
 	kind  Kind
-	pc    uintptr
+	path  Path
 	peer  int
 	tag   int
 	start time.Time
@@ -92,43 +94,68 @@ type slot struct {
 // resolved only when a snapshot is taken. Safe for concurrent use.
 type Recorder struct {
 	mu   sync.Mutex
+	clk  clock.Clock
 	ring []slot
 	next uint64 // total operations begun
 }
 
-// NewRecorder returns a recorder that keeps the last depth operations
-// (DefaultRecorderDepth when depth <= 0).
-func NewRecorder(depth int) *Recorder {
+// NewRecorder returns a recorder on the real clock that keeps the last
+// depth operations (DefaultRecorderDepth when depth <= 0).
+func NewRecorder(depth int) *Recorder { return NewRecorderOn(depth, nil) }
+
+// NewRecorderOn is NewRecorder timing operations on clk (the real clock
+// when nil): a simulated world records virtual times.
+func NewRecorderOn(depth int, clk clock.Clock) *Recorder {
 	if depth <= 0 {
 		depth = DefaultRecorderDepth
 	}
-	return &Recorder{ring: make([]slot, depth)}
+	return &Recorder{ring: make([]slot, depth), clk: clock.Or(clk)}
 }
 
 // Begin records the start of an operation and returns a handle for End.
 func (r *Recorder) Begin(group string, seq uint64, kind Kind, pc uintptr) uint64 {
+	p := pathOf(pc)
+	return r.BeginAt(group, seq, kind, &p)
+}
+
+// pathOf is the one-frame path of a program counter (0: none).
+func pathOf(pc uintptr) Path {
+	if pc == 0 {
+		return Path{}
+	}
+	return Path{n: 1, pcs: [pathDepth]int64{int64(pc) + 1 - int64(anchor)}}
+}
+
+// BeginAt records the start of a collective entered along path.
+func (r *Recorder) BeginAt(group string, seq uint64, kind Kind, path *Path) uint64 {
 	if r == nil {
 		return 0
 	}
-	now := time.Now()
+	now := r.clk.Now()
 	r.mu.Lock()
 	id := r.next
 	r.next++
-	r.ring[id%uint64(len(r.ring))] = slot{group: group, seq: seq, kind: kind, pc: pc, peer: -1, start: now, gen: id}
+	r.ring[id%uint64(len(r.ring))] = slot{group: group, seq: seq, kind: kind, path: *path, peer: -1, start: now, gen: id}
 	r.mu.Unlock()
 	return id
 }
 
 // BeginP2P records the posting of a point-to-point operation.
 func (r *Recorder) BeginP2P(group string, kind Kind, peer, tag int, pc uintptr) uint64 {
+	p := pathOf(pc)
+	return r.BeginP2PAt(group, kind, peer, tag, &p)
+}
+
+// BeginP2PAt records the posting of a point-to-point operation along path.
+func (r *Recorder) BeginP2PAt(group string, kind Kind, peer, tag int, path *Path) uint64 {
 	if r == nil {
 		return 0
 	}
-	now := time.Now()
+	now := r.clk.Now()
 	r.mu.Lock()
 	id := r.next
 	r.next++
-	r.ring[id%uint64(len(r.ring))] = slot{group: group, kind: kind, pc: pc, peer: peer, tag: tag, start: now, gen: id}
+	r.ring[id%uint64(len(r.ring))] = slot{group: group, kind: kind, path: *path, peer: peer, tag: tag, start: now, gen: id}
 	r.mu.Unlock()
 	return id
 }
@@ -139,7 +166,7 @@ func (r *Recorder) End(id uint64, err error) {
 	if r == nil {
 		return
 	}
-	now := time.Now()
+	now := r.clk.Now()
 	r.mu.Lock()
 	s := &r.ring[id%uint64(len(r.ring))]
 	if s.gen == id {
@@ -165,7 +192,7 @@ func (r *Recorder) Snapshot() []OpRecord {
 	r.mu.Unlock()
 	out := make([]OpRecord, len(slots))
 	for i, s := range slots {
-		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: SiteString(s.pc),
+		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: s.path.Site(),
 			Peer: s.peer, Tag: s.tag, Start: s.start, End: s.end, Err: s.err}
 	}
 	return out

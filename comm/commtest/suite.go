@@ -69,7 +69,9 @@ func cases() []testCase {
 		{"DesyncDifferentKinds", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncKinds},
 		{"DesyncSameKindDifferentSite", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncSites},
 		{"DesyncAllreduceCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncCount},
+		{"DesyncSameSiteDifferentBranch", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncBranches},
 		{"TimeoutNamesMissingRank", 2, Options{Checked: true, Timeout: 500 * time.Millisecond}, timeoutMissing},
+		{"UncheckedTimeoutNamesMissingRank", 2, Options{Timeout: 500 * time.Millisecond}, uncheckedTimeoutMissing},
 	}
 }
 
@@ -649,6 +651,82 @@ func desyncCount(n int) RankFunc {
 		in := make([]int64, k)
 		err := c.AllreduceInt64(ctx, comm.Sum, in, in) // one site, different counts
 		return expectDesync(c, err, start, "count 1", "count 2")
+	}
+}
+
+// sharedSite is one collective call site reached from two branches, as a
+// status check is from two branches of an executor loop.
+//
+//go:noinline
+func sharedSite(ctx context.Context, c comm.Comm) error {
+	out := []int64{0}
+	return c.AllreduceInt64(ctx, comm.Sum, []int64{1}, out)
+}
+
+func desyncBranches(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		start := time.Now()
+		var err error
+		// Same kind, shape and immediate call site; the branches that
+		// reach it differ. Stamping only the immediate caller would pair
+		// them silently.
+		if c.Rank()%2 == 0 {
+			err = sharedSite(ctx, c) // branch A
+		} else {
+			err = sharedSite(ctx, c) // branch B
+		}
+		var de *comm.DesyncError
+		if errors.As(err, &de) && de.Entries[0].Site == de.Entries[1].Site {
+			return errorf(c, "both entries name the same site %q", de.Entries[0].Site)
+		}
+		return expectDesync(c, err, start, "Allreduce", "sharedSite", "call paths part at")
+	}
+}
+
+// uncheckedTimeoutMissing: a backend that bounds its collectives (Bounded)
+// names the rank that never arrived in unchecked mode too.
+func uncheckedTimeoutMissing(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		if comm.TimeoutOf(c) <= 0 {
+			return nil // this backend does not bound unchecked collectives
+		}
+		stalled := n - 1
+		if c.Rank() == stalled {
+			b := make([]byte, 1)
+			q, err := c.Irecv(b, 0, 22)
+			if err != nil {
+				return err
+			}
+			_, err = q.Wait(ctx)
+			return err
+		}
+		start := time.Now()
+		err := c.Barrier(ctx)
+		elapsed := time.Since(start)
+		var verdict error
+		var te *comm.TimeoutError
+		switch {
+		case !errors.Is(err, comm.ErrCollectiveTimeout):
+			verdict = errorf(c, "err %v, want ErrCollectiveTimeout", err)
+		case !errors.As(err, &te):
+			verdict = errorf(c, "err %T does not carry *comm.TimeoutError", err)
+		case !slices.Equal(te.Missing, []int{stalled}):
+			verdict = errorf(c, "missing ranks %v, want [%d] (%v)", te.Missing, stalled, err)
+		case elapsed > 10*time.Second:
+			verdict = errorf(c, "timeout reported after %v", elapsed)
+		case !strings.Contains(err.Error(), fmt.Sprintf("[%d] never arrived", stalled)):
+			verdict = errorf(c, "error %q does not name rank %d", err, stalled)
+		}
+		if c.Rank() == 0 {
+			q, err := c.Isend([]byte{1}, stalled, 22)
+			if err != nil {
+				return errors.Join(verdict, err)
+			}
+			if _, err := q.Wait(ctx); err != nil {
+				return errors.Join(verdict, err)
+			}
+		}
+		return verdict
 	}
 }
 

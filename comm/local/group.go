@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 )
 
@@ -59,11 +60,13 @@ func newGroup(w *world, name string, members []int) *group {
 // round runs one collective round for group rank r: deposit has stored
 // r's contribution (under g.mu); the last arriver calls combine. round
 // returns once the round completed (or failed) and leaves reading the
-// result to the caller.
-func (g *group) round(ctx context.Context, r int, deposit func()) error {
+// result to the caller. A rank that waits longer than the world's
+// collective timeout (on w's clock, through the caller's waiter) breaks the
+// group with a *comm.TimeoutError naming the ranks that never arrived.
+func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kind, deposit func()) error {
 	g.mu.Lock()
 	if g.broken != nil {
-		err := g.broken
+		err := g.brokenFor(r)
 		g.mu.Unlock()
 		return err
 	}
@@ -92,30 +95,59 @@ func (g *group) round(ctx context.Context, r int, deposit func()) error {
 	myGen := g.gen
 	g.mu.Unlock()
 
-	select {
-	case <-g.wake[r]:
-	case <-ctx.Done():
+	deadline := g.w.cfg.Clock.Now().Add(g.w.cfg.Timeout)
+	for {
+		werr := wt.Wait(ctx, g.wake[r], deadline)
 		g.mu.Lock()
 		if g.gen != myGen || g.broken != nil {
-			// Completed (or broke) while we were giving up: the token is
-			// already in the channel; take it and report the round.
+			// Completed (or broke). Its token was sent under g.mu: it is
+			// either taken by the wait or still in the channel. Take it.
+			select {
+			case <-g.wake[r]:
+			default:
+			}
+			err := g.resErr // the round completed (nil, or combine's error)
+			if g.gen == myGen {
+				err = g.brokenFor(r) // it broke while we waited
+			}
 			g.mu.Unlock()
-			<-g.wake[r]
-			break
+			return err
 		}
-		err := fmt.Errorf("%w: group %q: rank %d left a collective: %w", comm.ErrBroken, g.name, r, context.Cause(ctx))
-		g.breakLocked(err)
-		g.waiting[r] = false
-		g.mu.Unlock()
-		return fmt.Errorf("local: group %q rank %d: %w", g.name, r, context.Cause(ctx))
+		switch {
+		case werr != nil:
+			err := fmt.Errorf("%w: group %q: rank %d left a collective: %w", comm.ErrBroken, g.name, r, context.Cause(ctx))
+			g.breakLocked(err)
+			g.waiting[r] = false
+			g.mu.Unlock()
+			return fmt.Errorf("local: group %q rank %d: %w", g.name, r, context.Cause(ctx))
+		case !g.w.cfg.Clock.Now().Before(deadline):
+			te := &comm.TimeoutError{Group: g.name, Self: r,
+				Waiting: comm.Entry{Rank: r, Seq: g.gen + 1, Kind: kind, Site: "?"},
+				Cause:   fmt.Errorf("local: waited %v (the collective timeout)", g.w.cfg.Timeout)}
+			for i, arrived := range g.waiting {
+				if !arrived {
+					te.Missing = append(te.Missing, i)
+				}
+			}
+			g.breakLocked(te)
+			g.waiting[r] = false
+			g.mu.Unlock()
+			return te
+		}
+		g.mu.Unlock() // woken without the round done: wait on
 	}
-	g.mu.Lock()
-	err := g.broken
-	if g.resErr != nil {
-		err = g.resErr
+}
+
+// brokenFor is the error a rank of a broken group gets: a collective
+// timeout is reported to each rank as its own (Self is that rank). Caller
+// holds g.mu.
+func (g *group) brokenFor(r int) error {
+	if te, ok := g.broken.(*comm.TimeoutError); ok {
+		cp := *te
+		cp.Self, cp.Waiting.Rank = r, r
+		return &cp
 	}
-	g.mu.Unlock()
-	return err
+	return g.broken
 }
 
 // breakLocked marks the group broken and wakes every rank waiting in the

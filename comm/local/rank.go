@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 )
 
@@ -16,6 +18,9 @@ type rankComm struct {
 	rank   int
 	splits int // Splits called on this communicator (equal on every member)
 	closed atomic.Bool
+	// waiter times this rank's collectives on the group (collectives of
+	// one communicator are made one at a time: their order is the contract).
+	waiter clock.Waiter
 }
 
 var (
@@ -23,7 +28,15 @@ var (
 	_ comm.Inspector = (*rankComm)(nil)
 	_ comm.Aborter   = (*rankComm)(nil)
 	_ comm.Notifier  = (*rankComm)(nil)
+	_ comm.Bounded   = (*rankComm)(nil)
 )
+
+func newRankComm(w *world, g *group, rank int) *rankComm {
+	return &rankComm{w: w, g: g, rank: rank, waiter: w.cfg.Clock.NewWaiter()}
+}
+
+// CollectiveTimeout implements comm.Bounded.
+func (c *rankComm) CollectiveTimeout() time.Duration { return c.w.cfg.Timeout }
 
 // Notify implements comm.Notifier: one channel per world rank, shared by
 // all of the rank's communicators.
@@ -52,7 +65,7 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	if err := c.usable("Barrier"); err != nil {
 		return err
 	}
-	return c.g.round(ctx, c.rank, func() { c.g.kind[c.rank] = comm.KindBarrier })
+	return c.g.round(ctx, c.rank, c.waiter, comm.KindBarrier, func() { c.g.kind[c.rank] = comm.KindBarrier })
 }
 
 func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -67,7 +80,7 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, func() {
+	err := g.round(ctx, r, c.waiter, comm.KindAllreduce, func() {
 		g.kind[r] = comm.KindAllreduce
 		g.op[r] = op
 		g.in[r] = in
@@ -88,7 +101,7 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, func() {
+	err := g.round(ctx, r, c.waiter, comm.KindAllgather, func() {
 		g.kind[r] = comm.KindAllgather
 		g.in[r] = in
 	})
@@ -109,7 +122,7 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, func() {
+	err := g.round(ctx, r, c.waiter, comm.KindBcast, func() {
 		g.kind[r] = comm.KindBcast
 		g.root[r] = root
 		g.bytes[r] = data
@@ -132,7 +145,7 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, func() {
+	err := g.round(ctx, r, c.waiter, comm.KindSplit, func() {
 		g.kind[r] = comm.KindSplit
 		g.color[r] = color
 		g.key[r] = key
@@ -170,7 +183,7 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	if err != nil {
 		return nil, err
 	}
-	return &rankComm{w: c.w, g: child, rank: newRank}, nil
+	return newRankComm(c.w, child, newRank), nil
 }
 
 // InspectPeers returns every group member's flight records (checked worlds

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 )
 
@@ -15,8 +16,13 @@ import (
 type Config struct {
 	// Checked wraps every rank's communicators in checked mode.
 	Checked bool
-	// Timeout bounds each checked collective (comm default when 0).
+	// Timeout bounds every collective, checked or not
+	// (comm.DefaultCollectiveTimeout when 0): a rank that waits longer for
+	// its peers gets a *comm.TimeoutError naming the ranks that never
+	// arrived, and the group is broken.
 	Timeout time.Duration
+	// Clock times the collective bound (clock.Real() when nil).
+	Clock clock.Clock
 	// RecorderDepth is the flight-recorder depth (comm default when 0).
 	RecorderDepth int
 }
@@ -104,6 +110,10 @@ type world struct {
 }
 
 func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = comm.DefaultCollectiveTimeout
+	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	w := &world{n: n, cfg: cfg, cancel: cancel, groups: map[string]*group{}, notify: make([]chan struct{}, n)}
 	for r := range w.notify {
 		w.notify[r] = make(chan struct{}, 1)
@@ -124,7 +134,7 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
 }
 
 func (w *world) rankComm(r int) comm.Comm {
-	rc := &rankComm{w: w, g: w.root, rank: r}
+	rc := newRankComm(w, w.root, r)
 	if w.cfg.Checked {
 		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[r]})
 	}

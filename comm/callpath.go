@@ -1,0 +1,121 @@
+package comm
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+// pathDepth is how many frames a collective's call path keeps: enough to
+// reach past the plumbing (checked method, consensus gather, status check,
+// executor helper) to the branch of the executor loop that entered it.
+const pathDepth = 16
+
+// Path is the call path of a collective or point-to-point operation: the
+// return addresses of the frames above the checked method, innermost first,
+// as offsets from an anchor in this binary, so that they are equal in every
+// process running the same binary (position-independent or not).
+type Path struct {
+	n   int
+	pcs [pathDepth]int64
+}
+
+// hash folds the path into one word for the stamp (FNV-1a over the
+// offsets): two ranks at the same collective from different branches of
+// their loops differ here even when the immediate caller is the same line.
+func (p *Path) hash() int64 {
+	h := uint64(14695981039346656037)
+	for _, pc := range p.pcs[:p.n] {
+		h ^= uint64(pc)
+		h *= 1099511628211
+	}
+	return int64(h)
+}
+
+// plumbing reports whether a frame belongs to the collective plumbing that
+// a reader does not care about (package comm and the consensus gather).
+func plumbing(fn string) bool {
+	short := fn[strings.LastIndexByte(fn, '/')+1:]
+	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(short, "consensus.")
+}
+
+// frames resolves the path (slow: only for error messages and snapshots).
+func (p *Path) frames() []runtime.Frame {
+	if p == nil || p.n == 0 {
+		return nil
+	}
+	pcs := make([]uintptr, p.n)
+	for i, off := range p.pcs[:p.n] {
+		pcs[i] = uintptr(off + int64(anchor))
+	}
+	var out []runtime.Frame
+	fr := runtime.CallersFrames(pcs)
+	for {
+		f, more := fr.Next()
+		out = append(out, f)
+		if !more {
+			break
+		}
+	}
+	return out
+}
+
+// siteFrames is how many frames outside the plumbing a site names.
+const siteFrames = 3
+
+// Site renders the path for a reader: the first frames outside the
+// collective plumbing, innermost first ("transceiver/check.go:88 (check) <
+// executor/ctx.go:61 (ctxCheck) < executor/ctx.go:40 (run)"), so a status
+// check entered from two branches of the executor reads differently.
+func (p *Path) Site() string {
+	var parts []string
+	all := p.frames()
+	for _, f := range all {
+		if plumbing(f.Function) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function)))
+		if len(parts) == siteFrames {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		if len(all) == 0 {
+			return "?"
+		}
+		f := all[0]
+		return fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function))
+	}
+	return strings.Join(parts, " < ")
+}
+
+// divergence names where two paths part: the first frame (from the
+// outermost common one inwards) at which they differ, for a desync message.
+func divergence(a, b *Path) string {
+	fa, fb := a.frames(), b.frames()
+	i, j := len(fa)-1, len(fb)-1
+	for i >= 0 && j >= 0 && fa[i].Function == fb[j].Function && fa[i].Line == fb[j].Line {
+		i--
+		j--
+	}
+	at := func(fs []runtime.Frame, k int) string {
+		if k < 0 {
+			return "(end of path)"
+		}
+		return fmt.Sprintf("%s:%d (%s)", shortFile(fs[k].File), fs[k].Line, shortFunc(fs[k].Function))
+	}
+	return at(fa, i) + " vs " + at(fb, j)
+}
+
+// capture fills p with the call path that starts in the caller of the
+// function that called capture (a checked method, which is never inlined:
+// it is called through the Comm interface).
+//
+//go:noinline
+func (p *Path) capture() {
+	// Skip the return addresses into capture and into the checked method.
+	p.n = walkFrames(&p.pcs, 2)
+	for i := range p.n {
+		p.pcs[i] -= int64(anchor)
+	}
+}
