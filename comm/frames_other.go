@@ -6,6 +6,7 @@ import "runtime"
 
 // walkFrames falls back to runtime.Callers where the frame-pointer walk is
 // not implemented (slower, same result).
+//
 //go:noinline
 func walkFrames(pcs *[pathDepth]int64, skip int) int {
 	var buf [pathDepth]uintptr
