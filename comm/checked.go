@@ -234,7 +234,7 @@ func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err err
 func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
 	if bte != nil {
-		te.Missing, te.Cause = slices.Clone(bte.Missing), bte.Cause
+		te.Missing, te.MissingWorld, te.Cause = slices.Clone(bte.Missing), slices.Clone(bte.MissingWorld), bte.Cause
 	}
 	ins, ok := Unwrap(c.raw).(Inspector)
 	if !ok {

@@ -115,16 +115,24 @@ type PeerRecords struct {
 type TimeoutError struct {
 	Group   string
 	Self    int
-	Waiting Entry         // the collective this rank was waiting in
-	Missing []int         // ranks of the group that never arrived
-	Peers   []PeerRecords // last operations of every rank, when known
-	Cause   error         // what the backend reported, when not the deadline itself
+	Waiting Entry // the collective this rank was waiting in
+	Missing []int // ranks of the group that never arrived
+	// MissingWorld is Missing as world ranks, when the backend knows them.
+	MissingWorld []int
+	Peers        []PeerRecords // last operations of every rank, when known
+	Cause        error         // what the backend reported, when not the deadline itself
 }
 
 func (e *TimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "comm: collective timeout on group %q: rank %d waited in %s #%d at %s; ranks %v never arrived",
-		e.Group, e.Self, e.Waiting.Kind, e.Waiting.Seq, e.Waiting.Site, e.Missing)
+	fmt.Fprintf(&b, "comm: collective timeout on group %q: rank %d waited in %s #%d", e.Group, e.Self, e.Waiting.Kind, e.Waiting.Seq)
+	if e.Waiting.Site != "" && e.Waiting.Site != "?" {
+		fmt.Fprintf(&b, " at %s", e.Waiting.Site)
+	}
+	fmt.Fprintf(&b, "; ranks %v never arrived", e.Missing)
+	if len(e.MissingWorld) == len(e.Missing) && len(e.Missing) > 0 {
+		fmt.Fprintf(&b, " (world ranks %v)", e.MissingWorld)
+	}
 	for _, p := range e.Peers {
 		if !containsInt(e.Missing, p.Rank) {
 			continue

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -62,6 +63,10 @@ type Config struct {
 	Log *zap.Logger
 	// Trace records trace events (Chrome trace format) per rank.
 	Trace bool
+	// Clock is the time source of the run: every timestamp, timed wait
+	// and modelled compute (clock.Real() when nil). Each rank of a
+	// simulated world gets its own.
+	Clock clock.Clock
 }
 
 // Defaults fills zero fields with their documented defaults.
@@ -93,6 +98,7 @@ func (c *Config) Defaults() {
 	if c.Log == nil {
 		c.Log = zap.NewNop()
 	}
+	c.Clock = clock.Or(c.Clock)
 }
 
 // Validate names the first field that breaks its rule.

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"
@@ -28,6 +29,12 @@ type loop struct {
 	faults rankFaults
 	log    *zap.Logger
 	t0     time.Time
+	clk    clock.Clock
+	waiter clock.Waiter // the loop goroutine's timed waits
+	// peerBound is how long a rank waits for a message a peer must send
+	// (the leader's tick, member wakes, the end of its own sends): the
+	// group's collective timeout.
+	peerBound time.Duration
 
 	leader   bool
 	myDP     int
@@ -91,7 +98,16 @@ type router struct {
 	freed   []int64 // closed loop: when each finished request freed a slot
 }
 
-func (l *loop) now() int64 { return time.Since(l.t0).Nanoseconds() }
+func (l *loop) now() int64 { return clock.Since(l.clk, l.t0).Nanoseconds() }
+
+// sleep waits d on the loop's clock (modelled compute, injected stalls and
+// delays: the wait is the work itself, not a wait for progress).
+func (l *loop) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	return l.waiter.Wait(ctx, nil, l.clk.Now().Add(d))
+}
 
 func (l *loop) isCtx() bool { return l.g.Role == transceiver.Context }
 
@@ -290,7 +306,7 @@ func (l *loop) intake(ctx context.Context) (bool, error) {
 		if d, ok := l.faults.stall[r.ID]; ok && !l.stalled[r.ID] {
 			l.stalled[r.ID] = true
 			l.log.Warn("injected stall", zap.Uint64("request", r.ID), zap.Duration("for", d))
-			if err := sleepCtx(ctx, d); err != nil {
+			if err := l.sleep(ctx, d); err != nil {
 				return false, err
 			}
 		}
@@ -347,7 +363,7 @@ func (l *loop) admit(ctx context.Context) ([]rec, error) {
 		}
 	}
 	if fit > 0 {
-		l.progress = time.Now()
+		l.progress = l.clk.Now()
 	}
 	return admitted, nil
 }
@@ -371,7 +387,7 @@ func (l *loop) noteCheck(res transceiver.Result, idle bool, start int64, name st
 	}
 	for _, x := range res.Reaped {
 		l.rep.ReapDelayNs = append(l.rep.ReapDelayNs, x.Reaped.Sub(x.Terminal).Nanoseconds())
-		l.progress = time.Now()
+		l.progress = l.clk.Now()
 		l.traceSpan("transfer", fmt.Sprintf("req %d %s", x.ID, x.State), x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(),
 			map[string]any{"bytes": x.Bytes, "reason": x.Reason})
 	}
@@ -388,30 +404,12 @@ func (l *loop) traceSpan(cat, name string, from, to int64, args map[string]any) 
 		PID: 0, TID: l.world.Rank(), Args: args})
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// computeCost models the GPU time of a step: a wait on a timer, which is
-// the simulated work itself, not a wait for progress.
-func computeCost(ctx context.Context, d time.Duration) error { return sleepCtx(ctx, d) }
-
 // idleWait blocks an idle rank until there is something to do: for the
 // leader an arrival, a message or a transfer event; for the other ranks the
 // leader's tick. It returns how long it waited. Transfers keep moving: every
 // event is pumped.
 func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
+	start := l.clk.Now()
 	deadline := start.Add(l.cfg.IdleTick)
 	if l.cfg.Replays.On(UnclampedPoll) && l.isCtx() {
 		// The old loop had no event-driven wait: its idle status check
@@ -444,7 +442,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 					}
 				}
 			}
-			if woken || l.tr.TerminalHeld() > l.heldSeen || len(l.inbox) > 0 || l.releasable() || !time.Now().Before(deadline) {
+			if woken || l.tr.TerminalHeld() > l.heldSeen || len(l.inbox) > 0 || l.releasable() || !l.clk.Now().Before(deadline) {
 				break
 			}
 			if err := l.tr.WaitEvent(ctx, deadline); err != nil {
@@ -458,7 +456,7 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 			}
 			l.outbox = append(l.outbox, q)
 		}
-		return time.Since(start), nil
+		return clock.Since(l.clk, start), nil
 	}
 	if l.tickReq == nil {
 		q, err := l.g.Executor.Irecv(l.tickBuf, 0, tagTick)
@@ -468,6 +466,10 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 		l.tickReq = q
 	}
 	signalled := l.heldSeen
+	// The leader ticks as soon as its own idle wait ends (at most an idle
+	// tick, or an event): waiting longer than the group's bound means it is
+	// stalled or gone, and this rank says so instead of waiting forever.
+	bound := start.Add(l.peerBound)
 	for {
 		l.tr.Pump()
 		if held := l.tr.TerminalHeld(); held > signalled {
@@ -485,12 +487,55 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 			if err != nil {
 				return 0, fmt.Errorf("executor: tick: %w", err)
 			}
-			return time.Since(start), nil
+			return clock.Since(l.clk, start), nil
 		}
-		if err := l.tr.WaitEvent(ctx, time.Now().Add(l.cfg.IdleTick)); err != nil {
+		now := l.clk.Now()
+		if !now.Before(bound) {
+			return 0, l.peerTimeout(0, "the leader's idle tick", start)
+		}
+		wake := now.Add(l.cfg.IdleTick)
+		if bound.Before(wake) {
+			wake = bound
+		}
+		if err := l.tr.WaitEvent(ctx, wake); err != nil {
 			return 0, err
 		}
 	}
+}
+
+// waitPeer waits for q, a message to or from peer (a group rank, or
+// comm.AnySource) that the peer must take part in, for at most the peer
+// bound, pumping transfers meanwhile. Past the bound it returns a
+// collective timeout naming the peer: a stalled or dead rank is named, not
+// waited for.
+func (l *loop) waitPeer(ctx context.Context, q comm.Request, peer int, what string) (comm.Status, error) {
+	start := l.clk.Now()
+	bound := start.Add(l.peerBound)
+	for {
+		st, done, err := q.Test()
+		if done {
+			return st, err
+		}
+		if !l.clk.Now().Before(bound) {
+			return st, l.peerTimeout(peer, what, start)
+		}
+		l.tr.Pump()
+		if err := l.tr.WaitEvent(ctx, bound); err != nil {
+			return st, err
+		}
+	}
+}
+
+// peerTimeout is the error of a point-to-point wait on peer that ran past
+// the peer bound (what: what was awaited).
+func (l *loop) peerTimeout(peer int, what string, since time.Time) error {
+	te := &comm.TimeoutError{Group: l.g.Executor.Name(), Self: l.g.Executor.Rank(),
+		Waiting: comm.Entry{Rank: l.g.Executor.Rank(), Kind: comm.KindRecv, Site: "executor: " + what},
+		Cause:   fmt.Errorf("%s rank %d waited %v (the collective timeout)", l.g.Role, l.g.Rank, clock.Since(l.clk, since).Round(time.Millisecond))}
+	if peer != comm.AnySource {
+		te.Missing = []int{peer}
+	}
+	return te
 }
 
 // releasable reports whether the router could release a request now.
@@ -505,13 +550,13 @@ func (l *loop) releasable() bool {
 	if rt.arrival.Kind == Burst {
 		return true
 	}
-	return !l.t0.Add(rt.reqs[rt.next].At).After(time.Now())
+	return !l.t0.Add(rt.reqs[rt.next].At).After(l.clk.Now())
 }
 
 // stallCheck ends the run with ErrStalled when work waits and nothing has
 // progressed for StallTimeout.
 func (l *loop) stallCheck() error {
-	if len(l.waiting) == 0 || time.Since(l.progress) < l.cfg.StallTimeout {
+	if len(l.waiting) == 0 || clock.Since(l.clk, l.progress) < l.cfg.StallTimeout {
 		return nil
 	}
 	st := l.pool.Stats()
@@ -552,8 +597,6 @@ func (l *loop) drainWakes(ctx context.Context) error {
 	if !l.leader {
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	for l.wakesRecv < l.fitBuf[0] {
 		if l.wakeReq == nil {
 			q, err := l.g.Executor.Irecv(l.wakeBuf, comm.AnySource, tagWake)
@@ -562,8 +605,8 @@ func (l *loop) drainWakes(ctx context.Context) error {
 			}
 			l.wakeReq = q
 		}
-		if _, err := l.wakeReq.Wait(dctx); err != nil {
-			return fmt.Errorf("executor: draining %d member wakes: %w", l.fitBuf[0]-l.wakesRecv, err)
+		if _, err := l.waitPeer(ctx, l.wakeReq, comm.AnySource, fmt.Sprintf("%d member wakes", l.fitBuf[0]-l.wakesRecv)); err != nil {
+			return fmt.Errorf("executor: draining member wakes: %w", err)
 		}
 		l.wakeReq = nil
 		l.wakesRecv++
@@ -576,7 +619,7 @@ func (l *loop) runCtx(ctx context.Context) error {
 	sync := l.cfg.Mode == transceiver.Sync
 	group := l.g.Executor.Size()
 	for {
-		if err := sleepCtx(ctx, l.faults.delay); err != nil {
+		if err := l.sleep(ctx, l.faults.delay); err != nil {
 			return err
 		}
 		iterStart := l.now()
@@ -667,7 +710,7 @@ func (l *loop) prefill(ctx context.Context, batch []rec) error {
 	for _, r := range batch {
 		tokens += r.Tokens
 	}
-	if err := computeCost(ctx, time.Duration(tokens)*l.cfg.PrefillPerToken); err != nil {
+	if err := l.sleep(ctx, time.Duration(tokens)*l.cfg.PrefillPerToken); err != nil {
 		return err
 	}
 	for i := range batch {
@@ -703,7 +746,7 @@ func (l *loop) runGen(ctx context.Context) error {
 	sync := l.cfg.Mode == transceiver.Sync
 	group := l.g.Executor.Size()
 	for {
-		if err := sleepCtx(ctx, l.faults.delay); err != nil {
+		if err := l.sleep(ctx, l.faults.delay); err != nil {
 			return err
 		}
 		iterStart := l.now()
@@ -715,7 +758,7 @@ func (l *loop) runGen(ctx context.Context) error {
 			return err
 		}
 		for _, r := range admitted {
-			g := &genReq{r: r, admitted: time.Now()}
+			g := &genReq{r: r, admitted: l.clk.Now()}
 			l.gen[r.ID] = g
 			l.order = append(l.order, r.ID)
 			l.recs[r.ID] = &RequestRecord{ID: r.ID, Tokens: int(r.Tokens), Output: int(r.Output), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP),
@@ -986,11 +1029,11 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 	}
 	if active > 0 {
 		start := l.now()
-		if err := computeCost(ctx, l.cfg.DecodePerStep); err != nil {
+		if err := l.sleep(ctx, l.cfg.DecodePerStep); err != nil {
 			return false, err
 		}
 		l.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, l.now(), nil)
-		l.progress = time.Now() // a decode step is progress, even before a request finishes
+		l.progress = l.clk.Now() // a decode step is progress, even before a request finishes
 	}
 	now := l.now()
 	keep := l.order[:0]
@@ -1026,7 +1069,7 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 	for _, id := range finished {
 		rr := l.recs[id]
 		delete(l.gen, id)
-		l.progress = time.Now()
+		l.progress = l.clk.Now()
 		if !l.leader {
 			continue
 		}

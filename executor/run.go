@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/gpu"
@@ -34,7 +35,7 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) 
 	}
 	// One agreed start time: world rank 0's clock, broadcast.
 	var t0b [8]byte
-	binary.LittleEndian.PutUint64(t0b[:], uint64(time.Now().UnixNano()))
+	binary.LittleEndian.PutUint64(t0b[:], uint64(cfg.Clock.Now().UnixNano()))
 	got, err := world.Bcast(ctx, 0, t0b[:])
 	if err != nil {
 		return nil, fmt.Errorf("executor: start: %w", err)
@@ -82,7 +83,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 		return RankReport{}, err
 	}
 	tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: cfg.Ctx, Gen: cfg.Gen, Model: cfg.Model, Rank: g.Rank,
-		World: world, Scope: g.Scope, Pool: pool, Mode: cfg.Mode, SenderWaitSlice: cfg.SenderWaitSlice,
+		World: world, Scope: g.Scope, Pool: pool, Mode: cfg.Mode, SenderWaitSlice: cfg.SenderWaitSlice, Clock: cfg.Clock,
 		GenPollInterval: cfg.GenPollInterval, TransferTimeout: cfg.TransferTimeout,
 		Replays: transceiver.Replays{UnclampedPoll: cfg.Replays.On(UnclampedPoll)}, Log: log, Faults: faults.tx})
 	if err != nil {
@@ -91,7 +92,8 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 	l := &loop{cfg: cfg, world: world, ctl: ctl, g: g, tr: tr, pool: pool, shard: shard, layout: layout, faults: faults, log: log, t0: t0,
 		leader: g.Executor.Rank() == 0, myDP: layout.Coord(g.Rank).DP, gen: map[uint64]*genReq{}, recs: map[uint64]*RequestRecord{},
 		stalled: map[uint64]bool{},
-		ctlBuf:  make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1), progress: time.Now()}
+		ctlBuf:  make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1),
+		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(), peerBound: peerBound(world), progress: cfg.Clock.Now()}
 	l.rep = RankReport{WorldRank: world.Rank(), Role: g.Role.String(), Rank: g.Rank, Leader: l.leader, PoolBlocks: blocks}
 	// How many requests this executor group handles: all of them under
 	// attention-DP, else those of its DP index.
@@ -140,12 +142,11 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, c
 func (l *loop) finish(ctx context.Context) error {
 	var errs []error
 	// Our sends must complete before we go (the receivers are still
-	// running until they, too, finish).
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	// running until they, too, finish), within the peer bound.
 	for _, q := range l.outbox {
-		if _, err := q.Wait(dctx); err != nil {
+		if _, err := l.waitPeer(ctx, q, comm.AnySource, "a pending message to be received"); err != nil {
 			errs = append(errs, fmt.Errorf("executor: pending message: %w", err))
+			break
 		}
 	}
 	l.outbox = nil
@@ -176,6 +177,15 @@ func (l *loop) finish(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// peerBound is the bound of a point-to-point wait on a peer: the world's
+// collective timeout when its backend bounds collectives, else the default.
+func peerBound(world comm.Comm) time.Duration {
+	if d := comm.TimeoutOf(world); d > 0 {
+		return d
+	}
+	return comm.DefaultCollectiveTimeout
 }
 
 // collect sends every rank's report to world rank 0, which merges them.
@@ -212,7 +222,7 @@ func collect(ctx context.Context, world, ctl comm.Comm, cfg *Config, rep RankRep
 		reps = append(reps, r)
 	}
 	slices.SortFunc(reps, func(a, b RankReport) int { return a.WorldRank - b.WorldRank })
-	return buildReport(cfg, reps, time.Since(t0)), nil
+	return buildReport(cfg, reps, clock.Since(cfg.Clock, t0)), nil
 }
 
 // RunLocal runs a whole disaggregated run in this process, one goroutine per
@@ -225,7 +235,7 @@ func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout t
 		return nil, err
 	}
 	var rep *Report
-	err := local.Run(ctx, cfg.Ranks(), local.Config{Checked: checked, Timeout: collectiveTimeout}, func(ctx context.Context, c comm.Comm) error {
+	err := local.Run(ctx, cfg.Ranks(), local.Config{Checked: checked, Timeout: collectiveTimeout, Clock: cfg.Clock}, func(ctx context.Context, c comm.Comm) error {
 		r, err := RunRank(ctx, c, cfg)
 		if c.Rank() == 0 && r != nil {
 			rep = r

@@ -67,10 +67,11 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.idleTick, "idle-tick", executor.DefaultIdleTick, "longest idle wait between iterations (events end it sooner)")
 	fs.DurationVar(&f.stall, "stall-timeout", executor.DefaultStallTimeout, "waiting work with no progress this long ends the run (ErrStalled)")
 	fs.BoolVar(&f.checked, "checked", false, "checked collectives: desync and timeout errors name call sites and ranks")
-	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout, "checked mode: deadline of one collective")
+	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout,
+		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (a run that reaches it ends with an error naming this flag)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 }
 

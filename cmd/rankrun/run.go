@@ -73,11 +73,11 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		if *ranks != 0 && *ranks != cfg.Ranks() {
 			return usagef("--ranks %d: ctx %s (%d ranks) + gen %s (%d ranks) need %d", *ranks, cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks())
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+		ctx, cancel := f.runContext()
 		defer cancel()
 		rep, err := executor.RunLocal(ctx, cfg, f.checked, f.collTimeout)
 		if err != nil {
-			return err
+			return f.runError(ctx, err)
 		}
 		return emit(rep, *jsonOut, *traceFile, stdout)
 	}
@@ -112,10 +112,11 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 		return exitError{code: w.Finalize(2)}
 	}
 	cfg.Log = cfg.Log.With(zap.Int("world_rank", w.Rank()))
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	ctx, cancel := f.runContext()
 	defer cancel()
 	rep, err := executor.RunRank(ctx, w.Comm(), cfg)
 	if err != nil {
+		err = f.runError(ctx, err)
 		fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), err)
 		var te *comm.TimeoutError
 		if errors.As(err, &te) {
@@ -154,6 +155,23 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 		}
 	}
 	return exitError{code: final}
+}
+
+// errRunTimeout is the cause of a run that reached its --timeout.
+var errRunTimeout = errors.New("the run did not finish within --timeout")
+
+// runContext is the context of one run: it ends at --timeout.
+func (f runFlags) runContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.Background(), f.timeout, fmt.Errorf("%w %v", errRunTimeout, f.timeout))
+}
+
+// runError names the flag when a run ended on its own --timeout (whatever
+// wait first noticed the deadline), so the user knows what to raise.
+func (f runFlags) runError(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errRunTimeout) && !errors.Is(err, errRunTimeout) {
+		return fmt.Errorf("%w %v (raise --timeout, or look for a hang): %w", errRunTimeout, f.timeout, err)
+	}
+	return err
 }
 
 // emit prints the report and writes the trace; a report with errors or

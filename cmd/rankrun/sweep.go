@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -141,8 +140,11 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 			bar.Describe(fmt.Sprintf("%s %s", r.pair, r.arrival))
 		}
 		r.cfg.Log = log
-		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+		ctx, cancel := f.runContext()
 		r.rep, r.err = executor.RunLocal(ctx, r.cfg, f.checked, f.collTimeout)
+		if r.err != nil {
+			r.err = f.runError(ctx, r.err)
+		}
 		cancel()
 		if r.rep == nil {
 			r.rep = failedReport(&r.cfg, r.err)

@@ -127,6 +127,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kin
 			for i, arrived := range g.waiting {
 				if !arrived {
 					te.Missing = append(te.Missing, i)
+					te.MissingWorld = append(te.MissingWorld, g.members[i])
 				}
 			}
 			g.breakLocked(te)
