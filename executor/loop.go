@@ -348,6 +348,11 @@ func (l *loop) admit(ctx context.Context) ([]rec, error) {
 		}
 		fit = int(l.fitBuf[0])
 	}
+	if fit == 0 {
+		// Requests wait and the agreed answer is that none fits: the
+		// pools are full (of blocks a reap would free, or of live work).
+		l.rep.AdmissionBlocked++
+	}
 	admitted := append([]rec(nil), l.waiting[:fit]...)
 	l.waiting = append(l.waiting[:0], l.waiting[fit:]...)
 	for _, r := range admitted {

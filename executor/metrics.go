@@ -88,6 +88,9 @@ type RankReport struct {
 	ReapDelayNs    []int64         `json:"reap_delay_ns,omitempty"`
 	StatusChecks   int             `json:"status_checks"`
 	IdleCheckColl  int             `json:"idle_check_collectives"` // collectives entered by idle-path status checks
+	// AdmissionBlocked counts iterations in which requests waited and the
+	// group agreed that none fit its pools.
+	AdmissionBlocked int `json:"admission_blocked"`
 	Collectives    uint64          `json:"collectives"`            // consensus collectives entered
 	MaxPollWaitNs  int64           `json:"max_poll_wait_ns"`
 	BytesSent      int64           `json:"bytes_sent"`

@@ -55,7 +55,13 @@ type InstanceReport struct {
 	StatusChecks      int     `json:"status_checks"`
 	MaxPollWaitMs     float64 `json:"max_poll_wait_ms"`
 	CancelRefused     int     `json:"cancel_refused"`
-	BytesSent         int64   `json:"bytes_sent"`
+	// AdmissionBlocked: iterations in which requests waited and none fit
+	// (the most of any rank).
+	AdmissionBlocked int `json:"admission_blocked_iterations"`
+	// IdleCollectives: collectives entered by status checks of idle
+	// iterations, over the instance's ranks.
+	IdleCollectives int   `json:"idle_check_collectives"`
+	BytesSent       int64 `json:"bytes_sent"`
 	BytesReceived     int64   `json:"bytes_received"`
 	BytesVerified     int64   `json:"bytes_verified"`
 	UsedBlocksAtEnd   int     `json:"used_blocks_at_end"`
@@ -91,6 +97,8 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		ir.StatusChecks += rr.StatusChecks
 		ir.MaxPollWaitMs = max(ir.MaxPollWaitMs, float64(rr.MaxPollWaitNs)/1e6)
 		ir.CancelRefused += rr.CancelRefused
+		ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
+		ir.IdleCollectives += rr.IdleCheckColl
 		ir.BytesSent += rr.BytesSent
 		ir.BytesReceived += rr.BytesReceived
 		ir.BytesVerified += rr.BytesVerified

@@ -102,6 +102,8 @@ var figures = func() map[string]figure {
 		m[role+"-peak-kv"] = figure{false, func(r *executor.Report) float64 { return r.Instances[side].PeakKVUtil }, ""}
 		m[role+"-peak-pinned"] = figure{false, func(r *executor.Report) float64 { return r.Instances[side].PeakPinnedUtil }, ""}
 		m[role+"-cancel-refused"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].CancelRefused) }, ""}
+		m[role+"-admission-blocked"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].AdmissionBlocked) }, ""}
+		m[role+"-idle-collectives"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].IdleCollectives) }, ""}
 	}
 	for name, f := range map[string]func(r *executor.Report) executor.Dist{
 		"ttft":       func(r *executor.Report) executor.Dist { return r.TTFTMs },
