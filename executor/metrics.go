@@ -77,33 +77,33 @@ type TraceEvent struct {
 
 // RankReport is what one rank measured. World rank 0 collects them.
 type RankReport struct {
-	WorldRank      int             `json:"world_rank"`
-	Role           string          `json:"role"`
-	Rank           int             `json:"rank"`
-	Leader         bool            `json:"leader"`
-	Iterations     int             `json:"iterations"`
-	IdleIterations int             `json:"idle_iterations"`
-	IdleStepNs     []int64         `json:"idle_step_ns,omitempty"`
-	BusyStepNs     []int64         `json:"busy_step_ns,omitempty"`
-	ReapDelayNs    []int64         `json:"reap_delay_ns,omitempty"`
-	StatusChecks   int             `json:"status_checks"`
-	IdleCheckColl  int             `json:"idle_check_collectives"` // collectives entered by idle-path status checks
+	WorldRank      int     `json:"world_rank"`
+	Role           string  `json:"role"`
+	Rank           int     `json:"rank"`
+	Leader         bool    `json:"leader"`
+	Iterations     int     `json:"iterations"`
+	IdleIterations int     `json:"idle_iterations"`
+	IdleStepNs     []int64 `json:"idle_step_ns,omitempty"`
+	BusyStepNs     []int64 `json:"busy_step_ns,omitempty"`
+	ReapDelayNs    []int64 `json:"reap_delay_ns,omitempty"`
+	StatusChecks   int     `json:"status_checks"`
+	IdleCheckColl  int     `json:"idle_check_collectives"` // collectives entered by idle-path status checks
 	// AdmissionBlocked counts iterations in which requests waited and the
 	// group agreed that none fit its pools.
-	AdmissionBlocked int `json:"admission_blocked"`
-	Collectives    uint64          `json:"collectives"`            // consensus collectives entered
-	MaxPollWaitNs  int64           `json:"max_poll_wait_ns"`
-	BytesSent      int64           `json:"bytes_sent"`
-	BytesReceived  int64           `json:"bytes_received"`
-	BytesVerified  int64           `json:"bytes_verified"`
-	PoolBlocks     int             `json:"pool_blocks"`
-	PeakUsed       int             `json:"peak_used"`
-	PeakPinned     int             `json:"peak_pinned"`
-	UsedAtEnd      int             `json:"used_at_end"`
-	PinnedAtEnd    int             `json:"pinned_at_end"`
-	CancelRefused  int             `json:"cancel_refused"`
-	InvariantError string          `json:"invariant_error,omitempty"`
-	Requests       []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
-	Trace          []TraceEvent    `json:"trace,omitempty"`
-	Error          string          `json:"error,omitempty"`
+	AdmissionBlocked int             `json:"admission_blocked"`
+	Collectives      uint64          `json:"collectives"` // consensus collectives entered
+	MaxPollWaitNs    int64           `json:"max_poll_wait_ns"`
+	BytesSent        int64           `json:"bytes_sent"`
+	BytesReceived    int64           `json:"bytes_received"`
+	BytesVerified    int64           `json:"bytes_verified"`
+	PoolBlocks       int             `json:"pool_blocks"`
+	PeakUsed         int             `json:"peak_used"`
+	PeakPinned       int             `json:"peak_pinned"`
+	UsedAtEnd        int             `json:"used_at_end"`
+	PinnedAtEnd      int             `json:"pinned_at_end"`
+	CancelRefused    int             `json:"cancel_refused"`
+	InvariantError   string          `json:"invariant_error,omitempty"`
+	Requests         []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
+	Trace            []TraceEvent    `json:"trace,omitempty"`
+	Error            string          `json:"error,omitempty"`
 }

@@ -44,28 +44,28 @@ type Report struct {
 
 // InstanceReport summarises one side.
 type InstanceReport struct {
-	Role              string  `json:"role"`
-	Layout            string  `json:"layout"`
-	Ranks             int     `json:"ranks"`
-	PoolBlocks        int     `json:"pool_blocks_per_rank"`
-	PeakKVUtil        float64 `json:"peak_kv_util"`
-	PeakPinnedUtil    float64 `json:"peak_pinned_util"`
-	Iterations        int     `json:"iterations"`
-	IdleIterations    int     `json:"idle_iterations"`
-	StatusChecks      int     `json:"status_checks"`
-	MaxPollWaitMs     float64 `json:"max_poll_wait_ms"`
-	CancelRefused     int     `json:"cancel_refused"`
+	Role           string  `json:"role"`
+	Layout         string  `json:"layout"`
+	Ranks          int     `json:"ranks"`
+	PoolBlocks     int     `json:"pool_blocks_per_rank"`
+	PeakKVUtil     float64 `json:"peak_kv_util"`
+	PeakPinnedUtil float64 `json:"peak_pinned_util"`
+	Iterations     int     `json:"iterations"`
+	IdleIterations int     `json:"idle_iterations"`
+	StatusChecks   int     `json:"status_checks"`
+	MaxPollWaitMs  float64 `json:"max_poll_wait_ms"`
+	CancelRefused  int     `json:"cancel_refused"`
 	// AdmissionBlocked: iterations in which requests waited and none fit
 	// (the most of any rank).
 	AdmissionBlocked int `json:"admission_blocked_iterations"`
 	// IdleCollectives: collectives entered by status checks of idle
 	// iterations, over the instance's ranks.
-	IdleCollectives int   `json:"idle_check_collectives"`
-	BytesSent       int64 `json:"bytes_sent"`
-	BytesReceived     int64   `json:"bytes_received"`
-	BytesVerified     int64   `json:"bytes_verified"`
-	UsedBlocksAtEnd   int     `json:"used_blocks_at_end"`
-	PinnedBlocksAtEnd int     `json:"pinned_blocks_at_end"`
+	IdleCollectives   int   `json:"idle_check_collectives"`
+	BytesSent         int64 `json:"bytes_sent"`
+	BytesReceived     int64 `json:"bytes_received"`
+	BytesVerified     int64 `json:"bytes_verified"`
+	UsedBlocksAtEnd   int   `json:"used_blocks_at_end"`
+	PinnedBlocksAtEnd int   `json:"pinned_blocks_at_end"`
 }
 
 func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report {
