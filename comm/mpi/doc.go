@@ -53,6 +53,13 @@
 // comm.Gathered — does not allocate in unchecked mode (tested with
 // testing.AllocsPerRun). Point-to-point buffers are the caller's Go memory,
 // pinned with runtime.Pinner from Isend/Irecv until the request completes.
+// Until then the engine also holds the request in its in-flight list, so a
+// caller may drop a request it stopped waiting for (an error path): the
+// buffer stays pinned and alive for MPI, and the responder releases it once
+// MPI completes the request (a receive nothing ever matches stays held, as
+// an abandoned collective does). Without the list, the next garbage
+// collection would find the dropped request's Pinner and panic ("found
+// leaking pinned pointer"), or free a buffer MPI still writes.
 //
 // # Abandoned collectives
 //

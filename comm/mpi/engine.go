@@ -28,6 +28,8 @@ type engine struct {
 	live      map[*mpiComm]struct{} // communicators whose inspection channel is open
 	orphans   []orphan              // abandoned collectives MPI has not completed yet
 	sends     []*C.rr_p2p           // inspection messages in flight
+	inflight  []*request            // point-to-point requests MPI has not completed
+	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
 
@@ -217,6 +219,44 @@ func (e *engine) reapLocked() {
 	}
 }
 
+// dropInflightLocked takes r (done) off the in-flight list. e.mu held.
+func (e *engine) dropInflightLocked(r *request) {
+	last := len(e.inflight) - 1
+	moved := e.inflight[last]
+	e.inflight[r.idx] = moved
+	moved.idx = r.idx
+	e.inflight[last] = nil
+	e.inflight = e.inflight[:last]
+	r.idx = -1
+}
+
+// reapBatch bounds how many in-flight requests one responder tick tests.
+const reapBatch = 32
+
+// reapRequestsLocked tests up to reapBatch in-flight point-to-point
+// requests, round robin, and finishes those MPI has completed. This is what
+// releases a request its caller dropped before completion (an error path
+// that stops waiting): the engine's list kept its buffer pinned and alive
+// until now. A request that never completes (a receive nothing matches)
+// stays listed, its buffer held, until MPI_Finalize, as abandoned
+// collectives do. Requests a caller still holds may be completed here too:
+// their next Test or Wait reports the outcome. e.mu held.
+func (e *engine) reapRequestsLocked() {
+	if e.finalized {
+		return
+	}
+	for range min(reapBatch, len(e.inflight)) {
+		if e.reapNext >= len(e.inflight) {
+			e.reapNext = 0
+		}
+		r := e.inflight[e.reapNext]
+		r.testLocked(false, 1) // when done, r leaves the list and another takes its slot
+		if !r.done {
+			e.reapNext++
+		}
+	}
+}
+
 // responder runs until stop: it takes mu briefly every few milliseconds so
 // that a rank busy with rank-local work (or blocked outside MPI) still
 // answers inspection requests and progresses MPI.
@@ -231,6 +271,7 @@ func (e *engine) responder(every time.Duration) {
 		case <-t.C:
 			e.mu.Lock()
 			e.serviceLocked()
+			e.reapRequestsLocked()
 			e.mu.Unlock()
 		}
 	}
