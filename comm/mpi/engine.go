@@ -122,12 +122,18 @@ const spinPolls = 16
 const serviceEvery = 64
 
 // waitColl polls c's collective in flight until MPI completes it, ctx
-// ends, or c is closed. On any early return the collective is orphaned and
-// c broken: the caller must not touch c.co again.
-func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
+// ends, c is closed, or c's bound passes (counted from w.start: the first
+// empty poll of the collective's first operation). On any early return the
+// collective is orphaned and c broken: the caller must not touch c.co
+// again.
+func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) error {
 	done := ctx.Done()
 	co := c.co
 	waitStart := time.Now()
+	if w.start.IsZero() {
+		w.start = waitStart
+	}
+	deadline := w.start.Add(c.timeout)
 	for i := 0; ; i++ {
 		e.mu.Lock()
 		rc := C.rr_test_spin(co, spinPolls)
@@ -154,6 +160,9 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
 		if c.closed.Load() {
 			return c.abandon(op, comm.ErrClosed)
 		}
+		if !time.Now().Before(deadline) {
+			return c.timedOut(w.kind)
+		}
 		backoff(i, waitStart)
 	}
 }
@@ -175,14 +184,15 @@ func (e *engine) serviceLocked() {
 		src := int(C.rr_insp_source(in))
 		nonce := int64(in.nonce)
 		C.rr_insp_post(in)
-		e.replyLocked(in, src, nonce)
+		e.replyLocked(in, src, reply{nonce: nonce, entered: c.entered})
 	}
 	e.reapLocked()
 }
 
-// replyLocked sends this rank's flight records to src.
-func (e *engine) replyLocked(in *C.rr_insp, src int, nonce int64) {
-	msg := encodeReply(nonce, e.rec.Snapshot())
+// replyLocked sends rp, with this rank's flight records, to src.
+func (e *engine) replyLocked(in *C.rr_insp, src int, rp reply) {
+	rp.recs = e.rec.Snapshot()
+	msg := encodeReply(rp)
 	p := C.rr_p2p_new()
 	p.owned = (*C.char)(C.CBytes(msg))
 	if C.rr_insp_reply(in, p, C.int(len(msg)), C.int(src)) != C.MPI_SUCCESS {
