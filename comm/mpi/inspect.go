@@ -100,7 +100,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 		select {
 		case <-done:
 			for p := range waiting {
-				out[p].Err = fmt.Errorf("no answer to the stall inspector within %v: %w", time.Since(start).Round(time.Millisecond), ctx.Err())
+				out[p].Err = &noAnswer{after: time.Since(start).Round(time.Millisecond), cause: ctx.Err()}
 			}
 			return out
 		default:
@@ -159,3 +159,13 @@ func callerSite() string {
 		}
 	}
 }
+
+// noAnswer is PeerRecords.Err for a peer that did not answer the stall
+// inspector before its context ended (it unwraps to the context's error).
+type noAnswer struct {
+	after time.Duration
+	cause error
+}
+
+func (e *noAnswer) Error() string { return fmt.Sprintf("no answer to the stall inspector within %v", e.after) }
+func (e *noAnswer) Unwrap() error { return e.cause }
