@@ -32,11 +32,14 @@ test-go:
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./...
 
 # The MPI backend's conformance suite under mpirun (np 2, 4, TCP), the CLI
-# under mpirun (np 5 equals in-process), and scenarios under mpirun.
+# under mpirun (np 5 equals in-process), scenarios under mpirun, and a rank
+# frozen with SIGSTOP in the default mode (the job ends within the
+# collective timeout, naming it).
 test-mpi: mpi-deps
 	@scripts/test-mpi.sh
 	@scripts/test-mpi-cli.sh
 	@if [ -x scripts/test-mpi-scenarios.sh ]; then scripts/test-mpi-scenarios.sh; else echo "test-mpi: scripts/test-mpi-scenarios.sh missing" >&2; exit 1; fi
+	@scripts/test-mpi-freeze.sh
 
 bench: mpi-deps
 	@scripts/bench.sh

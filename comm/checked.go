@@ -234,7 +234,8 @@ func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err err
 func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
 	if bte != nil {
-		te.Missing, te.MissingWorld, te.Cause = slices.Clone(bte.Missing), slices.Clone(bte.MissingWorld), bte.Cause
+		te.Missing, te.Cause, te.Bound, te.WorldRanks = slices.Clone(bte.Missing), bte.Cause, bte.Bound, bte.WorldRanks
+		te.Peers = bte.Peers
 	}
 	ins, ok := Unwrap(c.raw).(Inspector)
 	if !ok {
@@ -250,9 +251,11 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	ictx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
 	defer cancel()
 	te.Peers = ins.InspectPeers(ictx)
-	if bte != nil && bte.Missing != nil {
-		return te
-	}
+	// A rank whose flight records show it entered this collective arrived,
+	// if late: the culprit is a rank that never did. Where the backend
+	// said who was missing at its bound, keep those of them that still
+	// have not arrived (all of them, if that would leave none).
+	var never []int
 	for _, p := range te.Peers {
 		if p.Rank == self.Rank {
 			continue
@@ -264,9 +267,12 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 				break
 			}
 		}
-		if !arrived {
-			te.Missing = append(te.Missing, p.Rank)
+		if !arrived && (bte == nil || bte.Missing == nil || slices.Contains(bte.Missing, p.Rank)) {
+			never = append(never, p.Rank)
 		}
+	}
+	if len(never) > 0 || bte == nil || bte.Missing == nil {
+		te.Missing = never
 	}
 	return te
 }

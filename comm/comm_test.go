@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -129,5 +130,29 @@ func TestReduceOps(t *testing.T) {
 	}
 	if ReduceOp(0).Valid() || ReduceOp(9).Valid() {
 		t.Error("unknown ops must be invalid")
+	}
+}
+
+func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
+	te := &TimeoutError{Group: "world/s1c0", Self: 0, Bound: 3 * time.Second, WorldRanks: []int{1, 2, 4},
+		Waiting: Entry{Kind: KindBcast, Seq: 41, Site: "?"}, Missing: []int{1, 2},
+		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 41}, {Rank: 1, Counted: true, Entered: 40},
+			{Rank: 2, Err: errors.New("no answer to the stall inspector within 300ms")}}}
+	msg := te.Error()
+	for _, want := range []string{`group "world/s1c0" after 3s`, "rank 0 waited in Bcast #41;", "ranks [1 2] never arrived (world ranks [2 4])",
+		"rank 1 is at #40", "rank 2 unreachable: no answer"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("timeout message %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, " at ?") {
+		t.Errorf("timeout message %q names an unknown site", msg)
+	}
+	if !strings.Contains(te.FlightLog(), "had entered 40 collectives") {
+		t.Errorf("flight log lacks the entered count:\n%s", te.FlightLog())
+	}
+	te.WorldRanks = []int{0, 1, 2}
+	if msg := te.Error(); strings.Contains(msg, "world ranks") {
+		t.Errorf("identity world ranks printed: %q", msg)
 	}
 }

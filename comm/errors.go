@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors. Backends and the checked layer wrap them with the rank,
@@ -108,6 +109,11 @@ type PeerRecords struct {
 	Rank    int // rank within the group
 	Records []OpRecord
 	Err     error // set when the rank could not be asked (dead, unreachable)
+	// Entered is how many collectives the rank had entered on the group
+	// when it answered, for a backend that counts them (then Counted): a
+	// rank whose count is below the waiting collective's Seq never arrived.
+	Entered uint64
+	Counted bool
 }
 
 // TimeoutError is returned (wrapping ErrCollectiveTimeout) when a collective
@@ -115,43 +121,76 @@ type PeerRecords struct {
 type TimeoutError struct {
 	Group   string
 	Self    int
-	Waiting Entry // the collective this rank was waiting in
-	Missing []int // ranks of the group that never arrived
-	// MissingWorld is Missing as world ranks, when the backend knows them.
-	MissingWorld []int
-	Peers        []PeerRecords // last operations of every rank, when known
-	Cause        error         // what the backend reported, when not the deadline itself
+	Waiting Entry         // the collective this rank was waiting in
+	Missing []int         // ranks of the group that never arrived
+	Peers   []PeerRecords // last operations of every rank, when known
+	Cause   error         // what the backend reported, when not the deadline itself
+	// Bound is the timeout that ran out, when the backend bounds its
+	// collectives itself (comm.Bounded); 0 otherwise.
+	Bound time.Duration
+	// WorldRanks maps each rank of Group to its rank in the world, when the
+	// backend knows it (nil otherwise), so the message can name processes.
+	WorldRanks []int
 }
 
 func (e *TimeoutError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "comm: collective timeout on group %q: rank %d waited in %s #%d", e.Group, e.Self, e.Waiting.Kind, e.Waiting.Seq)
+	fmt.Fprintf(&b, "comm: collective timeout on group %q", e.Group)
+	if e.Bound > 0 {
+		fmt.Fprintf(&b, " after %v", e.Bound)
+	}
+	fmt.Fprintf(&b, ": rank %d waited in %s #%d", e.Self, e.Waiting.Kind, e.Waiting.Seq)
 	if e.Waiting.Site != "" && e.Waiting.Site != "?" {
 		fmt.Fprintf(&b, " at %s", e.Waiting.Site)
 	}
-	fmt.Fprintf(&b, "; ranks %v never arrived", e.Missing)
-	if len(e.MissingWorld) == len(e.Missing) && len(e.Missing) > 0 {
-		fmt.Fprintf(&b, " (world ranks %v)", e.MissingWorld)
+	if len(e.Missing) == 0 {
+		b.WriteString("; no rank is missing (every rank entered it)")
+	} else {
+		fmt.Fprintf(&b, "; ranks %v never arrived", e.Missing)
+	}
+	if w := e.worldOf(e.Missing); w != nil {
+		fmt.Fprintf(&b, " (world ranks %v)", w)
 	}
 	for _, p := range e.Peers {
 		if !containsInt(e.Missing, p.Rank) {
 			continue
 		}
-		if p.Err != nil {
+		switch {
+		case p.Err != nil:
 			fmt.Fprintf(&b, "; rank %d unreachable: %v", p.Rank, p.Err)
-			continue
-		}
-		if len(p.Records) == 0 {
+		case len(p.Records) > 0:
+			fmt.Fprintf(&b, "; rank %d last: %s", p.Rank, p.Records[len(p.Records)-1])
+		case p.Counted:
+			fmt.Fprintf(&b, "; rank %d is at #%d", p.Rank, p.Entered)
+		default:
 			fmt.Fprintf(&b, "; rank %d has recorded no operation", p.Rank)
-			continue
 		}
-		last := p.Records[len(p.Records)-1]
-		fmt.Fprintf(&b, "; rank %d last: %s", p.Rank, last)
 	}
 	if e.Cause != nil {
 		fmt.Fprintf(&b, " (backend: %v)", e.Cause)
 	}
 	return b.String()
+}
+
+// worldOf maps group ranks to world ranks, or nil when the mapping is
+// unknown or the identity (nothing worth printing).
+func (e *TimeoutError) worldOf(ranks []int) []int {
+	if e.WorldRanks == nil || len(ranks) == 0 {
+		return nil
+	}
+	out := make([]int, 0, len(ranks))
+	same := true
+	for _, r := range ranks {
+		if r < 0 || r >= len(e.WorldRanks) {
+			return nil
+		}
+		out = append(out, e.WorldRanks[r])
+		same = same && e.WorldRanks[r] == r
+	}
+	if same {
+		return nil
+	}
+	return out
 }
 
 func (e *TimeoutError) Unwrap() error { return ErrCollectiveTimeout }
@@ -162,6 +201,9 @@ func (e *TimeoutError) FlightLog() string {
 	var b strings.Builder
 	for _, p := range e.Peers {
 		fmt.Fprintf(&b, "rank %d:\n", p.Rank)
+		if p.Counted {
+			fmt.Fprintf(&b, "  had entered %d collectives on %s\n", p.Entered, e.Group)
+		}
 		if p.Err != nil {
 			fmt.Fprintf(&b, "  unreachable: %v\n", p.Err)
 		}

@@ -389,6 +389,7 @@ func (l *loop) noteCheck(res transceiver.Result, idle bool, start int64, name st
 	l.heldSeen = l.tr.TerminalHeld()
 	if idle {
 		l.rep.IdleCheckColl += res.Collectives
+		l.rep.IdleReaped += len(res.Reaped)
 	}
 	for _, x := range res.Reaped {
 		l.rep.ReapDelayNs = append(l.rep.ReapDelayNs, x.Reaped.Sub(x.Terminal).Nanoseconds())

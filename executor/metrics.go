@@ -90,20 +90,23 @@ type RankReport struct {
 	IdleCheckColl  int     `json:"idle_check_collectives"` // collectives entered by idle-path status checks
 	// AdmissionBlocked counts iterations in which requests waited and the
 	// group agreed that none fit its pools.
-	AdmissionBlocked int             `json:"admission_blocked"`
-	Collectives      uint64          `json:"collectives"` // consensus collectives entered
-	MaxPollWaitNs    int64           `json:"max_poll_wait_ns"`
-	BytesSent        int64           `json:"bytes_sent"`
-	BytesReceived    int64           `json:"bytes_received"`
-	BytesVerified    int64           `json:"bytes_verified"`
-	PoolBlocks       int             `json:"pool_blocks"`
-	PeakUsed         int             `json:"peak_used"`
-	PeakPinned       int             `json:"peak_pinned"`
-	UsedAtEnd        int             `json:"used_at_end"`
-	PinnedAtEnd      int             `json:"pinned_at_end"`
-	CancelRefused    int             `json:"cancel_refused"`
-	InvariantError   string          `json:"invariant_error,omitempty"`
-	Requests         []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
-	Trace            []TraceEvent    `json:"trace,omitempty"`
-	Error            string          `json:"error,omitempty"`
+	AdmissionBlocked int `json:"admission_blocked"`
+	// IdleReaped counts transfers reaped by the status checks of idle
+	// iterations (the idle policy's reaps, seed 001's fix among them).
+	IdleReaped     int             `json:"idle_reaped"`
+	Collectives    uint64          `json:"collectives"` // consensus collectives entered
+	MaxPollWaitNs  int64           `json:"max_poll_wait_ns"`
+	BytesSent      int64           `json:"bytes_sent"`
+	BytesReceived  int64           `json:"bytes_received"`
+	BytesVerified  int64           `json:"bytes_verified"`
+	PoolBlocks     int             `json:"pool_blocks"`
+	PeakUsed       int             `json:"peak_used"`
+	PeakPinned     int             `json:"peak_pinned"`
+	UsedAtEnd      int             `json:"used_at_end"`
+	PinnedAtEnd    int             `json:"pinned_at_end"`
+	CancelRefused  int             `json:"cancel_refused"`
+	InvariantError string          `json:"invariant_error,omitempty"`
+	Requests       []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
+	Trace          []TraceEvent    `json:"trace,omitempty"`
+	Error          string          `json:"error,omitempty"`
 }

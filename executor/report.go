@@ -60,7 +60,9 @@ type InstanceReport struct {
 	AdmissionBlocked int `json:"admission_blocked_iterations"`
 	// IdleCollectives: collectives entered by status checks of idle
 	// iterations, over the instance's ranks.
-	IdleCollectives   int   `json:"idle_check_collectives"`
+	IdleCollectives int `json:"idle_check_collectives"`
+	// IdleReaped: transfers reaped by status checks of idle iterations.
+	IdleReaped        int   `json:"idle_reaped"`
 	BytesSent         int64 `json:"bytes_sent"`
 	BytesReceived     int64 `json:"bytes_received"`
 	BytesVerified     int64 `json:"bytes_verified"`
@@ -99,6 +101,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		ir.CancelRefused += rr.CancelRefused
 		ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
 		ir.IdleCollectives += rr.IdleCheckColl
+		ir.IdleReaped += rr.IdleReaped
 		ir.BytesSent += rr.BytesSent
 		ir.BytesReceived += rr.BytesReceived
 		ir.BytesVerified += rr.BytesVerified

@@ -17,8 +17,11 @@ import (
 
 // Options configures one launch.
 type Options struct {
-	Checked bool          // wrap each rank's communicator in checked mode
-	Timeout time.Duration // checked-mode collective timeout (0: comm default)
+	Checked bool // wrap each rank's communicator in checked mode
+	// Timeout is the collective timeout (0: the default): checked mode's,
+	// and the backend's own bound where the launcher can set it
+	// (comm.Bounded backends bound unchecked collectives too).
+	Timeout time.Duration
 }
 
 // RankFunc is run on every rank of a launched world.

@@ -683,53 +683,6 @@ func desyncBranches(n int) RankFunc {
 	}
 }
 
-// uncheckedTimeoutMissing: a backend that bounds its collectives (Bounded)
-// names the rank that never arrived in unchecked mode too.
-func uncheckedTimeoutMissing(n int) RankFunc {
-	return func(ctx context.Context, c comm.Comm) error {
-		if comm.TimeoutOf(c) <= 0 {
-			return nil // this backend does not bound unchecked collectives
-		}
-		stalled := n - 1
-		if c.Rank() == stalled {
-			b := make([]byte, 1)
-			q, err := c.Irecv(b, 0, 22)
-			if err != nil {
-				return err
-			}
-			_, err = q.Wait(ctx)
-			return err
-		}
-		start := time.Now()
-		err := c.Barrier(ctx)
-		elapsed := time.Since(start)
-		var verdict error
-		var te *comm.TimeoutError
-		switch {
-		case !errors.Is(err, comm.ErrCollectiveTimeout):
-			verdict = errorf(c, "err %v, want ErrCollectiveTimeout", err)
-		case !errors.As(err, &te):
-			verdict = errorf(c, "err %T does not carry *comm.TimeoutError", err)
-		case !slices.Equal(te.Missing, []int{stalled}):
-			verdict = errorf(c, "missing ranks %v, want [%d] (%v)", te.Missing, stalled, err)
-		case elapsed > 10*time.Second:
-			verdict = errorf(c, "timeout reported after %v", elapsed)
-		case !strings.Contains(err.Error(), fmt.Sprintf("[%d] never arrived", stalled)):
-			verdict = errorf(c, "error %q does not name rank %d", err, stalled)
-		}
-		if c.Rank() == 0 {
-			q, err := c.Isend([]byte{1}, stalled, 22)
-			if err != nil {
-				return errors.Join(verdict, err)
-			}
-			if _, err := q.Wait(ctx); err != nil {
-				return errors.Join(verdict, err)
-			}
-		}
-		return verdict
-	}
-}
-
 func timeoutMissing(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		stalled := n - 1
@@ -774,4 +727,87 @@ func timeoutMissing(n int) RankFunc {
 		}
 		return verdict
 	}
+}
+
+// uncheckedTimeoutSlack is how long past its bound a backend may take to
+// report a timeout: it asks its peers which ranks never arrived first.
+const uncheckedTimeoutSlack = 3 * time.Second
+
+// uncheckedTimeoutMissing: a backend that bounds its collectives itself
+// (comm.Bounded) bounds them in unchecked mode too. One rank stays in
+// rank-local work; the others' allreduce fails past the bound (not before),
+// within the slack, with a *comm.TimeoutError that names the missing rank
+// and the operation, and leaves the group broken. Backends that do not
+// bound their collectives (comm.TimeoutOf(c) == 0) pass trivially: in
+// unchecked mode they wait for the caller's context.
+func uncheckedTimeoutMissing(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		bound := comm.TimeoutOf(c)
+		if bound <= 0 {
+			return nil
+		}
+		stalled := n - 1
+		if c.Rank() == stalled {
+			b := make([]byte, 1)
+			q, err := c.Irecv(b, 0, 22)
+			if err != nil {
+				return err
+			}
+			_, err = q.Wait(ctx)
+			return err
+		}
+		start := time.Now()
+		out := []int64{0}
+		err := c.AllreduceInt64(ctx, comm.Sum, []int64{1}, out)
+		elapsed := time.Since(start)
+		var verdict error
+		var te *comm.TimeoutError
+		switch {
+		case !errors.Is(err, comm.ErrCollectiveTimeout):
+			verdict = errorf(c, "unchecked allreduce with rank %d missing: err %v, want ErrCollectiveTimeout", stalled, err)
+		case !errors.As(err, &te):
+			verdict = errorf(c, "err %T does not carry *comm.TimeoutError", err)
+		case !slices.Equal(te.Missing, []int{stalled}):
+			verdict = errorf(c, "missing ranks %v, want [%d] (%v)", te.Missing, stalled, err)
+		case te.Group != c.Name() || te.Self != c.Rank() || te.Waiting.Kind != comm.KindAllreduce || te.Waiting.Seq == 0:
+			verdict = errorf(c, "timeout names group %q rank %d, %s #%d; want group %q rank %d, Allreduce #>0",
+				te.Group, te.Self, te.Waiting.Kind, te.Waiting.Seq, c.Name(), c.Rank())
+		case elapsed < bound:
+			verdict = errorf(c, "timeout reported after %v, before its bound %v", elapsed, bound)
+		case elapsed > bound+uncheckedTimeoutSlack:
+			verdict = errorf(c, "timeout reported after %v, bound %v + %v", elapsed, bound, uncheckedTimeoutSlack)
+		case !strings.Contains(err.Error(), fmt.Sprintf("[%d] never arrived", stalled)):
+			verdict = errorf(c, "error %q does not name rank %d", err, stalled)
+		}
+		if verdict == nil {
+			if err := c.Barrier(ctx); !errors.Is(err, comm.ErrBroken) {
+				verdict = errorf(c, "collective after a timeout: %v, want ErrBroken", err)
+			}
+		}
+		// Release the stalled rank only once every other rank has seen its
+		// timeout: released, it leaves and can no longer be asked.
+		if c.Rank() != 0 {
+			return errors.Join(verdict, p2pSend(ctx, c, 0, 23))
+		}
+		for range n - 2 {
+			q, err := c.Irecv(make([]byte, 1), comm.AnySource, 23)
+			if err == nil {
+				_, err = q.Wait(ctx)
+			}
+			if err != nil {
+				return errors.Join(verdict, err)
+			}
+		}
+		return errors.Join(verdict, p2pSend(ctx, c, stalled, 22))
+	}
+}
+
+// p2pSend sends one byte to dest with tag and waits for the send.
+func p2pSend(ctx context.Context, c comm.Comm, dest, tag int) error {
+	q, err := c.Isend([]byte{1}, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = q.Wait(ctx)
+	return err
 }

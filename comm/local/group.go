@@ -2,7 +2,9 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/rankrun/rankrun/clock"
@@ -66,9 +68,12 @@ func newGroup(w *world, name string, members []int) *group {
 func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kind, deposit func()) error {
 	g.mu.Lock()
 	if g.broken != nil {
-		err := g.brokenFor(r)
+		err := g.broken
 		g.mu.Unlock()
-		return err
+		if errors.Is(err, comm.ErrBroken) {
+			return err
+		}
+		return fmt.Errorf("%w (group %q): %w", comm.ErrBroken, g.name, err)
 	}
 	deposit()
 	g.arrived++
@@ -122,12 +127,11 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kin
 			return fmt.Errorf("local: group %q rank %d: %w", g.name, r, context.Cause(ctx))
 		case !g.w.cfg.Clock.Now().Before(deadline):
 			te := &comm.TimeoutError{Group: g.name, Self: r,
-				Waiting: comm.Entry{Rank: r, Seq: g.gen + 1, Kind: kind, Site: "?"},
-				Cause:   fmt.Errorf("local: waited %v (the collective timeout)", g.w.cfg.Timeout)}
+				Waiting: comm.Entry{Rank: r, Seq: g.gen + 1, Kind: kind},
+				Bound:   g.w.cfg.Timeout, WorldRanks: slices.Clone(g.members)}
 			for i, arrived := range g.waiting {
 				if !arrived {
 					te.Missing = append(te.Missing, i)
-					te.MissingWorld = append(te.MissingWorld, g.members[i])
 				}
 			}
 			g.breakLocked(te)

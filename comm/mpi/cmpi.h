@@ -88,6 +88,23 @@ static int rr_setup(MPI_Comm c, int *rank, int *size) {
 	return MPI_Comm_size(c, size);
 }
 
+// rr_world_ranks writes the MPI_COMM_WORLD rank of each of c's n ranks.
+static int rr_world_ranks(MPI_Comm c, int n, int *out) {
+	MPI_Group g, w;
+	int rc = MPI_Comm_group(c, &g);
+	if (rc) return rc;
+	rc = MPI_Comm_group(MPI_COMM_WORLD, &w);
+	if (rc) { MPI_Group_free(&g); return rc; }
+	int *in = (int *)malloc((n > 0 ? n : 1) * sizeof(int));
+	if (!in) { MPI_Group_free(&g); MPI_Group_free(&w); return MPI_ERR_NO_MEM; }
+	for (int i = 0; i < n; i++) in[i] = i;
+	rc = MPI_Group_translate_ranks(g, n, in, w, out);
+	free(in);
+	MPI_Group_free(&g);
+	MPI_Group_free(&w);
+	return rc;
+}
+
 static int rr_local_rank(int *lrank) {
 	MPI_Comm node;
 	int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);

@@ -9,29 +9,38 @@ import (
 	"github.com/rankrun/rankrun/comm"
 )
 
-// The stall inspector's reply: a rank's flight records, as a small
+// The stall inspector's reply: how many collectives the rank has entered on
+// the communicator it was asked about, and its flight records, as a small
 // length-prefixed encoding (no reflection, no allocation beyond the output):
 //
-//	"RRI1" nonce:varint count:uvarint record*
+//	"RRI2" nonce:varint entered:uvarint count:uvarint record*
 //	record = group:str seq:uvarint kind:byte site:str peer:varint tag:varint
 //	         start:varint end:varint err:str      (times in Unix ns, 0 = zero)
 //	str    = len:uvarint bytes
 //
 // It is kept free of cgo so that it builds, and is fuzzed, without MPI.
 
-var replyMagic = []byte("RRI1")
+var replyMagic = []byte("RRI2")
 
 // maxReplyRecords bounds the record count a decoder accepts.
 const maxReplyRecords = 1 << 16
 
 var errBadReply = errors.New("mpi: malformed inspection reply")
 
-func encodeReply(nonce int64, recs []comm.OpRecord) []byte {
-	b := make([]byte, 0, 64+len(recs)*96)
+// reply is a decoded inspection reply.
+type reply struct {
+	nonce   int64
+	entered uint64 // collectives entered on the inspected communicator
+	recs    []comm.OpRecord
+}
+
+func encodeReply(rp reply) []byte {
+	b := make([]byte, 0, 64+len(rp.recs)*96)
 	b = append(b, replyMagic...)
-	b = binary.AppendVarint(b, nonce)
-	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, r := range recs {
+	b = binary.AppendVarint(b, rp.nonce)
+	b = binary.AppendUvarint(b, rp.entered)
+	b = binary.AppendUvarint(b, uint64(len(rp.recs)))
+	for _, r := range rp.recs {
 		b = appendString(b, r.Group)
 		b = binary.AppendUvarint(b, r.Seq)
 		b = append(b, byte(r.Kind))
@@ -128,19 +137,20 @@ func (r *replyReader) byte1(what string) byte {
 	return v
 }
 
-func decodeReply(b []byte) (int64, []comm.OpRecord, error) {
+func decodeReply(b []byte) (reply, error) {
 	if len(b) < len(replyMagic) || string(b[:len(replyMagic)]) != string(replyMagic) {
-		return 0, nil, fmt.Errorf("%w: bad magic", errBadReply)
+		return reply{}, fmt.Errorf("%w: bad magic", errBadReply)
 	}
 	r := &replyReader{b: b[len(replyMagic):]}
 	nonce := r.varint("nonce")
+	entered := r.uvarint("entered count")
 	count := r.uvarint("record count")
 	if r.err != nil {
-		return 0, nil, r.err
+		return reply{}, r.err
 	}
 	// Every record takes at least 10 bytes: refuse counts the input cannot hold.
 	if count > maxReplyRecords || count > uint64(len(r.b))/10 {
-		return 0, nil, fmt.Errorf("%w: record count %d too large for %d bytes", errBadReply, count, len(r.b))
+		return reply{}, fmt.Errorf("%w: record count %d too large for %d bytes", errBadReply, count, len(r.b))
 	}
 	recs := make([]comm.OpRecord, 0, count)
 	for range count {
@@ -155,12 +165,12 @@ func decodeReply(b []byte) (int64, []comm.OpRecord, error) {
 		o.End = fromUnixNano(r.varint("end"))
 		o.Err = r.str("err")
 		if r.err != nil {
-			return 0, nil, r.err
+			return reply{}, r.err
 		}
 		recs = append(recs, o)
 	}
 	if len(r.b) != 0 {
-		return 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadReply, len(r.b))
+		return reply{}, fmt.Errorf("%w: %d trailing bytes", errBadReply, len(r.b))
 	}
-	return nonce, recs, nil
+	return reply{nonce: nonce, entered: entered, recs: recs}, nil
 }

@@ -20,9 +20,10 @@ func sampleRecords() []comm.OpRecord {
 
 func TestCodecRoundTrip(t *testing.T) {
 	for _, recs := range [][]comm.OpRecord{nil, sampleRecords()} {
-		nonce, got, err := decodeReply(encodeReply(-5, recs))
-		if err != nil || nonce != -5 {
-			t.Fatalf("decode: nonce %d err %v", nonce, err)
+		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, recs: recs}))
+		got := rp.recs
+		if err != nil || rp.nonce != -5 || rp.entered != 1<<40 {
+			t.Fatalf("decode: nonce %d entered %d err %v", rp.nonce, rp.entered, err)
 		}
 		if len(recs) == 0 && len(got) == 0 {
 			continue
@@ -40,33 +41,33 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func TestCodecRejects(t *testing.T) {
-	good := encodeReply(1, sampleRecords())
+	good := encodeReply(reply{nonce: 1, entered: 3, recs: sampleRecords()})
 	for name, b := range map[string][]byte{
 		"empty":     nil,
 		"magic":     append([]byte("XXXX"), good[4:]...),
 		"truncated": good[:len(good)-3],
 		"trailing":  append(append([]byte{}, good...), 0),
-		"count":     append([]byte("RRI1\x02"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"count":     append([]byte("RRI2\x02\x03"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"old":       append([]byte("RRI1"), good[4:]...),
 	} {
-		if _, _, err := decodeReply(b); !errors.Is(err, errBadReply) {
+		if _, err := decodeReply(b); !errors.Is(err, errBadReply) {
 			t.Errorf("%s: err %v, want errBadReply", name, err)
 		}
 	}
 }
 
 func FuzzDecodeReply(f *testing.F) {
-	f.Add(encodeReply(1, sampleRecords()))
-	f.Add(encodeReply(0, nil))
-	f.Add([]byte("RRI1"))
+	f.Add(encodeReply(reply{nonce: 1, entered: 7, recs: sampleRecords()}))
+	f.Add(encodeReply(reply{}))
+	f.Add([]byte("RRI2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		nonce, recs, err := decodeReply(b)
+		rp, err := decodeReply(b)
 		if err != nil {
 			return
 		}
 		// Whatever decodes re-encodes to bytes that decode alike.
-		again := encodeReply(nonce, recs)
-		n2, r2, err := decodeReply(again)
-		if err != nil || n2 != nonce || len(r2) != len(recs) {
+		again, err := decodeReply(encodeReply(rp))
+		if err != nil || again.nonce != rp.nonce || again.entered != rp.entered || len(again.recs) != len(rp.recs) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})

@@ -27,8 +27,17 @@ type mpiComm struct {
 	name  string
 	world bool // MPI_COMM_WORLD: never freed
 
-	// insp is the inspection channel (a duplicate of h); guarded by e.mu.
-	insp *C.rr_insp
+	// timeout bounds each collective (comm.Bounded), in every mode.
+	timeout time.Duration
+	// worlds is the world rank of each rank of the group.
+	worlds []int
+
+	// Guarded by e.mu.
+	insp *C.rr_insp // the inspection channel (a duplicate of h)
+	// entered counts the collectives this rank has entered here (the Seq
+	// of the one in progress); the stall inspector's answer carries it.
+	// Counted where the collective is posted, under e.mu already: no cost.
+	entered uint64
 
 	// collMu serialises this communicator's collectives and guards the
 	// fields below it.
@@ -44,16 +53,25 @@ var (
 	_ comm.Comm      = (*mpiComm)(nil)
 	_ comm.Inspector = (*mpiComm)(nil)
 	_ comm.Aborter   = (*mpiComm)(nil)
+	_ comm.Bounded   = (*mpiComm)(nil)
 )
 
 // newComm wraps h (and its inspection duplicate ih) and registers it with
-// the responder. e.mu held.
-func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool) (*mpiComm, error) {
+// the responder; its collectives are bounded by timeout. e.mu held.
+func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.Duration) (*mpiComm, error) {
 	var rank, size C.int
 	if rc := C.rr_setup(h, &rank, &size); rc != C.MPI_SUCCESS {
 		return nil, mpiError(rc, "setup", "MPI_Comm_rank/size", name, -1)
 	}
-	c := &mpiComm{e: e, h: h, rank: int(rank), size: int(size), name: name, world: world}
+	c := &mpiComm{e: e, h: h, rank: int(rank), size: int(size), name: name, world: world, timeout: timeout}
+	worlds := make([]C.int, c.size)
+	if rc := C.rr_world_ranks(h, size, &worlds[0]); rc != C.MPI_SUCCESS {
+		return nil, mpiError(rc, "setup", "MPI_Group_translate_ranks", name, c.rank)
+	}
+	c.worlds = make([]int, c.size)
+	for i, w := range worlds {
+		c.worlds[i] = int(w)
+	}
 	c.co = C.rr_coll_new()
 	c.insp = C.rr_insp_new(ih)
 	if c.co == nil || c.insp == nil {
@@ -69,6 +87,10 @@ func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool) (*mpiComm, er
 func (c *mpiComm) Rank() int    { return c.rank }
 func (c *mpiComm) Size() int    { return c.size }
 func (c *mpiComm) Name() string { return c.name }
+
+// CollectiveTimeout is the bound of every collective on c (Config.Timeout):
+// past it the collective returns a *comm.TimeoutError and c is broken.
+func (c *mpiComm) CollectiveTimeout() time.Duration { return c.timeout }
 
 // usableLocked fails fast on a closed or broken communicator. collMu held.
 func (c *mpiComm) usableLocked(op string) error {
@@ -92,7 +114,12 @@ func (c *mpiComm) breakWith(err error) {
 // engine's orphans (MPI still owns the buffers) and the group is broken.
 // collMu held.
 func (c *mpiComm) abandon(op string, cause error) error {
-	err := fmt.Errorf("mpi: %s on group %q rank %d abandoned, group broken: %w", op, c.name, c.rank, cause)
+	return c.orphan(fmt.Errorf("mpi: %s on group %q rank %d abandoned, group broken: %w", op, c.name, c.rank, cause))
+}
+
+// orphan hands the collective in flight to the engine and breaks c with
+// err, which it returns. collMu held.
+func (c *mpiComm) orphan(err error) error {
 	c.e.mu.Lock()
 	c.e.orphans = append(c.e.orphans, orphan{co: c.co})
 	c.e.mu.Unlock()
@@ -101,13 +128,24 @@ func (c *mpiComm) abandon(op string, cause error) error {
 	return err
 }
 
-// start posts a collective with post (called with e.mu held) and waits for
-// it. collMu held.
-func (c *mpiComm) run(ctx context.Context, op, call string, post func() C.int) error {
+// wait is one collective's waiting state, shared by its MPI operations
+// (AllgatherInt64s and Bcast make two), so that the bound covers them all.
+type wait struct {
+	kind  comm.Kind
+	start time.Time // when the first poll came back empty (zero until then)
+}
+
+// run posts one MPI operation of a collective with post (called with e.mu
+// held) and waits for it. enter says the collective starts with it (it is
+// then counted). collMu held.
+func (c *mpiComm) run(ctx context.Context, w *wait, enter bool, op, call string, post func() C.int) error {
 	c.e.mu.Lock()
 	if c.e.finalized {
 		c.e.mu.Unlock()
 		return fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
+	}
+	if enter {
+		c.entered++
 	}
 	rc := post()
 	if rc != C.MPI_SUCCESS {
@@ -123,7 +161,7 @@ func (c *mpiComm) run(ctx context.Context, op, call string, post func() C.int) e
 	if rc == C.MPI_SUCCESS && c.co.flag != 0 {
 		return nil
 	}
-	return c.e.waitColl(ctx, c, op)
+	return c.e.waitColl(ctx, c, w, op)
 }
 
 func (c *mpiComm) reserve(op string, ns, nr, m, b int) error {
@@ -147,7 +185,8 @@ func (c *mpiComm) Barrier(ctx context.Context) error {
 		return err
 	}
 	co, h := c.co, c.h
-	return c.run(ctx, "Barrier", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) })
+	w := wait{kind: comm.KindBarrier}
+	return c.run(ctx, &w, true, "Barrier", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) })
 }
 
 func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -171,7 +210,8 @@ func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out 
 	}
 	co, h := c.co, c.h
 	copy(int64s(co.sbuf, n), in)
-	err := c.run(ctx, "AllreduceInt64", "MPI_Iallreduce", func() C.int { return C.rr_iallreduce(h, co, C.int(n), C.int(op)) })
+	w := wait{kind: comm.KindAllreduce}
+	err := c.run(ctx, &w, true, "AllreduceInt64", "MPI_Iallreduce", func() C.int { return C.rr_iallreduce(h, co, C.int(n), C.int(op)) })
 	if err != nil {
 		return err
 	}
@@ -198,7 +238,8 @@ func (c *mpiComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gat
 	co, h := c.co, c.h
 	co.mycount = C.int(n)
 	copy(int64s(co.sbuf, n), in)
-	if err := c.run(ctx, "AllgatherInt64s", "MPI_Iallgather", func() C.int { return C.rr_iallgather_counts(h, co) }); err != nil {
+	w := wait{kind: comm.KindAllgather}
+	if err := c.run(ctx, &w, true, "AllgatherInt64s", "MPI_Iallgather", func() C.int { return C.rr_iallgather_counts(h, co) }); err != nil {
 		return err
 	}
 	// Every rank now holds the same counts, so every rank takes the same
@@ -215,7 +256,7 @@ func (c *mpiComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gat
 			return err
 		}
 		co = c.co
-		if err := c.run(ctx, "AllgatherInt64s", "MPI_Iallgatherv", func() C.int { return C.rr_iallgatherv(h, co) }); err != nil {
+		if err := c.run(ctx, &w, false, "AllgatherInt64s", "MPI_Iallgatherv", func() C.int { return C.rr_iallgatherv(h, co) }); err != nil {
 			return err
 		}
 	}
@@ -238,7 +279,8 @@ func (c *mpiComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	if c.rank == root {
 		co.len = C.int64_t(len(data))
 	}
-	if err := c.run(ctx, "Bcast", "MPI_Ibcast(length)", func() C.int { return C.rr_ibcast_len(h, co, C.int(root)) }); err != nil {
+	w := wait{kind: comm.KindBcast}
+	if err := c.run(ctx, &w, true, "Bcast", "MPI_Ibcast(length)", func() C.int { return C.rr_ibcast_len(h, co, C.int(root)) }); err != nil {
 		return nil, err
 	}
 	n := int64(co.len)
@@ -256,7 +298,7 @@ func (c *mpiComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 		if c.rank == root {
 			copy(buf, data)
 		}
-		if err := c.run(ctx, "Bcast", "MPI_Ibcast", func() C.int { return C.rr_ibcast_data(h, co, C.int(n), C.int(root)) }); err != nil {
+		if err := c.run(ctx, &w, false, "Bcast", "MPI_Ibcast", func() C.int { return C.rr_ibcast_data(h, co, C.int(n), C.int(root)) }); err != nil {
 			return nil, err
 		}
 		if c.rank != root {
@@ -284,7 +326,8 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 	// honour ctx) brings every member to the split, so the blocking calls
 	// below return promptly instead of holding the MPI lock indefinitely.
 	co, h := c.co, c.h
-	if err := c.run(ctx, "Split", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) }); err != nil {
+	w := wait{kind: comm.KindSplit}
+	if err := c.run(ctx, &w, true, "Split", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) }); err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s/s%dc%d", c.name, c.splits, color)
@@ -297,7 +340,7 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 		c.breakWith(err)
 		return nil, err
 	}
-	nc, err := newComm(e, child, insp, name, false)
+	nc, err := newComm(e, child, insp, name, false, c.timeout)
 	if err != nil {
 		c.breakWith(err)
 		return nil, err

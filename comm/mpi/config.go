@@ -38,8 +38,10 @@ type Config struct {
 	ThreadLevel ThreadLevel
 	// Checked wraps World.Comm in checked mode (comm.NewChecked).
 	Checked bool
-	// Timeout bounds every checked collective (comm.DefaultCollectiveTimeout
-	// when 0). Ignored unless Checked.
+	// Timeout bounds every collective, checked or not
+	// (comm.DefaultCollectiveTimeout when 0): past it the collective returns
+	// a *comm.TimeoutError naming the ranks that never arrived, and the
+	// communicator is broken (comm.Bounded).
 	Timeout time.Duration
 	// RecorderDepth is how many operations the flight recorder keeps
 	// (comm.DefaultRecorderDepth when 0).

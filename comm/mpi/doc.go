@@ -6,7 +6,7 @@
 //
 // Use:
 //
-//	w, err := mpi.Init(mpi.Config{Checked: true, Timeout: 30 * time.Second})
+//	w, err := mpi.Init(mpi.Config{Checked: true, Timeout: 30 * time.Second}) // Timeout bounds every collective
 //	if err != nil { ... }        // built without -tags mpi: ErrNotBuilt
 //	code := run(ctx, w.Comm())   // every rank, same collectives, same order
 //	os.Exit(w.Finalize(code))    // max exit code over all ranks
@@ -53,6 +53,13 @@
 // comm.Gathered — does not allocate in unchecked mode (tested with
 // testing.AllocsPerRun). Point-to-point buffers are the caller's Go memory,
 // pinned with runtime.Pinner from Isend/Irecv until the request completes.
+// Until then the engine also holds the request in its in-flight list, so a
+// caller may drop a request it stopped waiting for (an error path): the
+// buffer stays pinned and alive for MPI, and the responder releases it once
+// MPI completes the request (a receive nothing ever matches stays held, as
+// an abandoned collective does). Without the list, the next garbage
+// collection would find the dropped request's Pinner and panic ("found
+// leaking pinned pointer"), or free a buffer MPI still writes.
 //
 // # Abandoned collectives
 //
@@ -60,9 +67,25 @@
 // ends (or the communicator is closed) the call returns the context's error
 // and the communicator is broken: later collectives fail fast with
 // comm.ErrBroken. The abandoned operation's C buffers are handed to the
-// engine, which frees them only if MPI ever completes the operation. In
-// checked mode the caller is expected to report the error and end the job
-// (comm.Aborter), as DESIGN.md §3 requires.
+// engine, which frees them only if MPI ever completes the operation. The
+// caller is expected to report the error and end the job (comm.Aborter),
+// as DESIGN.md §3 requires.
+//
+// # Timeouts (comm.Bounded)
+//
+// Every collective, checked or not, is bounded by Config.Timeout
+// (comm.DefaultCollectiveTimeout when 0; children of Split inherit it).
+// Past the bound the collective is abandoned as above and returns a
+// *comm.TimeoutError: the group, this rank, the operation (Waiting.Kind,
+// Waiting.Seq: the communicator's own count of collectives entered, and
+// the caller's site) and the ranks that never arrived. Those come from the
+// stall inspector: each peer's answer carries how many collectives it has
+// entered on the communicator (a counter kept where collectives are posted,
+// under the MPI mutex, so it costs the hot path nothing), and a peer below
+// this collective's number, or one that does not answer within
+// inspectBudget, is missing. The bound starts at the first poll that
+// finds the collective unfinished, so a collective that completes at once
+// reads no clock.
 //
 // Split has no non-blocking MPI form: it first runs an MPI_Ibarrier (which
 // honours ctx), then the blocking MPI_Comm_split and MPI_Comm_dup, which
@@ -78,7 +101,9 @@
 // whenever it polls MPI and, every 5 ms, from a background goroutine that
 // takes the MPI mutex briefly, so a rank busy with rank-local work still
 // answers. InspectPeers sends a nonce to every peer and collects replies
-// until its context ends; silent peers get PeerRecords.Err.
+// until its context ends; silent peers get PeerRecords.Err. Each answer also
+// carries the peer's count of collectives entered on that communicator
+// (PeerRecords.Entered).
 //
 // Child names from Split are the parent's name + "/s<n>c<color>", n
 // counting the Splits made on the parent (from 0), as in comm/local.

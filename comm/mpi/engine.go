@@ -28,6 +28,8 @@ type engine struct {
 	live      map[*mpiComm]struct{} // communicators whose inspection channel is open
 	orphans   []orphan              // abandoned collectives MPI has not completed yet
 	sends     []*C.rr_p2p           // inspection messages in flight
+	inflight  []*request            // point-to-point requests MPI has not completed
+	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
 
@@ -120,12 +122,18 @@ const spinPolls = 16
 const serviceEvery = 64
 
 // waitColl polls c's collective in flight until MPI completes it, ctx
-// ends, or c is closed. On any early return the collective is orphaned and
-// c broken: the caller must not touch c.co again.
-func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
+// ends, c is closed, or c's bound passes (counted from w.start: the first
+// empty poll of the collective's first operation). On any early return the
+// collective is orphaned and c broken: the caller must not touch c.co
+// again.
+func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) error {
 	done := ctx.Done()
 	co := c.co
 	waitStart := time.Now()
+	if w.start.IsZero() {
+		w.start = waitStart
+	}
+	deadline := w.start.Add(c.timeout)
 	for i := 0; ; i++ {
 		e.mu.Lock()
 		rc := C.rr_test_spin(co, spinPolls)
@@ -152,6 +160,9 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, op string) error {
 		if c.closed.Load() {
 			return c.abandon(op, comm.ErrClosed)
 		}
+		if !time.Now().Before(deadline) {
+			return c.timedOut(w.kind)
+		}
 		backoff(i, waitStart)
 	}
 }
@@ -173,14 +184,15 @@ func (e *engine) serviceLocked() {
 		src := int(C.rr_insp_source(in))
 		nonce := int64(in.nonce)
 		C.rr_insp_post(in)
-		e.replyLocked(in, src, nonce)
+		e.replyLocked(in, src, reply{nonce: nonce, entered: c.entered})
 	}
 	e.reapLocked()
 }
 
-// replyLocked sends this rank's flight records to src.
-func (e *engine) replyLocked(in *C.rr_insp, src int, nonce int64) {
-	msg := encodeReply(nonce, e.rec.Snapshot())
+// replyLocked sends rp, with this rank's flight records, to src.
+func (e *engine) replyLocked(in *C.rr_insp, src int, rp reply) {
+	rp.recs = e.rec.Snapshot()
+	msg := encodeReply(rp)
 	p := C.rr_p2p_new()
 	p.owned = (*C.char)(C.CBytes(msg))
 	if C.rr_insp_reply(in, p, C.int(len(msg)), C.int(src)) != C.MPI_SUCCESS {
@@ -217,6 +229,44 @@ func (e *engine) reapLocked() {
 	}
 }
 
+// dropInflightLocked takes r (done) off the in-flight list. e.mu held.
+func (e *engine) dropInflightLocked(r *request) {
+	last := len(e.inflight) - 1
+	moved := e.inflight[last]
+	e.inflight[r.idx] = moved
+	moved.idx = r.idx
+	e.inflight[last] = nil
+	e.inflight = e.inflight[:last]
+	r.idx = -1
+}
+
+// reapBatch bounds how many in-flight requests one responder tick tests.
+const reapBatch = 32
+
+// reapRequestsLocked tests up to reapBatch in-flight point-to-point
+// requests, round robin, and finishes those MPI has completed. This is what
+// releases a request its caller dropped before completion (an error path
+// that stops waiting): the engine's list kept its buffer pinned and alive
+// until now. A request that never completes (a receive nothing matches)
+// stays listed, its buffer held, until MPI_Finalize, as abandoned
+// collectives do. Requests a caller still holds may be completed here too:
+// their next Test or Wait reports the outcome. e.mu held.
+func (e *engine) reapRequestsLocked() {
+	if e.finalized {
+		return
+	}
+	for range min(reapBatch, len(e.inflight)) {
+		if e.reapNext >= len(e.inflight) {
+			e.reapNext = 0
+		}
+		r := e.inflight[e.reapNext]
+		r.testLocked(false, 1) // when done, r leaves the list and another takes its slot
+		if !r.done {
+			e.reapNext++
+		}
+	}
+}
+
 // responder runs until stop: it takes mu briefly every few milliseconds so
 // that a rank busy with rank-local work (or blocked outside MPI) still
 // answers inspection requests and progresses MPI.
@@ -231,6 +281,7 @@ func (e *engine) responder(every time.Duration) {
 		case <-t.C:
 			e.mu.Lock()
 			e.serviceLocked()
+			e.reapRequestsLocked()
 			e.mu.Unlock()
 		}
 	}

@@ -8,6 +8,8 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -28,6 +30,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	e := c.e
 	waiting := map[int]bool{}
 	e.mu.Lock()
+	out[c.rank].Entered, out[c.rank].Counted = c.entered, true
 	e.nonce++
 	nonce := e.nonce
 	for p := range c.size {
@@ -52,6 +55,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 
 	done := ctx.Done()
 	waitStart := time.Now()
+	start := waitStart
 	for i := 0; len(waiting) > 0; i++ {
 		e.mu.Lock()
 		e.serviceLocked() // answer peers that are inspecting us at the same time
@@ -74,16 +78,17 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 				}
 				msg := C.GoBytes(unsafe.Pointer(buf), n)
 				C.free(unsafe.Pointer(buf))
-				got, recs, err := decodeReply(msg)
+				rp, err := decodeReply(msg)
 				if err != nil {
 					out[p].Err = fmt.Errorf("rank %d of group %q: %w", p, c.name, err)
 					delete(waiting, p)
 					break
 				}
-				if got != nonce {
+				if rp.nonce != nonce {
 					continue // a late reply to an earlier inspection
 				}
-				out[p].Records = recs
+				out[p].Records = rp.recs
+				out[p].Entered, out[p].Counted = rp.entered, true
 				delete(waiting, p)
 				break
 			}
@@ -95,7 +100,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 		select {
 		case <-done:
 			for p := range waiting {
-				out[p].Err = fmt.Errorf("mpi: rank %d of group %q did not answer the stall inspector: %w", p, c.name, ctx.Err())
+				out[p].Err = &noAnswer{after: time.Since(start).Round(time.Millisecond), cause: ctx.Err()}
 			}
 			return out
 		default:
@@ -104,3 +109,65 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	}
 	return out
 }
+
+// inspectBudget is how long a timed-out collective asks its peers: a tenth
+// of the bound, at least 200 ms (a peer's responder answers within about
+// 5 ms, more on a loaded machine) and at most inspectMax.
+func inspectBudget(bound time.Duration) time.Duration {
+	return min(max(bound/10, 200*time.Millisecond), inspectMax)
+}
+
+const inspectMax = 2 * time.Second
+
+// timedOut ends the collective in flight on c after its bound passed: the
+// collective is orphaned, the stall inspector asks every peer how far it
+// got, and the *comm.TimeoutError (which also breaks c) names the ranks
+// that never arrived: those that answered with fewer collectives entered
+// here than this one's number, and those that did not answer. collMu held.
+func (c *mpiComm) timedOut(kind comm.Kind) error {
+	c.e.mu.Lock()
+	seq := c.entered
+	c.e.mu.Unlock()
+	te := &comm.TimeoutError{Group: c.name, Self: c.rank, Bound: c.timeout, WorldRanks: c.worlds,
+		Waiting: comm.Entry{Rank: c.rank, Seq: seq, Kind: kind, Site: callerSite()}}
+	c.orphan(te)
+	ctx, cancel := context.WithTimeout(context.Background(), inspectBudget(c.timeout))
+	defer cancel()
+	te.Peers = c.InspectPeers(ctx)
+	for _, p := range te.Peers {
+		if p.Rank != c.rank && (p.Err != nil || p.Counted && p.Entered < seq) {
+			te.Missing = append(te.Missing, p.Rank)
+		}
+	}
+	return te
+}
+
+// callerSite names the first caller outside the comm packages (this one,
+// the checked layer): the code that entered the collective.
+func callerSite() string {
+	var pcs [32]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/rankrun/rankrun/comm.") &&
+			!strings.HasPrefix(f.Function, "github.com/rankrun/rankrun/comm/mpi.") {
+			return comm.SiteString(f.PC)
+		}
+		if !more {
+			return "?"
+		}
+	}
+}
+
+// noAnswer is PeerRecords.Err for a peer that did not answer the stall
+// inspector before its context ended (it unwraps to the context's error).
+type noAnswer struct {
+	after time.Duration
+	cause error
+}
+
+func (e *noAnswer) Error() string {
+	return fmt.Sprintf("no answer to the stall inspector within %v", e.after)
+}
+func (e *noAnswer) Unwrap() error { return e.cause }

@@ -66,6 +66,9 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 	if color == 1 {
 		return nil
 	}
+	if opts.Timeout > 0 {
+		sub.(*mpiComm).timeout = opts.Timeout
+	}
 	c := sub
 	if opts.Checked {
 		c = comm.NewChecked(sub, comm.CheckConfig{Timeout: opts.Timeout, Recorder: l.w.Recorder()})
@@ -348,9 +351,9 @@ func TestInspectUnanswered(t *testing.T) {
 
 func TestCodecRoundTripMPI(t *testing.T) {
 	recs := testWorld.Recorder().Snapshot()
-	nonce, got, err := decodeReply(encodeReply(42, recs))
-	if err != nil || nonce != 42 || len(got) != len(recs) {
-		t.Fatalf("round trip: nonce %d, %d records, err %v", nonce, len(got), err)
+	rp, err := decodeReply(encodeReply(reply{nonce: 42, entered: 9, recs: recs}))
+	if err != nil || rp.nonce != 42 || rp.entered != 9 || len(rp.recs) != len(recs) {
+		t.Fatalf("round trip: nonce %d entered %d, %d records, err %v", rp.nonce, rp.entered, len(rp.recs), err)
 	}
 }
 

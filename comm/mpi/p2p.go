@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -21,8 +20,12 @@ import (
 // errCancelled is the error a cancelled receive reports from Test and Wait.
 var errCancelled = errors.New("mpi: receive cancelled")
 
-// request is a point-to-point operation in flight. The Go buffer is pinned
-// (runtime.Pinner) from posting until MPI completes the request.
+// request is a point-to-point operation. The Go buffer is pinned
+// (runtime.Pinner) from posting until MPI completes the request, and the
+// engine holds the request in its in-flight list for as long: a caller may
+// drop a request it no longer waits for (an error path does), and the pin
+// and the buffer must outlive it for as long as MPI may write there. The
+// responder reaps dropped requests once MPI completes them (reapLocked).
 type request struct {
 	c    *mpiComm
 	recv bool
@@ -30,9 +33,10 @@ type request struct {
 	tag  int
 	n    int
 
-	mu   sync.Mutex // guards the fields below
-	p    *C.rr_p2p  // nil once done
+	// Guarded by c.e.mu (every MPI call is made under it anyway).
+	p    *C.rr_p2p // nil once done
 	pin  runtime.Pinner
+	idx  int // index in c.e.inflight while in flight
 	done bool
 	st   comm.Status
 	err  error
@@ -77,6 +81,9 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 		err = fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
 	} else if rc != C.MPI_SUCCESS {
 		err = mpiError(rc, op, "MPI_"+op, c.name, c.rank)
+	} else {
+		r.idx = len(e.inflight)
+		e.inflight = append(e.inflight, r)
 	}
 	e.mu.Unlock()
 	if err != nil {
@@ -102,16 +109,17 @@ func (r *request) op() string {
 	return "Isend"
 }
 
-// finishLocked records the outcome and releases the C state and the pin.
-// r.mu held.
+// finishLocked records the outcome, releases the C state and the pin, and
+// takes the request off the engine's in-flight list. e.mu held.
 func (r *request) finishLocked(st comm.Status, err error) {
 	r.done, r.st, r.err = true, st, err
 	C.rr_p2p_free(r.p)
 	r.p = nil
 	r.pin.Unpin()
+	r.c.e.dropInflightLocked(r)
 }
 
-// statusLocked reads the completed request's status. r.mu and e.mu held.
+// statusLocked reads the completed request's status. e.mu held.
 func (r *request) statusLocked() comm.Status {
 	if !r.recv {
 		return comm.Status{Source: r.c.rank, Tag: r.tag, Len: r.n}
@@ -120,49 +128,44 @@ func (r *request) statusLocked() comm.Status {
 }
 
 func (r *request) Test() (comm.Status, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	e := r.c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return r.testLocked(false, 1)
 }
 
-// testLocked polls the request up to spins times. r.mu held.
+// testLocked polls the request up to spins times. e.mu held.
 func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error) {
 	if r.done {
 		return r.st, true, r.err
 	}
 	e := r.c.e
-	e.mu.Lock()
 	if e.finalized {
-		e.mu.Unlock()
 		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
 	}
 	rc := C.rr_p2p_test_spin(r.p, C.int(spins))
+	if rc != C.MPI_SUCCESS {
+		r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
+	} else if r.p.flag != 0 {
+		r.finishLocked(r.statusLocked(), nil)
+	}
 	if service {
 		e.serviceLocked()
 	}
-	if rc != C.MPI_SUCCESS {
-		err := mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank)
-		e.mu.Unlock()
-		r.finishLocked(comm.Status{}, err)
-		return r.st, true, r.err
-	}
-	if r.p.flag == 0 {
-		e.mu.Unlock()
+	if !r.done {
 		return comm.Status{}, false, nil
 	}
-	st := r.statusLocked()
-	e.mu.Unlock()
-	r.finishLocked(st, nil)
-	return r.st, true, nil
+	return r.st, true, r.err
 }
 
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	done := ctx.Done()
 	waitStart := time.Now()
+	e := r.c.e
 	for i := 0; ; i++ {
-		r.mu.Lock()
+		e.mu.Lock()
 		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, spinPolls)
-		r.mu.Unlock()
+		e.mu.Unlock()
 		if ok || err != nil {
 			return st, err
 		}
@@ -179,8 +182,9 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 }
 
 func (r *request) Cancel() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	e := r.c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if !r.recv {
 		return fmt.Errorf("%w: Isend to %d tag %d on group %q: a send cannot be withdrawn", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
 	}
@@ -190,25 +194,17 @@ func (r *request) Cancel() error {
 		}
 		return fmt.Errorf("%w: Irecv from %d tag %d on group %q already completed", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
 	}
-	e := r.c.e
-	e.mu.Lock()
 	if e.finalized {
-		e.mu.Unlock()
 		return fmt.Errorf("%w: Irecv: MPI finalized", comm.ErrClosed)
 	}
 	rc := C.rr_p2p_cancel(r.p)
 	if rc != C.MPI_SUCCESS {
-		err := mpiError(rc, "Cancel", "MPI_Cancel", r.c.name, r.c.rank)
-		e.mu.Unlock()
-		return err
+		return mpiError(rc, "Cancel", "MPI_Cancel", r.c.name, r.c.rank)
 	}
 	if r.p.cancelled != 0 {
-		e.mu.Unlock()
 		r.finishLocked(comm.Status{}, fmt.Errorf("%w: Irecv from %d tag %d on group %q", errCancelled, r.peer, r.tag, r.c.name))
 		return nil
 	}
-	st := r.statusLocked()
-	e.mu.Unlock()
-	r.finishLocked(st, nil)
+	r.finishLocked(r.statusLocked(), nil)
 	return fmt.Errorf("%w: Irecv from %d tag %d on group %q had already matched", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
 }

@@ -87,7 +87,11 @@ func Init(cfg Config) (*World, error) {
 		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "world", int(wrank)))
 	}
 	e.mu.Lock()
-	wc, err := newComm(e, C.rr_world(), insp, "world", true)
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = comm.DefaultCollectiveTimeout
+	}
+	wc, err := newComm(e, C.rr_world(), insp, "world", true, timeout)
 	e.mu.Unlock()
 	if err != nil {
 		return fail(err)
@@ -152,6 +156,11 @@ func (w *World) finalize(exitCode int) int {
 	defer cancel()
 	var v [1]int64
 	v[0] = int64(exitCode)
+	// The reduction waits for the slowest rank to finish its work: it is
+	// bounded by FinalizeTimeout, not by the collective timeout.
+	w.world.collMu.Lock()
+	w.world.timeout = d
+	w.world.collMu.Unlock()
 	if err := w.world.AllreduceInt64(ctx, comm.Max, v[:], v[:]); err != nil {
 		w.Abort(max(exitCode, 1), fmt.Errorf("mpi: Finalize could not agree on the exit code: %w", err))
 	}

@@ -104,6 +104,7 @@ var figures = func() map[string]figure {
 		m[role+"-cancel-refused"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].CancelRefused) }, ""}
 		m[role+"-admission-blocked"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].AdmissionBlocked) }, ""}
 		m[role+"-idle-collectives"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].IdleCollectives) }, ""}
+		m[role+"-idle-reaped"] = figure{false, func(r *executor.Report) float64 { return float64(r.Instances[side].IdleReaped) }, ""}
 	}
 	for name, f := range map[string]func(r *executor.Report) executor.Dist{
 		"ttft":       func(r *executor.Report) executor.Dist { return r.TTFTMs },
