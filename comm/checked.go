@@ -69,11 +69,24 @@ type checked struct {
 
 // NewChecked wraps raw in checked mode (see the package doc). Children from
 // Split are checked too, with the same configuration.
+//
+// Over a Bounded backend the backend's bound applies, unless cfg.Timeout
+// asks for a shorter one: then checked mode bounds each collective itself.
 func NewChecked(raw Comm, cfg CheckConfig) Comm {
+	return &checked{raw: raw, cfg: cfg.filled(), bounded: cfg.backendBounds(raw)}
+}
+
+func (cfg CheckConfig) filled() CheckConfig {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultCollectiveTimeout
 	}
-	return &checked{raw: raw, cfg: cfg, bounded: TimeoutOf(raw) > 0}
+	return cfg
+}
+
+// backendBounds reports whether raw's own bound is the one that applies.
+func (cfg CheckConfig) backendBounds(raw Comm) bool {
+	b := TimeoutOf(raw)
+	return b > 0 && (cfg.Timeout <= 0 || cfg.Timeout >= b)
 }
 
 // Wrapper is implemented by a communicator that wraps another (checked
@@ -303,7 +316,7 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 	if err = c.end(ctx, tctx, cancel, id, KindSplit, 0, err); err != nil {
 		return nil, err
 	}
-	return &checked{raw: child, cfg: c.cfg, bounded: TimeoutOf(child) > 0}, nil
+	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && TimeoutOf(child) > 0}, nil
 }
 
 func (c *checked) Barrier(ctx context.Context) error {

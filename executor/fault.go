@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -170,14 +170,14 @@ type rankFaults struct {
 
 func faultsFor(all []Fault, role transceiver.Role, rank int) rankFaults {
 	rf := rankFaults{stall: map[uint64]time.Duration{}, exit: map[uint64]bool{}}
-	tx := &transceiver.Faults{CorruptFragment: map[gpu.RequestID]bool{}, DropAck: map[gpu.RequestID]bool{},
-		FailReceive: map[gpu.RequestID]bool{}, Withhold: map[gpu.RequestID]bool{}, Cancel: map[gpu.RequestID]bool{}}
+	tx := &transceiver.Faults{CorruptFragment: map[request.ID]bool{}, DropAck: map[request.ID]bool{},
+		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}}
 	any := false
 	for _, f := range all {
 		if f.Role != role || f.Rank != rank {
 			continue
 		}
-		id := gpu.RequestID(f.Request)
+		id := request.ID(f.Request)
 		switch f.Kind {
 		case FaultFailTransfer:
 			tx.FailReceive[id], any = true, true

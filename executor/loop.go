@@ -10,6 +10,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -363,7 +364,7 @@ func (l *loop) admit(ctx context.Context) ([]rec, error) {
 		if n == 0 {
 			continue // under CP a short request may have no block on this rank
 		}
-		if _, err := l.pool.TryAllocate(gpu.RequestID(r.ID), n); err != nil {
+		if _, err := l.pool.TryAllocate(request.ID(r.ID), n); err != nil {
 			return nil, fmt.Errorf("executor: ctx rank %d admitted request %d but cannot allocate: %w", l.g.Rank, r.ID, err)
 		}
 	}
@@ -725,7 +726,7 @@ func (l *loop) prefill(ctx context.Context, batch []rec) error {
 		if !l.mine(*r) {
 			continue
 		}
-		id := gpu.RequestID(r.ID)
+		id := request.ID(r.ID)
 		transceiver.Prefill(l.pool, l.shard, id)
 		err := l.tr.StartSend(transceiver.Request{ID: id, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)})
 		if err != nil {
@@ -772,7 +773,7 @@ func (l *loop) runGen(ctx context.Context) error {
 			if !l.mine(r) {
 				continue
 			}
-			id := gpu.RequestID(r.ID)
+			id := request.ID(r.ID)
 			if err := l.tr.StartReceive(transceiver.Request{ID: id, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
 				return fmt.Errorf("executor: gen rank %d: %w", l.g.Rank, err)
 			}
@@ -784,7 +785,7 @@ func (l *loop) runGen(ctx context.Context) error {
 					continue
 				}
 				start := l.now()
-				if err := l.tr.ReceiveSync(ctx, gpu.RequestID(r.ID)); err != nil {
+				if err := l.tr.ReceiveSync(ctx, request.ID(r.ID)); err != nil {
 					return fmt.Errorf("executor: gen rank %d sync receive of request %d: %w", l.g.Rank, r.ID, err)
 				}
 				l.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, l.now(), nil)
@@ -1060,7 +1061,7 @@ func (l *loop) decode(ctx context.Context) (bool, error) {
 				rr.State, rr.Done = "completed", now
 				finished = append(finished, id)
 				if l.mine(g.r) && l.shard.BlocksFor(int(g.r.Tokens)) > 0 {
-					if err := l.pool.Release(gpu.RequestID(id)); err != nil {
+					if err := l.pool.Release(request.ID(id)); err != nil {
 						return false, fmt.Errorf("executor: gen rank %d release request %d: %w", l.g.Rank, id, err)
 					}
 				}

@@ -7,12 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+
+	"github.com/rankrun/rankrun/request"
 )
-
-// RequestID names a request across ranks.
-type RequestID uint64
-
-func (r RequestID) String() string { return "req-" + strconv.FormatUint(uint64(r), 10) }
 
 // BlockID indexes a block of one pool: [0, Blocks).
 type BlockID int32
@@ -65,7 +62,7 @@ type holding struct {
 }
 
 type waiter struct {
-	req    RequestID
+	req    request.ID
 	n      int
 	ready  chan struct{} // closed once blocks is set
 	blocks []BlockID     // the caller's copy, set when granted
@@ -81,13 +78,13 @@ type Pool struct {
 	mu      sync.Mutex
 	free    []BlockID // stack of free blocks
 	state   []blockState
-	owner   []RequestID // valid where state != stateFree
-	held    map[RequestID]*holding
+	owner   []request.ID // valid where state != stateFree
+	held    map[request.ID]*holding
 	spare   []*holding // recycled holdings, to keep Allocate/Release allocation-light
-	leases  map[LeaseID]RequestID
+	leases  map[LeaseID]request.ID
 	lastID  LeaseID
 	queue   []*waiter // FIFO
-	waiting map[RequestID]*waiter
+	waiting map[request.ID]*waiter
 
 	used, pinned, peakUsed, peakPinned int
 }
@@ -106,10 +103,10 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		data:       make([]byte, cfg.Blocks*cfg.BlockBytes),
 		free:       make([]BlockID, cfg.Blocks),
 		state:      make([]blockState, cfg.Blocks),
-		owner:      make([]RequestID, cfg.Blocks),
-		held:       map[RequestID]*holding{},
-		leases:     map[LeaseID]RequestID{},
-		waiting:    map[RequestID]*waiter{},
+		owner:      make([]request.ID, cfg.Blocks),
+		held:       map[request.ID]*holding{},
+		leases:     map[LeaseID]request.ID{},
+		waiting:    map[request.ID]*waiter{},
 	}
 	// Pop from the end: hand out low block ids first.
 	for i := range p.free {
@@ -127,7 +124,7 @@ func (p *Pool) Total() int { return len(p.state) }
 // BlockBytes is the size of one block.
 func (p *Pool) BlockBytes() int { return p.blockBytes }
 
-func (p *Pool) checkN(op string, req RequestID, n int) error {
+func (p *Pool) checkN(op string, req request.ID, n int) error {
 	if n <= 0 {
 		return fmt.Errorf("%w: pool %q: %s %d blocks for %v: n must be positive", ErrInvalid, p.name, op, n, req)
 	}
@@ -137,7 +134,7 @@ func (p *Pool) checkN(op string, req RequestID, n int) error {
 	return nil
 }
 
-func (p *Pool) dupLocked(op string, req RequestID) error {
+func (p *Pool) dupLocked(op string, req request.ID) error {
 	if h, ok := p.held[req]; ok {
 		return fmt.Errorf("gpu: pool %q: %s for %v: %w (it holds %d blocks; release them first)", p.name, op, req, ErrDuplicate, len(h.blocks))
 	}
@@ -153,7 +150,7 @@ func (p *Pool) dupLocked(op string, req RequestID) error {
 // pool is as if Allocate had not been called. n larger than the pool fails at
 // once with ErrTooLarge; a request that holds or awaits blocks fails with
 // ErrDuplicate. The returned slice is the caller's.
-func (p *Pool) Allocate(ctx context.Context, req RequestID, n int) ([]BlockID, error) {
+func (p *Pool) Allocate(ctx context.Context, req request.ID, n int) ([]BlockID, error) {
 	if err := p.checkN("allocate", req, n); err != nil {
 		return nil, err
 	}
@@ -204,7 +201,7 @@ func (p *Pool) Allocate(ctx context.Context, req RequestID, n int) ([]BlockID, e
 
 // TryAllocate gives req n blocks if they are free now and nobody waits ahead;
 // otherwise it fails at once with ErrPoolFull and changes nothing.
-func (p *Pool) TryAllocate(req RequestID, n int) ([]BlockID, error) {
+func (p *Pool) TryAllocate(req request.ID, n int) ([]BlockID, error) {
 	if err := p.checkN("try-allocate", req, n); err != nil {
 		return nil, err
 	}
@@ -222,7 +219,7 @@ func (p *Pool) TryAllocate(req RequestID, n int) ([]BlockID, error) {
 
 // grantLocked moves n free blocks to req; the caller has checked they fit.
 // It returns the holding's own slice.
-func (p *Pool) grantLocked(req RequestID, n int) []BlockID {
+func (p *Pool) grantLocked(req request.ID, n int) []BlockID {
 	var h *holding
 	if k := len(p.spare); k > 0 {
 		h, p.spare = p.spare[k-1], p.spare[:k-1]
@@ -261,7 +258,7 @@ func (p *Pool) notifyLocked() {
 // Release frees req's blocks and wakes waiters. It fails with ErrPinned
 // while a lease on req is open, and with ErrNotAllocated if req holds no
 // blocks (released twice, never allocated, or still waiting).
-func (p *Pool) Release(req RequestID) error {
+func (p *Pool) Release(req request.ID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h, ok := p.held[req]
@@ -280,7 +277,7 @@ func (p *Pool) Release(req RequestID) error {
 }
 
 // releaseLocked frees an unpinned holding and wakes waiters.
-func (p *Pool) releaseLocked(req RequestID) {
+func (p *Pool) releaseLocked(req request.ID) {
 	h := p.held[req]
 	for _, b := range h.blocks {
 		p.state[b] = stateFree
@@ -296,7 +293,7 @@ func (p *Pool) releaseLocked(req RequestID) {
 // Lease pins req's blocks until EndLease; Release is refused meanwhile.
 // Several leases may pin one request. It fails with ErrNotAllocated if req
 // holds no blocks.
-func (p *Pool) Lease(req RequestID) (LeaseID, error) {
+func (p *Pool) Lease(req request.ID) (LeaseID, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h, ok := p.held[req]
@@ -350,12 +347,12 @@ func (p *Pool) Block(id BlockID) []byte {
 }
 
 // Blocks returns a copy of req's blocks in allocation order, or nil.
-func (p *Pool) Blocks(req RequestID) []BlockID {
+func (p *Pool) Blocks(req request.ID) []BlockID {
 	return p.AppendBlocks(nil, req)
 }
 
 // AppendBlocks appends req's blocks to dst (no allocation when dst has room).
-func (p *Pool) AppendBlocks(dst []BlockID, req RequestID) []BlockID {
+func (p *Pool) AppendBlocks(dst []BlockID, req request.ID) []BlockID {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h, ok := p.held[req]; ok {
@@ -421,7 +418,7 @@ func (p *Pool) CheckInvariants() error {
 			return bad("%v is on the free list in state %d", b, p.state[b])
 		}
 	}
-	used, pinned, leases := 0, 0, map[RequestID]int{}
+	used, pinned, leases := 0, 0, map[request.ID]int{}
 	for _, req := range p.leases {
 		leases[req]++
 	}

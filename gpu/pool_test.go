@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/request"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,7 +46,7 @@ func TestPoolConfigValidate(t *testing.T) {
 }
 
 func TestPrintable(t *testing.T) {
-	assert.Equal(t, "req-7", RequestID(7).String())
+	assert.Equal(t, "req-7", request.ID(7).String())
 	assert.Equal(t, "block-3", BlockID(3).String())
 	assert.Equal(t, "lease-2", LeaseID(2).String())
 	p, err := NewPool(PoolConfig{Blocks: 1, BlockBytes: 1})
@@ -190,8 +191,8 @@ func TestAllocateFIFO(t *testing.T) {
 	p := newPool(t, 4, 1)
 	_, err := p.TryAllocate(1, 3)
 	require.NoError(t, err)
-	done := map[RequestID]chan error{2: make(chan error, 1), 3: make(chan error, 1)}
-	start := func(req RequestID, n int) {
+	done := map[request.ID]chan error{2: make(chan error, 1), 3: make(chan error, 1)}
+	start := func(req request.ID, n int) {
 		go func() {
 			_, err := p.Allocate(context.Background(), req, n)
 			done[req] <- err
@@ -313,7 +314,7 @@ func TestConcurrentAllocateRelease(t *testing.T) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 1))
 			for i := 0; i < rounds; i++ {
-				req := RequestID(w*rounds + i)
+				req := request.ID(w*rounds + i)
 				n := 1 + r.IntN(20)
 				var ids []BlockID
 				var err error
@@ -379,8 +380,8 @@ func TestConcurrentAllocateRelease(t *testing.T) {
 // refPool is the deliberately dumb model FuzzPoolOps checks the pool against.
 type refPool struct {
 	total  int
-	held   map[RequestID]int // blocks
-	leases map[LeaseID]RequestID
+	held   map[request.ID]int // blocks
+	leases map[LeaseID]request.ID
 }
 
 func (r *refPool) used() int {
@@ -392,7 +393,7 @@ func (r *refPool) used() int {
 }
 
 func (r *refPool) pinned() int {
-	pinnedReq := map[RequestID]bool{}
+	pinnedReq := map[request.ID]bool{}
 	for _, req := range r.leases {
 		pinnedReq[req] = true
 	}
@@ -413,13 +414,13 @@ func FuzzPoolOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const total = 16
 		p := newPool(t, total, 2)
-		ref := &refPool{total: total, held: map[RequestID]int{}, leases: map[LeaseID]RequestID{}}
+		ref := &refPool{total: total, held: map[request.ID]int{}, leases: map[LeaseID]request.ID{}}
 		var open []LeaseID
 		cancelled, cancel := context.WithCancel(context.Background())
 		cancel()
 		for i := 0; i+1 < len(ops); i += 2 {
 			op, arg := ops[i]%6, ops[i+1]
-			req := RequestID(arg % 8)
+			req := request.ID(arg % 8)
 			step := fmt.Sprintf("step %d op %d arg %d", i/2, op, arg)
 			switch op {
 			case 0, 1: // TryAllocate, or Allocate with a background context when it fits
@@ -523,7 +524,7 @@ func BenchmarkAllocateRelease32(b *testing.B) {
 	p := newPool(b, 1024, 64)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		req := RequestID(i)
+		req := request.ID(i)
 		if _, err := p.TryAllocate(req, 32); err != nil {
 			b.Fatal(err)
 		}
@@ -538,7 +539,7 @@ func BenchmarkAllocateCtxRelease32(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		req := RequestID(i)
+		req := request.ID(i)
 		if _, err := p.Allocate(ctx, req, 32); err != nil {
 			b.Fatal(err)
 		}

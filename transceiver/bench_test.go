@@ -33,6 +33,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -166,9 +167,9 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 	var done atomic.Int64
 	o := benchOpts{ctx: fmt.Sprintf("tp=%d", ranks), gen: "tp=1", model: tinyModel, ctxBlocks: ids + 8, genBlocks: 8, checked: checked,
 		faults: func(role transceiver.Role, rank int) *transceiver.Faults {
-			f := &transceiver.Faults{Cancel: map[gpu.RequestID]bool{1: true}}
+			f := &transceiver.Faults{Cancel: map[request.ID]bool{1: true}}
 			for i := range ids {
-				f.Cancel[gpu.RequestID(heldBase+rank*ids+i)] = true
+				f.Cancel[request.ID(heldBase+rank*ids+i)] = true
 			}
 			return f
 		}}
@@ -177,7 +178,7 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 			return idle(ctx, r, &done, int64(ranks))
 		}
 		defer done.Add(1)
-		start := func(id gpu.RequestID) error {
+		start := func(id request.ID) error {
 			if _, err := r.pool.TryAllocate(id, 1); err != nil {
 				return err
 			}
@@ -189,7 +190,7 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 			return err
 		}
 		for i := range ids {
-			if err := start(gpu.RequestID(heldBase + r.groups.Rank*ids + i)); err != nil {
+			if err := start(request.ID(heldBase + r.groups.Rank*ids + i)); err != nil {
 				return err
 			}
 		}
@@ -259,7 +260,7 @@ func benchCheckInFlight(b *testing.B, ranks, n int) {
 		defer done.Add(1)
 		tp := r.groups.Scope[0]
 		for i := range n {
-			if _, err := r.pool.TryAllocate(gpu.RequestID(heldBase+i), 1); err != nil {
+			if _, err := r.pool.TryAllocate(request.ID(heldBase+i), 1); err != nil {
 				return err
 			}
 		}
@@ -276,7 +277,7 @@ func benchCheckInFlight(b *testing.B, ranks, n int) {
 			return err
 		}
 		for i := range n {
-			if err := r.tr.StartSend(transceiver.Request{ID: gpu.RequestID(heldBase + i), Tokens: 1}); err != nil {
+			if err := r.tr.StartSend(transceiver.Request{ID: request.ID(heldBase + i), Tokens: 1}); err != nil {
 				return err
 			}
 		}
@@ -341,7 +342,7 @@ func benchTransfer(b *testing.B, tokens int) {
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
 		var total time.Duration
 		for i := range n + 1 { // the first is a warm-up
-			q := transceiver.Request{ID: gpu.RequestID(i + 1), Tokens: tokens}
+			q := transceiver.Request{ID: request.ID(i + 1), Tokens: tokens}
 			if r.role == transceiver.Generation {
 				if err := r.tr.StartReceive(q); err != nil {
 					return err

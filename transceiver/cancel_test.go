@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -56,7 +56,7 @@ func TestCancelOnOneCtxRankDoesNotStrandItsPeer(t *testing.T) {
 	start := time.Now()
 	got := cancelRun(t, 30*time.Second, func(role transceiver.Role, rank int) *transceiver.Faults {
 		if role == transceiver.Context && rank == 0 {
-			return &transceiver.Faults{Cancel: map[gpu.RequestID]bool{100: true}}
+			return &transceiver.Faults{Cancel: map[request.ID]bool{100: true}}
 		}
 		return nil
 	})
@@ -74,7 +74,7 @@ func TestCancelOnOneCtxRankDoesNotStrandItsPeer(t *testing.T) {
 func TestPartialTransferIsNeverTransferred(t *testing.T) {
 	got := cancelRun(t, 300*time.Millisecond, func(role transceiver.Role, rank int) *transceiver.Faults {
 		if role == transceiver.Context && rank == 1 {
-			return &transceiver.Faults{Withhold: map[gpu.RequestID]bool{100: true}}
+			return &transceiver.Faults{Withhold: map[request.ID]bool{100: true}}
 		}
 		return nil
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -73,7 +74,7 @@ var (
 // Request is what both sides agree about a request: its id, its KV length,
 // and the DP indices of the CTX and GEN instances that hold it.
 type Request struct {
-	ID     gpu.RequestID
+	ID     request.ID
 	Tokens int
 	CtxDP  int
 	GenDP  int
@@ -139,19 +140,19 @@ const (
 type Faults struct {
 	// CorruptFragment flips a byte of every fragment this CTX rank sends
 	// for these requests (GEN verification must fail it).
-	CorruptFragment map[gpu.RequestID]bool
+	CorruptFragment map[request.ID]bool
 	// DropAck makes this GEN rank never acknowledge these requests (the
 	// CTX side must time out and cancel).
-	DropAck map[gpu.RequestID]bool
+	DropAck map[request.ID]bool
 	// FailReceive makes this GEN rank fail these requests locally after
 	// receiving them (a rank-local error).
-	FailReceive map[gpu.RequestID]bool
+	FailReceive map[request.ID]bool
 	// Withhold makes this CTX rank never send these requests' fragments, so
 	// the transfer runs into its deadline on both sides.
-	Withhold map[gpu.RequestID]bool
+	Withhold map[request.ID]bool
 	// Cancel makes this rank ask to cancel these requests as soon as their
 	// session starts (a cancel seen by one rank only).
-	Cancel map[gpu.RequestID]bool
+	Cancel map[request.ID]bool
 }
 
 func (c *Config) fill() error {

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 
 	"github.com/rankrun/rankrun/topology"
 )
@@ -134,7 +135,7 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 // Prefill writes the KV pattern of request id into the blocks it holds in
 // pool (allocated by admission), as shard s lays them out: the rank's j-th
 // block of the request is request block j*CP + CPIndex.
-func Prefill(pool *gpu.Pool, s topology.Shard, id gpu.RequestID) {
+func Prefill(pool *gpu.Pool, s topology.Shard, id request.ID) {
 	for j, b := range pool.Blocks(id) {
 		FillBlock(pool.Block(b), s, uint64(id), j*s.CP+s.CPIndex)
 		// In-process, every rank shares the machine's cores: yield between

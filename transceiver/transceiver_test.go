@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -59,7 +59,7 @@ func drain(ctx context.Context, r *rank, want int) ([]transceiver.Reaped, error)
 func requests(n int) []transceiver.Request {
 	var out []transceiver.Request
 	for i := range n {
-		out = append(out, transceiver.Request{ID: gpu.RequestID(100 + i), Tokens: 1 + i*13})
+		out = append(out, transceiver.Request{ID: request.ID(100 + i), Tokens: 1 + i*13})
 	}
 	return out
 }
@@ -321,7 +321,7 @@ func TestPollSeed000(t *testing.T) {
 	t.Run("FailedSessionCounts", func(t *testing.T) {
 		o, _ := frozen("tp=1", "tp=1")
 		o.faults = func(role transceiver.Role, rank int) *transceiver.Faults {
-			return &transceiver.Faults{CorruptFragment: map[gpu.RequestID]bool{100: true}}
+			return &transceiver.Faults{CorruptFragment: map[request.ID]bool{100: true}}
 		}
 		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {

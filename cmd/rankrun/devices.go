@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/rankrun/rankrun/executor"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rankrun/rankrun/executor"
 
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"

@@ -1,0 +1,135 @@
+package transceiver
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// withdrawFrom withdraws the session's unmatched receives from CTX peer
+// (GEN), which said it will not send. A receive that already matched stays:
+// its bytes arrive and are acknowledged.
+func (t *Transceiver) withdrawFrom(s *session, peer int) {
+	for i := range s.frags {
+		fs := &s.frags[i]
+		if fs.peer != peer || !fs.posted || fs.done {
+			continue
+		}
+		if err := fs.req.Cancel(); err != nil {
+			continue // matched: it completes as a receive
+		}
+		fs.done, fs.withdrawn = true, true
+		t.bufs.put(fs.msg) // nothing writes a withdrawn receive
+		fs.msg = nil
+	}
+}
+
+// withdrawAll withdraws every unmatched receive (shutdown only).
+func (t *Transceiver) withdrawAll(s *session) {
+	for i := range s.frags {
+		if fs := &s.frags[i]; fs.posted && !fs.done {
+			t.withdrawFrom(s, fs.peer)
+		}
+	}
+}
+
+// genCancel starts cancelling a receive session: every CTX peer that may
+// still send is asked to cancel. Its receives stay posted until the peer
+// either sends (the bytes are received) or confirms it will not
+// (CancelAck): withdrawing a receive a peer may still match would strand
+// that peer's send forever.
+func (t *Transceiver) genCancel(s *session, why string) {
+	if s.cancelling || s.state.terminal() {
+		return
+	}
+	s.cancelling, s.cancelReason = true, why
+	asked := map[int]bool{}
+	for _, fs := range s.frags {
+		if !fs.done && !asked[fs.peer] {
+			asked[fs.peer] = true
+			_ = t.sendControl(fs.peer, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
+		}
+	}
+}
+
+// ctxPeerCancelled applies a cancel from GEN peer g to a send session: the
+// fragments for g not yet posted will not be sent (CancelAck tells g), and
+// the cancel spreads to the other GEN peers this rank has not sent to yet.
+// Fragments already posted complete normally (g keeps their receives).
+func (t *Transceiver) ctxPeerCancelled(s *session, g int) {
+	if s.state.terminal() {
+		return
+	}
+	if !s.cancelling {
+		s.cancelling, s.cancelReason = true, fmt.Sprintf("gen rank %d cancelled", g-t.nCtx)
+	}
+	t.ctxStopSending(s, g, KindCancelAck)
+	for _, fs := range s.frags {
+		if fs.peer != g {
+			t.ctxStopSending(s, fs.peer, KindCancel)
+		}
+	}
+}
+
+// ctxStopSending cancels the fragments for GEN peer g when none of them has
+// been posted, and tells g with kind (Cancel or CancelAck). If one was
+// posted, the rest are sent too: g then keeps all of its receives.
+func (t *Transceiver) ctxStopSending(s *session, g int, kind Kind) {
+	changed := false
+	for i := range s.frags {
+		fs := &s.frags[i]
+		if fs.peer != g {
+			continue
+		}
+		if fs.posted {
+			return
+		}
+		if !fs.cancelled {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	for i := range s.frags {
+		if fs := &s.frags[i]; fs.peer == g {
+			fs.cancelled = true
+		}
+	}
+	_ = t.sendControl(g, Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
+}
+
+// tryCancel asks to cancel a session. It is refused (and retried by the
+// caller's next pump) while a write is in flight. CTX: fragments not yet
+// sent are cancelled and their GEN peers told. GEN: the CTX peers are asked
+// to cancel; the session ends once each has sent or confirmed.
+func (t *Transceiver) tryCancel(s *session, why string) {
+	if s.state.terminal() {
+		return
+	}
+	if t.cfg.Role == Generation {
+		t.genCancel(s, why)
+		return
+	}
+	if s.inFlight() {
+		t.stats.CancelRefused++
+		return
+	}
+	if !s.cancelling {
+		s.cancelling, s.cancelReason = true, why
+	}
+	t.stopAll(s)
+	t.progressSend(s)
+}
+
+// stopAll cancels, and announces to their GEN peers, every fragment of a
+// send session that was not posted.
+func (t *Transceiver) stopAll(s *session) {
+	peers := map[int]bool{}
+	for _, fs := range s.frags {
+		peers[fs.peer] = true
+	}
+	for _, g := range slices.Sorted(maps.Keys(peers)) {
+		t.ctxStopSending(s, g, KindCancel)
+	}
+}

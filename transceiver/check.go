@@ -1,0 +1,215 @@
+package transceiver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rankrun/rankrun/request"
+
+	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/consensus"
+)
+
+// WaitEvent sleeps until a communication event of this rank (a request
+// posted by it completed), the deadline, or ctx ends; it returns at once
+// when the deadline has passed. Backends without completion events (MPI)
+// are polled: it returns after a short pause. The executor, which owns the
+// transceiver on the same goroutine, waits through it too.
+func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
+	d := deadline.Sub(t.clk.Now())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	if t.notify == nil {
+		comm.PollPause(min(d, 50*time.Microsecond))
+		return ctx.Err()
+	}
+	return t.waiter.Wait(ctx, t.notify.Notify(), deadline)
+}
+
+// poll is phase 1: the bounded, rank-local poll. It waits until target of
+// this rank's sessions are terminal or interval passes, pumping progress,
+// and never enters a collective.
+func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Duration) time.Duration {
+	start := t.clk.Now()
+	target := atLeast
+	if !t.cfg.Replays.UnclampedPoll {
+		// The clamp (seed 000): never wait for more sessions than are held.
+		target = min(atLeast, len(t.sessions))
+	}
+	deadline := start.Add(interval)
+	for {
+		t.Pump()
+		if target <= 0 || t.terminalCount() >= target {
+			break
+		}
+		if !t.clk.Now().Before(deadline) {
+			break
+		}
+		if t.WaitEvent(ctx, deadline) != nil {
+			break
+		}
+	}
+	return clock.Since(t.clk, start)
+}
+
+func (t *Transceiver) terminalCount() int { return t.terminal }
+
+// CheckContextTransferStatus is a CTX status check: a bounded local poll for
+// atLeast sessions (clamped), then ready-id and outcome consensus over the
+// CTX scope, then the agreed outcomes are applied: leases end and blocks are
+// freed. A CTX rank that never sent skips the consensus; the flag is sticky
+// and flips on every rank of the group together, so skipping is uniform.
+func (t *Transceiver) CheckContextTransferStatus(ctx context.Context, atLeast int) (Result, error) {
+	if t.cfg.Role != Context {
+		return Result{}, fmt.Errorf("%w: CheckContextTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
+	}
+	return t.check(ctx, atLeast, t.cfg.SenderWaitSlice, t.cfg.Scope)
+}
+
+// CheckGenTransferStatus is the GEN status check. GEN always enters the
+// consensus (with an empty vote when it holds nothing): its group needs it.
+func (t *Transceiver) CheckGenTransferStatus(ctx context.Context, atLeast int) (Result, error) {
+	if t.cfg.Role != Generation {
+		return Result{}, fmt.Errorf("%w: CheckGenTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
+	}
+	return t.check(ctx, atLeast, t.cfg.GenPollInterval, t.cfg.Scope)
+}
+
+// CheckStatusOver is a status check (either role) whose consensus runs over
+// scope instead of the rank's own. Only the unsafe-idle-reap replay uses
+// it, to bring back a check whose collectives span the executor group.
+func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []comm.Comm) (Result, error) {
+	interval := t.cfg.SenderWaitSlice
+	if t.cfg.Role == Generation {
+		interval = t.cfg.GenPollInterval
+	}
+	return t.check(ctx, atLeast, interval, scope)
+}
+
+// TerminalHeld counts sessions that are over on this rank but not yet
+// reaped by a consensus: their blocks stay pinned until a status check.
+func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
+
+// check is phases 1-3. Its results are named so that the deferred count
+// of collectives reaches the caller on every return.
+func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (res Result, err error) {
+	t.stats.StatusChecks++
+	res.PollWait = t.poll(ctx, atLeast, interval)
+	t.stats.PollWaitTotal += res.PollWait
+	t.stats.MaxPollWait = max(t.stats.MaxPollWait, res.PollWait)
+	if t.cfg.Role == Context && !t.everSent {
+		res.Skipped = true
+		return res, nil
+	}
+	before := t.gather.Collectives()
+	defer func() { res.Collectives = int(t.gather.Collectives() - before) }()
+
+	ready := t.readyBuf[:0]
+	if t.terminal > 0 {
+		for _, s := range t.order {
+			if s.state.terminal() {
+				ready = append(ready, uint64(s.req.ID))
+			}
+		}
+	}
+	t.readyBuf = ready
+	agreed, err := t.gather.ReadyIDs(ctx, scope, ready)
+	if err != nil {
+		return res, fmt.Errorf("transceiver: %s rank %d ready-id consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+	}
+	if len(agreed) == 0 {
+		// Nothing is over on every rank: the outcome would be empty on
+		// every rank. The agreed set is identical on every rank of the
+		// scope, so skipping phase 3 here is rank-uniform.
+		return res, nil
+	}
+	var vote consensus.Vote
+	for _, id := range agreed {
+		s := t.sessions[request.ID(id)]
+		if s == nil {
+			// Cannot happen: agreed ids are in every rank's ready list.
+			return res, fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", id, t.cfg.Role, t.cfg.Rank)
+		}
+		switch s.state {
+		case StateCancelled:
+			vote.Cancelled = append(vote.Cancelled, id)
+		case StateFailed:
+			vote.Failed = append(vote.Failed, id)
+		case StateTransferred:
+			vote.Completed = append(vote.Completed, id)
+		}
+		if !s.inFlight() {
+			vote.Quiesced = append(vote.Quiesced, id)
+		}
+	}
+	out, err := t.gather.Outcome(ctx, scope, vote)
+	if err != nil {
+		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+	}
+	defer t.compactOrder()
+	now := t.clk.Now()
+	quiesced := map[uint64]bool{}
+	for _, id := range out.Quiesced {
+		quiesced[id] = true
+	}
+	apply := func(ids []uint64, st State) error {
+		for _, id := range ids {
+			if !quiesced[id] {
+				continue // a write is still in flight somewhere: next check
+			}
+			s := t.sessions[request.ID(id)]
+			reason := s.reason
+			if st != s.state && reason == "" {
+				reason = fmt.Sprintf("%s on another rank of the group", st)
+			}
+			if err := t.finish(s, st); err != nil {
+				return err
+			}
+			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, State: st, Reason: reason, Bytes: s.bytes, Verified: s.verified,
+				Started: s.started, Terminal: s.terminal, Reaped: now})
+		}
+		return nil
+	}
+	if err := apply(out.Cancelled, StateCancelled); err != nil {
+		return res, err
+	}
+	if err := apply(out.Failed, StateFailed); err != nil {
+		return res, err
+	}
+	if err := apply(out.Completed, StateTransferred); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// finish applies an agreed outcome: CTX ends the lease and frees the
+// blocks (the reap of seed 001); GEN frees the blocks of a failed or
+// cancelled transfer and keeps those of a completed one for decoding (the
+// caller releases them with Pool.Release when the request is done).
+func (t *Transceiver) finish(s *session, st State) error {
+	switch st {
+	case StateTransferred:
+		t.stats.Completed++
+	case StateFailed:
+		t.stats.Failed++
+	case StateCancelled:
+		t.stats.Cancelled++
+	}
+	t.dropSession(s)
+	t.noteFinished(s.req.ID)
+	if s.leased {
+		if err := t.cfg.Pool.EndLease(s.lease); err != nil {
+			return fmt.Errorf("transceiver: end lease of request %d: %w", s.req.ID, err)
+		}
+		s.leased = false
+	}
+	if s.hasBlocks && (t.cfg.Role == Context || st != StateTransferred) {
+		if err := t.cfg.Pool.Release(s.req.ID); err != nil {
+			return fmt.Errorf("transceiver: release blocks of request %d: %w", s.req.ID, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package transceiver
+
+import (
+	"fmt"
+
+	"github.com/rankrun/rankrun/request"
+
+	"github.com/rankrun/rankrun/comm"
+	"go.uber.org/zap"
+)
+
+func (t *Transceiver) postControl() error {
+	q, err := t.cfg.World.Irecv(t.ctlBuf, comm.AnySource, tagControl)
+	if err != nil {
+		return fmt.Errorf("transceiver: post control receive: %w", err)
+	}
+	t.ctl = q
+	return nil
+}
+
+func (t *Transceiver) sendControl(dest int, h Header) error {
+	msg := EncodeMessage(nil, h, nil)
+	q, err := t.cfg.World.Isend(msg, dest, tagControl)
+	if err != nil {
+		return fmt.Errorf("transceiver: send %s to world rank %d: %w", h.Kind, dest, err)
+	}
+	t.outbox = append(t.outbox, q)
+	return nil
+}
+
+func (t *Transceiver) pumpControl() {
+	for t.ctl != nil {
+		st, done, err := t.ctl.Test()
+		if !done {
+			return
+		}
+		if err != nil {
+			t.stats.ControlErrors++
+			t.cfg.Log.Warn("control receive failed", zap.Error(err))
+		} else {
+			t.handleControl(st.Source, t.ctlBuf[:st.Len])
+		}
+		if err := t.postControl(); err != nil {
+			t.cfg.Log.Error("cannot repost control receive", zap.Error(err))
+			t.ctl = nil
+		}
+	}
+}
+
+func (t *Transceiver) handleControl(src int, msg []byte) {
+	h, _, err := DecodeMessage(msg)
+	if err != nil {
+		t.stats.ControlErrors++
+		t.cfg.Log.Warn("malformed control message", zap.Int("from", src), zap.Error(err))
+		return
+	}
+	id := request.ID(h.RequestID)
+	s := t.sessions[id]
+	switch {
+	case h.Kind == KindRequestInfo && t.cfg.Role == Context:
+		if s == nil {
+			if t.finished[id] {
+				return // a late info for a transfer this rank already ended
+			}
+			t.pendingInfo[id] = append(t.pendingInfo[id], h)
+			return
+		}
+		t.applyInfo(s, h)
+	case h.Kind == KindAck && t.cfg.Role == Context:
+		if s == nil {
+			if !t.finished[id] {
+				t.stats.ControlErrors++
+				t.cfg.Log.Warn("ack for an unknown request", zap.Uint64("request", h.RequestID), zap.Int("from", src))
+			}
+			return
+		}
+		for i := range s.frags {
+			fs := &s.frags[i]
+			if fs.peer == src && !fs.acked {
+				fs.acked = true
+				if h.Status != CodeOK && !s.state.terminal() {
+					s.reason = fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status)
+				}
+				break
+			}
+		}
+	case h.Kind == KindCancel:
+		if s == nil {
+			if !t.finished[id] {
+				if t.earlyCancel[id] == nil {
+					t.earlyCancel[id] = map[int]bool{}
+				}
+				// The value says whether the peer reported a failure.
+				t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == CodeFailed
+			}
+			return
+		}
+		if s.state.terminal() {
+			return
+		}
+		if h.Status == CodeFailed {
+			t.peerFailed(s, src)
+		}
+		if t.cfg.Role == Generation {
+			// A CTX peer sends Cancel only for fragments it never posted.
+			t.withdrawFrom(s, src)
+			t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
+		} else {
+			t.ctxPeerCancelled(s, src)
+		}
+	case h.Kind == KindCancelAck && t.cfg.Role == Generation:
+		if s != nil && !s.state.terminal() {
+			if h.Status == CodeFailed {
+				t.peerFailed(s, src)
+			}
+			t.withdrawFrom(s, src)
+		}
+	case h.Kind == KindError:
+		if s != nil && !s.state.terminal() {
+			s.reason = fmt.Sprintf("peer world rank %d reported %s", src, h.Status)
+			if t.cfg.Role == Generation {
+				// An error is not "I will not send": the peer may have
+				// posted its fragment already. Ask it to cancel; it sends
+				// or confirms, as for any cancel.
+				t.genCancel(s, s.reason)
+			}
+		}
+	default:
+		t.stats.ControlErrors++
+		t.cfg.Log.Warn("unexpected control message", zap.Stringer("kind", h.Kind), zap.Int("from", src))
+	}
+}
+
+func (t *Transceiver) applyInfo(s *session, h Header) {
+	g := t.genWorld(int(h.Sender))
+	matched := false
+	for i := range s.frags {
+		fs := &s.frags[i]
+		if fs.peer == g {
+			if fs.dataTag >= 0 {
+				t.stats.ControlErrors++
+				t.cfg.Log.Warn("duplicate request info", zap.Uint64("request", h.RequestID), zap.Int32("gen", h.Sender))
+				_ = t.sendControl(g, Header{Kind: KindError, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: CodeDuplicate})
+				return
+			}
+			fs.dataTag = int(h.Fragment)
+			matched = true
+		}
+	}
+	if !matched && len(s.frags) > 0 {
+		// A GEN rank this CTX rank sends nothing to; nothing to do.
+		return
+	}
+	if s.state == StateInit {
+		s.state = StateReady
+	}
+}

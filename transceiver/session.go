@@ -1,0 +1,161 @@
+package transceiver
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rankrun/rankrun/request"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/topology"
+	"go.uber.org/zap"
+)
+
+type fragState struct {
+	f       topology.Fragment
+	peer    int    // world rank of the other side
+	dataTag int    // -1 until known (CTX)
+	msg     []byte // CTX: the packed message; GEN: the receive buffer
+	req     comm.Request
+	posted  bool
+	done    bool // CTX: send completed; GEN: received and checked
+	acked   bool // CTX only
+	// withdrawn (GEN): the receive was withdrawn because the peer said it
+	// will not send; cancelled (CTX): this rank will not send it.
+	withdrawn bool
+	cancelled bool
+	payload   int
+	verified  int
+}
+
+type session struct {
+	req      Request
+	state    State
+	reason   string
+	frags    []fragState
+	lease    gpu.LeaseID
+	leased   bool
+	blocks   []gpu.BlockID
+	started  time.Time
+	deadline time.Time
+	terminal time.Time
+	dataTag  int // GEN
+	bytes    int64
+	verified int64
+	dropped  bool // reaped; removed from order at the end of the check
+	// cancelling: this rank asked its peers to cancel (or was asked);
+	// the session ends cancelled once no write is in flight.
+	cancelling   bool
+	cancelReason string
+	refused      bool // a cancel was refused while a write was in flight
+	// hasBlocks: the request has blocks on this rank (under CP a short
+	// request may have none).
+	hasBlocks bool
+}
+
+// inFlight reports whether a write into or out of the session's blocks may
+// still be happening.
+func (s *session) inFlight() bool {
+	for i := range s.frags {
+		if s.frags[i].posted && !s.frags[i].done {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Transceiver) addSession(s *session) {
+	t.sessions[s.req.ID] = s
+	t.order = append(t.order, s)
+	t.stats.SessionsCreated++
+}
+
+// dropSession forgets a reaped session; compactOrder removes it from the
+// iteration order (once per status check, not once per session).
+func (t *Transceiver) dropSession(s *session) {
+	delete(t.sessions, s.req.ID)
+	if s.state.terminal() {
+		t.terminal--
+	}
+	s.dropped = true
+}
+
+func (t *Transceiver) compactOrder() {
+	t.order = slices.DeleteFunc(t.order, func(s *session) bool { return s.dropped })
+}
+
+func (t *Transceiver) setTerminal(s *session, st State, reason string) {
+	if s.state.terminal() {
+		return
+	}
+	s.state = st
+	s.reason = reason
+	s.terminal = t.clk.Now()
+	t.terminal++
+	if st != StateTransferred {
+		t.stats.LocalFailures++
+	}
+	if st != StateTransferred {
+		t.cfg.Log.Debug("transfer ended", zap.Uint64("request", uint64(s.req.ID)), zap.Stringer("state", st), zap.String("reason", reason))
+	}
+}
+
+// canStart checks that op may open a session for id on this rank: the right
+// role, not closed, no session for id yet.
+func (t *Transceiver) canStart(role Role, op string, id request.ID) error {
+	if t.cfg.Role != role {
+		return fmt.Errorf("%w: %s on a %s rank", ErrConfig, op, t.cfg.Role)
+	}
+	if t.closed {
+		return ErrClosed
+	}
+	if _, ok := t.sessions[id]; ok {
+		return fmt.Errorf("%w: %s: request %d already has a session on this %s rank", ErrDuplicate, op, id, t.cfg.Role)
+	}
+	return nil
+}
+
+func (t *Transceiver) allocTag() int {
+	// Tags cycle; a tag is reused only after ~32k later requests, long
+	// after the transfer that used it ended.
+	tag := t.nextTag
+	t.nextTag++
+	if t.nextTag > dataTagHigh {
+		t.nextTag = dataTagLow
+	}
+	return tag
+}
+
+// cancelStatus is the status a Cancel or CancelAck carries: CodeFailed
+// when the session failed (so that every rank records a failure, not a
+// cancel, and the group's outcome is the same whatever the timing),
+// CodeCancelled otherwise.
+func (s *session) cancelStatus() StatusCode {
+	if s.reason != "" {
+		return CodeFailed
+	}
+	return CodeCancelled
+}
+
+// peerFailed records that peer (a world rank) reported the transfer failed.
+func (t *Transceiver) peerFailed(s *session, peer int) {
+	if s.reason == "" {
+		s.reason = fmt.Sprintf("peer world rank %d reported the transfer failed", peer)
+	}
+}
+
+// noteFinished remembers a reaped request so that late control messages
+// for it are recognised (bounded).
+func (t *Transceiver) noteFinished(id request.ID) {
+	const keep = 8192
+	t.finished[id] = true
+	t.finishedQ = append(t.finishedQ, id)
+	if len(t.finishedQ) > keep {
+		delete(t.finished, t.finishedQ[0])
+		t.finishedQ = t.finishedQ[1:]
+	}
+	delete(t.pendingInfo, id)
+	delete(t.earlyCancel, id)
+}
