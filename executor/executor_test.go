@@ -100,7 +100,7 @@ func TestCorruptFragmentAlwaysFailsItsRequest(t *testing.T) {
 			for range 5 {
 				cfg := baseConfig(pair[0], pair[1], transceiver.Async)
 				cfg.Workload.Requests = 8
-				cfg.Faults = []executor.Fault{{Kind: executor.FaultCorrupt, Role: transceiver.Context, Rank: 0, Request: 2}}
+				cfg.Faults = []executor.Fault{{Kind: executor.FaultCorrupt, Role: topology.Context, Rank: 0, Request: 2}}
 				rep := run(t, cfg)
 				require.Equal(t, 1, rep.RequestsFailed, "requests: %+v", rep.Requests)
 				require.Equal(t, 7, rep.RequestsCompleted)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -34,9 +35,9 @@ var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, Faul
 // Fault is one injected fault: Kind on rank Rank of instance Role.
 type Fault struct {
 	Kind     FaultKind
-	Role     transceiver.Role
+	Role     topology.Role
 	Rank     int
-	Request  uint64        // req=: the request it applies to (1-based ids)
+	Request  request.ID    // req=: the request it applies to (1-based ids)
 	Duration time.Duration // for=: stall and delay
 	Blocks   int           // blocks=: shrink-pool
 }
@@ -81,9 +82,9 @@ func ParseFault(s string) (Fault, error) {
 	}
 	switch role {
 	case "ctx":
-		f.Role = transceiver.Context
+		f.Role = topology.Context
 	case "gen":
-		f.Role = transceiver.Generation
+		f.Role = topology.Generation
 	default:
 		return bad("role %q: must be ctx or gen", role)
 	}
@@ -104,7 +105,7 @@ func ParseFault(s string) (Fault, error) {
 				if err != nil || n == 0 {
 					return bad("req=%q: must be a request id >= 1", v)
 				}
-				f.Request = n
+				f.Request = request.ID(n)
 			case "for":
 				d, err := time.ParseDuration(v)
 				if err != nil || d <= 0 {
@@ -127,7 +128,7 @@ func ParseFault(s string) (Fault, error) {
 
 func (f Fault) validate(c *Config) error {
 	n := c.Ctx.Ranks()
-	if f.Role == transceiver.Generation {
+	if f.Role == topology.Generation {
 		n = c.Gen.Ranks()
 	}
 	if f.Rank >= n {
@@ -135,16 +136,16 @@ func (f Fault) validate(c *Config) error {
 	}
 	needReq := map[FaultKind]bool{FaultFailTransfer: true, FaultCorrupt: true, FaultDropAck: true, FaultTimeoutTransfer: true,
 		FaultCancel: true, FaultStall: true, FaultExit: true}
-	if needReq[f.Kind] && (f.Request == 0 || f.Request > uint64(c.Workload.Requests)) {
+	if needReq[f.Kind] && (f.Request == 0 || f.Request > request.ID(c.Workload.Requests)) {
 		return fmt.Errorf("req=%d: must name one of the workload's requests 1..%d", f.Request, c.Workload.Requests)
 	}
 	switch f.Kind {
 	case FaultFailTransfer, FaultDropAck:
-		if f.Role != transceiver.Generation {
+		if f.Role != topology.Generation {
 			return fmt.Errorf("%s applies to gen ranks", f.Kind)
 		}
 	case FaultCorrupt, FaultTimeoutTransfer:
-		if f.Role != transceiver.Context {
+		if f.Role != topology.Context {
 			return fmt.Errorf("%s applies to ctx ranks", f.Kind)
 		}
 	case FaultStall, FaultDelay:
@@ -162,14 +163,14 @@ func (f Fault) validate(c *Config) error {
 // rankFaults collects the faults of one rank.
 type rankFaults struct {
 	tx     *transceiver.Faults
-	stall  map[uint64]time.Duration
+	stall  map[request.ID]time.Duration
 	delay  time.Duration
-	exit   map[uint64]bool
+	exit   map[request.ID]bool
 	blocks int
 }
 
-func faultsFor(all []Fault, role transceiver.Role, rank int) rankFaults {
-	rf := rankFaults{stall: map[uint64]time.Duration{}, exit: map[uint64]bool{}}
+func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
+	rf := rankFaults{stall: map[request.ID]time.Duration{}, exit: map[request.ID]bool{}}
 	tx := &transceiver.Faults{CorruptFragment: map[request.ID]bool{}, DropAck: map[request.ID]bool{},
 		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}}
 	any := false
@@ -177,7 +178,7 @@ func faultsFor(all []Fault, role transceiver.Role, rank int) rankFaults {
 		if f.Role != role || f.Rank != rank {
 			continue
 		}
-		id := request.ID(f.Request)
+		id := f.Request
 		switch f.Kind {
 		case FaultFailTransfer:
 			tx.FailReceive[id], any = true, true

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/topology"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/rankrun/rankrun/executor"
@@ -106,7 +108,7 @@ func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
 		"larger than a pool": func(c *executor.Config) { c.Workload.InputTokens = 100000 },
 		"negative cost":      func(c *executor.Config) { c.PrefillPerToken = -time.Millisecond },
 		"fault out of range": func(c *executor.Config) {
-			c.Faults = []executor.Fault{{Kind: executor.FaultExit, Role: transceiver.Generation, Rank: 9, Request: 1}}
+			c.Faults = []executor.Fault{{Kind: executor.FaultExit, Role: topology.Generation, Rank: 9, Request: 1}}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

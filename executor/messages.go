@@ -3,6 +3,8 @@ package executor
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/rankrun/rankrun/request"
 )
 
 // Tags on the executor's control communicator (a duplicate of the world,
@@ -24,27 +26,31 @@ const (
 )
 
 // rec is a request as it travels between ranks: fixed size, no pointers.
+// Times are nanoseconds since the run's start.
 type rec struct {
 	Kind         msgKind
-	ID           uint64
+	ID           request.ID
 	Tokens       int64
 	Output       int64
 	CtxDP        int64
 	GenDP        int64
-	Arrival      int64
+	Arrival      int64 // msgDone: when the request finished
 	PrefillStart int64
 	PrefillEnd   int64
-	IdleArrival  int64
-	State        int64 // msgDone: 0 completed, 1 failed, 2 cancelled
+	IdleArrival  int64 // 1: it arrived while its CTX group was idle
 }
 
-const recBytes = 11 * 8
+const recWords = 10
+const recBytes = recWords * 8
+
+func (r *rec) words() [recWords]int64 {
+	return [recWords]int64{int64(r.Kind), int64(r.ID), r.Tokens, r.Output, r.CtxDP, r.GenDP, r.Arrival, r.PrefillStart, r.PrefillEnd, r.IdleArrival}
+}
 
 func (r *rec) put(b []byte) []byte {
-	le := binary.LittleEndian
 	var buf [recBytes]byte
-	for i, v := range []int64{int64(r.Kind), int64(r.ID), r.Tokens, r.Output, r.CtxDP, r.GenDP, r.Arrival, r.PrefillStart, r.PrefillEnd, r.IdleArrival, r.State} {
-		le.PutUint64(buf[8*i:], uint64(v))
+	for i, v := range r.words() {
+		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
 	}
 	return append(b, buf[:]...)
 }
@@ -53,10 +59,9 @@ func getRec(b []byte) (rec, error) {
 	if len(b) != recBytes {
 		return rec{}, fmt.Errorf("executor: request record of %d bytes, want %d", len(b), recBytes)
 	}
-	le := binary.LittleEndian
-	v := func(i int) int64 { return int64(le.Uint64(b[8*i:])) }
-	r := rec{Kind: msgKind(v(0)), ID: uint64(v(1)), Tokens: v(2), Output: v(3), CtxDP: v(4), GenDP: v(5),
-		Arrival: v(6), PrefillStart: v(7), PrefillEnd: v(8), IdleArrival: v(9), State: v(10)}
+	v := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
+	r := rec{Kind: msgKind(v(0)), ID: request.ID(v(1)), Tokens: v(2), Output: v(3), CtxDP: v(4), GenDP: v(5),
+		Arrival: v(6), PrefillStart: v(7), PrefillEnd: v(8), IdleArrival: v(9)}
 	if r.Kind < msgRoute || r.Kind > msgDone || r.ID == 0 || r.Tokens <= 0 || r.Output <= 0 {
 		return rec{}, fmt.Errorf("executor: malformed request record %+v", r)
 	}

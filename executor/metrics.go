@@ -4,27 +4,29 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/rankrun/rankrun/request"
 )
 
 // RequestRecord is the life of one request, in nanoseconds since the run's
 // start (0: did not happen).
 type RequestRecord struct {
-	ID           uint64 `json:"id"`
-	Tokens       int    `json:"input_tokens"`
-	Output       int    `json:"output_tokens"`
-	CtxDP        int    `json:"ctx_dp"`
-	GenDP        int    `json:"gen_dp"`
-	Arrival      int64  `json:"arrival_ns"`
-	PrefillStart int64  `json:"prefill_start_ns"`
-	PrefillEnd   int64  `json:"prefill_end_ns"`
-	IdleArrival  bool   `json:"idle_arrival"` // arrived while its CTX group was idle
-	GenAdmit     int64  `json:"gen_admit_ns"`
-	TransferDone int64  `json:"transfer_done_ns"`
-	FirstToken   int64  `json:"first_token_ns"`
-	Done         int64  `json:"done_ns"`
-	State        string `json:"state"` // completed, failed, cancelled
-	Reason       string `json:"reason,omitempty"`
-	Bytes        int64  `json:"bytes"`
+	ID           request.ID     `json:"id"`
+	Tokens       int            `json:"input_tokens"`
+	Output       int            `json:"output_tokens"`
+	CtxDP        int            `json:"ctx_dp"`
+	GenDP        int            `json:"gen_dp"`
+	Arrival      int64          `json:"arrival_ns"`
+	PrefillStart int64          `json:"prefill_start_ns"`
+	PrefillEnd   int64          `json:"prefill_end_ns"`
+	IdleArrival  bool           `json:"idle_arrival"` // arrived while its CTX group was idle
+	GenAdmit     int64          `json:"gen_admit_ns"`
+	TransferDone int64          `json:"transfer_done_ns"`
+	FirstToken   int64          `json:"first_token_ns"`
+	Done         int64          `json:"done_ns"`
+	State        request.Status `json:"state"` // completed, failed, cancelled
+	Reason       string         `json:"reason,omitempty"`
+	Bytes        int64          `json:"bytes"`
 }
 
 // TTFT is arrival to first token.
@@ -108,5 +110,4 @@ type RankReport struct {
 	InvariantError string          `json:"invariant_error,omitempty"`
 	Requests       []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
 	Trace          []TraceEvent    `json:"trace,omitempty"`
-	Error          string          `json:"error,omitempty"`
 }

@@ -5,27 +5,27 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/rankrun/rankrun/transceiver"
+	"github.com/rankrun/rankrun/request"
 )
 
 func TestOutcomeTally(t *testing.T) {
 	tl := newOutcomeTally(3)
-	_, ok := tl.add(7, transceiver.StateTransferred)
+	_, ok := tl.add(7, request.Completed)
 	assert.False(t, ok, "one of three holders reported")
-	_, ok = tl.add(7, transceiver.StateFailed)
+	_, ok = tl.add(7, request.Failed)
 	assert.False(t, ok)
-	st, ok := tl.add(7, transceiver.StateTransferred)
+	st, ok := tl.add(7, request.Completed)
 	assert.True(t, ok, "all three reported")
-	assert.Equal(t, transceiver.StateFailed, st, "failed beats transferred")
+	assert.Equal(t, request.Failed, st, "failed beats completed")
 	assert.Empty(t, tl.pending)
 
-	tl.add(8, transceiver.StateCancelled)
-	tl.add(8, transceiver.StateFailed)
-	st, _ = tl.add(8, transceiver.StateTransferred)
-	assert.Equal(t, transceiver.StateCancelled, st, "cancelled beats failed")
+	tl.add(8, request.Cancelled)
+	tl.add(8, request.Failed)
+	st, _ = tl.add(8, request.Completed)
+	assert.Equal(t, request.Cancelled, st, "cancelled beats failed")
 
 	one := newOutcomeTally(1)
-	st, ok = one.add(9, transceiver.StateTransferred)
+	st, ok = one.add(9, request.Completed)
 	assert.True(t, ok)
-	assert.Equal(t, transceiver.StateTransferred, st)
+	assert.Equal(t, request.Completed, st)
 }

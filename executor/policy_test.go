@@ -4,40 +4,139 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/rankrun/rankrun/topology"
 )
 
-// TestDecideIdleCoversTheDesignTable checks every row of DESIGN.md §6.
-func TestDecideIdleCoversTheDesignTable(t *testing.T) {
+// TestDecideProgressCoversTheDesignTable checks every row of DESIGN.md §6
+// (and its GEN and termination counterparts), and every replay.
+func TestDecideProgressCoversTheDesignTable(t *testing.T) {
+	ctx, gen := topology.Context, topology.Generation
+	replay := func(r Replay) ReplaySet { return ReplaySet{r: true} }
 	for _, tc := range []struct {
-		name        string
-		in          IdleInput
-		check       bool
-		collectives bool
+		name    string
+		in      ProgressInput
+		check   bool
+		atLeast int
+		idle    bool
+		scope   CheckScope
 	}{
-		{"async 1 rank, in flight", IdleInput{Sync: false, GroupRanks: 1, SendInFlight: true}, true, false},
-		{"async 1 rank, idle", IdleInput{Sync: false, GroupRanks: 1}, true, false},
-		{"async 4 ranks, in flight", IdleInput{Sync: false, GroupRanks: 4, SendInFlight: true}, true, true},
-		{"async 2 ranks, idle", IdleInput{Sync: false, GroupRanks: 2}, true, true},
-		{"sync 1 rank, in flight (seed 001 reap)", IdleInput{Sync: true, GroupRanks: 1, SendInFlight: true}, true, false},
-		{"sync 1 rank, nothing", IdleInput{Sync: true, GroupRanks: 1}, false, false},
-		{"sync 2 ranks, in flight (guard)", IdleInput{Sync: true, GroupRanks: 2, SendInFlight: true}, false, false},
-		{"sync 8 ranks, nothing (guard)", IdleInput{Sync: true, GroupRanks: 8}, false, false},
+		// DESIGN.md §6, row by row (an idle iteration).
+		{"async 1 rank, send in flight", ProgressInput{Role: ctx, GroupRanks: 1, SendsHeld: true}, true, 0, true, OwnScope},
+		{"async 1 rank, nothing held", ProgressInput{Role: ctx, GroupRanks: 1}, true, 0, true, OwnScope},
+		{"async 4 ranks, send in flight", ProgressInput{Role: ctx, GroupRanks: 4, SendsHeld: true}, true, 0, true, OwnScope},
+		{"async 2 ranks, nothing held", ProgressInput{Role: ctx, GroupRanks: 2}, true, 0, true, OwnScope},
+		{"sync 1 rank, send in flight: reap (seed 001)", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, SendsHeld: true}, true, 0, true, OwnScope},
+		{"sync 1 rank, nothing held", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1}, false, 0, false, OwnScope},
+		{"sync 2 ranks, send in flight: guard", ProgressInput{Role: ctx, Sync: true, GroupRanks: 2, SendsHeld: true}, false, 0, false, OwnScope},
+		{"sync 8 ranks, nothing held: guard", ProgressInput{Role: ctx, Sync: true, GroupRanks: 8}, false, 0, false, OwnScope},
+		// Busy iterations.
+		{"async busy: the per-iteration check", ProgressInput{Role: ctx, GroupRanks: 2, Busy: true}, true, 0, false, OwnScope},
+		{"sync busy: no poll", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, Busy: true, SendsHeld: true}, false, 0, false, OwnScope},
+		// Agreed points of a sync CTX.
+		{"sync admission blocked: coordinated reap", ProgressInput{Role: ctx, Sync: true, GroupRanks: 4, AdmissionBlocked: true}, true, 0, false, OwnScope},
+		{"sync draining: coordinated drain", ProgressInput{Role: ctx, Sync: true, GroupRanks: 4, Draining: true}, true, 0, false, OwnScope},
+		{"async draining: checked already", ProgressInput{Role: ctx, GroupRanks: 4, Draining: true}, false, 0, false, OwnScope},
+		// GEN.
+		{"gen async idle: every iteration", ProgressInput{Role: gen, GroupRanks: 4}, true, 0, true, OwnScope},
+		{"gen async busy", ProgressInput{Role: gen, GroupRanks: 4, Busy: true}, true, 0, false, OwnScope},
+		{"gen sync, scope holds sessions", ProgressInput{Role: gen, Sync: true, GroupRanks: 4, ScopeHolds: true}, true, 0, true, OwnScope},
+		{"gen sync, nothing held: guard", ProgressInput{Role: gen, Sync: true, GroupRanks: 4}, false, 0, false, OwnScope},
+		// Replays.
+		{"replay unclamped-poll: idle waits for 1", ProgressInput{Role: ctx, GroupRanks: 1, Replays: replay(UnclampedPoll)}, true, 1, true, OwnScope},
+		{"replay unclamped-poll: busy unchanged", ProgressInput{Role: ctx, GroupRanks: 1, Busy: true, Replays: replay(UnclampedPoll)}, true, 0, false, OwnScope},
+		{"replay no-idle-reap: no reap", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, SendsHeld: true, Replays: replay(NoIdleReap)}, false, 0, false, OwnScope},
+		{"replay no-idle-reap: no coordinated reap", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, AdmissionBlocked: true, Replays: replay(NoIdleReap)}, false, 0, false, OwnScope},
+		{"replay unsafe-idle-reap: locally idle", ProgressInput{Role: gen, Sync: true, GroupRanks: 2, Replays: replay(UnsafeIdleReap)}, true, 0, true, ExecutorScope},
+		{"replay unsafe-idle-reap: locally busy", ProgressInput{Role: gen, Sync: true, GroupRanks: 2, BusyLocally: true, Replays: replay(UnsafeIdleReap)}, false, 0, false, OwnScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := DecideIdle(tc.in)
+			a := DecideProgress(tc.in)
 			assert.Equal(t, tc.check, a.Check, a.String())
-			assert.Equal(t, tc.collectives, a.Collectives, a.String())
-			assert.Equal(t, 0, a.AtLeast, "idle checks never wait locally")
-			assert.NotEmpty(t, a.Row)
-			// The one rule: a multi-rank action that enters collectives
-			// must not depend on rank-local state. Flipping the rank-local
-			// input must not change whether collectives are entered.
-			flipped := tc.in
-			flipped.SendInFlight = !flipped.SendInFlight
-			if tc.in.GroupRanks > 1 {
-				assert.Equal(t, a.Collectives, DecideIdle(flipped).Collectives, "collectives chosen from rank-local state")
-				assert.Equal(t, a.Check, DecideIdle(flipped).Check, "multi-rank check chosen from rank-local state")
+			if a.Check {
+				assert.Equal(t, tc.atLeast, a.AtLeast, a.String())
+				assert.Equal(t, tc.idle, a.Idle, a.String())
+				assert.Equal(t, tc.scope, a.Scope, a.String())
 			}
+			assert.NotEmpty(t, a.Row)
 		})
 	}
+}
+
+// TestDecideProgressNeverChoosesACollectiveFromLocalState is the one rule
+// as a property: with no replay on, flipping any rank-local input must not
+// change whether a multi-rank rank checks, over which scope, or whether it
+// waits locally (which would let its peers reach the consensus first).
+// Every combination of the agreed inputs is tried.
+func TestDecideProgressNeverChoosesACollectiveFromLocalState(t *testing.T) {
+	n := 0
+	for _, role := range []topology.Role{topology.Context, topology.Generation} {
+		for _, sync := range []bool{false, true} {
+			for _, group := range []int{2, 4} {
+				for bits := range 16 {
+					in := ProgressInput{Role: role, Sync: sync, GroupRanks: group, Busy: bits&1 != 0, AdmissionBlocked: bits&2 != 0,
+						Draining: bits&4 != 0, ScopeHolds: bits&8 != 0}
+					base := DecideProgress(in)
+					for _, flip := range []func(*ProgressInput){
+						func(p *ProgressInput) { p.SendsHeld = !p.SendsHeld },
+						func(p *ProgressInput) { p.BusyLocally = !p.BusyLocally },
+						func(p *ProgressInput) { p.NewLocalFailures = 3 },
+					} {
+						f := in
+						flip(&f)
+						got := DecideProgress(f)
+						n++
+						if got.Check != base.Check || got.Scope != base.Scope || got.AtLeast != base.AtLeast || got.ReportFailures != 0 {
+							t.Errorf("%+v: a rank-local input changed %v into %v", in, base, got)
+						}
+					}
+				}
+			}
+		}
+	}
+	assert.Equal(t, 2*2*2*16*3, n)
+	// The replays are exactly what breaks the property.
+	in := ProgressInput{Role: topology.Generation, Sync: true, GroupRanks: 2, Replays: ReplaySet{UnsafeIdleReap: true}}
+	busy := in
+	busy.BusyLocally = true
+	assert.NotEqual(t, DecideProgress(in).Check, DecideProgress(busy).Check, "unsafe-idle-reap must depend on local idleness")
+	lec := ProgressInput{Role: topology.Generation, GroupRanks: 2, NewLocalFailures: 2, Replays: ReplaySet{LocalErrorCollective: true}}
+	assert.Equal(t, 2, DecideProgress(lec).ReportFailures, "local-error-collective reports each local failure")
+	lec.GroupRanks = 1
+	assert.Zero(t, DecideProgress(lec).ReportFailures, "one rank has no collective to break")
+}
+
+func TestDecideAdmission(t *testing.T) {
+	ctx, gen := topology.Context, topology.Generation
+	for _, tc := range []struct {
+		name  string
+		in    AdmissionInput
+		want  AdmissionAction
+		valid string
+	}{
+		{"single rank admits its fit", AdmissionInput{Role: ctx, GroupRanks: 1, Needs: []int{3, 3, 3}, Free: 7}, AdmissionAction{LocalFit: 2}, ""},
+		{"group agrees", AdmissionInput{Role: ctx, GroupRanks: 2, Needs: []int{3, 3, 3}, Free: 7}, AdmissionAction{LocalFit: 2, Agree: true}, ""},
+		{"group agrees on nothing fitting too", AdmissionInput{Role: gen, GroupRanks: 4, Needs: []int{9}, Free: 7}, AdmissionAction{Agree: true}, ""},
+		{"nothing waits: no collective", AdmissionInput{Role: ctx, GroupRanks: 4, Free: 7}, AdmissionAction{}, ""},
+		{"a request held elsewhere needs nothing here", AdmissionInput{Role: ctx, GroupRanks: 2, Needs: []int{0, 0, 5}, Free: 4}, AdmissionAction{LocalFit: 2, Agree: true}, ""},
+		{"replay gate: nothing fits, reap first", AdmissionInput{Role: ctx, GroupRanks: 2, Needs: []int{9}, Free: 7, Replays: ReplaySet{LocalAdmissionGate: true}},
+			AdmissionAction{ReapFirst: true}, ""},
+		{"replay gate: something fits, no agreement", AdmissionInput{Role: ctx, GroupRanks: 2, Needs: []int{3}, Free: 7, Replays: ReplaySet{LocalAdmissionGate: true}},
+			AdmissionAction{LocalFit: 1}, ""},
+		{"replay gate is CTX only", AdmissionInput{Role: gen, GroupRanks: 2, Needs: []int{9}, Free: 7, Replays: ReplaySet{LocalAdmissionGate: true}},
+			AdmissionAction{Agree: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, DecideAdmission(tc.in))
+		})
+	}
+	// Without the replay, a multi-rank group with waiting requests always
+	// agrees, whatever this rank's own pool says (the one rule).
+	for free := range 12 {
+		a := DecideAdmission(AdmissionInput{Role: ctx, GroupRanks: 3, Needs: []int{4, 4}, Free: free})
+		assert.True(t, a.Agree, "free %d", free)
+		assert.False(t, a.ReapFirst, "free %d", free)
+	}
+	assert.Equal(t, 3, LocalFit([]int{1, 0, 2, 9}, 3))
+	assert.Equal(t, 0, LocalFit(nil, 3))
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rankrun/rankrun/request"
 )
 
 // Report is the outcome of a run. Its JSON field names are stable: scripts
@@ -121,19 +123,16 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		if rr.InvariantError != "" {
 			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.InvariantError))
 		}
-		if rr.Error != "" {
-			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.Error))
-		}
 		for _, q := range rr.Requests {
 			r.Requests = append(r.Requests, q)
 			switch q.State {
-			case "completed":
+			case request.Completed:
 				r.RequestsCompleted++
 				ttft = append(ttft, q.FirstToken-q.Arrival)
 				last = max(last, q.Done)
-			case "failed":
+			case request.Failed:
 				r.RequestsFailed++
-			case "cancelled":
+			case request.Cancelled:
 				r.RequestsCancelled++
 			}
 			if q.IdleArrival && q.PrefillStart > 0 {

@@ -15,6 +15,8 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -47,11 +49,11 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) 
 		return nil, fmt.Errorf("executor: control communicator: %w", err)
 	}
 	defer ctl.Close()
-	g, err := transceiver.Setup(ctx, world, cfg.Ctx, cfg.Gen)
+	g, err := newGroups(ctx, world, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer g.Close()
+	defer g.close()
 
 	rep, runErr := runLoop(ctx, world, ctl, g, &cfg, t0)
 	if runErr != nil {
@@ -62,67 +64,94 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) 
 	return collect(ctx, world, ctl, &cfg, rep, t0)
 }
 
-func runLoop(ctx context.Context, world, ctl comm.Comm, g *transceiver.Groups, cfg *Config, t0 time.Time) (RankReport, error) {
+// newGroups splits world into this rank's instance, its executor group and
+// its consensus scope. Collective over world, in the same order on every
+// rank.
+func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error) {
+	role, rank := topology.RoleOf(cfg.Ctx, cfg.Gen, world.Rank())
+	g := groups{role: role, rank: rank}
 	layout := cfg.Ctx
-	blocks := cfg.CtxBlocks
-	if g.Role == transceiver.Generation {
+	if role == topology.Generation {
+		layout = cfg.Gen
+	}
+	var err error
+	if g.inst, err = world.Split(ctx, int(role), rank); err != nil {
+		return g, fmt.Errorf("executor: split the %s instance: %w", role, err)
+	}
+	members := layout.ExecutorGroup(rank)
+	if g.exec, err = g.inst.Split(ctx, members[0], rank); err != nil {
+		g.close()
+		return g, fmt.Errorf("executor: split %s executor group %v: %w", role, members, err)
+	}
+	if g.exec.Size() != len(members) {
+		g.close()
+		return g, fmt.Errorf("executor: split %s executor group %v gave %d ranks", role, members, g.exec.Size())
+	}
+	if g.scope, err = transceiver.Scopes(ctx, g.inst, role, layout); err != nil {
+		g.close()
+		return g, err
+	}
+	return g, nil
+}
+
+func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t0 time.Time) (RankReport, error) {
+	layout, blocks := cfg.Ctx, cfg.CtxBlocks
+	if g.role == topology.Generation {
 		layout, blocks = cfg.Gen, cfg.GenBlocks
 	}
-	faults := faultsFor(cfg.Faults, g.Role, g.Rank)
+	faults := faultsFor(cfg.Faults, g.role, g.rank)
 	if faults.blocks > 0 {
 		blocks = faults.blocks
 	}
-	shard, err := layout.Shard(cfg.Model, g.Rank)
+	shard, err := layout.Shard(cfg.Model, g.rank)
 	if err != nil {
 		return RankReport{}, err
 	}
-	log := cfg.Log.With(zap.Int("rank", world.Rank()), zap.String("role", g.Role.String()), zap.Int("instance_rank", g.Rank),
-		zap.String("group", g.Executor.Name()))
-	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.Role, g.Rank)})
+	log := cfg.Log.With(zap.Int("rank", world.Rank()), zap.String("role", g.role.String()), zap.Int("instance_rank", g.rank),
+		zap.String("group", g.exec.Name()))
+	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.role, g.rank)})
 	if err != nil {
 		return RankReport{}, err
 	}
-	tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: cfg.Ctx, Gen: cfg.Gen, Model: cfg.Model, Rank: g.Rank,
-		World: world, Scope: g.Scope, Pool: pool, Mode: cfg.Mode, SenderWaitSlice: cfg.SenderWaitSlice, Clock: cfg.Clock,
+	tr, err := transceiver.New(transceiver.Config{Role: g.role, Ctx: cfg.Ctx, Gen: cfg.Gen, Model: cfg.Model, Rank: g.rank,
+		World: world, Scope: g.scope, Pool: pool, SenderWaitSlice: cfg.SenderWaitSlice, Clock: cfg.Clock,
 		GenPollInterval: cfg.GenPollInterval, TransferTimeout: cfg.TransferTimeout,
 		Replays: transceiver.Replays{UnclampedPoll: cfg.Replays.On(UnclampedPoll)}, Log: log, Faults: faults.tx})
 	if err != nil {
 		return RankReport{}, err
 	}
-	l := &loop{cfg: cfg, world: world, ctl: ctl, g: g, tr: tr, pool: pool, shard: shard, layout: layout, faults: faults, log: log, t0: t0,
-		leader: g.Executor.Rank() == 0, myDP: layout.Coord(g.Rank).DP, gen: map[uint64]*genReq{}, recs: map[uint64]*RequestRecord{},
-		stalled: map[uint64]bool{},
-		ctlBuf:  make([]byte, recBytes), tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1),
-		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(), peerBound: peerBound(world), progress: cfg.Clock.Now()}
-	l.rep = RankReport{WorldRank: world.Rank(), Role: g.Role.String(), Rank: g.Rank, Leader: l.leader, PoolBlocks: blocks}
+	l := &loop{cfg: cfg, world: world, ctl: ctl, g: g, tr: tr, pool: pool, shard: tr.Shard(), layout: layout, faults: faults, log: log, t0: t0,
+		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(), peerBound: peerBound(world),
+		leader: g.exec.Rank() == 0, myDP: layout.Coord(g.rank).DP, stalled: map[request.ID]bool{}, progressAt: cfg.Clock.Now(),
+		ctlChan: ctlChan{ctlBuf: make([]byte, recBytes)}, idleState: idleState{tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1)},
+		audit: comm.IsChecked(world)}
+	defer l.waiter.Stop()
+	l.rep = RankReport{WorldRank: world.Rank(), Role: g.role.String(), Rank: g.rank, Leader: l.leader, PoolBlocks: blocks}
 	// How many requests this executor group handles: all of them under
 	// attention-DP, else those of its DP index.
-	dp := layout.DP
 	for i := range cfg.Workload.Requests {
-		if layout.AttentionDP || i%dp == l.myDP {
+		if layout.AttentionDP || i%layout.DP == l.myDP {
 			l.expected++
 		}
 	}
-	// Under attention-DP every rank of a request's DP index reports its
-	// outcome to the group (shareOutcomes); otherwise the scope's verdict
-	// is the group's.
-	holders := 1
-	if layout.AttentionDP && layout.DP > 1 {
-		holders = layout.ReplicaRanks()
-	}
-	l.tally = newOutcomeTally(holders)
-	l.audit = comm.IsChecked(world)
 	if world.Rank() == 0 {
-		l.router = &router{reqs: cfg.Workload.Generate(), arrival: cfg.Workload.Arrival}
+		l.router = newRouter(cfg.Workload, cfg.Ctx.DP, cfg.Gen.DP)
 	}
 	if err := l.postCtl(); err != nil {
 		return l.rep, err
 	}
 	log.Debug("executor starting", zap.Int("expected", l.expected), zap.Int("pool_blocks", blocks), zap.Int("block_bytes", shard.BlockBytes()))
-	if g.Role == transceiver.Context {
-		err = l.runCtx(ctx)
+	if g.role == topology.Context {
+		err = (&ctxLoop{loop: l}).run(ctx)
 	} else {
-		err = l.runGen(ctx)
+		// Under attention-DP every rank of a request's DP index reports
+		// its outcome to the group (shareOutcomes); otherwise the scope's
+		// verdict is the group's.
+		holders := 1
+		if layout.AttentionDP && layout.DP > 1 {
+			holders = layout.ReplicaRanks()
+		}
+		err = newGenLoop(l, holders).run(ctx)
 	}
 	fctx := ctx
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rankrun/rankrun/request"
 )
 
 // ArrivalKind is how requests arrive.
@@ -106,7 +108,7 @@ func (w Workload) Validate() error {
 
 // Req is one generated request.
 type Req struct {
-	ID     uint64
+	ID     request.ID
 	Tokens int
 	Output int
 	At     time.Duration // arrival offset from the start (open-loop patterns)
@@ -125,7 +127,7 @@ func (w Workload) Generate() []Req {
 			tokens += rng.IntN(2*d+1) - d
 			tokens = max(tokens, 1)
 		}
-		out[i] = Req{ID: uint64(i + 1), Tokens: tokens, Output: w.OutputTokens, At: at}
+		out[i] = Req{ID: request.ID(i + 1), Tokens: tokens, Output: w.OutputTokens, At: at}
 		switch w.Arrival.Kind {
 		case Rate:
 			at += time.Duration(float64(time.Second) / w.Arrival.Rate)

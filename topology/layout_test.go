@@ -126,3 +126,17 @@ func FuzzParseLayout(f *testing.F) {
 		}
 	})
 }
+
+func TestRoleOf(t *testing.T) {
+	ctx, gen := MustParseLayout("tp=2"), MustParseLayout("tp=4")
+	for w := range ctx.Ranks() + gen.Ranks() {
+		role, r := RoleOf(ctx, gen, w)
+		want := Context
+		if w >= 2 {
+			want = Generation
+		}
+		assert.Equal(t, want, role)
+		assert.Equal(t, w, WorldRank(ctx, role, r))
+	}
+	assert.Equal(t, "gen", Generation.String())
+}

@@ -42,9 +42,9 @@ import (
 type benchRank struct {
 	tr     *transceiver.Transceiver
 	pool   *gpu.Pool
-	groups *transceiver.Groups
+	groups *groups
 	world  comm.Comm
-	role   transceiver.Role
+	role   topology.Role
 	shard  topology.Shard
 }
 
@@ -54,7 +54,7 @@ type benchOpts struct {
 	ctxBlocks int
 	genBlocks int
 	checked   bool
-	faults    func(role transceiver.Role, rank int) *transceiver.Faults
+	faults    func(role topology.Role, rank int) *transceiver.Faults
 	noXcvr    bool // groups only, no transceiver
 }
 
@@ -68,7 +68,7 @@ func withRanks(b *testing.B, o benchOpts, body func(ctx context.Context, r *benc
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: o.checked, Timeout: time.Minute}, func(ctx context.Context, c comm.Comm) error {
-		g, err := transceiver.Setup(ctx, c, ctxL, genL)
+		g, err := setupGroups(ctx, c, ctxL, genL)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func withRanks(b *testing.B, o benchOpts, body func(ctx context.Context, r *benc
 			return body(ctx, r)
 		}
 		layout, blocks := ctxL, o.ctxBlocks
-		if g.Role == transceiver.Generation {
+		if g.Role == topology.Generation {
 			layout, blocks = genL, o.genBlocks
 		}
 		if r.shard, err = layout.Shard(o.model, g.Rank); err != nil {
@@ -166,7 +166,7 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 	b.ReportAllocs()
 	var done atomic.Int64
 	o := benchOpts{ctx: fmt.Sprintf("tp=%d", ranks), gen: "tp=1", model: tinyModel, ctxBlocks: ids + 8, genBlocks: 8, checked: checked,
-		faults: func(role transceiver.Role, rank int) *transceiver.Faults {
+		faults: func(role topology.Role, rank int) *transceiver.Faults {
 			f := &transceiver.Faults{Cancel: map[request.ID]bool{1: true}}
 			for i := range ids {
 				f.Cancel[request.ID(heldBase+rank*ids+i)] = true
@@ -174,7 +174,7 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 			return f
 		}}
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
-		if r.role == transceiver.Generation {
+		if r.role == topology.Generation {
 			return idle(ctx, r, &done, int64(ranks))
 		}
 		defer done.Add(1)
@@ -224,7 +224,7 @@ func benchBareGather(b *testing.B, ranks, ids int) {
 	b.ReportAllocs()
 	o := benchOpts{ctx: fmt.Sprintf("tp=%d", ranks), gen: "tp=1", noXcvr: true}
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
-		if r.role == transceiver.Generation {
+		if r.role == topology.Generation {
 			return nil
 		}
 		in := make([]int64, ids)
@@ -254,7 +254,7 @@ func benchCheckInFlight(b *testing.B, ranks, n int) {
 	var perSession atomic.Uint64
 	o := benchOpts{ctx: fmt.Sprintf("tp=%d", ranks), gen: "tp=1", model: tinyModel, ctxBlocks: n + 8, genBlocks: 8}
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
-		if r.role == transceiver.Generation {
+		if r.role == topology.Generation {
 			return idle(ctx, r, &done, int64(ranks))
 		}
 		defer done.Add(1)
@@ -343,7 +343,10 @@ func benchTransfer(b *testing.B, tokens int) {
 		var total time.Duration
 		for i := range n + 1 { // the first is a warm-up
 			q := transceiver.Request{ID: request.ID(i + 1), Tokens: tokens}
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
+				if _, err := r.pool.TryAllocate(q.ID, r.shard.BlocksFor(tokens)); err != nil {
+					return err
+				}
 				if err := r.tr.StartReceive(q); err != nil {
 					return err
 				}
@@ -360,7 +363,7 @@ func benchTransfer(b *testing.B, tokens int) {
 				return err
 			}
 			t0 := time.Now()
-			if r.role == transceiver.Context {
+			if r.role == topology.Context {
 				if err := r.tr.StartSend(q); err != nil {
 					return err
 				}
@@ -368,7 +371,7 @@ func benchTransfer(b *testing.B, tokens int) {
 			for {
 				var res transceiver.Result
 				var err error
-				if r.role == transceiver.Context {
+				if r.role == topology.Context {
 					res, err = r.tr.CheckContextTransferStatus(ctx, 1)
 				} else {
 					res, err = r.tr.CheckGenTransferStatus(ctx, 1)
@@ -377,22 +380,20 @@ func benchTransfer(b *testing.B, tokens int) {
 					return err
 				}
 				if len(res.Reaped) == 1 {
-					if x := res.Reaped[0]; x.State != transceiver.StateTransferred {
-						return fmt.Errorf("%s rank %d: request %d %s: %s", r.role, r.groups.Rank, x.ID, x.State, x.Reason)
+					if x := res.Reaped[0]; x.Status != request.Completed {
+						return fmt.Errorf("%s rank %d: request %d %s: %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
 					}
 					break
 				}
 			}
-			if r.role == transceiver.Context && i > 0 {
+			if r.role == topology.Context && i > 0 {
 				total += time.Since(t0)
 			}
-			if r.role == transceiver.Generation {
-				if err := r.pool.Release(q.ID); err != nil {
-					return err
-				}
+			if err := r.pool.Release(q.ID); err != nil { // the caller owns the blocks
+				return err
 			}
 		}
-		if r.role == transceiver.Context {
+		if r.role == topology.Context {
 			xfer.Store(int64(total))
 			moved.Store(r.tr.Stats().BytesSent)
 		}
@@ -423,7 +424,7 @@ func benchBareP2P(b *testing.B, tokens int) {
 		var sends [xferGen][]byte
 		recv := make([]byte, size)
 		ack := make([]byte, 8)
-		if r.role == transceiver.Context {
+		if r.role == topology.Context {
 			for g := range sends {
 				sends[g] = make([]byte, size)
 			}
@@ -433,7 +434,7 @@ func benchBareP2P(b *testing.B, tokens int) {
 				return err
 			}
 			t0 := time.Now()
-			if r.role == transceiver.Context {
+			if r.role == topology.Context {
 				var reqs []comm.Request
 				for g := range xferGen {
 					q, err := r.world.Isend(sends[g], 1+g, tag)
@@ -471,7 +472,7 @@ func benchBareP2P(b *testing.B, tokens int) {
 				return err
 			}
 		}
-		if r.role == transceiver.Context {
+		if r.role == topology.Context {
 			xfer.Store(int64(total))
 		}
 		return nil

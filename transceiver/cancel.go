@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/rankrun/rankrun/topology"
 )
 
 // withdrawFrom withdraws the session's unmatched receives from CTX peer
@@ -107,7 +109,7 @@ func (t *Transceiver) tryCancel(s *session, why string) {
 	if s.state.terminal() {
 		return
 	}
-	if t.cfg.Role == Generation {
+	if t.cfg.Role == topology.Generation {
 		t.genCancel(s, why)
 		return
 	}

@@ -6,22 +6,23 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
 // cancelRun moves one request from CTX tp=2 to GEN tp=1 (the GEN rank
 // receives a fragment from each CTX rank) with the given faults and
 // returns, per role, the state the group agreed on.
-func cancelRun(t *testing.T, timeout time.Duration, faults func(role transceiver.Role, rank int) *transceiver.Faults) map[transceiver.Role]transceiver.State {
+func cancelRun(t *testing.T, timeout time.Duration, faults func(role topology.Role, rank int) *transceiver.Faults) map[topology.Role]request.Status {
 	t.Helper()
-	got := map[transceiver.Role]transceiver.State{}
+	got := map[topology.Role]request.Status{}
 	var mu = make(chan struct{}, 1)
 	mu <- struct{}{}
 	q := transceiver.Request{ID: 100, Tokens: 64}
 	runRanks(t, setupOpts{ctx: "tp=2", gen: "tp=1", timeout: timeout, faults: faults}, func(ctx context.Context, r *rank) error {
 		var err error
-		if r.role == transceiver.Generation {
-			err = r.tr.StartReceive(q)
+		if r.role == topology.Generation {
+			err = startRecv(r, q)
 		} else if err = prefill(r, q); err == nil {
 			err = r.tr.StartSend(q)
 		}
@@ -32,17 +33,12 @@ func cancelRun(t *testing.T, timeout time.Duration, faults func(role transceiver
 		if err != nil {
 			return err
 		}
-		if reaped[0].State == transceiver.StateTransferred && r.role == transceiver.Generation {
-			if err := r.pool.Release(q.ID); err != nil {
-				return err
-			}
-		}
 		<-mu
-		if prev, ok := got[r.role]; ok && prev != reaped[0].State {
+		if prev, ok := got[r.role]; ok && prev != reaped[0].Status {
 			mu <- struct{}{}
-			return errorf("%s ranks disagree: %s vs %s", r.role, prev, reaped[0].State)
+			return errorf("%s ranks disagree: %s vs %s", r.role, prev, reaped[0].Status)
 		}
-		got[r.role] = reaped[0].State
+		got[r.role] = reaped[0].Status
 		mu <- struct{}{}
 		return nil
 	})
@@ -54,13 +50,13 @@ func cancelRun(t *testing.T, timeout time.Duration, faults func(role transceiver
 // would never complete (review finding: the group livelocked).
 func TestCancelOnOneCtxRankDoesNotStrandItsPeer(t *testing.T) {
 	start := time.Now()
-	got := cancelRun(t, 30*time.Second, func(role transceiver.Role, rank int) *transceiver.Faults {
-		if role == transceiver.Context && rank == 0 {
+	got := cancelRun(t, 30*time.Second, func(role topology.Role, rank int) *transceiver.Faults {
+		if role == topology.Context && rank == 0 {
 			return &transceiver.Faults{Cancel: map[request.ID]bool{100: true}}
 		}
 		return nil
 	})
-	if got[transceiver.Context] != transceiver.StateCancelled || got[transceiver.Generation] != transceiver.StateCancelled {
+	if got[topology.Context] != request.Cancelled || got[topology.Generation] != request.Cancelled {
 		t.Fatalf("agreed states %v, want cancelled on both sides", got)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -72,17 +68,17 @@ func TestCancelOnOneCtxRankDoesNotStrandItsPeer(t *testing.T) {
 // cancel. The fragment that did arrive must not make the transfer count as
 // transferred: a withdrawn fragment means cancelled.
 func TestPartialTransferIsNeverTransferred(t *testing.T) {
-	got := cancelRun(t, 300*time.Millisecond, func(role transceiver.Role, rank int) *transceiver.Faults {
-		if role == transceiver.Context && rank == 1 {
+	got := cancelRun(t, 300*time.Millisecond, func(role topology.Role, rank int) *transceiver.Faults {
+		if role == topology.Context && rank == 1 {
 			return &transceiver.Faults{Withhold: map[request.ID]bool{100: true}}
 		}
 		return nil
 	})
-	if got[transceiver.Generation] != transceiver.StateCancelled {
-		t.Fatalf("GEN agreed %v with one fragment never sent, want cancelled", got[transceiver.Generation])
+	if got[topology.Generation] != request.Cancelled {
+		t.Fatalf("GEN agreed %v with one fragment never sent, want cancelled", got[topology.Generation])
 	}
-	if got[transceiver.Context] != transceiver.StateCancelled {
-		t.Fatalf("CTX agreed %v, want cancelled (union over the TP group)", got[transceiver.Context])
+	if got[topology.Context] != request.Cancelled {
+		t.Fatalf("CTX agreed %v, want cancelled (union over the TP group)", got[topology.Context])
 	}
 }
 
@@ -94,8 +90,8 @@ func TestErrorReplyDoesNotStrandAPostedSend(t *testing.T) {
 	q := transceiver.Request{ID: 100, Tokens: 256}
 	start := time.Now()
 	runRanks(t, setupOpts{ctx: "tp=1", gen: "tp=1", timeout: 30 * time.Second}, func(ctx context.Context, r *rank) error {
-		if r.role == transceiver.Generation {
-			if err := r.tr.StartReceive(q); err != nil {
+		if r.role == topology.Generation {
+			if err := startRecv(r, q); err != nil {
 				return err
 			}
 			// The same request info again (the first data tag is 16).
@@ -116,14 +112,8 @@ func TestErrorReplyDoesNotStrandAPostedSend(t *testing.T) {
 				return err
 			}
 		}
-		reaped, err := drain(ctx, r, 1)
-		if err != nil {
-			return err
-		}
-		if reaped[0].State == transceiver.StateTransferred && r.role == transceiver.Generation {
-			return r.pool.Release(q.ID)
-		}
-		return nil
+		_, err := drain(ctx, r, 1)
+		return err
 	})
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("took %v: a send was stranded until the deadline", d)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
@@ -63,7 +64,7 @@ func (t *Transceiver) terminalCount() int { return t.terminal }
 // freed. A CTX rank that never sent skips the consensus; the flag is sticky
 // and flips on every rank of the group together, so skipping is uniform.
 func (t *Transceiver) CheckContextTransferStatus(ctx context.Context, atLeast int) (Result, error) {
-	if t.cfg.Role != Context {
+	if t.cfg.Role != topology.Context {
 		return Result{}, fmt.Errorf("%w: CheckContextTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
 	}
 	return t.check(ctx, atLeast, t.cfg.SenderWaitSlice, t.cfg.Scope)
@@ -72,7 +73,7 @@ func (t *Transceiver) CheckContextTransferStatus(ctx context.Context, atLeast in
 // CheckGenTransferStatus is the GEN status check. GEN always enters the
 // consensus (with an empty vote when it holds nothing): its group needs it.
 func (t *Transceiver) CheckGenTransferStatus(ctx context.Context, atLeast int) (Result, error) {
-	if t.cfg.Role != Generation {
+	if t.cfg.Role != topology.Generation {
 		return Result{}, fmt.Errorf("%w: CheckGenTransferStatus on a %s rank", ErrConfig, t.cfg.Role)
 	}
 	return t.check(ctx, atLeast, t.cfg.GenPollInterval, t.cfg.Scope)
@@ -83,7 +84,7 @@ func (t *Transceiver) CheckGenTransferStatus(ctx context.Context, atLeast int) (
 // it, to bring back a check whose collectives span the executor group.
 func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []comm.Comm) (Result, error) {
 	interval := t.cfg.SenderWaitSlice
-	if t.cfg.Role == Generation {
+	if t.cfg.Role == topology.Generation {
 		interval = t.cfg.GenPollInterval
 	}
 	return t.check(ctx, atLeast, interval, scope)
@@ -100,7 +101,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	res.PollWait = t.poll(ctx, atLeast, interval)
 	t.stats.PollWaitTotal += res.PollWait
 	t.stats.MaxPollWait = max(t.stats.MaxPollWait, res.PollWait)
-	if t.cfg.Role == Context && !t.everSent {
+	if t.cfg.Role == topology.Context && !t.everSent {
 		res.Skipped = true
 		return res, nil
 	}
@@ -161,14 +162,14 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 				continue // a write is still in flight somewhere: next check
 			}
 			s := t.sessions[request.ID(id)]
-			reason := s.reason
-			if st != s.state && reason == "" {
+			reason := s.why
+			if st != s.state && (reason == "" || st == StateCancelled) {
 				reason = fmt.Sprintf("%s on another rank of the group", st)
 			}
 			if err := t.finish(s, st); err != nil {
 				return err
 			}
-			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, State: st, Reason: reason, Bytes: s.bytes, Verified: s.verified,
+			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
 				Started: s.started, Terminal: s.terminal, Reaped: now})
 		}
 		return nil
@@ -185,10 +186,11 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	return res, nil
 }
 
-// finish applies an agreed outcome: CTX ends the lease and frees the
-// blocks (the reap of seed 001); GEN frees the blocks of a failed or
-// cancelled transfer and keeps those of a completed one for decoding (the
-// caller releases them with Pool.Release when the request is done).
+// finish applies an agreed outcome: the session is forgotten and its lease
+// ends, so the caller can release the blocks (CTX: the reap of seed 001;
+// GEN: at once for a failed or cancelled transfer, after decoding for a
+// completed one). The caller owns the blocks; the transceiver never frees
+// one.
 func (t *Transceiver) finish(s *session, st State) error {
 	switch st {
 	case StateTransferred:
@@ -200,16 +202,5 @@ func (t *Transceiver) finish(s *session, st State) error {
 	}
 	t.dropSession(s)
 	t.noteFinished(s.req.ID)
-	if s.leased {
-		if err := t.cfg.Pool.EndLease(s.lease); err != nil {
-			return fmt.Errorf("transceiver: end lease of request %d: %w", s.req.ID, err)
-		}
-		s.leased = false
-	}
-	if s.hasBlocks && (t.cfg.Role == Context || st != StateTransferred) {
-		if err := t.cfg.Pool.Release(s.req.ID); err != nil {
-			return fmt.Errorf("transceiver: release blocks of request %d: %w", s.req.ID, err)
-		}
-	}
-	return nil
+	return t.endLease(s)
 }

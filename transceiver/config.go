@@ -14,28 +14,10 @@ import (
 	"github.com/rankrun/rankrun/topology"
 )
 
-// Role says which side of the transfer a rank is on.
-type Role uint8
-
-// Roles.
-const (
-	Context    Role = iota + 1 // CTX: prefill, sends KV
-	Generation                 // GEN: decode, receives KV
-)
-
-func (r Role) String() string {
-	switch r {
-	case Context:
-		return "ctx"
-	case Generation:
-		return "gen"
-	}
-	return fmt.Sprintf("Role(%d)", uint8(r))
-}
-
 // Mode is how GEN receives: in the background, polled every iteration
 // (Async, the default), or blocking the rank in a rank-local receive for each
-// admitted request (Sync).
+// admitted request (Sync, ReceiveSync). The executor chooses; a Transceiver
+// serves both.
 type Mode uint8
 
 // Modes.
@@ -67,7 +49,6 @@ var (
 	ErrConfig    = errors.New("transceiver: bad configuration")
 	ErrDuplicate = errors.New("transceiver: duplicate request")
 	ErrUnknown   = errors.New("transceiver: unknown request")
-	ErrNoSpace   = errors.New("transceiver: request does not fit the KV pool")
 	ErrClosed    = errors.New("transceiver: closed")
 )
 
@@ -91,7 +72,7 @@ type Replays struct {
 
 // Config configures one rank's transceiver.
 type Config struct {
-	Role  Role
+	Role  topology.Role
 	Ctx   topology.Layout
 	Gen   topology.Layout
 	Model topology.Model
@@ -106,8 +87,6 @@ type Config struct {
 	// Pool is this rank's KV block pool; its BlockBytes must equal the
 	// rank's shard block size.
 	Pool *gpu.Pool
-	// Mode is the GEN receive mode.
-	Mode Mode
 	// SenderWaitSlice bounds the rank-local poll of a CTX status check
 	// (default 1 s, like kv_transfer_sender_future_timeout_ms).
 	SenderWaitSlice time.Duration
@@ -156,8 +135,8 @@ type Faults struct {
 }
 
 func (c *Config) fill() error {
-	if c.Role != Context && c.Role != Generation {
-		return fmt.Errorf("%w: Role must be Context or Generation", ErrConfig)
+	if c.Role != topology.Context && c.Role != topology.Generation {
+		return fmt.Errorf("%w: Role must be topology.Context or topology.Generation", ErrConfig)
 	}
 	if c.World == nil {
 		return fmt.Errorf("%w: World is nil", ErrConfig)
@@ -183,7 +162,7 @@ func (c *Config) fill() error {
 			ErrConfig, c.World.Size(), want, c.Ctx, c.Ctx.Ranks(), c.Gen, c.Gen.Ranks())
 	}
 	inst := c.Ctx
-	if c.Role == Generation {
+	if c.Role == topology.Generation {
 		inst = c.Gen
 	}
 	if c.Rank < 0 || c.Rank >= inst.Ranks() {

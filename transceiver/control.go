@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 
 	"github.com/rankrun/rankrun/comm"
 	"go.uber.org/zap"
@@ -57,7 +58,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 	id := request.ID(h.RequestID)
 	s := t.sessions[id]
 	switch {
-	case h.Kind == KindRequestInfo && t.cfg.Role == Context:
+	case h.Kind == KindRequestInfo && t.cfg.Role == topology.Context:
 		if s == nil {
 			if t.finished[id] {
 				return // a late info for a transfer this rank already ended
@@ -66,7 +67,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 			return
 		}
 		t.applyInfo(s, h)
-	case h.Kind == KindAck && t.cfg.Role == Context:
+	case h.Kind == KindAck && t.cfg.Role == topology.Context:
 		if s == nil {
 			if !t.finished[id] {
 				t.stats.ControlErrors++
@@ -79,7 +80,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 			if fs.peer == src && !fs.acked {
 				fs.acked = true
 				if h.Status != CodeOK && !s.state.terminal() {
-					s.reason = fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status)
+					s.fail(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
 				}
 				break
 			}
@@ -101,14 +102,14 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		if h.Status == CodeFailed {
 			t.peerFailed(s, src)
 		}
-		if t.cfg.Role == Generation {
+		if t.cfg.Role == topology.Generation {
 			// A CTX peer sends Cancel only for fragments it never posted.
 			t.withdrawFrom(s, src)
 			t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
 		} else {
 			t.ctxPeerCancelled(s, src)
 		}
-	case h.Kind == KindCancelAck && t.cfg.Role == Generation:
+	case h.Kind == KindCancelAck && t.cfg.Role == topology.Generation:
 		if s != nil && !s.state.terminal() {
 			if h.Status == CodeFailed {
 				t.peerFailed(s, src)
@@ -117,12 +118,12 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		}
 	case h.Kind == KindError:
 		if s != nil && !s.state.terminal() {
-			s.reason = fmt.Sprintf("peer world rank %d reported %s", src, h.Status)
-			if t.cfg.Role == Generation {
+			s.fail(fmt.Sprintf("peer world rank %d reported %s", src, h.Status))
+			if t.cfg.Role == topology.Generation {
 				// An error is not "I will not send": the peer may have
 				// posted its fragment already. Ask it to cancel; it sends
 				// or confirms, as for any cancel.
-				t.genCancel(s, s.reason)
+				t.genCancel(s, s.why)
 			}
 		}
 	default:

@@ -55,14 +55,48 @@ func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	return &counting{Comm: child, n: c.n}, nil
 }
 
+// groups are one rank's communicators: its instance and its consensus
+// scope (transceiver.Scopes), as the executor builds them.
+type groups struct {
+	Role  topology.Role
+	Rank  int // within the instance
+	Inst  comm.Comm
+	Scope []comm.Comm
+}
+
+func (g *groups) Close() {
+	transceiver.CloseAll(g.Scope)
+	g.Inst.Close()
+}
+
+// setupGroups splits world (every CTX rank, then every GEN rank) into the
+// calling rank's instance and consensus scope. Collective over world.
+func setupGroups(ctx context.Context, world comm.Comm, ctxL, genL topology.Layout) (*groups, error) {
+	role, rank := topology.RoleOf(ctxL, genL, world.Rank())
+	inst, err := world.Split(ctx, int(role), rank)
+	if err != nil {
+		return nil, err
+	}
+	layout := ctxL
+	if role == topology.Generation {
+		layout = genL
+	}
+	scope, err := transceiver.Scopes(ctx, inst, role, layout)
+	if err != nil {
+		inst.Close()
+		return nil, err
+	}
+	return &groups{Role: role, Rank: rank, Inst: inst, Scope: scope}, nil
+}
+
 // rank is what a test body gets on each rank.
 type rank struct {
 	t      *testing.T
 	tr     *transceiver.Transceiver
 	pool   *gpu.Pool
-	groups *transceiver.Groups
+	groups *groups
 	world  *counting
-	role   transceiver.Role
+	role   topology.Role
 }
 
 type setupOpts struct {
@@ -71,9 +105,8 @@ type setupOpts struct {
 	slice      time.Duration
 	genPoll    time.Duration
 	timeout    time.Duration
-	mode       transceiver.Mode
 	replays    transceiver.Replays
-	faults     func(role transceiver.Role, rank int) *transceiver.Faults
+	faults     func(role topology.Role, rank int) *transceiver.Faults
 	collTimout time.Duration
 	// clock is every rank's clock (the real one when nil). A frozen
 	// clock.Manual proves a wait ended on an event: a wait on a deadline
@@ -103,13 +136,13 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 	defer cancel()
 	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: true, Timeout: o.collTimout}, func(ctx context.Context, c comm.Comm) error {
 		world := newCounting(c)
-		g, err := transceiver.Setup(ctx, world, ctxL, genL)
+		g, err := setupGroups(ctx, world, ctxL, genL)
 		if err != nil {
 			return err
 		}
 		defer g.Close()
 		layout := ctxL
-		if g.Role == transceiver.Generation {
+		if g.Role == topology.Generation {
 			layout = genL
 		}
 		shard, err := layout.Shard(testModel, g.Rank)
@@ -125,7 +158,7 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 			faults = o.faults(g.Role, g.Rank)
 		}
 		tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: ctxL, Gen: genL, Model: testModel, Rank: g.Rank,
-			World: world, Scope: g.Scope, Pool: pool, Mode: o.mode, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
+			World: world, Scope: g.Scope, Pool: pool, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
 			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults, Clock: o.clock})
 		if err != nil {
 			return err

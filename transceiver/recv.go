@@ -10,34 +10,31 @@ import (
 
 	"github.com/rankrun/rankrun/request"
 
-	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"
 )
 
-// StartReceive opens the GEN receive session of req: it allocates the
-// destination blocks (ErrNoSpace when they do not fit now), posts a receive
-// for every expected fragment and sends request info to the CTX peers.
+// StartReceive opens the GEN receive session of req: it leases the
+// destination blocks (the caller allocated them in Pool, BlocksFor(Tokens)
+// of them), posts a receive for every expected fragment and sends request
+// info to the CTX peers. The lease ends when the group agrees on the
+// outcome; the caller then releases the blocks (a failed or cancelled
+// transfer at once, a completed one when decoding is done).
 func (t *Transceiver) StartReceive(req Request) error {
-	if err := t.canStart(Generation, "StartReceive", req.ID); err != nil {
+	if err := t.canStart(topology.Generation, "StartReceive", req.ID); err != nil {
 		return err
 	}
-	n := t.shard.BlocksFor(req.Tokens)
-	var blocks []gpu.BlockID
-	if n > 0 {
-		var err error
-		if blocks, err = t.cfg.Pool.TryAllocate(req.ID, n); err != nil {
-			return fmt.Errorf("%w: request %d needs %d blocks on gen rank %d: %w", ErrNoSpace, req.ID, n, t.cfg.Rank, err)
-		}
-	}
 	now := t.clk.Now()
-	s := &session{req: req, blocks: blocks, hasBlocks: n > 0, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
+	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
+	if err := t.leaseBlocks(s); err != nil {
+		return err
+	}
 	totalBlocks := t.cfg.Model.Blocks(req.Tokens)
 	for _, f := range t.mapping.Fragments(req.CtxDP, req.GenDP) {
 		if f.GenRank != t.cfg.Rank {
 			continue
 		}
 		payload := t.mapping.FragmentBytes(f, f.BlockCount(totalBlocks))
-		fs := fragState{f: f, peer: t.ctxWorld(f.CtxRank), dataTag: s.dataTag, payload: payload}
+		fs := fragState{f: f, peer: f.CtxRank, dataTag: s.dataTag, payload: payload}
 		if failed, ok := t.earlyCancel[req.ID][fs.peer]; ok {
 			// That CTX rank cancelled before we started: it will not send.
 			if failed {
@@ -51,9 +48,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
 		if err != nil {
 			t.withdrawAll(s)
-			if n > 0 {
-				_ = t.cfg.Pool.Release(req.ID)
-			}
+			t.endLease(s)
 			return fmt.Errorf("transceiver: post fragment receive for request %d: %w", req.ID, err)
 		}
 		fs.req, fs.posted = q, true
@@ -71,7 +66,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 	for _, p := range slices.Sorted(maps.Keys(peers)) {
 		h := Header{Kind: KindRequestInfo, RequestID: uint64(req.ID), Sender: int32(t.cfg.Rank),
 			Fragment: uint32(s.dataTag), BlockCount: uint32(totalBlocks)}
-		if err := t.sendControl(t.ctxWorld(p), h); err != nil {
+		if err := t.sendControl(p, h); err != nil {
 			return err
 		}
 	}
@@ -108,9 +103,7 @@ func (t *Transceiver) progressRecv(s *session) {
 				}
 				if err != nil {
 					status = CodeVerify
-					if s.reason == "" {
-						s.reason = err.Error()
-					}
+					s.fail(err.Error())
 				}
 				t.bufs.put(fs.msg)
 				fs.msg = nil
@@ -131,8 +124,8 @@ func (t *Transceiver) progressRecv(s *session) {
 		if t.clk.Now().After(s.deadline) {
 			t.genCancel(s, "transfer deadline passed")
 		}
-	case s.reason != "":
-		t.setTerminal(s, StateFailed, s.reason)
+	case s.failed:
+		t.setTerminal(s, StateFailed, s.why)
 	case s.cancelling || withdrawn:
 		// Only a fragment actually received counts: a withdrawn one
 		// makes the transfer cancelled, never transferred.

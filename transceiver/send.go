@@ -2,33 +2,29 @@ package transceiver
 
 import (
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 
 	"github.com/rankrun/rankrun/topology"
 )
 
 // StartSend opens the CTX send session of req after its prefill: it leases
-// the request's blocks (already allocated in Pool and filled) and sends each
+// the request's blocks (the caller allocated and filled them in Pool) and
+// sends each
 // fragment as soon as the GEN rank's request info is known. Every CTX rank
 // of the request's executor group calls it for the same requests in the same
 // iteration, which makes the "ever sent" flag flip on all of them together.
+// The lease ends when the group agrees on the outcome; the caller then
+// releases the blocks.
 func (t *Transceiver) StartSend(req Request) error {
-	if err := t.canStart(Context, "StartSend", req.ID); err != nil {
+	if err := t.canStart(topology.Context, "StartSend", req.ID); err != nil {
 		return err
-	}
-	if got, want := len(t.cfg.Pool.Blocks(req.ID)), t.shard.BlocksFor(req.Tokens); got != want {
-		return fmt.Errorf("%w: request %d holds %d blocks on ctx rank %d, its %d tokens need %d", ErrUnknown, req.ID, got, t.cfg.Rank, req.Tokens, want)
 	}
 	now := t.clk.Now()
 	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout)}
-	if t.shard.BlocksFor(req.Tokens) > 0 {
-		// Under CP a short request may have no block on this rank: then
-		// there is nothing to pin, and nothing to send.
-		lease, err := t.cfg.Pool.Lease(req.ID)
-		if err != nil {
-			return fmt.Errorf("transceiver: lease request %d: %w", req.ID, err)
-		}
-		s.lease, s.leased, s.blocks, s.hasBlocks = lease, true, t.cfg.Pool.Blocks(req.ID), true
+	if err := t.leaseBlocks(s); err != nil {
+		return err
 	}
 	for _, f := range t.mapping.CtxFragments(req.CtxDP, req.GenDP, t.cfg.Rank) {
 		s.frags = append(s.frags, fragState{f: f, peer: t.genWorld(f.GenRank), dataTag: -1})
@@ -43,8 +39,9 @@ func (t *Transceiver) StartSend(req Request) error {
 		// This rank holds only duplicated heads another rank sends.
 		t.setTerminal(s, StateTransferred, "")
 	}
-	for g, failed := range t.earlyCancel[req.ID] {
-		if failed {
+	early := t.earlyCancel[req.ID]
+	for _, g := range slices.Sorted(maps.Keys(early)) {
+		if early[g] {
 			t.peerFailed(s, g)
 		}
 		t.ctxPeerCancelled(s, g)
@@ -67,10 +64,10 @@ func (t *Transceiver) progressSend(s *session) {
 	resolved := true
 	for i := range s.frags {
 		fs := &s.frags[i]
-		if !fs.posted && !fs.cancelled && fs.dataTag >= 0 && s.reason == "" && !s.cancelling &&
+		if !fs.posted && !fs.cancelled && fs.dataTag >= 0 && !s.failed && !s.cancelling &&
 			(t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
 			if err := t.postFragment(s, fs); err != nil {
-				s.reason = err.Error()
+				s.fail(err.Error())
 			}
 		}
 		if fs.posted && !fs.done {
@@ -78,8 +75,8 @@ func (t *Transceiver) progressSend(s *session) {
 				fs.done = true
 				t.bufs.put(fs.msg)
 				fs.msg = nil
-				if err != nil && s.reason == "" {
-					s.reason = err.Error()
+				if err != nil {
+					s.fail(err.Error())
 				}
 			}
 		}
@@ -96,11 +93,11 @@ func (t *Transceiver) progressSend(s *session) {
 			s.refused = true // counted once; the cancel is retried every pump
 			t.stats.CancelRefused++
 		}
-	case s.reason != "":
+	case s.failed:
 		// Every GEN peer must get its bytes or a Cancel: tell the ones
 		// this rank never sent to before the session ends.
 		t.stopAll(s)
-		t.setTerminal(s, StateFailed, s.reason)
+		t.setTerminal(s, StateFailed, s.why)
 	case resolved && s.cancelling:
 		t.setTerminal(s, StateCancelled, s.cancelReason)
 	case resolved:

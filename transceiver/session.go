@@ -31,10 +31,16 @@ type fragState struct {
 }
 
 type session struct {
-	req      Request
-	state    State
-	reason   string
-	frags    []fragState
+	req   Request
+	state State
+	// failed: the transfer failed on this rank or a peer said it did
+	// (why says how); it ends failed once no write is in flight.
+	failed bool
+	why    string
+	frags  []fragState
+	// lease pins the request's blocks on this rank while bytes may move
+	// into or out of them (none when the request has no block here: under
+	// CP a short request may have none). The executor owns the blocks.
 	lease    gpu.LeaseID
 	leased   bool
 	blocks   []gpu.BlockID
@@ -50,9 +56,13 @@ type session struct {
 	cancelling   bool
 	cancelReason string
 	refused      bool // a cancel was refused while a write was in flight
-	// hasBlocks: the request has blocks on this rank (under CP a short
-	// request may have none).
-	hasBlocks bool
+}
+
+// fail marks the session failed, keeping the first reason.
+func (s *session) fail(why string) {
+	if !s.failed {
+		s.failed, s.why = true, why
+	}
 }
 
 // inFlight reports whether a write into or out of the session's blocks may
@@ -91,7 +101,9 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 		return
 	}
 	s.state = st
-	s.reason = reason
+	if s.why == "" {
+		s.why = reason
+	}
 	s.terminal = t.clk.Now()
 	t.terminal++
 	if st != StateTransferred {
@@ -102,9 +114,42 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	}
 }
 
+// leaseBlocks pins the blocks the caller allocated for s's request: exactly
+// BlocksFor(Tokens) of them must be held in the pool (none under CP when
+// the request is short: then there is nothing to pin).
+func (t *Transceiver) leaseBlocks(s *session) error {
+	id := s.req.ID
+	blocks := t.cfg.Pool.Blocks(id)
+	if want := t.shard.BlocksFor(s.req.Tokens); len(blocks) != want {
+		return fmt.Errorf("%w: request %d holds %d blocks on %s rank %d, its %d tokens need %d (the caller allocates them)",
+			ErrUnknown, id, len(blocks), t.cfg.Role, t.cfg.Rank, s.req.Tokens, want)
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	lease, err := t.cfg.Pool.Lease(id)
+	if err != nil {
+		return fmt.Errorf("transceiver: lease request %d: %w", id, err)
+	}
+	s.lease, s.leased, s.blocks = lease, true, blocks
+	return nil
+}
+
+// endLease unpins s's blocks; the caller may release them afterwards.
+func (t *Transceiver) endLease(s *session) error {
+	if !s.leased {
+		return nil
+	}
+	s.leased = false
+	if err := t.cfg.Pool.EndLease(s.lease); err != nil {
+		return fmt.Errorf("transceiver: end lease of request %d: %w", s.req.ID, err)
+	}
+	return nil
+}
+
 // canStart checks that op may open a session for id on this rank: the right
 // role, not closed, no session for id yet.
-func (t *Transceiver) canStart(role Role, op string, id request.ID) error {
+func (t *Transceiver) canStart(role topology.Role, op string, id request.ID) error {
 	if t.cfg.Role != role {
 		return fmt.Errorf("%w: %s on a %s rank", ErrConfig, op, t.cfg.Role)
 	}
@@ -133,7 +178,7 @@ func (t *Transceiver) allocTag() int {
 // cancel, and the group's outcome is the same whatever the timing),
 // CodeCancelled otherwise.
 func (s *session) cancelStatus() StatusCode {
-	if s.reason != "" {
+	if s.failed {
 		return CodeFailed
 	}
 	return CodeCancelled
@@ -141,9 +186,7 @@ func (s *session) cancelStatus() StatusCode {
 
 // peerFailed records that peer (a world rank) reported the transfer failed.
 func (t *Transceiver) peerFailed(s *session, peer int) {
-	if s.reason == "" {
-		s.reason = fmt.Sprintf("peer world rank %d reported the transfer failed", peer)
-	}
+	s.fail(fmt.Sprintf("peer world rank %d reported the transfer failed", peer))
 }
 
 // noteFinished remembers a reaped request so that late control messages

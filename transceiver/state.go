@@ -25,13 +25,26 @@ func (s State) String() string {
 
 func (s State) terminal() bool { return s >= StateTransferred }
 
+// status is the request status a terminal session state reports.
+func (s State) status() request.Status {
+	switch s {
+	case StateTransferred:
+		return request.Completed
+	case StateFailed:
+		return request.Failed
+	case StateCancelled:
+		return request.Cancelled
+	}
+	return request.Pending
+}
+
 // Reaped describes a transfer whose end the group agreed on.
 type Reaped struct {
 	ID       request.ID
-	State    State
-	Reason   string // why it failed or was cancelled
-	Bytes    int64  // payload bytes this rank moved for it
-	Verified int64  // payload bytes this rank verified (GEN)
+	Status   request.Status // how the group agreed the transfer ended
+	Reason   string         // why it failed or was cancelled
+	Bytes    int64          // payload bytes this rank moved for it
+	Verified int64          // payload bytes this rank verified (GEN)
 	Started  time.Time
 	Terminal time.Time // when this rank saw it terminal
 	Reaped   time.Time // when the outcome consensus applied it

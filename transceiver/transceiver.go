@@ -62,7 +62,7 @@ func New(cfg Config) (*Transceiver, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	inst := cfg.Ctx
-	if cfg.Role == Generation {
+	if cfg.Role == topology.Generation {
 		inst = cfg.Gen
 	}
 	shard, err := inst.Shard(cfg.Model, cfg.Rank)
@@ -110,7 +110,6 @@ func (t *Transceiver) InFlight() []request.ID {
 // EverSent reports the sticky "this CTX rank has started a send" flag.
 func (t *Transceiver) EverSent() bool { return t.everSent }
 
-func (t *Transceiver) ctxWorld(r int) int { return r }
 func (t *Transceiver) genWorld(r int) int { return t.nCtx + r }
 
 // Pump makes non-blocking progress on every session and on the control
@@ -118,7 +117,7 @@ func (t *Transceiver) genWorld(r int) int { return t.nCtx + r }
 func (t *Transceiver) Pump() {
 	t.pumpControl()
 	for _, s := range t.order {
-		if t.cfg.Role == Context {
+		if t.cfg.Role == topology.Context {
 			t.progressSend(s)
 		} else {
 			t.progressRecv(s)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -23,6 +24,35 @@ func prefill(r *rank, req transceiver.Request) error {
 	return nil
 }
 
+// startRecv allocates a GEN rank's blocks for req and opens its receive
+// session (the caller owns the blocks; the transceiver leases them).
+func startRecv(r *rank, req transceiver.Request) error {
+	if n := r.tr.Shard().BlocksFor(req.Tokens); n > 0 {
+		if _, err := r.pool.TryAllocate(req.ID, n); err != nil {
+			return err
+		}
+	}
+	if err := r.tr.StartReceive(req); err != nil {
+		_ = r.pool.Release(req.ID)
+		return err
+	}
+	return nil
+}
+
+// release frees the blocks of reaped requests, as the executor does once
+// the group agreed on their outcome.
+func release(r *rank, reaped []transceiver.Reaped) error {
+	for _, x := range reaped {
+		if len(r.pool.Blocks(x.ID)) == 0 {
+			continue // under CP a short request may hold no block here
+		}
+		if err := r.pool.Release(x.ID); err != nil {
+			return fmt.Errorf("%s rank %d: release %s: %w", r.role, r.groups.Rank, x.ID, err)
+		}
+	}
+	return nil
+}
+
 // drain runs status checks (at_least 0) until want requests were reaped on
 // this rank's group, returning what was reaped. The loop condition is an
 // agreed value, so every rank of the group leaves it together.
@@ -34,12 +64,15 @@ func drain(ctx context.Context, r *rank, want int) ([]transceiver.Reaped, error)
 		}
 		var res transceiver.Result
 		var err error
-		if r.role == transceiver.Context {
+		if r.role == topology.Context {
 			res, err = r.tr.CheckContextTransferStatus(ctx, 0)
 		} else {
 			res, err = r.tr.CheckGenTransferStatus(ctx, 0)
 		}
 		if err != nil {
+			return all, err
+		}
+		if err := release(r, res.Reaped); err != nil {
 			return all, err
 		}
 		all = append(all, res.Reaped...)
@@ -77,8 +110,8 @@ func TestTransferMovesEveryByte(t *testing.T) {
 			runRanks(t, setupOpts{ctx: tc.ctx, gen: tc.gen}, func(ctx context.Context, r *rank) error {
 				for _, q := range reqs {
 					var err error
-					if r.role == transceiver.Generation {
-						err = r.tr.StartReceive(q)
+					if r.role == topology.Generation {
+						err = startRecv(r, q)
 					} else if err = prefill(r, q); err == nil {
 						err = r.tr.StartSend(q)
 					}
@@ -92,18 +125,13 @@ func TestTransferMovesEveryByte(t *testing.T) {
 				}
 				var verified int64
 				for _, x := range reaped {
-					if x.State != transceiver.StateTransferred {
-						return errorf("%s rank %d: request %d ended %s: %s", r.role, r.groups.Rank, x.ID, x.State, x.Reason)
+					if x.Status != request.Completed {
+						return errorf("%s rank %d: request %d ended %s: %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
 					}
 					verified += x.Verified
-					if r.role == transceiver.Generation {
-						if err := r.pool.Release(x.ID); err != nil {
-							return err
-						}
-					}
 				}
 				st := r.tr.Stats()
-				if r.role == transceiver.Generation {
+				if r.role == topology.Generation {
 					if verified == 0 || verified != st.BytesReceived || st.BytesVerified != st.BytesReceived {
 						return errorf("gen rank %d: verified %d of %d received bytes", r.groups.Rank, st.BytesVerified, st.BytesReceived)
 					}
@@ -127,7 +155,11 @@ func TestPollSeed000(t *testing.T) {
 	check := func(ctx context.Context, r *rank, atLeast int) (transceiver.Result, int64, error) {
 		before := r.world.n.Load()
 		res, err := r.tr.CheckContextTransferStatus(ctx, atLeast)
-		return res, r.world.n.Load() - before, err
+		n := r.world.n.Load() - before
+		if err == nil {
+			err = release(r, res.Reaped)
+		}
+		return res, n, err
 	}
 	// sendOne starts one request on a CTX rank (prefill and send).
 	sendOne := func(r *rank, q transceiver.Request) error {
@@ -139,14 +171,11 @@ func TestPollSeed000(t *testing.T) {
 	// receive runs a GEN rank's side of reqs to the end.
 	receive := func(ctx context.Context, r *rank, reqs []transceiver.Request) error {
 		for _, q := range reqs {
-			if err := r.tr.StartReceive(q); err != nil {
+			if err := startRecv(r, q); err != nil {
 				return err
 			}
 		}
-		reaped, err := drain(ctx, r, len(reqs))
-		for _, x := range reaped {
-			_ = r.pool.Release(x.ID)
-		}
+		_, err := drain(ctx, r, len(reqs))
 		return err
 	}
 
@@ -156,7 +185,7 @@ func TestPollSeed000(t *testing.T) {
 	t.Run("EmptySessionsNeverSentReturnAtOnce", func(t *testing.T) {
 		o, _ := frozen("tp=2", "tp=1")
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role != transceiver.Context {
+			if r.role != topology.Context {
 				return nil
 			}
 			res, n, err := check(ctx, r, 1)
@@ -178,7 +207,7 @@ func TestPollSeed000(t *testing.T) {
 		o, _ := frozen("tp=2", "tp=1")
 		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
 				return receive(ctx, r, q)
 			}
 			if err := sendOne(r, q[0]); err != nil {
@@ -206,7 +235,7 @@ func TestPollSeed000(t *testing.T) {
 		o, m := frozen("tp=1", "tp=1")
 		o.replays.UnclampedPoll = true
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
 				if err := m.AwaitWaiters(ctx, 1); err != nil {
 					return err
 				}
@@ -230,7 +259,7 @@ func TestPollSeed000(t *testing.T) {
 		o, m := frozen("tp=1", "tp=1")
 		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
 				// Start receiving only once the CTX poll is waiting.
 				if err := m.AwaitWaiters(ctx, 1); err != nil {
 					return err
@@ -244,7 +273,7 @@ func TestPollSeed000(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(res.Reaped) != 1 || res.Reaped[0].State != transceiver.StateTransferred || res.PollWait != 0 {
+			if len(res.Reaped) != 1 || res.Reaped[0].Status != request.Completed || res.PollWait != 0 {
 				return errorf("in-flight poll: %+v", res)
 			}
 			return nil
@@ -256,7 +285,7 @@ func TestPollSeed000(t *testing.T) {
 		o, m := frozen("tp=1", "tp=1")
 		q := requests(2)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
 				if err := m.AwaitWaiters(ctx, 1); err != nil {
 					return err
 				}
@@ -289,7 +318,7 @@ func TestPollSeed000(t *testing.T) {
 		q := requests(1)
 		polled := make(chan struct{})
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
+			if r.role == topology.Generation {
 				if err := m.AwaitWaiters(ctx, 1); err != nil {
 					return err
 				}
@@ -320,21 +349,21 @@ func TestPollSeed000(t *testing.T) {
 	// A failed session satisfies the exit condition.
 	t.Run("FailedSessionCounts", func(t *testing.T) {
 		o, _ := frozen("tp=1", "tp=1")
-		o.faults = func(role transceiver.Role, rank int) *transceiver.Faults {
+		o.faults = func(role topology.Role, rank int) *transceiver.Faults {
 			return &transceiver.Faults{CorruptFragment: map[request.ID]bool{100: true}}
 		}
 		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
-				if err := r.tr.StartReceive(q[0]); err != nil {
+			if r.role == topology.Generation {
+				if err := startRecv(r, q[0]); err != nil {
 					return err
 				}
 				reaped, err := drain(ctx, r, 1)
 				if err != nil {
 					return err
 				}
-				if reaped[0].State != transceiver.StateFailed {
-					return errorf("gen: corrupted request ended %s", reaped[0].State)
+				if reaped[0].Status != request.Failed {
+					return errorf("gen: corrupted request ended %s", reaped[0].Status)
 				}
 				return nil
 			}
@@ -345,7 +374,7 @@ func TestPollSeed000(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if len(res.Reaped) != 1 || res.Reaped[0].State != transceiver.StateFailed {
+			if len(res.Reaped) != 1 || res.Reaped[0].Status != request.Failed {
 				return errorf("ctx: reaped %+v, want the request failed", res.Reaped)
 			}
 			return nil
@@ -359,8 +388,8 @@ func TestPollSeed000(t *testing.T) {
 		q := requests(2)
 		polled := make(chan struct{})
 		runRanks(t, o, func(ctx context.Context, r *rank) error {
-			if r.role == transceiver.Generation {
-				if err := r.tr.StartReceive(q[0]); err != nil {
+			if r.role == topology.Generation {
+				if err := startRecv(r, q[0]); err != nil {
 					return err
 				}
 				if err := r.tr.ReceiveSync(ctx, q[0].ID); err != nil {
@@ -371,13 +400,10 @@ func TestPollSeed000(t *testing.T) {
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				if err := r.tr.StartReceive(q[1]); err != nil {
+				if err := startRecv(r, q[1]); err != nil {
 					return err
 				}
-				reaped, err := drain(ctx, r, 2)
-				for _, x := range reaped {
-					_ = r.pool.Release(x.ID)
-				}
+				_, err := drain(ctx, r, 2)
 				return err
 			}
 			for _, x := range q {
@@ -408,22 +434,20 @@ func TestPollSeed000(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	runRanks(t, setupOpts{ctx: "tp=1", gen: "tp=2", blocks: 8}, func(ctx context.Context, r *rank) error {
 		q := transceiver.Request{ID: 7, Tokens: 16}
-		if r.role == transceiver.Generation {
-			if err := r.tr.StartReceive(q); err != nil {
+		if r.role == topology.Generation {
+			if err := startRecv(r, q); err != nil {
 				return err
 			}
 			if err := r.tr.StartReceive(q); !errors.Is(err, transceiver.ErrDuplicate) {
 				return errorf("duplicate StartReceive: %v", err)
 			}
-			big := transceiver.Request{ID: 8, Tokens: 10000}
-			if err := r.tr.StartReceive(big); !errors.Is(err, transceiver.ErrNoSpace) {
-				return errorf("oversized StartReceive: %v", err)
+			// Blocks are the caller's to allocate: a receive without them
+			// is refused.
+			if err := r.tr.StartReceive(transceiver.Request{ID: 8, Tokens: 16}); !errors.Is(err, transceiver.ErrUnknown) {
+				return errorf("StartReceive without blocks: %v", err)
 			}
-			reaped, err := drain(ctx, r, 1)
-			if err != nil {
-				return err
-			}
-			return r.pool.Release(reaped[0].ID)
+			_, err := drain(ctx, r, 1)
+			return err
 		}
 		if err := r.tr.StartSend(q); !errors.Is(err, transceiver.ErrUnknown) {
 			return errorf("StartSend without blocks: %v", err)

@@ -1,0 +1,274 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// groups are one rank's communicators, built by RunRank: its instance (every
+// rank of its side), its executor group (the ranks that run one loop
+// together: intake is broadcast and admission agreed over it) and its
+// consensus scope (transceiver.Scopes).
+type groups struct {
+	role  topology.Role
+	rank  int // within the instance
+	inst  comm.Comm
+	exec  comm.Comm
+	scope []comm.Comm
+}
+
+func (g *groups) close() {
+	transceiver.CloseAll(g.scope)
+	if g.exec != nil {
+		g.exec.Close()
+	}
+	if g.inst != nil {
+		g.inst.Close()
+	}
+}
+
+// loop is the part of a rank's executor both roles share: the configuration
+// and communicators, the transceiver and pool, intake and admission state,
+// the control channel, idle-wait bookkeeping and metrics. ctxLoop and
+// genLoop add what only their role needs. A loop is owned by one goroutine.
+type loop struct {
+	cfg    *Config
+	world  comm.Comm
+	ctl    comm.Comm // executor messages (a split of the world)
+	g      groups
+	tr     *transceiver.Transceiver
+	pool   *gpu.Pool
+	shard  topology.Shard
+	layout topology.Layout
+	faults rankFaults
+	log    *zap.Logger
+	t0     time.Time
+	clk    clock.Clock
+	waiter clock.Waiter // the loop goroutine's timed waits
+	// peerBound is how long a rank waits for a message a peer must send
+	// (the leader's tick, member wakes, the end of its own sends): the
+	// group's collective timeout.
+	peerBound time.Duration
+
+	leader     bool
+	myDP       int
+	expected   int   // requests this executor group handles
+	seen       int   // requests taken in so far
+	waiting    []rec // taken in, not admitted (identical on every rank of the group)
+	batchBuf   []byte
+	stalled    map[request.ID]bool // injected stalls already served
+	progressAt time.Time           // last admission, reap or completion (stall detection)
+
+	ctlChan
+	idleState
+	router *router
+
+	audit     bool // checked mode: audit decisions that choose the next collective
+	auditBuf  [2]int64
+	admitBuf  [1]int64 // the admission allreduce
+	noneBuf   [1]int64 // the termination allreduce
+	reportBuf [1]int64 // the local-error-collective replay's collective
+	reported  int      // local failures already reported by that replay
+	rep       RankReport
+}
+
+func (l *loop) isCtx() bool { return l.g.role == topology.Context }
+
+// now is the time since the run's start, in nanoseconds, on the loop's clock.
+func (l *loop) now() int64 { return clock.Since(l.clk, l.t0).Nanoseconds() }
+
+// sleep waits d on the loop's clock (modelled compute, injected stalls and
+// delays: the wait is the work itself, not a wait for progress).
+func (l *loop) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	return l.waiter.Wait(ctx, nil, l.clk.Now().Add(d))
+}
+
+// mine reports whether this rank holds the KV of a request.
+func (l *loop) mine(r rec) bool {
+	if l.isCtx() {
+		return int(r.CtxDP) == l.myDP
+	}
+	return int(r.GenDP) == l.myDP
+}
+
+// blocksFor is how many blocks of this rank's pool request r needs (0 when
+// another DP index holds it, or under CP when it is short).
+func (l *loop) blocksFor(r rec) int {
+	if !l.mine(r) {
+		return 0
+	}
+	return l.shard.BlocksFor(int(r.Tokens))
+}
+
+// releaseBlocks frees request id's blocks on this rank: the executor owns
+// every block (it allocates on admission), the transceiver only leases
+// them while bytes move.
+func (l *loop) releaseBlocks(id request.ID) error {
+	if len(l.pool.Blocks(id)) == 0 {
+		return nil
+	}
+	if err := l.pool.Release(id); err != nil {
+		return fmt.Errorf("executor: %s rank %d release %s: %w", l.g.role, l.g.rank, id, err)
+	}
+	return nil
+}
+
+// check runs this rank's status check as the progress policy decided and
+// records what it reaped. The transfers it reaps are over on every rank of
+// the scope; their leases have ended, and CTX frees the blocks here.
+func (l *loop) check(ctx context.Context, a ProgressAction) (transceiver.Result, error) {
+	start := l.now()
+	var res transceiver.Result
+	var err error
+	switch {
+	case a.Scope == ExecutorScope:
+		res, err = l.tr.CheckStatusOver(ctx, a.AtLeast, []comm.Comm{l.g.exec})
+	case l.isCtx():
+		res, err = l.tr.CheckContextTransferStatus(ctx, a.AtLeast)
+	default:
+		res, err = l.tr.CheckGenTransferStatus(ctx, a.AtLeast)
+	}
+	if err != nil {
+		return res, err
+	}
+	l.rep.StatusChecks++
+	l.heldSeen = l.tr.TerminalHeld()
+	if a.Idle {
+		l.rep.IdleCheckColl += res.Collectives
+		l.rep.IdleReaped += len(res.Reaped)
+	}
+	for _, x := range res.Reaped {
+		l.rep.ReapDelayNs = append(l.rep.ReapDelayNs, x.Reaped.Sub(x.Terminal).Nanoseconds())
+		l.progressAt = l.clk.Now()
+		l.traceSpan("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(),
+			map[string]any{"bytes": x.Bytes, "reason": x.Reason})
+		if l.isCtx() {
+			if err := l.releaseBlocks(x.ID); err != nil {
+				return res, err
+			}
+		}
+	}
+	if res.Collectives > 0 || res.PollWait > 100*time.Microsecond {
+		l.traceSpan("check", a.Row, start, l.now(), map[string]any{"collectives": res.Collectives, "reaped": len(res.Reaped), "idle": a.Idle})
+	}
+	return res, nil
+}
+
+// reportLocalFailures is the local-error-collective replay: the old path
+// reported a rank-local transfer error through a collective only the
+// failing rank entered, on the group its peers were about to enter the
+// consensus on, so its collective meets theirs there.
+func (l *loop) reportLocalFailures(ctx context.Context, n int) error {
+	group := l.g.exec
+	if len(l.g.scope) > 0 {
+		group = l.g.scope[0]
+	}
+	for range n {
+		l.reportBuf[0] = int64(l.reported)
+		l.reported++
+		if err := group.AllreduceInt64(ctx, comm.Max, l.reportBuf[:], l.reportBuf[:]); err != nil {
+			return fmt.Errorf("executor: error report: %w", err)
+		}
+	}
+	return nil
+}
+
+// newLocalFailures is how many transfers failed on this rank since the
+// local-error-collective replay last looked.
+func (l *loop) newLocalFailures() int {
+	l.tr.Pump()
+	return l.tr.Stats().LocalFailures - l.reported
+}
+
+func (l *loop) traceSpan(cat, name string, from, to int64, args map[string]any) {
+	if !l.cfg.Trace {
+		return
+	}
+	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "X", TS: float64(from) / 1e3, Dur: float64(to-from) / 1e3,
+		PID: 0, TID: l.world.Rank(), Args: args})
+}
+
+// stallCheck ends the run with ErrStalled when work waits and nothing has
+// progressed for StallTimeout.
+func (l *loop) stallCheck() error {
+	if len(l.waiting) == 0 || clock.Since(l.clk, l.progressAt) < l.cfg.StallTimeout {
+		return nil
+	}
+	st := l.pool.Stats()
+	return fmt.Errorf("%w: %s rank %d: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
+		ErrStalled, l.g.role, l.g.rank, len(l.waiting), l.cfg.StallTimeout.Round(time.Millisecond), st.Used, st.Total, st.Pinned, l.tr.TerminalHeld())
+}
+
+// agreedNone reports, collectively over the executor group, whether no
+// rank holds transfer sessions or unfinished requests (held: this rank's).
+// When none does, it drains the member wakes before the group ends.
+func (l *loop) agreedNone(ctx context.Context, held int) (bool, error) {
+	n := int64(held)
+	if l.g.exec.Size() > 1 {
+		l.noneBuf[0] = n
+		if err := l.g.exec.AllreduceInt64(ctx, comm.Max, l.noneBuf[:], l.noneBuf[:]); err != nil {
+			return false, fmt.Errorf("executor: termination: %w", err)
+		}
+		n = l.noneBuf[0]
+	}
+	if n != 0 {
+		return false, nil
+	}
+	return true, l.drainWakes(ctx)
+}
+
+func (l *loop) samplePool() {
+	st := l.pool.Stats()
+	l.rep.PeakUsed = max(l.rep.PeakUsed, st.PeakUsed)
+	l.rep.PeakPinned = max(l.rep.PeakPinned, st.PeakPinned)
+}
+
+// endIteration records the iteration's host step time, waits when the
+// group is idle (busy is agreed, so every rank of the group waits, or none;
+// checked mode audits it), and carries the idle bookkeeping into the next
+// iteration.
+func (l *loop) endIteration(ctx context.Context, iterStart int64, busy bool, admitted int) error {
+	step := l.now() - iterStart
+	if err := l.auditAgreed(ctx, "busy", busy); err != nil {
+		return err
+	}
+	if busy {
+		l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
+		l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": admitted})
+	} else {
+		l.rep.IdleIterations++
+		l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
+		w, err := l.idleWait(ctx)
+		if err != nil {
+			return err
+		}
+		l.traceSpan("idle", "idle wait", iterStart+step, iterStart+step+w.Nanoseconds(), nil)
+	}
+	if !busy && (!l.wasIdle || len(l.waiting) > 0) {
+		// Busy (or blocked on admission) until this iteration's start.
+		l.idleSince = iterStart
+	}
+	l.wasIdle = !busy && len(l.waiting) == 0
+	// Transfers already over when this iteration ended were either reaped
+	// or left for a point the group agrees on: an idle rank wakes only for
+	// transfers that end from now on.
+	l.heldSeen = l.tr.TerminalHeld()
+	if err := l.pruneOutbox(); err != nil {
+		return err
+	}
+	l.samplePool()
+	return nil
+}

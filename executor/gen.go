@@ -1,0 +1,292 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// genLoop is a GEN (decode) rank's executor: intake, agreed admission, the
+// start of each request's receive (and, in sync mode, a rank-local blocking
+// receive), transfer progress by the policy, the group's agreement on how
+// transfers ended, decode steps, termination by agreement. It keeps the
+// record of every request its group admits.
+type genLoop struct {
+	*loop
+	gen   map[request.ID]*genReq // admitted, receiving or decoding
+	order []request.ID           // admission order
+	recs  map[request.ID]*RequestRecord
+	// outcomes: (id, status) pairs this rank's scope agreed this
+	// iteration, reported to the executor group (shareOutcomes).
+	outcomes   []int64
+	outcomeBuf comm.Gathered
+	tally      outcomeTally // reports of each request's holders, until all are in
+}
+
+// genReq is a request between its admission and its end on the group. Its
+// status changes only through shareOutcomes and decode, from agreed values.
+type genReq struct {
+	r         rec
+	received  bool           // the group agreed its transfer completed
+	status    request.Status // Failed or Cancelled once the group agreed so
+	reason    string
+	generated int
+}
+
+func newGenLoop(l *loop, holders int) *genLoop {
+	return &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders)}
+}
+
+// run iterates until the group agrees every request is done.
+func (g *genLoop) run(ctx context.Context) error {
+	sync := g.cfg.Mode == transceiver.Sync
+	for {
+		if err := g.sleep(ctx, g.faults.delay); err != nil {
+			return err
+		}
+		iterStart := g.now()
+		if _, err := g.intake(ctx); err != nil {
+			return err
+		}
+		adm, err := g.admit(ctx)
+		if err != nil {
+			return err
+		}
+		if err := g.startReceives(ctx, adm.recs, sync); err != nil {
+			return err
+		}
+		in := ProgressInput{Role: g.g.role, Sync: sync, GroupRanks: g.g.exec.Size(), Busy: len(adm.recs) > 0 || g.decoding() > 0,
+			ScopeHolds: g.tr.Sessions() > 0, AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
+		if g.cfg.Replays.On(LocalErrorCollective) {
+			in.NewLocalFailures = g.newLocalFailures()
+		}
+		if g.cfg.Replays.On(UnsafeIdleReap) {
+			in.BusyLocally = g.busyLocally(adm.recs)
+		}
+		a := DecideProgress(in)
+		if a.ReportFailures > 0 {
+			if err := g.reportLocalFailures(ctx, a.ReportFailures); err != nil {
+				return err
+			}
+		}
+		if a.Check {
+			res, err := g.check(ctx, a)
+			if err != nil {
+				return err
+			}
+			g.noteReaped(res.Reaped, a.Scope)
+		}
+		if err := g.shareOutcomes(ctx); err != nil {
+			return err
+		}
+		// Decode one step for every request whose KV arrived.
+		busy, err := g.decode(ctx)
+		if err != nil {
+			return err
+		}
+		busy = busy || len(adm.recs) > 0
+		g.rep.Iterations++
+		if err := g.stallCheck(); err != nil {
+			return err
+		}
+		if g.seen == g.expected && len(g.waiting) == 0 {
+			none, err := g.agreedNone(ctx, g.tr.Sessions()+len(g.gen))
+			if err != nil || none {
+				return err
+			}
+		}
+		if err := g.endIteration(ctx, iterStart, busy, len(adm.recs)); err != nil {
+			return err
+		}
+	}
+}
+
+// startReceives opens a record for every admitted request and a receive
+// session for those this rank holds (their blocks were allocated on
+// admission); in sync mode it then blocks in a rank-local receive for each.
+func (g *genLoop) startReceives(ctx context.Context, admitted []rec, sync bool) error {
+	for _, r := range admitted {
+		g.gen[r.ID] = &genReq{r: r}
+		g.order = append(g.order, r.ID)
+		g.recs[r.ID] = &RequestRecord{ID: r.ID, Tokens: int(r.Tokens), Output: int(r.Output), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP),
+			Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd, IdleArrival: r.IdleArrival == 1, GenAdmit: g.now()}
+		if !g.mine(r) {
+			continue
+		}
+		if err := g.tr.StartReceive(transceiver.Request{ID: r.ID, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
+			return fmt.Errorf("executor: gen rank %d: %w", g.g.rank, err)
+		}
+	}
+	if !sync {
+		return nil
+	}
+	// Rank-local and blocking: each admitted request of this rank.
+	for _, r := range admitted {
+		if !g.mine(r) {
+			continue
+		}
+		start := g.now()
+		if err := g.tr.ReceiveSync(ctx, r.ID); err != nil {
+			return fmt.Errorf("executor: gen rank %d sync receive of request %d: %w", g.g.rank, r.ID, err)
+		}
+		g.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, g.now(), nil)
+	}
+	return nil
+}
+
+// noteReaped records what this rank's check reaped. What its own scope
+// agreed is reported to the executor group (shareOutcomes); nothing acts
+// on it before the group knows. A check over the whole executor group (the
+// unsafe-idle-reap replay) is not the scope's verdict and is not reported.
+func (g *genLoop) noteReaped(reaped []transceiver.Reaped, scope CheckScope) {
+	for _, x := range reaped {
+		if scope == OwnScope {
+			g.outcomes = append(g.outcomes, int64(x.ID), int64(x.Status))
+		}
+		if rr := g.recs[x.ID]; rr != nil {
+			rr.Bytes += x.Bytes
+			if x.Reason != "" {
+				rr.Reason = x.Reason
+			}
+		}
+	}
+}
+
+// shareOutcomes makes the executor group agree on how transfers ended.
+// Each rank reports what its consensus scope agreed this iteration. Where
+// the scope is the whole executor group (no attention-DP), that is already
+// the group's verdict. Under attention-DP the group spans DP indices, and
+// the TP siblings of one DP index sit in different scopes that agree on the
+// same request separately, possibly in different iterations: every rank's
+// reports travel in one allgather over the executor group, entered every
+// iteration by every rank (the condition is configuration), and a request
+// is decided only once every rank that holds it has reported (outcomeTally).
+// So received and failed, and with them busy and idle, are derived from the
+// allgather's result alone, which is identical on every rank.
+func (g *genLoop) shareOutcomes(ctx context.Context) error {
+	flat := g.outcomes
+	if g.layout.AttentionDP && g.layout.DP > 1 && g.g.exec.Size() > 1 {
+		if err := g.g.exec.AllgatherInt64s(ctx, g.outcomes, &g.outcomeBuf); err != nil {
+			return fmt.Errorf("executor: sharing transfer outcomes: %w", err)
+		}
+		flat = g.outcomeBuf.Flat
+	}
+	for i := 0; i+1 < len(flat); i += 2 {
+		id := request.ID(flat[i])
+		st, decided := g.tally.add(id, request.Status(flat[i+1]))
+		if !decided {
+			continue
+		}
+		q := g.gen[id]
+		if q == nil {
+			continue
+		}
+		rr := g.recs[id]
+		rr.TransferDone = g.now()
+		if st == request.Completed {
+			q.received = true
+			continue
+		}
+		q.status, q.reason = st, rr.Reason
+		if q.reason == "" || !g.mine(q.r) {
+			q.reason = fmt.Sprintf("%s on gen DP index %d", st, q.r.GenDP)
+		}
+	}
+	g.outcomes = g.outcomes[:0]
+	return nil
+}
+
+// busyLocally reports whether this rank has work of its own: a request it
+// holds admitted now, or one of its requests decoding (the unsafe-idle-reap
+// replay's rank-local notion of idle).
+func (g *genLoop) busyLocally(admitted []rec) bool {
+	for _, r := range admitted {
+		if g.mine(r) {
+			return true
+		}
+	}
+	for _, id := range g.order {
+		if q := g.gen[id]; q.received && g.mine(q.r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *genLoop) decoding() int {
+	n := 0
+	for _, id := range g.order {
+		if g.gen[id].received {
+			n++
+		}
+	}
+	return n
+}
+
+// decode runs one decode step for the received requests, finishes those
+// that are done or failed (freeing their blocks here), and reports whether
+// it did any work.
+func (g *genLoop) decode(ctx context.Context) (bool, error) {
+	var active int
+	for _, id := range g.order {
+		if q := g.gen[id]; q.received && q.status == request.Pending {
+			active++
+		}
+	}
+	if active > 0 {
+		start := g.now()
+		if err := g.sleep(ctx, g.cfg.DecodePerStep); err != nil {
+			return false, err
+		}
+		g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)
+		g.progressAt = g.clk.Now() // a decode step is progress, even before a request finishes
+	}
+	now := g.now()
+	keep := g.order[:0]
+	var finished []request.ID
+	for _, id := range g.order {
+		q := g.gen[id]
+		rr := g.recs[id]
+		switch {
+		case q.status != request.Pending:
+			rr.State, rr.Reason, rr.Done = q.status, q.reason, now
+			finished = append(finished, id)
+		case q.received:
+			q.generated++
+			if q.generated == 1 {
+				rr.FirstToken = now
+			}
+			if q.generated >= int(q.r.Output) {
+				rr.State, rr.Done = request.Completed, now
+				finished = append(finished, id)
+			} else {
+				keep = append(keep, id)
+			}
+		default:
+			keep = append(keep, id)
+		}
+	}
+	g.order = keep
+	for _, id := range finished {
+		if err := g.releaseBlocks(id); err != nil {
+			return false, err
+		}
+		rr := g.recs[id]
+		delete(g.gen, id)
+		delete(g.recs, id)
+		g.progressAt = g.clk.Now()
+		if !g.leader {
+			continue
+		}
+		g.rep.Requests = append(g.rep.Requests, *rr)
+		// msgDone carries the finish time in Arrival: the closed-loop
+		// client's next request arrives then.
+		if err := g.send(0, rec{Kind: msgDone, ID: id, Tokens: int64(rr.Tokens), Output: int64(rr.Output), Arrival: now}); err != nil {
+			return false, err
+		}
+	}
+	return active > 0 || len(finished) > 0, nil
+}

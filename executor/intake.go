@@ -1,0 +1,124 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/request"
+)
+
+// intake is collective over the executor group: the leader's batch is
+// broadcast so every rank appends the same requests in the same order. It
+// reports whether the router has released and seen finished every request
+// (world rank 0 knows; the broadcast carries it).
+func (l *loop) intake(ctx context.Context) (bool, error) {
+	routerDone := l.router.allDone()
+	if l.leader {
+		if err := l.pumpCtl(); err != nil {
+			return false, err
+		}
+		if err := l.router.release(l.now(), l.route); err != nil {
+			return false, err
+		}
+		routerDone = l.router.allDone()
+	}
+	batch := l.inbox
+	if l.g.exec.Size() > 1 {
+		l.batchBuf = encodeBatch(l.batchBuf, routerDone, l.inbox)
+		got, err := l.g.exec.Bcast(ctx, 0, l.batchBuf)
+		if err != nil {
+			return false, fmt.Errorf("executor: intake: %w", err)
+		}
+		if !l.leader {
+			l.batchBuf = got
+		}
+		routerDone, batch, err = decodeBatch(got, nil)
+		if err != nil {
+			return false, err
+		}
+	}
+	l.inbox = l.inbox[:0]
+	idleGroup := l.wasIdle && len(l.waiting) == 0 && l.isCtx()
+	for _, r := range batch {
+		// An idle arrival: the group had been idle (nothing waiting,
+		// nothing admitted) since before the request arrived. Every
+		// request of a batch that reaches an idle group counts.
+		if idleGroup && r.Arrival >= l.idleSince {
+			r.IdleArrival = 1
+		}
+		l.waiting = append(l.waiting, r)
+		l.seen++
+		if err := l.injectOnIntake(ctx, r.ID); err != nil {
+			return false, err
+		}
+	}
+	return routerDone, nil
+}
+
+// injectOnIntake applies the faults this rank has for a request it just
+// took in: exit, or stall once.
+func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
+	if l.faults.exit[id] {
+		return fmt.Errorf("%w: %s rank %d exits on request %d", ErrInjected, l.g.role, l.g.rank, id)
+	}
+	if d, ok := l.faults.stall[id]; ok && !l.stalled[id] {
+		l.stalled[id] = true
+		l.log.Warn("injected stall", zap.Stringer("request", id), zap.Duration("for", d))
+		return l.sleep(ctx, d)
+	}
+	return nil
+}
+
+// admitted is what admission started this iteration.
+type admitted struct {
+	recs    []rec
+	blocked bool // requests wait and the group agreed none fits
+}
+
+// admit runs the admission policy (DecideAdmission) over the waiting
+// requests, agrees on it with the group, and allocates the admitted
+// requests' blocks on this rank (both roles: the executor owns every block).
+func (l *loop) admit(ctx context.Context) (admitted, error) {
+	needs := make([]int, len(l.waiting))
+	for i, r := range l.waiting {
+		needs[i] = l.blocksFor(r)
+	}
+	a := DecideAdmission(AdmissionInput{Role: l.g.role, GroupRanks: l.g.exec.Size(), Needs: needs, Free: l.pool.Stats().Free, Replays: l.cfg.Replays})
+	fit := a.LocalFit
+	switch {
+	case a.ReapFirst:
+		// The old gate (replay): "nothing fits here", so reap first, a
+		// status check entered on rank-local state.
+		_, err := l.check(ctx, ProgressAction{Check: true, Row: "replay local-admission-gate"})
+		return admitted{}, err
+	case a.Agree:
+		l.admitBuf[0] = int64(fit)
+		if err := l.g.exec.AllreduceInt64(ctx, comm.Min, l.admitBuf[:], l.admitBuf[:]); err != nil {
+			return admitted{}, fmt.Errorf("executor: admission: %w", err)
+		}
+		fit = int(l.admitBuf[0])
+	}
+	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: len(l.waiting) > 0 && fit == 0}
+	if out.blocked {
+		// Requests wait and the agreed answer is that none fits: the
+		// pools are full (of blocks a reap would free, or of live work).
+		l.rep.AdmissionBlocked++
+	}
+	l.waiting = append(l.waiting[:0], l.waiting[fit:]...)
+	for _, r := range out.recs {
+		n := l.blocksFor(r)
+		if n == 0 {
+			continue // another DP index holds it, or a short request under CP
+		}
+		if _, err := l.pool.TryAllocate(r.ID, n); err != nil {
+			return out, fmt.Errorf("executor: %s rank %d admitted request %d but cannot allocate: %w", l.g.role, l.g.rank, r.ID, err)
+		}
+	}
+	if fit > 0 {
+		l.progressAt = l.clk.Now()
+	}
+	return out, nil
+}
