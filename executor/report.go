@@ -72,6 +72,25 @@ type InstanceReport struct {
 	PinnedBlocksAtEnd int   `json:"pinned_blocks_at_end"`
 }
 
+// add folds one rank's report into its instance's.
+func (ir *InstanceReport) add(rr RankReport) {
+	ir.PeakKVUtil = max(ir.PeakKVUtil, float64(rr.PeakUsed)/float64(rr.PoolBlocks))
+	ir.PeakPinnedUtil = max(ir.PeakPinnedUtil, float64(rr.PeakPinned)/float64(rr.PoolBlocks))
+	ir.Iterations = max(ir.Iterations, rr.Iterations)
+	ir.IdleIterations = max(ir.IdleIterations, rr.IdleIterations)
+	ir.StatusChecks += rr.StatusChecks
+	ir.MaxPollWaitMs = max(ir.MaxPollWaitMs, float64(rr.MaxPollWaitNs)/1e6)
+	ir.CancelRefused += rr.CancelRefused
+	ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
+	ir.IdleCollectives += rr.IdleCheckColl
+	ir.IdleReaped += rr.IdleReaped
+	ir.BytesSent += rr.BytesSent
+	ir.BytesReceived += rr.BytesReceived
+	ir.BytesVerified += rr.BytesVerified
+	ir.UsedBlocksAtEnd += rr.UsedAtEnd
+	ir.PinnedBlocksAtEnd += rr.PinnedAtEnd
+}
+
 func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report {
 	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
@@ -93,22 +112,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	}
 	inst["ctx"], inst["gen"] = &r.Instances[0], &r.Instances[1]
 	for _, rr := range reps {
-		ir := inst[rr.Role]
-		ir.PeakKVUtil = max(ir.PeakKVUtil, float64(rr.PeakUsed)/float64(rr.PoolBlocks))
-		ir.PeakPinnedUtil = max(ir.PeakPinnedUtil, float64(rr.PeakPinned)/float64(rr.PoolBlocks))
-		ir.Iterations = max(ir.Iterations, rr.Iterations)
-		ir.IdleIterations = max(ir.IdleIterations, rr.IdleIterations)
-		ir.StatusChecks += rr.StatusChecks
-		ir.MaxPollWaitMs = max(ir.MaxPollWaitMs, float64(rr.MaxPollWaitNs)/1e6)
-		ir.CancelRefused += rr.CancelRefused
-		ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
-		ir.IdleCollectives += rr.IdleCheckColl
-		ir.IdleReaped += rr.IdleReaped
-		ir.BytesSent += rr.BytesSent
-		ir.BytesReceived += rr.BytesReceived
-		ir.BytesVerified += rr.BytesVerified
-		ir.UsedBlocksAtEnd += rr.UsedAtEnd
-		ir.PinnedBlocksAtEnd += rr.PinnedAtEnd
+		inst[rr.Role].add(rr)
 		r.BytesMoved += rr.BytesSent
 		r.BytesVerified += rr.BytesVerified
 		r.Collectives += rr.Collectives

@@ -127,12 +127,26 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 		// scope, so skipping phase 3 here is rank-uniform.
 		return res, nil
 	}
+	vote, err := t.localVote(agreed)
+	if err != nil {
+		return res, err
+	}
+	out, err := t.gather.Outcome(ctx, scope, vote)
+	if err != nil {
+		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+	}
+	defer t.compactOrder()
+	return res, t.apply(out, &res)
+}
+
+// localVote is this rank's view of the agreed ready ids (phase 3's vote).
+func (t *Transceiver) localVote(agreed []uint64) (consensus.Vote, error) {
 	var vote consensus.Vote
 	for _, id := range agreed {
 		s := t.sessions[request.ID(id)]
 		if s == nil {
 			// Cannot happen: agreed ids are in every rank's ready list.
-			return res, fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", id, t.cfg.Role, t.cfg.Rank)
+			return vote, fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", id, t.cfg.Role, t.cfg.Rank)
 		}
 		switch s.state {
 		case StateCancelled:
@@ -146,44 +160,39 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 			vote.Quiesced = append(vote.Quiesced, id)
 		}
 	}
-	out, err := t.gather.Outcome(ctx, scope, vote)
-	if err != nil {
-		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
-	}
-	defer t.compactOrder()
+	return vote, nil
+}
+
+// apply ends the sessions whose outcome the group agreed and no rank still
+// writes (quiesced), in the order cancelled, failed, completed, and lists
+// them in res.
+func (t *Transceiver) apply(out consensus.Outcome, res *Result) error {
 	now := t.clk.Now()
 	quiesced := map[uint64]bool{}
 	for _, id := range out.Quiesced {
 		quiesced[id] = true
 	}
-	apply := func(ids []uint64, st State) error {
-		for _, id := range ids {
+	for _, set := range []struct {
+		ids []uint64
+		st  State
+	}{{out.Cancelled, StateCancelled}, {out.Failed, StateFailed}, {out.Completed, StateTransferred}} {
+		for _, id := range set.ids {
 			if !quiesced[id] {
 				continue // a write is still in flight somewhere: next check
 			}
 			s := t.sessions[request.ID(id)]
 			reason := s.why
-			if st != s.state && (reason == "" || st == StateCancelled) {
-				reason = fmt.Sprintf("%s on another rank of the group", st)
+			if set.st != s.state && (reason == "" || set.st == StateCancelled) {
+				reason = fmt.Sprintf("%s on another rank of the group", set.st)
 			}
-			if err := t.finish(s, st); err != nil {
+			if err := t.finish(s, set.st); err != nil {
 				return err
 			}
-			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
+			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: set.st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
 				Started: s.started, Terminal: s.terminal, Reaped: now})
 		}
-		return nil
 	}
-	if err := apply(out.Cancelled, StateCancelled); err != nil {
-		return res, err
-	}
-	if err := apply(out.Failed, StateFailed); err != nil {
-		return res, err
-	}
-	if err := apply(out.Completed, StateTransferred); err != nil {
-		return res, err
-	}
-	return res, nil
+	return nil
 }
 
 // finish applies an agreed outcome: the session is forgotten and its lease

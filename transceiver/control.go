@@ -68,47 +68,9 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		}
 		t.applyInfo(s, h)
 	case h.Kind == KindAck && t.cfg.Role == topology.Context:
-		if s == nil {
-			if !t.finished[id] {
-				t.stats.ControlErrors++
-				t.cfg.Log.Warn("ack for an unknown request", zap.Uint64("request", h.RequestID), zap.Int("from", src))
-			}
-			return
-		}
-		for i := range s.frags {
-			fs := &s.frags[i]
-			if fs.peer == src && !fs.acked {
-				fs.acked = true
-				if h.Status != CodeOK && !s.state.terminal() {
-					s.fail(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
-				}
-				break
-			}
-		}
+		t.handleAck(s, src, h)
 	case h.Kind == KindCancel:
-		if s == nil {
-			if !t.finished[id] {
-				if t.earlyCancel[id] == nil {
-					t.earlyCancel[id] = map[int]bool{}
-				}
-				// The value says whether the peer reported a failure.
-				t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == CodeFailed
-			}
-			return
-		}
-		if s.state.terminal() {
-			return
-		}
-		if h.Status == CodeFailed {
-			t.peerFailed(s, src)
-		}
-		if t.cfg.Role == topology.Generation {
-			// A CTX peer sends Cancel only for fragments it never posted.
-			t.withdrawFrom(s, src)
-			t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
-		} else {
-			t.ctxPeerCancelled(s, src)
-		}
+		t.handleCancel(s, src, h)
 	case h.Kind == KindCancelAck && t.cfg.Role == topology.Generation:
 		if s != nil && !s.state.terminal() {
 			if h.Status == CodeFailed {
@@ -129,6 +91,56 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 	default:
 		t.stats.ControlErrors++
 		t.cfg.Log.Warn("unexpected control message", zap.Stringer("kind", h.Kind), zap.Int("from", src))
+	}
+}
+
+// handleAck applies a GEN peer's acknowledgement of a fragment (CTX).
+func (t *Transceiver) handleAck(s *session, src int, h Header) {
+	if s == nil {
+		if !t.finished[request.ID(h.RequestID)] {
+			t.stats.ControlErrors++
+			t.cfg.Log.Warn("ack for an unknown request", zap.Uint64("request", h.RequestID), zap.Int("from", src))
+		}
+		return
+	}
+	for i := range s.frags {
+		fs := &s.frags[i]
+		if fs.peer == src && !fs.acked {
+			fs.acked = true
+			if h.Status != CodeOK && !s.state.terminal() {
+				s.fail(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
+			}
+			return
+		}
+	}
+}
+
+// handleCancel applies a peer's cancel (either role); a cancel for a
+// session not started yet is remembered until it starts.
+func (t *Transceiver) handleCancel(s *session, src int, h Header) {
+	id := request.ID(h.RequestID)
+	if s == nil {
+		if !t.finished[id] {
+			if t.earlyCancel[id] == nil {
+				t.earlyCancel[id] = map[int]bool{}
+			}
+			// The value says whether the peer reported a failure.
+			t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == CodeFailed
+		}
+		return
+	}
+	if s.state.terminal() {
+		return
+	}
+	if h.Status == CodeFailed {
+		t.peerFailed(s, src)
+	}
+	if t.cfg.Role == topology.Generation {
+		// A CTX peer sends Cancel only for fragments it never posted.
+		t.withdrawFrom(s, src)
+		t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
+	} else {
+		t.ctxPeerCancelled(s, src)
 	}
 }
 
