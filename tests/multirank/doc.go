@@ -1,5 +1,5 @@
 // Package multirank holds the multi-rank regression suite: scenario files
-// under testdata/ (run by TestScenarios, format in executor/scenario), a
+// under testdata/ (run by TestScenarios, format in package scenario), a
 // seeded layout x transfer x fault matrix (TestMatrix; -args -soak runs all
 // of it with several seeds) and, under real mpirun,
 // scripts/test-mpi-scenarios.sh.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankrun/rankrun/executor/scenario"
+	"github.com/rankrun/rankrun/scenario"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -222,65 +222,24 @@ func hash(s string) uint64 {
 	return h
 }
 
-// adpSides is every attention-DP layout of up to maxRanks ranks (generated,
-// so each family with adp — alone, with tp, pp or cp — is covered) plus a
-// plain single-rank partner.
-func adpSides(maxRanks int) []topology.Layout {
-	sides := []topology.Layout{topology.MustParseLayout("tp=1")}
-	for _, l := range topology.Enumerate(scenario.DefaultModel, maxRanks) {
-		if l.AttentionDP {
-			sides = append(sides, l)
-		}
-	}
-	return sides
-}
-
-// TestAttentionDPMatrix runs every pair of CTX and GEN layouts where at
-// least one side is attention-DP (each side: every adp layout of up to 4
-// ranks, or tp=1), async and sync, plus the layouts a user first hit the
-// attention-DP + TP deadlock with. Each must complete every request with
-// every byte verified and nothing leaked: a rank-local fact choosing the
-// next collective shows up here as a named desync or timeout, never a hang.
+// TestAttentionDPMatrix runs the generated attention-DP family
+// (scenario.Generate("adp")): every pair of CTX and GEN layouts where at
+// least one side is attention-DP, each side up to 4 ranks, async and sync,
+// plus the layouts a user first hit the attention-DP + TP deadlock with.
 func TestAttentionDPMatrix(t *testing.T) {
-	type pair struct{ ctx, gen string }
-	var pairs []pair
-	sides := adpSides(4)
-	for _, c := range sides {
-		for _, g := range sides {
-			if !c.AttentionDP && !g.AttentionDP {
-				continue
-			}
-			if topology.Compatible(c, g, scenario.DefaultModel) {
-				pairs = append(pairs, pair{c.String(), g.String()})
-			}
-		}
+	all, err := scenario.Generate("adp")
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The layouts of the original report (8 GEN ranks among them).
-	pairs = append(pairs, pair{"tp=1", "tp=4,dp=2,adp"}, pair{"tp=1", "tp=2,dp=4,adp"}, pair{"tp=1", "tp=2,pp=2,dp=2,adp"})
-	for _, p := range pairs {
-		for _, tr := range []string{"async", "sync"} {
-			name := fmt.Sprintf("ctx=%s/gen=%s/%s", p.ctx, p.gen, tr)
-			t.Run(name, func(t *testing.T) {
-				s := scenario.New(name)
-				s.Ctx, s.Gen, s.Transfer = p.ctx, p.gen, tr
-				s.Requests, s.Input, s.Output, s.Arrival = 12, 40, 3, "closed=4"
-				s.InputJitter = 0.5
-				s.CollectiveTimeout = 3 * time.Second
-				s.StallTimeout = 5 * time.Second
-				s.Timeout = 40 * time.Second
-				for _, line := range []string{"ok", fmt.Sprintf("completed == %d", s.Requests), "bytes-moved > 0"} {
-					if err := s.Expect.Add(line); err != nil {
-						t.Fatal(err)
-					}
-				}
-				r := scenario.Run(context.Background(), s)
-				if r.Hung() {
-					t.Fatalf("HANG: %s\nreproduce: %s", r, s.CommandLine(false))
-				}
-				if !r.Pass {
-					t.Fatalf("%s", r)
-				}
-			})
-		}
+	for _, s := range all {
+		t.Run(s.Name, func(t *testing.T) {
+			r := scenario.Run(context.Background(), s)
+			if r.Hung() {
+				t.Fatalf("HANG: %s\nreproduce: %s", r, s.CommandLine(false))
+			}
+			if !r.Pass {
+				t.Fatalf("%s", r)
+			}
+		})
 	}
 }

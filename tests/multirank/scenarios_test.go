@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/executor/scenario"
+	"github.com/rankrun/rankrun/scenario"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

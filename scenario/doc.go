@@ -35,5 +35,9 @@
 //
 // Run executes a scenario with executor.RunLocal in checked mode; it never
 // hangs: a run that has not returned by its deadline (plus a grace period) is
-// a failure that names the scenario.
+// a failure that names the scenario. Under mpirun, `rankrun-mpi scenario
+// FILE` runs one variant per job: every rank runs RunRank, and world rank 0
+// (or a rank that fails) judges the outcome with the same Verdict, so a
+// scenario means the same on every backend. Generate makes whole families of
+// scenarios (every attention-DP layout pair, for one).
 package scenario

@@ -93,6 +93,16 @@ func Run(ctx context.Context, s Scenario, opts ...Option) Result {
 	return res
 }
 
+// RunVariant runs one variant of s in-process, checked, under its
+// deadline (a hang is reported as such).
+func RunVariant(ctx context.Context, s Scenario, withReplay bool, opts ...Option) Outcome {
+	var o runOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	return runOnce(ctx, &s, withReplay, o)
+}
+
 // runOnce runs one configuration under s.Timeout; it returns when the run
 // does, or marks it hung hangGrace after the deadline (the ranks'
 // goroutines are then abandoned: a hang is a bug to report, not to wait for).
