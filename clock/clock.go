@@ -93,6 +93,10 @@ func (w *realWaiter) Wait(ctx context.Context, ev <-chan struct{}, deadline time
 	case <-ev:
 	case <-tc:
 	case <-ctx.Done():
+	}
+	// Several may be ready at once: the answer must not depend on which
+	// one select picked. A context that ended wins.
+	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	return nil

@@ -105,6 +105,8 @@ func (w *manualWaiter) Wait(ctx context.Context, ev <-chan struct{}, deadline ti
 	case <-ev:
 	case <-w.fired:
 	case <-ctx.Done():
+	}
+	if ctx.Err() != nil { // a context that ended wins, whatever select picked
 		return context.Cause(ctx)
 	}
 	return nil

@@ -142,6 +142,17 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	case <-t.C:
 		out.Elapsed = time.Since(start)
 		out.Hung = true
+		// The run ignored its deadline. Its owner stops it: cancel, and
+		// wait for the ranks to return (every wait in the runtime honours
+		// its context). Ranks that do not are a second bug, reported.
+		cancel()
+		stop := time.NewTimer(hangGrace)
+		defer stop.Stop()
+		select {
+		case <-done:
+		case <-stop.C:
+			out.Err = fmt.Errorf("scenario %s: the run did not stop within %v of being cancelled: its goroutines are left running", s.Label(), hangGrace)
+		}
 	}
 	return out
 }

@@ -43,7 +43,7 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 	deadline := start.Add(interval)
 	for {
 		t.Pump()
-		if target <= 0 || t.terminalCount() >= target {
+		if target <= 0 || t.terminal >= target {
 			break
 		}
 		if !t.clk.Now().Before(deadline) {
@@ -56,7 +56,6 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 	return clock.Since(t.clk, start)
 }
 
-func (t *Transceiver) terminalCount() int { return t.terminal }
 
 // CheckContextTransferStatus is a CTX status check: a bounded local poll for
 // atLeast sessions (clamped), then ready-id and outcome consensus over the
@@ -92,7 +91,7 @@ func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []
 
 // TerminalHeld counts sessions that are over on this rank but not yet
 // reaped by a consensus: their blocks stay pinned until a status check.
-func (t *Transceiver) TerminalHeld() int { return t.terminalCount() }
+func (t *Transceiver) TerminalHeld() int { return t.terminal }
 
 // check is phases 1-3. Its results are named so that the deferred count
 // of collectives reaches the caller on every return.

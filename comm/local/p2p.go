@@ -47,8 +47,13 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 	}
 	select {
 	case <-q.done:
-		return q.st, q.err
 	case <-ctx.Done():
+	}
+	// Both may be ready: a completed request wins, whatever select picked.
+	select {
+	case <-q.done:
+		return q.st, q.err
+	default:
 		return comm.Status{}, fmt.Errorf("local: wait for %s: %w", q.what(), context.Cause(ctx))
 	}
 }
