@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
 // group is the state shared by the members of one communicator.
@@ -24,22 +25,10 @@ type group struct {
 	wake    []chan struct{} // one per group rank, buffered 1
 	waiting []bool          // arrived in the current round
 
-	// Contributions of the current round, by group rank.
-	kind  []comm.Kind
-	op    []comm.ReduceOp
-	in    [][]int64
-	root  []int
-	bytes [][]byte
-	color []int
-	key   []int
-
-	// Results of the last completed round. Stable until the next round
-	// completes, which needs every member to arrive again, so a woken rank
-	// may read them without the lock.
-	resInts   []int64
-	resGather comm.Gathered
-	resBytes  []byte
-	resErr    error
+	// The current round's contributions and the last round's results
+	// (see round.Round for when a woken rank may read them unlocked).
+	r      *round.Round
+	resErr error
 
 	boxes []mailbox
 }
@@ -48,9 +37,7 @@ func newGroup(w *world, name string, members []int) *group {
 	n := len(members)
 	g := &group{
 		w: w, name: name, members: members,
-		wake: make([]chan struct{}, n), waiting: make([]bool, n),
-		kind: make([]comm.Kind, n), op: make([]comm.ReduceOp, n), in: make([][]int64, n),
-		root: make([]int, n), bytes: make([][]byte, n), color: make([]int, n), key: make([]int, n),
+		wake: make([]chan struct{}, n), waiting: make([]bool, n), r: round.New(n),
 		boxes: make([]mailbox, n),
 	}
 	for i := range g.wake {
@@ -79,7 +66,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kin
 	g.arrived++
 	g.waiting[r] = true
 	if g.arrived == len(g.members) {
-		g.resErr = g.combine()
+		g.resErr = g.r.Combine(g.name, g.members)
 		g.arrived = 0
 		g.gen++
 		for i, wt := range g.waiting {
@@ -171,59 +158,4 @@ func (g *group) breakLocked(err error) {
 		}
 	}
 	g.arrived = 0
-}
-
-// combine computes the result of a complete round. Caller holds g.mu.
-func (g *group) combine() error {
-	k := g.kind[0]
-	for r, kr := range g.kind {
-		if kr != k {
-			return fmt.Errorf("%w: group %q: rank 0 entered %s but rank %d entered %s (unchecked mode cannot name call sites; run checked)",
-				comm.ErrDesync, g.name, k, r, kr)
-		}
-	}
-	switch k {
-	case comm.KindBarrier:
-	case comm.KindAllreduce:
-		n := len(g.in[0])
-		for r := range g.in {
-			if len(g.in[r]) != n || g.op[r] != g.op[0] {
-				return fmt.Errorf("%w: group %q: Allreduce rank 0 has %d x %s, rank %d has %d x %s",
-					comm.ErrDesync, g.name, n, g.op[0], r, len(g.in[r]), g.op[r])
-			}
-		}
-		if cap(g.resInts) < n {
-			g.resInts = make([]int64, n)
-		}
-		g.resInts = g.resInts[:n]
-		copy(g.resInts, g.in[0])
-		for r := 1; r < len(g.in); r++ {
-			g.op[0].Apply(g.resInts, g.in[r])
-		}
-	case comm.KindAllgather:
-		flat := g.resGather.ResetFunc(len(g.in), func(r int) int { return len(g.in[r]) })
-		off := 0
-		for _, in := range g.in {
-			off += copy(flat[off:], in)
-		}
-	case comm.KindBcast:
-		root := g.root[0]
-		for r := range g.root {
-			if g.root[r] != root {
-				return fmt.Errorf("%w: group %q: Bcast rank 0 has root %d, rank %d has root %d", comm.ErrDesync, g.name, root, r, g.root[r])
-			}
-		}
-		g.resBytes = append(g.resBytes[:0], g.bytes[root]...)
-	case comm.KindSplit:
-		flat := g.resGather.ResetFunc(len(g.color), func(int) int { return 2 })
-		for r := range g.color {
-			flat[2*r] = int64(g.color[r])
-			flat[2*r+1] = int64(g.key[r])
-		}
-	}
-	for r := range g.in {
-		g.in[r] = nil
-		g.bytes[r] = nil
-	}
-	return nil
 }

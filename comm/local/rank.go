@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +64,7 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	if err := c.usable("Barrier"); err != nil {
 		return err
 	}
-	return c.g.round(ctx, c.rank, c.waiter, comm.KindBarrier, func() { c.g.kind[c.rank] = comm.KindBarrier })
+	return c.g.round(ctx, c.rank, c.waiter, comm.KindBarrier, func() { c.g.r.Kind[c.rank] = comm.KindBarrier })
 }
 
 func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -81,14 +80,14 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	g := c.g
 	r := c.rank
 	err := g.round(ctx, r, c.waiter, comm.KindAllreduce, func() {
-		g.kind[r] = comm.KindAllreduce
-		g.op[r] = op
-		g.in[r] = in
+		g.r.Kind[r] = comm.KindAllreduce
+		g.r.Op[r] = op
+		g.r.In[r] = in
 	})
 	if err != nil {
 		return err
 	}
-	copy(out, g.resInts)
+	copy(out, g.r.Ints)
 	return nil
 }
 
@@ -102,14 +101,14 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	g := c.g
 	r := c.rank
 	err := g.round(ctx, r, c.waiter, comm.KindAllgather, func() {
-		g.kind[r] = comm.KindAllgather
-		g.in[r] = in
+		g.r.Kind[r] = comm.KindAllgather
+		g.r.In[r] = in
 	})
 	if err != nil {
 		return err
 	}
-	flat := out.Reset(g.resGather.Counts)
-	copy(flat, g.resGather.Flat)
+	flat := out.Reset(g.r.Gather.Counts)
+	copy(flat, g.r.Gather.Flat)
 	return nil
 }
 
@@ -123,9 +122,9 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	g := c.g
 	r := c.rank
 	err := g.round(ctx, r, c.waiter, comm.KindBcast, func() {
-		g.kind[r] = comm.KindBcast
-		g.root[r] = root
-		g.bytes[r] = data
+		g.r.Kind[r] = comm.KindBcast
+		g.r.Root[r] = root
+		g.r.Bytes[r] = data
 	})
 	if err != nil {
 		return nil, err
@@ -133,7 +132,7 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	if r == root {
 		return data, nil
 	}
-	return append(data[:0], g.resBytes...), nil
+	return append(data[:0], g.r.Out...), nil
 }
 
 func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
@@ -146,37 +145,15 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	g := c.g
 	r := c.rank
 	err := g.round(ctx, r, c.waiter, comm.KindSplit, func() {
-		g.kind[r] = comm.KindSplit
-		g.color[r] = color
-		g.key[r] = key
+		g.r.Kind[r] = comm.KindSplit
+		g.r.Color[r] = color
+		g.r.Key[r] = key
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Every member reads the same (color, key) table and computes the same
-	// membership and name.
-	flat := g.resGather.Flat
-	type mk struct{ key, rank int }
-	var mine []mk
-	for i := range len(g.members) {
-		if int(flat[2*i]) == color {
-			mine = append(mine, mk{int(flat[2*i+1]), i})
-		}
-	}
-	slices.SortStableFunc(mine, func(a, b mk) int {
-		if a.key != b.key {
-			return a.key - b.key
-		}
-		return a.rank - b.rank
-	})
-	members := make([]int, len(mine))
-	newRank := -1
-	for i, m := range mine {
-		members[i] = g.members[m.rank]
-		if m.rank == r {
-			newRank = i
-		}
-	}
+	// Every member reads the same grouping, computed once by the round.
+	members, newRank := g.r.SplitResult(r)
 	name := fmt.Sprintf("%s/s%dc%d", g.name, c.splits, color)
 	c.splits++
 	child, err := c.w.groupFor(name, members)
