@@ -1,6 +1,10 @@
 package comm
 
-import "time"
+import (
+	"time"
+
+	"github.com/rankrun/rankrun/clock"
+)
 
 // Bounded is an optional capability of a backend communicator: it bounds
 // every collective by its own timeout, in every mode (checked or not), so no
@@ -26,4 +30,20 @@ func TimeoutOf(c Comm) time.Duration {
 		return b.CollectiveTimeout()
 	}
 	return 0
+}
+
+// Clocked is an optional capability of a backend communicator whose time
+// is not the wall clock's (the simulation backend: each rank's virtual
+// clock). The runtime's cores take their time from ClockOf(c) when their
+// configuration names no clock.
+type Clocked interface {
+	Clock() clock.Clock
+}
+
+// ClockOf returns c's clock (looking through wrappers), or the real clock.
+func ClockOf(c Comm) clock.Clock {
+	if k, ok := Unwrap(c).(Clocked); ok {
+		return k.Clock()
+	}
+	return clock.Real()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
@@ -28,6 +29,9 @@ import (
 // then every GEN rank). It is collective over world. World rank 0 returns
 // the merged Report; the other ranks return nil and their own error.
 func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = comm.ClockOf(world) // a simulated world's virtual clock
+	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -252,6 +256,31 @@ func collect(ctx context.Context, world, ctl comm.Comm, cfg *Config, rep RankRep
 	}
 	slices.SortFunc(reps, func(a, b RankReport) int { return a.WorldRank - b.WorldRank })
 	return buildReport(cfg, reps, clock.Since(cfg.Clock, t0)), nil
+}
+
+// RunSim runs a whole disaggregated run in the simulation backend: every
+// rank in this process, one at a time, in virtual time, under sc's seed,
+// strategy and link model. Every time figure of the report is virtual; the
+// same cfg and sc give the same report. It returns the simulation's result
+// too (schedule steps, virtual duration, a deadlock when there was one).
+func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, sim.Result{}, err
+	}
+	cfg.Clock = nil // each rank takes its own virtual clock from its world
+	var rep *Report
+	res := sim.Run(ctx, cfg.Ranks(), sc, func(ctx context.Context, c comm.Comm, _ clock.Clock) error {
+		r, err := RunRank(ctx, c, cfg)
+		if c.Rank() == 0 && r != nil {
+			rep = r
+		}
+		return err
+	})
+	if err := res.Err(); err != nil {
+		return nil, res, err
+	}
+	return rep, res, nil
 }
 
 // RunLocal runs a whole disaggregated run in this process, one goroutine per

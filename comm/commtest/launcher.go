@@ -37,3 +37,11 @@ type Launcher interface {
 	// launches (even broken ones) cannot pair with this one's.
 	Launch(ctx context.Context, n int, opts Options, fn RankFunc) error
 }
+
+// OneGoroutine is an optional capability of a Launcher whose backend runs
+// each rank on exactly one goroutine (the simulation backend schedules
+// ranks, not goroutines): cases that drive one rank from several
+// goroutines are skipped, saying why.
+type OneGoroutine interface {
+	OneGoroutinePerRank() bool
+}

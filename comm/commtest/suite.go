@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 )
 
@@ -24,6 +25,9 @@ type testCase struct {
 	fn      func(n int) RankFunc
 }
 
+// concurrent lists the cases that drive one rank from several goroutines.
+var concurrent = map[string]bool{"PointToPointWithCollectives": true}
+
 // Run runs every conformance case at every size the launcher supports.
 func Run(t *testing.T, l Launcher) {
 	for _, tc := range cases() {
@@ -32,6 +36,9 @@ func Run(t *testing.T, l Launcher) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/n=%d", tc.name, n), func(t *testing.T) {
+				if o, ok := l.(OneGoroutine); ok && o.OneGoroutinePerRank() && concurrent[tc.name] {
+					t.Skip("this backend runs each rank on one goroutine (its documented contract): the case drives a rank from two")
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), caseBound)
 				defer cancel()
 				if err := l.Launch(ctx, n, tc.opts, tc.fn(n)); err != nil {
@@ -486,11 +493,11 @@ func cancellation(n int) RankFunc {
 		if err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		_, err = q.Wait(wctx)
+		wctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			return errorf(c, "wait past deadline: %v, want DeadlineExceeded", err)
+		_, err = q.Wait(wctx)
+		if !errors.Is(err, context.Canceled) {
+			return errorf(c, "wait under an ended context: %v, want its error (context.Canceled)", err)
 		}
 		if _, done, _ := q.Test(); done {
 			return errorf(c, "request completed after a context error")
@@ -592,7 +599,7 @@ func expectDesync(c comm.Comm, err error, start time.Time, want ...string) error
 	if len(de.Entries) != c.Size() {
 		return errorf(c, "desync lists %d ranks, want %d", len(de.Entries), c.Size())
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := clock.Since(comm.ClockOf(c), start); d > 5*time.Second {
 		return errorf(c, "desync reported after %v", d)
 	}
 	for _, w := range want {
@@ -609,7 +616,7 @@ func expectDesync(c comm.Comm, err error, start time.Time, want ...string) error
 
 func desyncKinds(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		var err error
 		if c.Rank() == 0 {
 			err = c.Barrier(ctx) // the odd one out
@@ -623,7 +630,7 @@ func desyncKinds(n int) RankFunc {
 
 func desyncSites(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		out := []int64{0}
 		var err error
 		// Same kind, same shape, different line: MPI would pair these
@@ -643,7 +650,7 @@ func desyncSites(n int) RankFunc {
 
 func desyncCount(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		k := 1
 		if c.Rank() == n-1 {
 			k = 2
@@ -665,7 +672,7 @@ func sharedSite(ctx context.Context, c comm.Comm) error {
 
 func desyncBranches(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		var err error
 		// Same kind, shape and immediate call site; the branches that
 		// reach it differ. Stamping only the immediate caller would pair
@@ -697,9 +704,9 @@ func timeoutMissing(n int) RankFunc {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		err := c.Barrier(ctx)
-		elapsed := time.Since(start)
+		elapsed := clock.Since(comm.ClockOf(c), start)
 		var verdict error
 		var te *comm.TimeoutError
 		switch {
@@ -756,10 +763,10 @@ func uncheckedTimeoutMissing(n int) RankFunc {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		start := time.Now()
+		start := comm.ClockOf(c).Now()
 		out := []int64{0}
 		err := c.AllreduceInt64(ctx, comm.Sum, []int64{1}, out)
-		elapsed := time.Since(start)
+		elapsed := clock.Since(comm.ClockOf(c), start)
 		var verdict error
 		var te *comm.TimeoutError
 		switch {

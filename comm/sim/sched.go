@@ -1,0 +1,351 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// A rank's run state.
+type runState uint8
+
+const (
+	ready   runState = iota // runnable, waiting for the baton
+	running                 // holds the baton
+	blocked                 // parked until woken
+	done                    // its function returned
+)
+
+// rankState is the scheduler's view of one rank. Exactly one rank (or the
+// scheduler, before the first rank runs) holds the baton at a time; a rank
+// gives it up only inside a simulation primitive (park, yield, return).
+type rankState struct {
+	id     int
+	resume chan struct{}
+	state  runState
+	// What the rank is parked on, for the deadlock report and for the
+	// wakers: a request it waits for, its completion events, a deadline.
+	what     string
+	onReq    *request
+	onNotify bool
+	timer    *event
+	since    time.Time
+}
+
+// event is something that happens at a virtual time: a deadline, a message
+// delivery, a collective's completion. Ties run in the order they were
+// scheduled.
+type event struct {
+	at   time.Time
+	seq  uint64
+	fn   func()
+	dead bool // cancelled (lazy deletion)
+	// progress: the event moves the run forward (a delivery, a completion,
+	// a sleep's end); a deadline that only ends a wait in failure is not
+	// progress, for the deadlock detector.
+	progress bool
+	idx      int
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int)        { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
+func (h *eventHeap) Push(x any)          { e := x.(*event); e.idx = len(*h); *h = append(*h, e) }
+func (h *eventHeap) Pop() any            { old := *h; e := old[len(old)-1]; *h = old[:len(old)-1]; return e }
+func (h eventHeap) peek() *event         { return h[0] }
+func (w *world) pending() int            { return w.events.Len() }
+func (w *world) push(e *event)           { heap.Push(&w.events, e) }
+func (w *world) popEvent() *event        { return heap.Pop(&w.events).(*event) }
+func (w *world) nextSeq() uint64         { w.seq++; return w.seq }
+func (w *world) rankOf(r int) *rankState { return w.ranks[r] }
+
+// at schedules fn at virtual time t.
+func (w *world) at(t time.Time, progress bool, fn func()) *event {
+	if t.Before(w.now) {
+		t = w.now
+	}
+	e := &event{at: t, seq: w.nextSeq(), fn: fn, progress: progress}
+	w.push(e)
+	return e
+}
+
+// park blocks the running rank r until a waker makes it ready (wake), its
+// deadline passes (zero: none), or the world is cancelled. The caller then
+// re-checks whatever it waits for: a wake-up is a hint, not a promise.
+func (w *world) park(r *rankState, what string, deadline time.Time, progressDeadline bool) {
+	r.state, r.what, r.since = blocked, what, w.now
+	if !deadline.IsZero() {
+		r.timer = w.at(deadline, progressDeadline, func() { w.wake(r) })
+	}
+	w.switchFrom(r)
+}
+
+// yield gives the scheduler a choice: the running rank stays ready.
+func (w *world) yield(r *rankState) {
+	r.state = ready
+	w.switchFrom(r)
+}
+
+// wake makes a parked rank ready (a no-op for a rank that is not parked).
+func (w *world) wake(r *rankState) {
+	if r.state != blocked {
+		return
+	}
+	r.state, r.what, r.onReq, r.onNotify = ready, "", nil, false
+	if r.timer != nil {
+		r.timer.dead = true
+		r.timer = nil
+	}
+}
+
+// wakeAll makes every parked rank ready (the world was cancelled).
+func (w *world) wakeAll() {
+	for _, r := range w.ranks {
+		w.wake(r)
+	}
+}
+
+// switchFrom hands the baton from r to the rank the strategy picks (r
+// itself, if it is ready and picked) and waits until r gets it back. The
+// rank that gives the baton is the one that chooses its successor: there
+// is no scheduler goroutine.
+func (w *world) switchFrom(r *rankState) {
+	next := w.pick()
+	if next == r {
+		r.state = running
+		return
+	}
+	w.handoff(next)
+	<-r.resume
+}
+
+// handoff gives the baton to next (nil: every rank is done).
+func (w *world) handoff(next *rankState) {
+	if next == nil {
+		close(w.allDone)
+		return
+	}
+	next.state = running
+	next.resume <- struct{}{}
+}
+
+// pick chooses the next rank to run: one of the ready ranks, by the
+// strategy; when none is ready, virtual time jumps to the next event; when
+// there is none either, every rank waits for something that cannot happen:
+// a deadlock, reported, and the world is cancelled so that every rank
+// returns. It returns nil when every rank is done.
+func (w *world) pick() *rankState {
+	for {
+		if w.interrupted.Load() && !w.cancelled {
+			w.cancelWorld(w.interruptCause())
+		}
+		w.readyBuf = w.readyBuf[:0]
+		live := 0
+		for _, r := range w.ranks {
+			switch r.state {
+			case ready, running:
+				w.readyBuf = append(w.readyBuf, r.id)
+			}
+			if r.state != done {
+				live++
+			}
+		}
+		if live == 0 {
+			return nil
+		}
+		if len(w.readyBuf) > 0 {
+			w.steps++
+			r := w.strat.pick(w.readyBuf, w.steps)
+			if len(w.readyBuf) > 1 { // a choice: part of the schedule
+				w.schedule = (w.schedule ^ uint64(r+1)) * 1099511628211
+			}
+			return w.ranks[r]
+		}
+		if !w.advance() {
+			w.deadlocked()
+		}
+	}
+}
+
+// advance runs the next live event (moving virtual time to it) and reports
+// whether there was one. Before it jumps past the last progress event to a
+// failure deadline, it checks for a deadlock: if every live rank is parked
+// and only failure deadlines remain, nothing can ever make progress.
+func (w *world) advance() bool {
+	for w.pending() > 0 {
+		e := w.popEvent()
+		if e.dead {
+			continue
+		}
+		if !e.progress && !w.anyProgressPending() && !w.cfg.NoDeadlockDetection && !w.cancelled {
+			// Only deadlines that end waits in failure are left: report
+			// the deadlock now, not at the first timeout.
+			w.push(e)
+			return false
+		}
+		if e.at.After(w.now) {
+			w.now = e.at
+		}
+		e.fn()
+		return true
+	}
+	return false
+}
+
+func (w *world) anyProgressPending() bool {
+	for _, e := range w.events {
+		if !e.dead && e.progress {
+			return true
+		}
+	}
+	return false
+}
+
+// deadlocked records that every rank is parked with nothing pending that
+// could wake one, and cancels the world so that every rank returns.
+func (w *world) deadlocked() {
+	if w.cancelled {
+		// Already cancelled and still stuck: a rank ignores its context.
+		panic(fmt.Sprintf("sim: ranks do not return after the world was cancelled: %s", w.parkedList()))
+	}
+	de := &DeadlockError{At: w.now.Sub(w.cfg.Start)}
+	for _, r := range w.ranks {
+		if r.state == blocked {
+			de.Ranks = append(de.Ranks, RankWait{Rank: r.id, What: r.what, Since: r.since.Sub(w.cfg.Start)})
+		}
+	}
+	w.deadlock = de
+	w.cancelWorld(de)
+}
+
+func (w *world) parkedList() string {
+	var parts []string
+	for _, r := range w.ranks {
+		if r.state == blocked {
+			parts = append(parts, fmt.Sprintf("rank %d in %s", r.id, r.what))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// cancelWorld ends every rank's context with cause and wakes every parked
+// rank, so that each sees it.
+func (w *world) cancelWorld(cause error) {
+	if w.cancelled {
+		return
+	}
+	w.cancelled = true
+	w.cancel(cause)
+	w.wakeAll()
+}
+
+// Strategy chooses which ready rank runs next at every scheduling point.
+type Strategy uint8
+
+const (
+	// RandomWalk picks uniformly among the ready ranks (seeded).
+	RandomWalk Strategy = iota
+	// PCT gives every rank a random priority and runs the highest ready
+	// one, lowering the running rank's priority at Depth-1 random change
+	// points (probabilistic concurrency testing, Burckhardt et al. 2010).
+	PCT
+)
+
+func (s Strategy) String() string {
+	if s == PCT {
+		return "pct"
+	}
+	return "random"
+}
+
+// ParseStrategy parses "random" or "pct".
+func ParseStrategy(s string) (Strategy, error) {
+	switch s {
+	case "random", "":
+		return RandomWalk, nil
+	case "pct":
+		return PCT, nil
+	}
+	return 0, fmt.Errorf("sim: strategy %q: must be random or pct", s)
+}
+
+// picker is a strategy's state.
+type picker interface {
+	pick(ready []int, step int) int
+}
+
+type randomWalk struct{ rng *rand.Rand }
+
+func (p *randomWalk) pick(ready []int, _ int) int { return ready[p.rng.IntN(len(ready))] }
+
+// pct keeps a priority per rank; change points are chosen steps at which
+// the rank then running drops below every other.
+type pct struct {
+	prio    []int
+	changes map[int]bool
+	low     int
+	last    int
+}
+
+func newPCT(rng *rand.Rand, n, depth, horizon int) *pct {
+	p := &pct{prio: make([]int, n), changes: map[int]bool{}, last: -1}
+	perm := rng.Perm(n)
+	for i, r := range perm {
+		p.prio[r] = n + i // distinct, above every lowered priority
+	}
+	for range max(depth-1, 0) {
+		p.changes[1+rng.IntN(max(horizon, 1))] = true
+	}
+	return p
+}
+
+func (p *pct) pick(ready []int, step int) int {
+	if p.changes[step] && p.last >= 0 {
+		p.low--
+		p.prio[p.last] = p.low
+	}
+	best := ready[0]
+	for _, r := range ready[1:] {
+		if p.prio[r] > p.prio[best] {
+			best = r
+		}
+	}
+	p.last = best
+	return best
+}
+
+// DeadlockError is a run that reached a state where every rank waits for
+// something no rank or pending event can bring: it names every parked rank
+// and what it waits on, at the virtual time it was found.
+type DeadlockError struct {
+	At    time.Duration // virtual time since the start
+	Ranks []RankWait
+}
+
+// RankWait is one parked rank of a deadlock.
+type RankWait struct {
+	Rank  int // world rank
+	What  string
+	Since time.Duration
+}
+
+func (e *DeadlockError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sim: deadlock at %v: every rank waits and nothing pending can wake one:", e.At)
+	for _, r := range e.Ranks {
+		fmt.Fprintf(&b, " rank %d in %s since %v;", r.Rank, r.What, r.Since)
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// Is makes errors.Is(err, ErrDeadlock) hold.
+func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }

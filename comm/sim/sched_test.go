@@ -1,0 +1,201 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/sim"
+)
+
+// Virtual time moves only when every rank is blocked: a rank that computes
+// without blocking sees the clock stand still, and a sleeping rank wakes
+// exactly at its deadline, in microseconds of wall time.
+func TestTimeMovesOnlyWhenEveryRankBlocks(t *testing.T) {
+	start := time.Now()
+	var woke, during time.Duration
+	res := sim.Run(t.Context(), 2, sim.Config{Seed: 7}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		t0 := clk.Now()
+		if c.Rank() == 0 {
+			if err := clock.Sleep(ctx, clk, time.Hour); err != nil {
+				return err
+			}
+			woke = clock.Since(clk, t0)
+			return nil
+		}
+		for range 1000 { // busy, never blocking: time cannot move
+			during = max(during, clock.Since(clk, t0))
+		}
+		return clock.Sleep(ctx, clk, time.Millisecond)
+	})
+	require.NoError(t, res.Err())
+	require.Equal(t, time.Hour, woke, "the sleep ends exactly at its virtual deadline")
+	require.Zero(t, during, "time moved while a rank was running")
+	require.Equal(t, time.Hour, res.Elapsed)
+	require.Less(t, time.Since(start), 5*time.Second, "an hour of virtual time took wall time")
+}
+
+// A hang is reported the instant every rank waits with nothing that could
+// wake one: the detector names every rank and what it waits on.
+func TestDeadlockDetector(t *testing.T) {
+	res := sim.Run(t.Context(), 3, sim.Config{Seed: 1}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		if c.Rank() == 2 {
+			return c.Barrier(ctx) // its peers never come
+		}
+		q, err := c.Irecv(make([]byte, 1), 1-c.Rank(), 5) // each waits for the other
+		if err != nil {
+			return err
+		}
+		_, err = q.Wait(ctx)
+		return err
+	})
+	require.ErrorIs(t, res.Err(), sim.ErrDeadlock)
+	require.NotNil(t, res.Deadlock)
+	require.Zero(t, res.Deadlock.At, "found at once, not at the collective timeout")
+	msg := res.Deadlock.Error()
+	for _, want := range []string{"rank 0 in a wait for receive from 1 tag 5", "rank 1 in a wait for receive from 0 tag 5", "rank 2 in Barrier #1 on world"} {
+		require.Contains(t, msg, want)
+	}
+}
+
+// With the detector off, the same state ends at the collective timeout, in
+// virtual time.
+func TestCollectiveTimeoutIsVirtual(t *testing.T) {
+	start := time.Now()
+	res := sim.Run(t.Context(), 2, sim.Config{Seed: 1, Timeout: 10 * time.Minute, NoDeadlockDetection: true},
+		func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+			if c.Rank() == 1 {
+				return clock.Sleep(ctx, clk, time.Hour) // never arrives
+			}
+			return c.Barrier(ctx)
+		})
+	var te *comm.TimeoutError
+	require.ErrorAs(t, res.Err(), &te)
+	require.Equal(t, []int{1}, te.Missing)
+	require.Equal(t, 10*time.Minute, res.Elapsed, "the run ended at the timeout: rank 1's sleep was cancelled")
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// trace runs a world whose schedule shows in what it records: every rank
+// sends to every other, with jitter, and logs the order of arrivals.
+func trace(t *testing.T, cfg sim.Config) string {
+	var log []string
+	res := sim.Run(t.Context(), 4, cfg, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		var reqs []comm.Request
+		for peer := range c.Size() {
+			if peer == c.Rank() {
+				continue
+			}
+			q, err := c.Isend([]byte{byte(c.Rank())}, peer, 3)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, q)
+		}
+		for range c.Size() - 1 {
+			b := make([]byte, 1)
+			q, err := c.Irecv(b, comm.AnySource, 3)
+			if err != nil {
+				return err
+			}
+			if _, err := q.Wait(ctx); err != nil {
+				return err
+			}
+			log = append(log, fmt.Sprintf("%d<-%d@%v", c.Rank(), b[0], clock.Since(clk, sim.DefaultStart)))
+		}
+		for _, q := range reqs {
+			if _, err := q.Wait(ctx); err != nil {
+				return err
+			}
+		}
+		return c.Barrier(ctx)
+	})
+	require.NoError(t, res.Err())
+	return strings.Join(log, " ")
+}
+
+// One seed, one run: the same seed gives the same schedule, byte for byte;
+// other seeds give other schedules.
+func TestSameSeedSameRun(t *testing.T) {
+	cfg := sim.Config{Seed: 42, Jitter: 50 * time.Microsecond}
+	a, b := trace(t, cfg), trace(t, cfg)
+	require.Equal(t, a, b)
+	differ := false
+	for seed := uint64(1); seed < 20 && !differ; seed++ {
+		cfg.Seed = seed
+		differ = trace(t, cfg) != a
+	}
+	require.True(t, differ, "twenty seeds gave one schedule: the seed does not drive the scheduler")
+	pct := cfg
+	pct.Strategy = sim.PCT
+	require.Equal(t, trace(t, pct), trace(t, pct))
+}
+
+// The link model: a message of n bytes takes latency + n/bandwidth; a
+// collective takes its algorithm's time; later messages on a pair never
+// overtake earlier ones, whatever the jitter.
+func TestLinkModel(t *testing.T) {
+	f := sim.Fabric{Name: "test", Intra: sim.Link{Latency: 10 * time.Microsecond, Bandwidth: 1e9}}
+	var got time.Duration
+	var order []byte
+	res := sim.Run(t.Context(), 2, sim.Config{Seed: 3, Fabric: f, Jitter: time.Millisecond}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		t0 := clk.Now()
+		if c.Rank() == 0 {
+			for i := range 20 {
+				size := 1_000_000
+				if i%2 == 1 {
+					size = 1 // a small message right after a big one
+				}
+				msg := make([]byte, size)
+				msg[0] = byte(i)
+				if _, err := c.Isend(msg, 1, 9); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for i := range 20 {
+			b := make([]byte, 1_000_000)
+			q, err := c.Irecv(b, 0, 9)
+			if err != nil {
+				return err
+			}
+			if _, err := q.Wait(ctx); err != nil {
+				return err
+			}
+			if i == 0 {
+				got = clock.Since(clk, t0)
+			}
+			order = append(order, b[0])
+		}
+		return nil
+	})
+	require.NoError(t, res.Err())
+	// 10 us + 1 MB / 1 GB/s = 1.01 ms, plus at most 1 ms of jitter.
+	require.GreaterOrEqual(t, got, 1010*time.Microsecond)
+	require.Less(t, got, 2010*time.Microsecond)
+	for i, b := range order {
+		require.Equal(t, byte(i), b, "message %d overtook: MPI's non-overtaking rule", i)
+	}
+	// Ring allreduce of 8 bytes over 4 ranks: 6 steps of latency + 12 bytes.
+	members := []int{0, 1, 2, 3}
+	want := 6*10*time.Microsecond + time.Duration(float64(2*3)/4*8/1e9*float64(time.Second))
+	require.Equal(t, want, f.Collective(comm.KindAllreduce, members, 8))
+	var arDone time.Duration
+	res = sim.Run(t.Context(), 4, sim.Config{Fabric: f}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		t0 := clk.Now()
+		err := c.AllreduceInt64(ctx, comm.Sum, []int64{1}, []int64{0})
+		if c.Rank() == 0 {
+			arDone = clock.Since(clk, t0)
+		}
+		return err
+	})
+	require.NoError(t, res.Err())
+	require.Equal(t, want, arDone, "the allreduce completes exactly at its modelled time")
+}

@@ -1,0 +1,240 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm"
+)
+
+// Sentinel errors.
+var (
+	// ErrDeadlock: every rank waits for something that cannot happen. See
+	// *DeadlockError.
+	ErrDeadlock = errors.New("sim: deadlock")
+	// ErrDeadline: the run reached Config.Deadline (virtual time).
+	ErrDeadline = errors.New("sim: run deadline")
+)
+
+// MaxRanks bounds the size of a simulated world.
+const MaxRanks = 1 << 16
+
+// DefaultStart is the virtual time a run starts at.
+var DefaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Config configures a simulated world.
+type Config struct {
+	// Seed is the only source of nondeterminism: the same seed and
+	// configuration give the same run.
+	Seed     uint64
+	Strategy Strategy
+	// Depth is PCT's bug depth d (d-1 priority change points; 3 when 0).
+	Depth int
+	// Checked wraps every rank's communicators in checked mode.
+	Checked bool
+	// Timeout bounds every collective in virtual time
+	// (comm.DefaultCollectiveTimeout when 0).
+	Timeout time.Duration
+	// Fabric is the link model (the zero Fabric: no cost).
+	Fabric Fabric
+	// Jitter adds a seeded delay in [0, Jitter) to every message (messages
+	// between one pair on one communicator still arrive in order).
+	Jitter time.Duration
+	// Start is the virtual time of the start (DefaultStart when zero).
+	Start time.Time
+	// Deadline ends the run at this much virtual time: every rank's
+	// context ends with ErrDeadline (0: none).
+	Deadline time.Duration
+	// NoDeadlockDetection turns off the deadlock detector, which reports a
+	// deadlock (ErrDeadlock) as soon as every rank waits and only
+	// deadlines that end waits in failure remain (collective timeouts, the
+	// run's deadline), instead of at the first of them.
+	NoDeadlockDetection bool
+	RecorderDepth       int
+}
+
+func (c *Config) fill() error {
+	if c.Start.IsZero() {
+		c.Start = DefaultStart
+	}
+	if c.Timeout == 0 {
+		c.Timeout = comm.DefaultCollectiveTimeout
+	}
+	if c.Depth <= 0 {
+		c.Depth = 3
+	}
+	if c.Jitter < 0 || c.Deadline < 0 || c.Timeout < 0 {
+		return fmt.Errorf("%w: sim: jitter %v, deadline %v and timeout %v must not be negative", comm.ErrBadArgument, c.Jitter, c.Deadline, c.Timeout)
+	}
+	return c.Fabric.validate()
+}
+
+// RankFunc runs on one simulated rank. It must block only through c, clk
+// and the waiters clk makes (and never start goroutines that use them).
+type RankFunc func(ctx context.Context, c comm.Comm, clk clock.Clock) error
+
+// Result is what a simulated run did.
+type Result struct {
+	Errs  []error // by world rank (nil: the rank succeeded)
+	First int     // the rank whose error came first (-1: none)
+	// Elapsed is the run's virtual duration.
+	Elapsed  time.Duration
+	Steps    int            // scheduling decisions taken
+	// Schedule fingerprints the choices the scheduler made (a hash of
+	// every pick among two or more ready ranks): equal for equal runs.
+	Schedule uint64
+	Deadlock *DeadlockError // set when the run deadlocked
+}
+
+// Err is the first rank's error, wrapped with its rank (nil on success).
+func (r Result) Err() error {
+	if r.First < 0 {
+		return nil
+	}
+	return r.Errs[r.First]
+}
+
+// world is the shared state of one simulated run. It is touched only by
+// the goroutine holding the baton, so it needs no lock: the hand-offs
+// (channel operations) order every access.
+type world struct {
+	cfg       Config
+	n         int
+	now       time.Time
+	ranks     []*rankState
+	events    eventHeap
+	seq       uint64
+	steps     int
+	schedule  uint64
+	strat     picker
+	rng       *rand.Rand // message jitter
+	readyBuf  []int
+	allDone   chan struct{}
+	cancel    context.CancelCauseFunc
+	cancelled bool
+	deadlock  *DeadlockError
+	groups    map[string]*group
+	notify    []chan struct{}
+	recorders []*comm.Recorder
+	errs      []error
+	first     int
+	lastArr   map[pairKey]time.Time // per-pair arrival order of messages
+
+	interrupted atomic.Bool
+	parent      context.Context
+}
+
+// Run runs fn on n simulated ranks, one at a time, and returns once every
+// rank returned. The first rank to fail cancels the others, as in comm/local.
+// A panic in a rank is returned as its error, with the stack.
+func Run(ctx context.Context, n int, cfg Config, fn RankFunc) Result {
+	res := Result{First: -1}
+	if n <= 0 || n > MaxRanks {
+		res.Errs, res.First = []error{fmt.Errorf("%w: sim.Run: ranks %d outside 1..%d", comm.ErrBadArgument, n, MaxRanks)}, 0
+		return res
+	}
+	if err := cfg.fill(); err != nil {
+		res.Errs, res.First = []error{err}, 0
+		return res
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := newWorld(n, cfg, cancel, ctx)
+	stop := context.AfterFunc(ctx, func() { w.interrupted.Store(true) })
+	defer stop()
+	if cfg.Deadline > 0 {
+		w.at(cfg.Start.Add(cfg.Deadline), false, func() {
+			w.cancelWorld(fmt.Errorf("%w: %v of virtual time", ErrDeadline, cfg.Deadline))
+		})
+	}
+	for r := range n {
+		go w.runRank(rctx, r, fn)
+	}
+	// This goroutine holds the baton first: it picks the first rank.
+	w.handoff(w.pick())
+	<-w.allDone
+	res.Errs, res.First = w.errs, w.first
+	res.Elapsed, res.Steps, res.Deadlock, res.Schedule = w.now.Sub(cfg.Start), w.steps, w.deadlock, w.schedule
+	return res
+}
+
+func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.Context) *world {
+	w := &world{cfg: cfg, n: n, now: cfg.Start, cancel: cancel, parent: parent, allDone: make(chan struct{}),
+		groups: map[string]*group{}, notify: make([]chan struct{}, n), errs: make([]error, n), first: -1,
+		lastArr: map[pairKey]time.Time{}}
+	base := rand.New(rand.NewPCG(cfg.Seed, 0x73696d))
+	w.rng = rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))
+	switch cfg.Strategy {
+	case PCT:
+		w.strat = newPCT(rand.New(rand.NewPCG(base.Uint64(), base.Uint64())), n, cfg.Depth, 1000*n)
+	default:
+		w.strat = &randomWalk{rng: rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))}
+	}
+	w.ranks = make([]*rankState, n)
+	for r := range n {
+		w.ranks[r] = &rankState{id: r, resume: make(chan struct{}), state: ready}
+		w.notify[r] = make(chan struct{}, 1)
+	}
+	if cfg.Checked {
+		w.recorders = make([]*comm.Recorder, n)
+		for r := range n {
+			w.recorders[r] = comm.NewRecorderOn(cfg.RecorderDepth, &rankClock{w: w, r: w.ranks[r]})
+		}
+	}
+	members := make([]int, n)
+	for r := range members {
+		members[r] = r
+	}
+	w.groups["world"] = newGroup(w, "world", members)
+	return w
+}
+
+// runRank is rank r's goroutine: it waits for the baton, runs fn, records
+// its outcome and passes the baton on.
+func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
+	rs := w.ranks[r]
+	<-rs.resume
+	err := w.call(ctx, r, fn)
+	rs.state = done
+	if err != nil {
+		err = fmt.Errorf("rank %d: %w", r, err)
+		w.errs[r] = err
+		if w.first < 0 {
+			w.first = r
+			w.cancelWorld(err)
+		}
+	}
+	w.handoff(w.pick())
+}
+
+func (w *world) call(ctx context.Context, r int, fn RankFunc) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	c := w.rankComm(w.groups["world"], r)
+	return fn(ctx, c, &rankClock{w: w, r: w.ranks[r]})
+}
+
+func (w *world) interruptCause() error {
+	if err := context.Cause(w.parent); err != nil {
+		return err
+	}
+	return errors.New("sim: interrupted")
+}
+
+// rankComm is rank r's communicator on g (checked when the world is).
+func (w *world) rankComm(g *group, r int) comm.Comm {
+	rc := &rankComm{w: w, g: g, rank: r}
+	if w.cfg.Checked {
+		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[g.members[r]]})
+	}
+	return rc
+}
