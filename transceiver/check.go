@@ -56,7 +56,6 @@ func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Durat
 	return clock.Since(t.clk, start)
 }
 
-
 // CheckContextTransferStatus is a CTX status check: a bounded local poll for
 // atLeast sessions (clamped), then ready-id and outcome consensus over the
 // CTX scope, then the agreed outcomes are applied: leases end and blocks are

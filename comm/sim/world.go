@@ -84,8 +84,8 @@ type Result struct {
 	Errs  []error // by world rank (nil: the rank succeeded)
 	First int     // the rank whose error came first (-1: none)
 	// Elapsed is the run's virtual duration.
-	Elapsed  time.Duration
-	Steps    int            // scheduling decisions taken
+	Elapsed time.Duration
+	Steps   int // scheduling decisions taken
 	// Schedule fingerprints the choices the scheduler made (a hash of
 	// every pick among two or more ready ranks): equal for equal runs.
 	Schedule uint64
