@@ -112,7 +112,8 @@ func (g *genLoop) startReceives(ctx context.Context, admitted []rec, sync bool) 
 		g.gen[r.ID] = &genReq{r: r}
 		g.order = append(g.order, r.ID)
 		g.recs[r.ID] = &RequestRecord{ID: r.ID, Tokens: int(r.Tokens), Output: int(r.Output), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP),
-			Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd, IdleArrival: r.IdleArrival == 1, GenAdmit: g.now()}
+			Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd, IdleArrival: r.IdleArrival == 1, GenAdmit: g.now(),
+			TransferDone: -1, FirstToken: -1}
 		if !g.mine(r) {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/topology"
 
 	"github.com/stretchr/testify/require"
@@ -116,6 +117,31 @@ func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
 			mutate(&cfg)
 			_, err := executor.RunLocal(t.Context(), cfg, true, time.Second)
 			require.ErrorIs(t, err, executor.ErrConfig)
+		})
+	}
+}
+
+// Seed 000 in virtual time: fifty requests arriving one at a time at an idle
+// CTX, with a one-second sender wait slice, are picked up at the instant
+// they arrive (handover exactly 0), and the idle step costs nothing: no
+// timing bound to loosen for a loaded machine.
+func TestIdleHandoverIsZeroInVirtualTime(t *testing.T) {
+	for _, mode := range []transceiver.Mode{transceiver.Async, transceiver.Sync} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := baseConfig("tp=1", "tp=4", mode)
+			cfg.Workload.Requests = 50
+			cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
+			cfg.SenderWaitSlice, cfg.GenPollInterval = time.Second, time.Second
+			cfg.DecodePerStep = time.Millisecond
+			rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+			require.NoError(t, err)
+			require.Equal(t, 50, rep.RequestsCompleted)
+			require.GreaterOrEqual(t, rep.IdleHandoverMs.N, 49, "every request after the first arrives at an idle CTX")
+			require.Zero(t, rep.IdleHandoverMs.Max, "handover waited")
+			require.Zero(t, rep.IdleStepMs.Max, "an idle step took virtual time")
+			// TTFT is the modelled cost alone: the first of three 1 ms
+			// decode steps.
+			require.Equal(t, 1.0, rep.TTFTMs.Max)
 		})
 	}
 }

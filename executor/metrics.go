@@ -9,7 +9,8 @@ import (
 )
 
 // RequestRecord is the life of one request, in nanoseconds since the run's
-// start (0: did not happen).
+// start (-1: did not happen; 0 is the start itself, which a simulated run
+// with no modelled cost reaches).
 type RequestRecord struct {
 	ID           request.ID     `json:"id"`
 	Tokens       int            `json:"input_tokens"`

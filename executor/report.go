@@ -14,6 +14,12 @@ import (
 // Report is the outcome of a run. Its JSON field names are stable: scripts
 // depend on them (see README "JSON report").
 type Report struct {
+	// Backend ran the job: local, mpi or sim. Under sim every time figure
+	// is virtual and the report is the same for the same seed; the only
+	// host-dependent fields are named wall_*.
+	Backend           string           `json:"backend"`
+	Sim               *SimInfo         `json:"sim,omitempty"`
+	WallSeconds       float64          `json:"wall_seconds"`
 	Ctx               string           `json:"ctx"`
 	Gen               string           `json:"gen"`
 	Ranks             int              `json:"ranks"`
@@ -42,6 +48,16 @@ type Report struct {
 	Errors            []string         `json:"errors"`
 	Requests          []RequestRecord  `json:"requests"`
 	Ranks_            []RankReport     `json:"rank_reports,omitempty"`
+}
+
+// SimInfo is how a simulated run was scheduled: the seed, strategy and link
+// model that reproduce it, and what the scheduler did.
+type SimInfo struct {
+	Seed     uint64 `json:"seed"`
+	Strategy string `json:"strategy"`
+	Hardware string `json:"hardware"`
+	Steps    int    `json:"steps"`    // scheduling decisions
+	Schedule string `json:"schedule"` // fingerprint of the choices made
 }
 
 // InstanceReport summarises one side.
@@ -139,10 +155,10 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 			case request.Cancelled:
 				r.RequestsCancelled++
 			}
-			if q.IdleArrival && q.PrefillStart > 0 {
+			if q.IdleArrival {
 				handover = append(handover, q.PrefillStart-q.Arrival)
 			}
-			if q.TransferDone > 0 && q.PrefillEnd > 0 {
+			if q.TransferDone >= 0 {
 				transfer = append(transfer, q.TransferDone-q.PrefillEnd)
 			}
 		}
@@ -174,7 +190,12 @@ func (r *Report) OK() bool {
 
 // WriteText renders the human-readable report.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer\n", r.Ctx, r.Gen, r.Ranks, r.Mode)
+	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer", r.Ctx, r.Gen, r.Ranks, r.Mode)
+	if r.Sim != nil {
+		fmt.Fprintf(w, ", simulated (seed %d, %s schedule, %s links; every time is virtual; %.2f s of wall time)",
+			r.Sim.Seed, r.Sim.Strategy, r.Sim.Hardware, r.WallSeconds)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "workload: %s; replays: %s", r.Workload, r.Replays)
 	if len(r.Faults) > 0 {
 		fmt.Fprintf(w, "; faults: %s", strings.Join(r.Faults, " "))

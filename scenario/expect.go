@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,22 @@ func Figures() []string {
 }
 
 var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
+
+// addBound parses a line that may only bound figures or name message text
+// (expect-sim: the outcome itself is expect:'s).
+func (e *Expectation) addBound(v string) error {
+	if f := strings.Fields(v); len(f) > 0 && (f[0] == "ok" || f[0] == "error") {
+		return fmt.Errorf("%q: an expect-sim line bounds a figure or names message text; the outcome is expect:'s", v)
+	}
+	return e.add(v)
+}
+
+// with returns e with extra's bounds and message texts added.
+func (e Expectation) with(extra Expectation) Expectation {
+	e.Bounds = append(slices.Clone(e.Bounds), extra.Bounds...)
+	e.Contains = append(slices.Clone(e.Contains), extra.Contains...)
+	return e
+}
 
 // Add parses one expectation line (the text after "expect:") into e.
 func (e *Expectation) Add(v string) error { return e.add(v) }
@@ -272,7 +289,8 @@ func (e *Expectation) lines() []string {
 
 // Outcome is what one run did.
 type Outcome struct {
-	Replay  bool // the replay under test was on
+	Backend string // local, sim or mpi
+	Replay  bool   // the replay under test was on
 	Report  *executor.Report
 	Err     error
 	Elapsed time.Duration

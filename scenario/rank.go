@@ -19,19 +19,27 @@ func (s *Scenario) Variant(withReplay bool) string {
 	return "as written"
 }
 
-// Expectation returns what the run of a variant must show.
-func (s *Scenario) Expectation(withReplay bool) *Expectation {
+// Expectation returns what the run of a variant must show on backend: its
+// expect: (or expect-with-replay:) lines, and in simulation its expect-sim:
+// (or expect-sim-with-replay:) bounds as well.
+func (s *Scenario) Expectation(withReplay bool, backend string) Expectation {
+	e, extra := s.Expect, s.ExpectSim
 	if withReplay {
-		return &s.ExpectWithReplay
+		e, extra = s.ExpectWithReplay, s.ExpectSimWithReplay
 	}
-	return &s.Expect
+	if backend == "sim" {
+		return e.with(extra)
+	}
+	return e
 }
 
-// Verdict checks one variant's outcome against its expectation: the
-// reasons it fails, none when it passes. Every backend's runner uses it, so
-// a scenario means the same in-process and under mpirun.
+// Verdict checks one variant's outcome against its expectation on the
+// outcome's backend: the reasons it fails, none when it passes. Every
+// backend's runner uses it, so a scenario means the same in-process, in
+// simulation and under mpirun.
 func (s *Scenario) Verdict(o Outcome, withReplay bool) []string {
-	return s.Expectation(withReplay).check(o, s.Requests, s.Timeout)
+	e := s.Expectation(withReplay, o.Backend)
+	return e.check(o, s.Requests, s.Timeout)
 }
 
 // RunRank runs this rank's part of one variant of s on world (every CTX
@@ -45,7 +53,7 @@ func RunRank(ctx context.Context, world comm.Comm, s *Scenario, withReplay bool,
 	for _, f := range opts {
 		f(&o)
 	}
-	out := Outcome{Replay: withReplay}
+	out := Outcome{Backend: "mpi", Replay: withReplay}
 	cfg, err := s.Config(withReplay)
 	if err != nil {
 		out.Err = err
@@ -76,7 +84,8 @@ func RunRank(ctx context.Context, world comm.Comm, s *Scenario, withReplay bool,
 // not under a real launcher whose wake-ups are the operating system's.
 func (s *Scenario) TimingBounds(withReplay bool) []string {
 	var out []string
-	for _, b := range s.Expectation(withReplay).Bounds {
+	e := s.Expectation(withReplay, "mpi")
+	for _, b := range e.Bounds {
 		if figures[b.Figure].ms && (b.Op == "<" || b.Op == "<=" || b.Op == "==") {
 			out = append(out, b.text)
 		}
@@ -89,12 +98,12 @@ func (s *Scenario) TimingBounds(withReplay bool) []string {
 func (s *Scenario) VerdictLine(o Outcome, withReplay bool) (string, bool) {
 	why := s.Verdict(o, withReplay)
 	kind := "ok"
-	if !s.Expectation(withReplay).OK {
+	if e := s.Expectation(withReplay, o.Backend); !e.OK {
 		kind = "error"
 	}
 	head := fmt.Sprintf("%s (%s, expect %s)", s.Label(), s.Variant(withReplay), kind)
 	if len(why) > 0 {
-		return fmt.Sprintf("FAIL %s: %s (reproduce: %s)", head, strings.Join(why, "; "), s.CommandLine(withReplay)), false
+		return fmt.Sprintf("FAIL %s: %s (reproduce: %s)", head, strings.Join(why, "; "), s.CommandLineOn(o.Backend, withReplay)), false
 	}
 	return fmt.Sprintf("PASS %s: %s", head, o.Summary()), true
 }

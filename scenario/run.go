@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -10,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 )
 
@@ -17,9 +19,10 @@ import (
 // return before it calls the run hung.
 const hangGrace = 10 * time.Second
 
-// Result is the verdict on one scenario.
+// Result is the verdict on one scenario on one backend.
 type Result struct {
 	Scenario *Scenario
+	Backend  string
 	Pass     bool
 	// Reason says why it failed (every mismatch, "; "-separated), or what
 	// it showed when it passed.
@@ -38,44 +41,55 @@ func (r Result) String() string {
 	if !r.Pass {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("%s %s: %s", verdict, r.Scenario.Label(), r.Reason)
+	return fmt.Sprintf("%s %s [%s]: %s", verdict, r.Scenario.Label(), r.Backend, r.Reason)
 }
 
 // Option adjusts a run.
 type Option func(*runOpts)
 
-type runOpts struct{ log *zap.Logger }
+type runOpts struct {
+	log     *zap.Logger
+	backend string
+}
 
 // WithLogger gives the runs a logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(o *runOpts) { o.log = l } }
+
+// WithBackend runs on an in-process backend: local (the default) or sim.
+func WithBackend(b string) Option { return func(o *runOpts) { o.backend = b } }
+
+func options(opts []Option) runOpts {
+	o := runOpts{backend: "local"}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
 
 // Run runs s in-process, checked, and compares the outcome with its
 // expectations; with a replay under test it runs a second time with the
 // replay on. Every run has a deadline (s.Timeout); a run that has not
 // returned shortly after it is reported as a hang, naming the scenario.
 func Run(ctx context.Context, s Scenario, opts ...Option) Result {
-	var o runOpts
-	for _, f := range opts {
-		f(&o)
-	}
-	res := Result{Scenario: &s}
+	o := options(opts)
+	res := Result{Scenario: &s, Backend: o.backend}
 	off := runOnce(ctx, &s, false, o)
 	res.Off = &off
 	var why []string
-	for _, w := range s.Expect.check(off, s.Requests, s.Timeout) {
+	for _, w := range s.Verdict(off, false) {
 		why = append(why, "as written: "+w)
 	}
 	shown := []string{"as written: " + off.Summary()}
 	if s.ReplayUnderTest != "" {
 		on := runOnce(ctx, &s, true, o)
 		res.On = &on
-		for _, w := range s.ExpectWithReplay.check(on, s.Requests, s.Timeout) {
+		for _, w := range s.Verdict(on, true) {
 			why = append(why, "with "+string(s.ReplayUnderTest)+": "+w)
 		}
 		shown = append(shown, "with "+string(s.ReplayUnderTest)+": "+on.Summary())
 		// A proof must discriminate: what the replay must show may not
 		// also hold without it.
-		if !off.Hung && len(s.ExpectWithReplay.check(off, s.Requests, s.Timeout)) == 0 {
+		if !off.Hung && len(s.Verdict(off, true)) == 0 {
 			why = append(why, "expect-with-replay also holds with "+string(s.ReplayUnderTest)+" off: the scenario proves nothing")
 		}
 	}
@@ -88,7 +102,7 @@ func Run(ctx context.Context, s Scenario, opts ...Option) Result {
 		for _, w := range why {
 			onFailed = onFailed || strings.HasPrefix(w, "with ")
 		}
-		res.Reason += fmt.Sprintf(" (reproduce: %s)", s.CommandLine(onFailed))
+		res.Reason += fmt.Sprintf(" (reproduce: %s)", s.CommandLineOn(o.backend, onFailed))
 	}
 	return res
 }
@@ -96,18 +110,25 @@ func Run(ctx context.Context, s Scenario, opts ...Option) Result {
 // RunVariant runs one variant of s in-process, checked, under its
 // deadline (a hang is reported as such).
 func RunVariant(ctx context.Context, s Scenario, withReplay bool, opts ...Option) Outcome {
-	var o runOpts
-	for _, f := range opts {
-		f(&o)
-	}
-	return runOnce(ctx, &s, withReplay, o)
+	return runOnce(ctx, &s, withReplay, options(opts))
 }
 
-// runOnce runs one configuration under s.Timeout; it returns when the run
-// does, or marks it hung hangGrace after the deadline (the ranks'
-// goroutines are then abandoned: a hang is a bug to report, not to wait for).
+// SimConfig is the simulation a scenario runs in: its seed, checked, its
+// collective timeout and link model, its deadline, all virtual.
+func (s *Scenario) SimConfig() sim.Config {
+	f := sim.Fabrics["zero"]
+	if s.Hardware != "" {
+		f = sim.Fabrics[s.Hardware]
+	}
+	return sim.Config{Seed: s.Seed, Checked: true, Timeout: s.CollectiveTimeout, Fabric: f, Deadline: s.Timeout}
+}
+
+// runOnce runs one configuration under s.Timeout (virtual in simulation);
+// it returns when the run does, or marks it hung hangGrace after the
+// deadline in wall time. The ranks are the runner's: on a hang it cancels
+// them and waits for them.
 func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outcome {
-	out := Outcome{Replay: withReplay}
+	out := Outcome{Backend: o.backend, Replay: withReplay}
 	cfg, err := s.Config(withReplay)
 	if err != nil {
 		out.Err = err
@@ -119,14 +140,22 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	rctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	type ret struct {
-		rep *executor.Report
-		err error
+		rep     *executor.Report
+		err     error
+		elapsed time.Duration // virtual, in simulation
+		sim     bool
 	}
 	done := make(chan ret, 1)
 	start := time.Now()
 	go func() {
+		if o.backend == "sim" {
+			sc := s.SimConfig()
+			rep, res, err := executor.RunSim(ctx, cfg, sc)
+			done <- ret{rep, err, res.Elapsed, true}
+			return
+		}
 		rep, err := executor.RunLocal(rctx, cfg, true, s.CollectiveTimeout)
-		done <- ret{rep, err}
+		done <- ret{rep: rep, err: err}
 	}()
 	t := time.NewTimer(s.Timeout + hangGrace)
 	defer t.Stop()
@@ -134,7 +163,10 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	case r := <-done:
 		out.Report, out.Err = r.rep, r.err
 		out.Elapsed = time.Since(start)
-		if out.Err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		if r.sim {
+			out.Elapsed = r.elapsed
+			out.Hung = errorsIsDeadline(r.err) // the run's own (virtual) deadline ended it
+		} else if out.Err != nil && rctx.Err() != nil && ctx.Err() == nil {
 			// The run's own deadline ended it: that is a hang the
 			// ranks noticed, not an outcome.
 			out.Hung = true
@@ -177,3 +209,5 @@ func Load(pattern string) ([]Scenario, error) {
 	}
 	return out, nil
 }
+
+func errorsIsDeadline(err error) bool { return errors.Is(err, sim.ErrDeadline) }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -57,6 +58,27 @@ type Scenario struct {
 	ReplayUnderTest  executor.Replay
 	Expect           Expectation
 	ExpectWithReplay Expectation
+	// Backend, when set (local or sim), is the only in-process backend the
+	// scenario runs on; empty: every one of them.
+	Backend string
+	// Hardware is the simulation's link model (sim.Fabrics; zero cost when
+	// empty).
+	Hardware string
+	// ExpectSim and ExpectSimWithReplay add bounds that hold in simulation
+	// only, where every time figure is virtual and exact.
+	ExpectSim           Expectation
+	ExpectSimWithReplay Expectation
+}
+
+// InProcess lists the in-process backends a scenario runs on.
+var InProcess = []string{"local", "sim"}
+
+// Backends lists the in-process backends this scenario runs on.
+func (s *Scenario) Backends() []string {
+	if s.Backend != "" {
+		return []string{s.Backend}
+	}
+	return InProcess
 }
 
 // New returns a scenario with every default filled in.
@@ -167,9 +189,19 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 
 // CommandLine renders RunArgs as a shell command line starting with
 // "rankrun run".
-func (s *Scenario) CommandLine(withReplay bool) string {
+func (s *Scenario) CommandLine(withReplay bool) string { return s.CommandLineOn("local", withReplay) }
+
+// CommandLineOn is CommandLine for a run on backend (local, sim or mpi).
+func (s *Scenario) CommandLineOn(backend string, withReplay bool) string {
 	parts := []string{"rankrun", "run"}
-	for _, a := range s.RunArgs(withReplay) {
+	args := s.RunArgs(withReplay)
+	if backend == "sim" {
+		args = append(args, "--backend", "sim")
+		if s.Hardware != "" {
+			args = append(args, "--hardware", s.Hardware)
+		}
+	}
+	for _, a := range args {
 		if strings.ContainsAny(a, " \t'\"|&;<>()$`\\*?[]#~") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
@@ -295,8 +327,24 @@ var keys = map[string]setter{
 		s.Faults = append(s.Faults, v)
 		return nil
 	},
-	"expect":             func(s *Scenario, v string) error { return s.Expect.add(v) },
-	"expect-with-replay": func(s *Scenario, v string) error { return s.ExpectWithReplay.add(v) },
+	"expect":                 func(s *Scenario, v string) error { return s.Expect.add(v) },
+	"expect-with-replay":     func(s *Scenario, v string) error { return s.ExpectWithReplay.add(v) },
+	"expect-sim":             func(s *Scenario, v string) error { return s.ExpectSim.addBound(v) },
+	"expect-sim-with-replay": func(s *Scenario, v string) error { return s.ExpectSimWithReplay.addBound(v) },
+	"backend": func(s *Scenario, v string) error {
+		if v != "local" && v != "sim" {
+			return fmt.Errorf("%q: want local or sim (the in-process backends; without the key a scenario runs on both)", v)
+		}
+		s.Backend = v
+		return nil
+	},
+	"hardware": func(s *Scenario, v string) error {
+		if _, err := sim.ParseFabric(v); err != nil {
+			return err
+		}
+		s.Hardware = v
+		return nil
+	},
 }
 
 // Keys lists every valid key, sorted.
@@ -365,7 +413,7 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 			if !ok {
 				return s, bad(n, "unknown key %q: valid keys are %s", k, strings.Join(Keys(), ", "))
 			}
-			repeatable := k == "fault" || k == "replay" || k == "expect" || k == "expect-with-replay"
+			repeatable := k == "fault" || k == "replay" || strings.HasPrefix(k, "expect")
 			if prev, dup := seen[k]; dup && !repeatable {
 				return s, bad(n, "key %q repeated (first on line %d)", k, prev)
 			}
@@ -429,6 +477,12 @@ func (s *Scenario) Format() string {
 		fmt.Fprintf(&b, "%s: %s\n", k, args[i+1])
 		i++
 	}
+	if s.Backend != "" {
+		fmt.Fprintf(&b, "backend: %s\n", s.Backend)
+	}
+	if s.Hardware != "" {
+		fmt.Fprintf(&b, "hardware: %s\n", s.Hardware)
+	}
 	if s.ReplayUnderTest != "" {
 		fmt.Fprintf(&b, "replay-under-test: %s\n", s.ReplayUnderTest)
 	}
@@ -437,6 +491,12 @@ func (s *Scenario) Format() string {
 	}
 	for _, l := range s.ExpectWithReplay.lines() {
 		fmt.Fprintf(&b, "expect-with-replay: %s\n", l)
+	}
+	for _, l := range s.ExpectSim.lines() {
+		fmt.Fprintf(&b, "expect-sim: %s\n", l)
+	}
+	for _, l := range s.ExpectSimWithReplay.lines() {
+		fmt.Fprintf(&b, "expect-sim-with-replay: %s\n", l)
 	}
 	return b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -30,6 +31,12 @@ type runFlags struct {
 	replays, faults                   multiFlag
 	timeout                           time.Duration
 	logLevel                          string
+	// The backend, and the simulation's schedule and link model.
+	backend      string
+	hardware     string
+	scheduleSeed uint64
+	strategy     string
+	msgJitter    time.Duration
 }
 
 // multiFlag is a repeatable flag that also splits on commas where the
@@ -73,6 +80,33 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (a run that reaches it ends with an error naming this flag)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
+	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
+	fs.StringVar(&f.hardware, "hardware", "zero", "sim: link model preset: "+strings.Join(sim.FabricNames(), " | "))
+	fs.Uint64Var(&f.scheduleSeed, "schedule-seed", 0, "sim: seed of the rank schedule (0: --seed); one seed, one run")
+	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
+	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order)")
+}
+
+// simConfig is the simulation's configuration from the flags.
+func (f *runFlags) simConfig() (sim.Config, error) {
+	fab, err := sim.ParseFabric(f.hardware)
+	if err != nil {
+		return sim.Config{}, usagef("--hardware: %v", err)
+	}
+	st, err := sim.ParseStrategy(f.strategy)
+	if err != nil {
+		return sim.Config{}, usagef("--strategy: %v", err)
+	}
+	if f.msgJitter < 0 {
+		return sim.Config{}, usagef("--msg-jitter %v: must not be negative", f.msgJitter)
+	}
+	seed := f.scheduleSeed
+	if seed == 0 {
+		seed = f.seed
+	}
+	// The run's --timeout is virtual in simulation.
+	return sim.Config{Seed: seed, Strategy: st, Checked: f.checked, Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
+		Deadline: f.timeout}, nil
 }
 
 func replayNames() string {

@@ -30,7 +30,6 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 		"The number of ranks is CTX ranks + GEN ranks, derived from --ctx and --gen.", runExamples, stderr)
 	var f runFlags
 	f.register(fs, true)
-	backend := fs.String("backend", "auto", "auto (mpi under mpirun, else local) | local | mpi")
 	ranks := fs.Int("ranks", 0, "local backend: number of ranks (must equal what the layouts need; 0: derived)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON on stdout (stable field names)")
 	traceFile := fs.String("trace", "", "write a Chrome trace (Perfetto) of the run to this file")
@@ -54,30 +53,17 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 			return usagef("--trace: %v", err)
 		}
 	}
-	launch := comm.DetectLaunch()
-	switch *backend {
-	case "auto":
-		if launch.UnderMPI {
-			*backend = "mpi"
-		} else {
-			*backend = "local"
-		}
-	case "local", "mpi":
-	default:
-		return usagef("--backend %q: must be auto, local or mpi", *backend)
+	backend, err := f.resolveBackend()
+	if err != nil {
+		return err
 	}
-	if *backend == "local" {
-		if launch.UnderMPI {
-			return launch.RefuseUnderMPI("rankrun --backend local")
-		}
+	if backend != "mpi" {
 		if *ranks != 0 && *ranks != cfg.Ranks() {
 			return usagef("--ranks %d: ctx %s (%d ranks) + gen %s (%d ranks) need %d", *ranks, cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks())
 		}
-		ctx, cancel := f.runContext()
-		defer cancel()
-		rep, err := executor.RunLocal(ctx, cfg, f.checked, f.collTimeout)
+		rep, err := f.runInProcess(backend, cfg)
 		if err != nil {
-			return f.runError(ctx, err)
+			return err
 		}
 		return emit(rep, *jsonOut, *traceFile, stdout)
 	}
@@ -155,6 +141,56 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 		}
 	}
 	return exitError{code: final}
+}
+
+// resolveBackend turns --backend auto into local or mpi, and refuses an
+// in-process backend under mpirun.
+func (f runFlags) resolveBackend() (string, error) {
+	launch := comm.DetectLaunch()
+	switch f.backend {
+	case "auto":
+		if launch.UnderMPI {
+			return "mpi", nil
+		}
+		return "local", nil
+	case "local", "sim":
+		if launch.UnderMPI {
+			return "", launch.RefuseUnderMPI("rankrun --backend " + f.backend)
+		}
+		return f.backend, nil
+	case "mpi":
+		return "mpi", nil
+	}
+	return "", usagef("--backend %q: must be auto, local, mpi or sim", f.backend)
+}
+
+// runInProcess runs cfg on an in-process backend (local or sim) and
+// returns its report, marked with the backend and the wall time it took
+// (the only host-dependent figures, named wall_*).
+func (f runFlags) runInProcess(backend string, cfg executor.Config) (*executor.Report, error) {
+	start := time.Now()
+	if backend == "sim" {
+		sc, err := f.simConfig()
+		if err != nil {
+			return nil, err
+		}
+		rep, res, err := executor.RunSim(context.Background(), cfg, sc)
+		if err != nil {
+			return nil, err
+		}
+		rep.Backend, rep.Sim = "sim", &executor.SimInfo{Seed: sc.Seed, Strategy: sc.Strategy.String(), Hardware: sc.Fabric.Name,
+			Steps: res.Steps, Schedule: fmt.Sprintf("%016x", res.Schedule)}
+		rep.WallSeconds = time.Since(start).Seconds()
+		return rep, nil
+	}
+	ctx, cancel := f.runContext()
+	defer cancel()
+	rep, err := executor.RunLocal(ctx, cfg, f.checked, f.collTimeout)
+	if err != nil {
+		return nil, f.runError(ctx, err)
+	}
+	rep.Backend, rep.WallSeconds = "local", time.Since(start).Seconds()
+	return rep, nil
 }
 
 // errRunTimeout is the cause of a run that reached its --timeout.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,7 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Init("scenario", fs.ErrorHandling())
 	generate := fs.String("generate", "", "write a generated family of scenarios ("+strings.Join(scenario.Families, ", ")+") as files into --out, and run nothing")
 	outDir := fs.String("out", "", "with --generate: the directory to write the scenario files into")
+	only := fs.String("backend", "", "in-process backend to run on: local | sim (default: each backend the scenario names, or both)")
 	replayOn := fs.Bool("replay-on", false, "run only the variant with the replay under test on (under mpirun: the variant this job runs)")
 	printRun := fs.Bool("print-run", false, "print, per file, one line: the rank count (mpirun -np) then the equivalent `rankrun run` flags; run nothing")
 	withReplay := fs.Bool("with-replay", false, "with --print-run: the flags of the run with the replay under test on")
@@ -86,29 +88,33 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return scenarioMPI(&all[0], *replayOn, log, stdout, stderr)
 	}
-	failed := 0
+	failed, runs := 0, 0
 	for _, s := range all {
-		if *replayOn {
-			o := scenario.RunVariant(context.Background(), s, true, scenario.WithLogger(log))
-			line, pass := s.VerdictLine(o, true)
-			fmt.Fprintln(stdout, line)
-			if !pass {
-				failed++
+		for _, backend := range backendsOf(s, *only) {
+			runs++
+			opts := []scenario.Option{scenario.WithLogger(log), scenario.WithBackend(backend)}
+			if *replayOn {
+				o := scenario.RunVariant(context.Background(), s, true, opts...)
+				line, pass := s.VerdictLine(o, true)
+				fmt.Fprintln(stdout, line)
+				if !pass {
+					failed++
+				}
+				continue
 			}
-			continue
-		}
-		r := scenario.Run(context.Background(), s, scenario.WithLogger(log))
-		switch {
-		case !r.Pass:
-			failed++
-			fmt.Fprintln(stdout, r)
-		case *verbose:
-			fmt.Fprintln(stdout, r)
-		default:
-			fmt.Fprintf(stdout, "PASS %s\n", s.Label())
+			r := scenario.Run(context.Background(), s, opts...)
+			switch {
+			case !r.Pass:
+				failed++
+				fmt.Fprintln(stdout, r)
+			case *verbose:
+				fmt.Fprintln(stdout, r)
+			default:
+				fmt.Fprintf(stdout, "PASS %s [%s]\n", s.Label(), backend)
+			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d scenarios, %d passed, %d failed\n", len(all), len(all)-failed, failed)
+	fmt.Fprintf(stdout, "%d runs of %d scenarios, %d passed, %d failed\n", runs, len(all), runs-failed, failed)
 	if failed > 0 {
 		return exitError{code: 1}
 	}
@@ -183,6 +189,18 @@ func generateScenarios(family, dir string, nargs int, stdout io.Writer) error {
 			return fmt.Errorf("--out: %w", err)
 		}
 		fmt.Fprintln(stdout, path)
+	}
+	return nil
+}
+
+// backendsOf lists the backends to run s on: only, when given (if s allows
+// it), else every backend s names.
+func backendsOf(s scenario.Scenario, only string) []string {
+	if only == "" {
+		return s.Backends()
+	}
+	if slices.Contains(s.Backends(), only) {
+		return []string{only}
 	}
 	return nil
 }

@@ -134,18 +134,20 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = log.Sync() }()
 
+	backend, err := f.resolveBackend()
+	if err != nil {
+		return err
+	}
+	if backend == "mpi" {
+		return usagef("sweep: --backend mpi: a sweep runs in this process (local or sim); run each point under mpirun with rankrun run")
+	}
 	bar := newSweepBar(len(runs), stderr)
 	for _, r := range runs {
 		if bar != nil {
 			bar.Describe(fmt.Sprintf("%s %s", r.pair, r.arrival))
 		}
 		r.cfg.Log = log
-		ctx, cancel := f.runContext()
-		r.rep, r.err = executor.RunLocal(ctx, r.cfg, f.checked, f.collTimeout)
-		if r.err != nil {
-			r.err = f.runError(ctx, r.err)
-		}
-		cancel()
+		r.rep, r.err = f.runInProcess(backend, r.cfg)
 		if r.rep == nil {
 			r.rep = failedReport(&r.cfg, r.err)
 		}

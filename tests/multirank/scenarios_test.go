@@ -23,23 +23,27 @@ func TestScenarios(t *testing.T) {
 	require.NoError(t, err)
 	caught := map[executor.Replay][]string{}
 	ran := 0
+	runs := 0
 	for _, s := range all {
-		t.Run(filepath.Base(s.File), func(t *testing.T) {
-			ran++
-			r := scenario.Run(context.Background(), s)
-			require.False(t, r.Hung(), "HANG in %s", r)
-			if !r.Pass {
-				t.Fatalf("%s", r)
-			}
-			t.Logf("%s", r.Reason)
-			if s.ReplayUnderTest != "" {
-				caught[s.ReplayUnderTest] = append(caught[s.ReplayUnderTest], filepath.Base(s.File))
-			}
-		})
+		runs += len(s.Backends())
+		for _, backend := range s.Backends() {
+			t.Run(filepath.Base(s.File)+"/"+backend, func(t *testing.T) {
+				ran++
+				r := scenario.Run(context.Background(), s, scenario.WithBackend(backend))
+				require.False(t, r.Hung(), "HANG in %s", r)
+				if !r.Pass {
+					t.Fatalf("%s", r)
+				}
+				t.Logf("%s", r.Reason)
+				if s.ReplayUnderTest != "" {
+					caught[s.ReplayUnderTest] = append(caught[s.ReplayUnderTest], filepath.Base(s.File)+"/"+backend)
+				}
+			})
+		}
 	}
 	// Every replay is proven caught by at least one scenario (when the
 	// whole suite ran).
-	if !t.Failed() && ran == len(all) {
+	if !t.Failed() && ran == runs {
 		for _, rp := range executor.Replays {
 			require.NotEmpty(t, caught[rp], "no scenario proves replay %s is caught (add one with replay-under-test: %s)", rp, rp)
 			t.Logf("replay %s caught by %v", rp, caught[rp])
