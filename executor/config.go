@@ -141,15 +141,15 @@ func (c *Config) Validate() error {
 		l      topology.Layout
 		blocks int
 	}{{"ctx", c.Ctx, c.CtxBlocks}, {"gen", c.Gen, c.GenBlocks}} {
-		for r := range side.l.Ranks() {
-			s, err := side.l.Shard(c.Model, r)
-			if err != nil {
-				return fmt.Errorf("%w: %s layout %s: %w", ErrConfig, side.name, side.l, err)
-			}
-			if need := s.BlocksFor(maxTokens); need > side.blocks {
-				return fmt.Errorf("%w: a %d-token request needs %d blocks on %s rank %d but its pool has %d (raise --%s-blocks or lower --input)",
-					ErrConfig, maxTokens, need, side.name, r, side.blocks, side.name)
-			}
+		// The rank that needs the most is CP index 0's (it holds blocks
+		// 0, CP, 2CP, ...): rank 0 stands for every rank.
+		s, err := side.l.Shard(c.Model, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %s layout %s: %w", ErrConfig, side.name, side.l, err)
+		}
+		if need := s.BlocksFor(maxTokens); need > side.blocks {
+			return fmt.Errorf("%w: a %d-token request needs %d blocks on %s rank 0 but its pool has %d (raise --%s-blocks or lower --input)",
+				ErrConfig, maxTokens, need, side.name, side.blocks, side.name)
 		}
 	}
 	for i, f := range c.Faults {

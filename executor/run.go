@@ -82,14 +82,19 @@ func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error
 	if g.inst, err = world.Split(ctx, int(role), rank); err != nil {
 		return g, fmt.Errorf("executor: split the %s instance: %w", role, err)
 	}
-	members := layout.ExecutorGroup(rank)
-	if g.exec, err = g.inst.Split(ctx, members[0], rank); err != nil {
-		g.close()
-		return g, fmt.Errorf("executor: split %s executor group %v: %w", role, members, err)
+	// The executor group: the whole instance under attention-DP, else the
+	// rank's DP replica (contiguous: its first rank names it).
+	first, size := 0, layout.Ranks()
+	if !layout.AttentionDP {
+		first, size = layout.Coord(rank).DP*layout.ReplicaRanks(), layout.ReplicaRanks()
 	}
-	if g.exec.Size() != len(members) {
+	if g.exec, err = g.inst.Split(ctx, first, rank); err != nil {
 		g.close()
-		return g, fmt.Errorf("executor: split %s executor group %v gave %d ranks", role, members, g.exec.Size())
+		return g, fmt.Errorf("executor: split %s executor group of rank %d: %w", role, first, err)
+	}
+	if g.exec.Size() != size {
+		g.close()
+		return g, fmt.Errorf("executor: split %s executor group of rank %d gave %d ranks, want %d", role, first, g.exec.Size(), size)
 	}
 	if g.scope, err = transceiver.Scopes(ctx, g.inst, role, layout); err != nil {
 		g.close()

@@ -1,24 +1,26 @@
 package topology
 
 // Groups. Every function returns instance ranks in increasing order and
-// panics if rank is outside the layout. The result is a fresh slice.
+// panics if rank is outside the layout. The result is a fresh slice. Each
+// is computed from the rank's coordinates, in time proportional to the
+// group's size (not the instance's): every rank of a large world asks.
 
 // TPGroup is the ranks that differ from rank only in their TP index.
 func (l Layout) TPGroup(rank int) []int {
 	c := l.Coord(rank)
-	return l.collect(func(o Coord) bool { return o.DP == c.DP && o.PP == c.PP && o.CP == c.CP })
+	return l.vary(c, func(c *Coord) *int { return &c.TP }, l.TP)
 }
 
 // PPGroup is the ranks that differ from rank only in their PP index.
 func (l Layout) PPGroup(rank int) []int {
 	c := l.Coord(rank)
-	return l.collect(func(o Coord) bool { return o.DP == c.DP && o.CP == c.CP && o.TP == c.TP })
+	return l.vary(c, func(c *Coord) *int { return &c.PP }, l.PP)
 }
 
 // CPGroup is the ranks that differ from rank only in their CP index.
 func (l Layout) CPGroup(rank int) []int {
 	c := l.Coord(rank)
-	return l.collect(func(o Coord) bool { return o.DP == c.DP && o.PP == c.PP && o.TP == c.TP })
+	return l.vary(c, func(c *Coord) *int { return &c.CP }, l.CP)
 }
 
 // DPGroup is the ranks of rank's DP index: the TP*PP*CP ranks that hold the
@@ -26,14 +28,14 @@ func (l Layout) CPGroup(rank int) []int {
 // They are contiguous: [dp*ReplicaRanks(), (dp+1)*ReplicaRanks()).
 func (l Layout) DPGroup(rank int) []int {
 	c := l.Coord(rank)
-	return l.collect(func(o Coord) bool { return o.DP == c.DP })
+	return span(c.DP*l.ReplicaRanks(), l.ReplicaRanks())
 }
 
 // DPPeers is the ranks at rank's (PP, CP, TP) position in every DP index
 // (the classical data-parallel group: one rank per DP index).
 func (l Layout) DPPeers(rank int) []int {
 	c := l.Coord(rank)
-	return l.collect(func(o Coord) bool { return o.PP == c.PP && o.CP == c.CP && o.TP == c.TP })
+	return l.vary(c, func(c *Coord) *int { return &c.DP }, l.DP)
 }
 
 // ExecutorGroup is the ranks that run one executor loop together (intake is
@@ -48,9 +50,7 @@ func (l Layout) ExecutorGroup(rank int) []int {
 }
 
 // All is every rank of the instance: [0, Ranks()).
-func (l Layout) All() []int {
-	return l.collect(func(Coord) bool { return true })
-}
+func (l Layout) All() []int { return span(0, l.Ranks()) }
 
 // CtxScopes is the sequence of groups over which a CTX rank runs the status
 // consensus of DESIGN.md §4: its TP group, then its PP group; under
@@ -69,18 +69,35 @@ func (l Layout) CtxScopes(rank int) [][]int {
 func (l Layout) GenScopes(rank int) [][]int {
 	if l.AttentionDP {
 		c := l.Coord(rank)
-		return [][]int{l.collect(func(o Coord) bool { return o.DP == c.DP && o.TP == c.TP })}
+		out := make([]int, 0, l.PP*l.CP)
+		for pp := range l.PP {
+			for cp := range l.CP {
+				out = append(out, l.RankOf(Coord{DP: c.DP, PP: pp, CP: cp, TP: c.TP}))
+			}
+		}
+		return [][]int{out}
 	}
 	l.checkRank(rank)
 	return [][]int{l.All()}
 }
 
-func (l Layout) collect(keep func(Coord) bool) []int {
-	var out []int
-	for r := 0; r < l.Ranks(); r++ {
-		if keep(l.Coord(r)) {
-			out = append(out, r)
-		}
+// vary lists the ranks whose coordinates equal c but for the one field
+// selects, over [0, n). Ranks grow with every coordinate, so the list is
+// in increasing order.
+func (l Layout) vary(c Coord, field func(*Coord) *int, n int) []int {
+	out := make([]int, n)
+	for i := range n {
+		*field(&c) = i
+		out[i] = l.RankOf(c)
+	}
+	return out
+}
+
+// span is [first, first+n).
+func span(first, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = first + i
 	}
 	return out
 }

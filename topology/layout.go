@@ -122,18 +122,26 @@ func MustParseLayout(spec string) Layout {
 
 // Validate checks every size is in [1, MaxRanks], that the instance has at
 // most MaxRanks ranks, and that AttentionDP comes with DP > 1.
-func (l Layout) Validate() error { return l.validate(l.full()) }
+func (l Layout) Validate() error { return l.validate("") }
 
+// validate checks l; spec is the spec as written (the full form of l when
+// empty), rendered only into an error.
 func (l Layout) validate(spec string) error {
+	bad := func(field, rule string) error {
+		if spec == "" {
+			spec = l.full()
+		}
+		return &LayoutError{Spec: spec, Field: field, Rule: rule}
+	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}} {
 		if f.v <= 0 {
-			return &LayoutError{Spec: spec, Field: f.name, Rule: fmt.Sprintf("must be a positive integer (got %d)", f.v)}
+			return bad(f.name, fmt.Sprintf("must be a positive integer (got %d)", f.v))
 		}
 		if f.v > MaxRanks {
-			return &LayoutError{Spec: spec, Field: f.name, Rule: fmt.Sprintf("must be at most %d (got %d)", MaxRanks, f.v)}
+			return bad(f.name, fmt.Sprintf("must be at most %d (got %d)", MaxRanks, f.v))
 		}
 	}
 	// Each factor is at most MaxRanks = 2^20, so multiply step by step and
@@ -142,11 +150,11 @@ func (l Layout) validate(spec string) error {
 	for _, v := range []int{l.TP, l.PP, l.CP, l.DP} {
 		n *= v
 		if n > MaxRanks {
-			return &LayoutError{Spec: spec, Rule: fmt.Sprintf("tp*pp*cp*dp must be at most %d ranks", MaxRanks)}
+			return bad("", fmt.Sprintf("tp*pp*cp*dp must be at most %d ranks", MaxRanks))
 		}
 	}
 	if l.AttentionDP && l.DP < 2 {
-		return &LayoutError{Spec: spec, Field: "adp", Rule: fmt.Sprintf("requires dp > 1 (got dp=%d)", l.DP)}
+		return bad("adp", fmt.Sprintf("requires dp > 1 (got dp=%d)", l.DP))
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type rankState struct {
 	id     int
 	resume chan struct{}
 	state  runState
+	idx    int // position in the world's ready list (-1: not there)
 	// What the rank is parked on, for the deadlock report and for the
 	// wakers: a request it waits for, its completion events, a deadline.
 	what     string
@@ -38,10 +39,9 @@ type rankState struct {
 // delivery, a collective's completion. Ties run in the order they were
 // scheduled.
 type event struct {
-	at   time.Time
-	seq  uint64
-	fn   func()
-	dead bool // cancelled (lazy deletion)
+	at  time.Time
+	seq uint64
+	fn  func()
 	// progress: the event moves the run forward (a delivery, a completion,
 	// a sleep's end); a deadline that only ends a wait in failure is not
 	// progress, for the deadlock detector.
@@ -58,13 +58,42 @@ func (h eventHeap) Less(i, j int) bool {
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int)        { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
-func (h *eventHeap) Push(x any)          { e := x.(*event); e.idx = len(*h); *h = append(*h, e) }
-func (h *eventHeap) Pop() any            { old := *h; e := old[len(old)-1]; *h = old[:len(old)-1]; return e }
-func (h eventHeap) peek() *event         { return h[0] }
-func (w *world) pending() int            { return w.events.Len() }
-func (w *world) push(e *event)           { heap.Push(&w.events, e) }
-func (w *world) popEvent() *event        { return heap.Pop(&w.events).(*event) }
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].idx = i; h[j].idx = j }
+func (h *eventHeap) Push(x any)   { e := x.(*event); e.idx = len(*h); *h = append(*h, e) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	e.idx = -1
+	return e
+}
+func (h eventHeap) peek() *event { return h[0] }
+func (w *world) pending() int    { return w.events.Len() }
+func (w *world) push(e *event) {
+	heap.Push(&w.events, e)
+	if e.progress {
+		w.progressPending++
+	}
+}
+
+func (w *world) popEvent() *event {
+	e := heap.Pop(&w.events).(*event)
+	if e.progress {
+		w.progressPending--
+	}
+	return e
+}
+
+// cancelEvent takes e out of the heap (a deadline whose wait ended).
+func (w *world) cancelEvent(e *event) {
+	if e.idx < 0 {
+		return
+	}
+	heap.Remove(&w.events, e.idx)
+	if e.progress {
+		w.progressPending--
+	}
+}
 func (w *world) nextSeq() uint64         { w.seq++; return w.seq }
 func (w *world) rankOf(r int) *rankState { return w.ranks[r] }
 
@@ -82,7 +111,8 @@ func (w *world) at(t time.Time, progress bool, fn func()) *event {
 // deadline passes (zero: none), or the world is cancelled. The caller then
 // re-checks whatever it waits for: a wake-up is a hint, not a promise.
 func (w *world) park(r *rankState, what string, deadline time.Time, progressDeadline bool) {
-	r.state, r.what, r.since = blocked, what, w.now
+	w.setState(r, blocked)
+	r.what, r.since = what, w.now
 	if !deadline.IsZero() {
 		r.timer = w.at(deadline, progressDeadline, func() { w.wake(r) })
 	}
@@ -91,8 +121,31 @@ func (w *world) park(r *rankState, what string, deadline time.Time, progressDead
 
 // yield gives the scheduler a choice: the running rank stays ready.
 func (w *world) yield(r *rankState) {
-	r.state = ready
+	w.setState(r, ready)
 	w.switchFrom(r)
+}
+
+// setState moves r to st, keeping the ready list (the ranks the strategy
+// chooses from, in the order they became ready) and the count of live
+// ranks: a scheduling decision costs the ready ranks, not the world.
+func (w *world) setState(r *rankState, st runState) {
+	if r.state == st {
+		return
+	}
+	if st == ready {
+		r.idx = len(w.readyList)
+		w.readyList = append(w.readyList, r.id)
+	} else if r.state == ready {
+		last := w.readyList[len(w.readyList)-1]
+		w.readyList[r.idx] = last
+		w.ranks[last].idx = r.idx
+		w.readyList = w.readyList[:len(w.readyList)-1]
+		r.idx = -1
+	}
+	if st == done {
+		w.live--
+	}
+	r.state = st
 }
 
 // wake makes a parked rank ready (a no-op for a rank that is not parked).
@@ -100,9 +153,10 @@ func (w *world) wake(r *rankState) {
 	if r.state != blocked {
 		return
 	}
-	r.state, r.what, r.onReq, r.onNotify = ready, "", nil, false
+	w.setState(r, ready)
+	r.what, r.onReq, r.onNotify = "", nil, false
 	if r.timer != nil {
-		r.timer.dead = true
+		w.cancelEvent(r.timer)
 		r.timer = nil
 	}
 }
@@ -121,7 +175,7 @@ func (w *world) wakeAll() {
 func (w *world) switchFrom(r *rankState) {
 	next := w.pick()
 	if next == r {
-		r.state = running
+		w.setState(r, running)
 		return
 	}
 	w.handoff(next)
@@ -134,7 +188,7 @@ func (w *world) handoff(next *rankState) {
 		close(w.allDone)
 		return
 	}
-	next.state = running
+	w.setState(next, running)
 	next.resume <- struct{}{}
 }
 
@@ -148,24 +202,13 @@ func (w *world) pick() *rankState {
 		if w.interrupted.Load() && !w.cancelled {
 			w.cancelWorld(w.interruptCause())
 		}
-		w.readyBuf = w.readyBuf[:0]
-		live := 0
-		for _, r := range w.ranks {
-			switch r.state {
-			case ready, running:
-				w.readyBuf = append(w.readyBuf, r.id)
-			}
-			if r.state != done {
-				live++
-			}
-		}
-		if live == 0 {
+		if w.live == 0 {
 			return nil
 		}
-		if len(w.readyBuf) > 0 {
+		if len(w.readyList) > 0 {
 			w.steps++
-			r := w.strat.pick(w.readyBuf, w.steps)
-			if len(w.readyBuf) > 1 { // a choice: part of the schedule
+			r := w.strat.pick(w.readyList, w.steps)
+			if len(w.readyList) > 1 { // a choice: part of the schedule
 				w.schedule = (w.schedule ^ uint64(r+1)) * 1099511628211
 			}
 			return w.ranks[r]
@@ -181,33 +224,20 @@ func (w *world) pick() *rankState {
 // failure deadline, it checks for a deadlock: if every live rank is parked
 // and only failure deadlines remain, nothing can ever make progress.
 func (w *world) advance() bool {
-	for w.pending() > 0 {
-		e := w.popEvent()
-		if e.dead {
-			continue
-		}
-		if !e.progress && !w.anyProgressPending() && !w.cfg.NoDeadlockDetection && !w.cancelled {
-			// Only deadlines that end waits in failure are left: report
-			// the deadlock now, not at the first timeout.
-			w.push(e)
-			return false
-		}
-		if e.at.After(w.now) {
-			w.now = e.at
-		}
-		e.fn()
-		return true
+	if w.pending() == 0 {
+		return false
 	}
-	return false
-}
-
-func (w *world) anyProgressPending() bool {
-	for _, e := range w.events {
-		if !e.dead && e.progress {
-			return true
-		}
+	if e := w.events.peek(); !e.progress && w.progressPending == 0 && !w.cfg.NoDeadlockDetection && !w.cancelled {
+		// Only deadlines that end waits in failure are left: report the
+		// deadlock now, not at the first timeout.
+		return false
 	}
-	return false
+	e := w.popEvent()
+	if e.at.After(w.now) {
+		w.now = e.at
+	}
+	e.fn()
+	return true
 }
 
 // deadlocked records that every rank is parked with nothing pending that

@@ -104,27 +104,31 @@ func (r Result) Err() error {
 // the goroutine holding the baton, so it needs no lock: the hand-offs
 // (channel operations) order every access.
 type world struct {
-	cfg       Config
-	n         int
-	now       time.Time
-	ranks     []*rankState
-	events    eventHeap
-	seq       uint64
-	steps     int
-	schedule  uint64
-	strat     picker
-	rng       *rand.Rand // message jitter
-	readyBuf  []int
-	allDone   chan struct{}
-	cancel    context.CancelCauseFunc
-	cancelled bool
-	deadlock  *DeadlockError
-	groups    map[string]*group
-	notify    []chan struct{}
-	recorders []*comm.Recorder
-	errs      []error
-	first     int
-	lastArr   map[pairKey]time.Time // per-pair arrival order of messages
+	cfg    Config
+	n      int
+	now    time.Time
+	ranks  []*rankState
+	events eventHeap
+	// progressPending counts the events in the heap that move the run
+	// forward (the deadlock detector's question).
+	progressPending int
+	seq             uint64
+	steps           int
+	schedule        uint64
+	strat           picker
+	rng             *rand.Rand // message jitter
+	readyList       []int      // ready ranks, in the order they became ready
+	live            int        // ranks not done
+	allDone         chan struct{}
+	cancel          context.CancelCauseFunc
+	cancelled       bool
+	deadlock        *DeadlockError
+	groups          map[string]*group
+	notify          []chan struct{}
+	recorders       []*comm.Recorder
+	errs            []error
+	first           int
+	lastArr         map[pairKey]time.Time // per-pair arrival order of messages
 
 	interrupted atomic.Bool
 	parent      context.Context
@@ -177,8 +181,10 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 		w.strat = &randomWalk{rng: rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))}
 	}
 	w.ranks = make([]*rankState, n)
+	w.live = n
 	for r := range n {
-		w.ranks[r] = &rankState{id: r, resume: make(chan struct{}), state: ready}
+		w.ranks[r] = &rankState{id: r, resume: make(chan struct{}), state: blocked, idx: -1}
+		w.setState(w.ranks[r], ready)
 		w.notify[r] = make(chan struct{}, 1)
 	}
 	if cfg.Checked {
@@ -201,7 +207,7 @@ func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
 	rs := w.ranks[r]
 	<-rs.resume
 	err := w.call(ctx, r, fn)
-	rs.state = done
+	w.setState(rs, done)
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", r, err)
 		w.errs[r] = err
