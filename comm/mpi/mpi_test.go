@@ -39,8 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 // launcher runs conformance cases on a fresh communicator split from the
-// world for every launch: ranks below n take part, the others skip.
-type launcher struct{ w *World }
+// world for every launch: ranks below n take part, the others skip. With
+// native, the communicator (and its children) use MPI's non-blocking
+// collectives, as groups larger than directMax do.
+type launcher struct {
+	w      *World
+	native bool
+}
 
 func (l launcher) Sizes() []int {
 	var s []int
@@ -69,6 +74,10 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 	if opts.Timeout > 0 {
 		sub.(*mpiComm).timeout = opts.Timeout
 	}
+	if l.native {
+		mc := sub.(*mpiComm)
+		mc.native, mc.direct = true, false
+	}
 	c := sub
 	if opts.Checked {
 		c = comm.NewChecked(sub, comm.CheckConfig{Timeout: opts.Timeout, Recorder: l.w.Recorder()})
@@ -77,7 +86,13 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 }
 
 func TestConformance(t *testing.T) {
-	commtest.Run(t, launcher{testWorld})
+	commtest.Run(t, launcher{w: testWorld})
+}
+
+// TestConformanceNative runs the suite over MPI's non-blocking collectives
+// (the path of groups larger than directMax).
+func TestConformanceNative(t *testing.T) {
+	commtest.Run(t, launcher{w: testWorld, native: true})
 }
 
 func TestAvailable(t *testing.T) {

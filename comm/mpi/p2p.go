@@ -131,11 +131,12 @@ func (r *request) Test() (comm.Status, bool, error) {
 	e := r.c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return r.testLocked(false, 1)
+	return r.testLocked(false, 0)
 }
 
-// testLocked polls the request up to spins times. e.mu held.
-func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error) {
+// testLocked polls the request, spinning in C for up to budget ns (at
+// least one test). e.mu held.
+func (r *request) testLocked(service bool, budget C.int64_t) (comm.Status, bool, error) {
 	if r.done {
 		return r.st, true, r.err
 	}
@@ -143,7 +144,7 @@ func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error)
 	if e.finalized {
 		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
 	}
-	rc := C.rr_p2p_test_spin(r.p, C.int(spins))
+	rc := C.rr_p2p_spin(r.p, budget)
 	if rc != C.MPI_SUCCESS {
 		r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
 	} else if r.p.flag != 0 {
@@ -159,12 +160,23 @@ func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error)
 }
 
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	e := r.c.e
+	e.mu.Lock()
+	st, ok, err := r.testLocked(false, spinBudgetNs)
+	e.mu.Unlock()
+	if ok || err != nil {
+		return st, err
+	}
 	done := ctx.Done()
 	waitStart := time.Now()
-	e := r.c.e
 	for i := 0; ; i++ {
+		long := time.Since(waitStart) >= sleepAfter
+		budget := spinBudgetNs
+		if long {
+			budget = 0
+		}
 		e.mu.Lock()
-		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, spinPolls)
+		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, budget)
 		e.mu.Unlock()
 		if ok || err != nil {
 			return st, err
@@ -177,7 +189,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			default:
 			}
 		}
-		backoff(i, waitStart)
+		backoff(long)
 	}
 }
 
