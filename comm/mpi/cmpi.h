@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 
 // Every handle, constant and buffer that MPI touches lives in C memory (the
 // structs below are C.malloc'd), so a call from Go passes only C pointers:
@@ -607,5 +608,7 @@ static int rr_dx_done(rr_dx *d) {
 }
 
 static int rr_abort(MPI_Comm c, int code) { return MPI_Abort(c, code); }
+
+static void rr_yield(void) { sched_yield(); }
 
 #endif

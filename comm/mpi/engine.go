@@ -28,6 +28,7 @@ type engine struct {
 	orphans   []orphan              // abandoned collectives MPI has not completed yet
 	sends     []*C.rr_p2p           // inspection messages in flight
 	inflight  []*request            // point-to-point requests MPI has not completed
+	pinners   []*runtime.Pinner     // unpinned Pinners to reuse (see pinnerLocked)
 	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
@@ -84,12 +85,14 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 }
 
 // backoff is called between unsuccessful polls (each of which spun in C
-// for up to spinBudget): it lets other goroutines run, and once a wait is
-// long (sleepAfter) it sleeps briefly, so a rank stalled in a collective
-// stops burning a core while still answering the stall inspector. Giving
-// the core to other processes while spinning is the MPI library's own
-// business: Open MPI yields in its progress loop when the node is
-// oversubscribed (mpi_yield_when_idle, set by mpirun).
+// for up to spinBudget). It lets other goroutines run and gives the core to
+// other processes (sched_yield): a peer that shares this core (more ranks
+// than cores, or other work on the machine) then runs after at most one
+// spin instead of a whole scheduler time slice. Open MPI also yields inside
+// its progress loop, but only when mpirun knows the node is oversubscribed
+// (mpi_yield_when_idle). Once a wait is long (sleepAfter) it sleeps
+// briefly instead, so a rank stalled in a collective stops burning a core
+// while still answering the stall inspector.
 func backoff(long bool) {
 	if long {
 		// Waited long: a peer is busy elsewhere. Sleep briefly so this
@@ -100,6 +103,7 @@ func backoff(long bool) {
 		return
 	}
 	runtime.Gosched()
+	C.rr_yield()
 }
 
 // sleepAfter is how long a wait spins before it starts sleeping between
@@ -187,6 +191,29 @@ func (e *engine) reapLocked() {
 		clear(e.orphans[len(kept):])
 		e.orphans = kept
 	}
+}
+
+// pinnerLocked returns an unpinned Pinner. Reused Pinners keep their
+// backing store; the runtime's own cache holds one per P, so with two
+// requests in flight every other Pin would allocate. e.mu held.
+func (e *engine) pinnerLocked() *runtime.Pinner {
+	if n := len(e.pinners); n > 0 {
+		p := e.pinners[n-1]
+		e.pinners[n-1] = nil
+		e.pinners = e.pinners[:n-1]
+		return p
+	}
+	return new(runtime.Pinner)
+}
+
+// unpinLocked unpins r's buffer and keeps its Pinner for reuse. e.mu held.
+func (e *engine) unpinLocked(r *request) {
+	if r.pin == nil {
+		return
+	}
+	r.pin.Unpin()
+	e.pinners = append(e.pinners, r.pin)
+	r.pin = nil
 }
 
 // dropInflightLocked takes r (done) off the in-flight list. e.mu held.

@@ -163,10 +163,41 @@ func TestRawBadArguments(t *testing.T) {
 	}
 }
 
-// TestHotPathNoAlloc: the unchecked hot path allocates nothing.
+// TestHotPathNoAlloc: the unchecked hot path allocates nothing, over the
+// direct collectives and over MPI's non-blocking ones; point to point
+// allocates only the Request each call returns.
 func TestHotPathNoAlloc(t *testing.T) {
-	ctx := context.Background()
+	t.Run("direct", func(t *testing.T) { hotPathNoAlloc(t, testWorld.Raw()) })
+	t.Run("native", func(t *testing.T) {
+		c := splitWorld(t, 20*time.Second)
+		c.native, c.direct = true, false
+		hotPathNoAlloc(t, c)
+	})
 	c := testWorld.Raw()
+	ctx := context.Background()
+	sb, rb := make([]byte, 64), make([]byte, 64)
+	if a := testing.AllocsPerRun(200, func() {
+		rq, err := c.Irecv(rb, c.Rank(), 30)
+		if err != nil {
+			panic(err)
+		}
+		sq, err := c.Isend(sb, c.Rank(), 30)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := rq.Wait(ctx); err != nil {
+			panic(err)
+		}
+		if _, err := sq.Wait(ctx); err != nil {
+			panic(err)
+		}
+	}); a > 2 {
+		t.Errorf("Irecv + Isend + 2 Waits: %v allocs, want 2 (the Requests)", a)
+	}
+}
+
+func hotPathNoAlloc(t *testing.T, c comm.Comm) {
+	ctx := context.Background()
 	in, out := []int64{int64(c.Rank())}, []int64{0}
 	if a := testing.AllocsPerRun(200, func() {
 		if err := c.AllreduceInt64(ctx, comm.Sum, in, out); err != nil {

@@ -35,7 +35,7 @@ type request struct {
 
 	// Guarded by c.e.mu (every MPI call is made under it anyway).
 	p    *C.rr_p2p // nil once done
-	pin  runtime.Pinner
+	pin  *runtime.Pinner // from the engine's pool; nil when nothing is pinned
 	idx  int // index in c.e.inflight while in flight
 	done bool
 	st   comm.Status
@@ -61,12 +61,13 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 		return nil, fmt.Errorf("mpi: %s: out of C memory", op)
 	}
 	var ptr unsafe.Pointer
+	e := c.e
+	e.mu.Lock()
 	if len(buf) > 0 {
+		r.pin = e.pinnerLocked()
 		r.pin.Pin(&buf[0])
 		ptr = unsafe.Pointer(&buf[0])
 	}
-	e := c.e
-	e.mu.Lock()
 	var rc C.int
 	switch {
 	case e.finalized:
@@ -85,10 +86,12 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 		r.idx = len(e.inflight)
 		e.inflight = append(e.inflight, r)
 	}
+	if err != nil {
+		e.unpinLocked(r)
+		C.rr_p2p_free(r.p)
+	}
 	e.mu.Unlock()
 	if err != nil {
-		r.pin.Unpin()
-		C.rr_p2p_free(r.p)
 		return nil, err
 	}
 	return r, nil
@@ -115,7 +118,7 @@ func (r *request) finishLocked(st comm.Status, err error) {
 	r.done, r.st, r.err = true, st, err
 	C.rr_p2p_free(r.p)
 	r.p = nil
-	r.pin.Unpin()
+	r.c.e.unpinLocked(r)
 	r.c.e.dropInflightLocked(r)
 }
 
