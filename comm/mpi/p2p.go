@@ -34,9 +34,9 @@ type request struct {
 	n    int
 
 	// Guarded by c.e.mu (every MPI call is made under it anyway).
-	p    *C.rr_p2p // nil once done
+	p    *C.rr_p2p       // nil once done
 	pin  *runtime.Pinner // from the engine's pool; nil when nothing is pinned
-	idx  int // index in c.e.inflight while in flight
+	idx  int             // index in c.e.inflight while in flight
 	done bool
 	st   comm.Status
 	err  error
