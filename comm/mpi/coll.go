@@ -120,7 +120,7 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 	}
 	c.entered++
 	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
-	rc := C.rr_dx_run(d, kind, h0, C.int64_t(h1), C.int(nvals), spinBudgetNs)
+	rc := C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.int(nvals), spinBudgetNs)
 	if rc != C.MPI_SUCCESS {
 		err := c.failLocked(rc, op, "MPI_Isend/Irecv/Testsome")
 		e.mu.Unlock()

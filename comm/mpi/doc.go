@@ -68,9 +68,10 @@
 // A poll spins in C (MPI_Test or MPI_Testsome in a loop) for up to
 // spinBudget (50 us; the clock is read only after the first 16 tests, so an
 // operation that completes at once reads none), then returns to Go to check
-// the context, the bound and whether the communicator was closed, lets
-// other goroutines run and yields the core (sched_yield: a peer sharing
-// this core then runs at once instead of after a time slice). Large
+// the context, the bound and whether the communicator was closed, and
+// lets other goroutines run. Giving the core to other processes is left
+// to Open MPI, as for a C program: it yields in its progress loop when the
+// node is oversubscribed (mpi_yield_when_idle). Large
 // transfers thus progress in C as in MPI_Wait, without a Go round trip per
 // test. Only after sleepAfter (100 ms) does a wait sleep between polls,
 // so a rank stalled in a collective stops burning a core while still

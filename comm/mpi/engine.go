@@ -85,14 +85,14 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 }
 
 // backoff is called between unsuccessful polls (each of which spun in C
-// for up to spinBudget). It lets other goroutines run and gives the core to
-// other processes (sched_yield): a peer that shares this core (more ranks
-// than cores, or other work on the machine) then runs after at most one
-// spin instead of a whole scheduler time slice. Open MPI also yields inside
-// its progress loop, but only when mpirun knows the node is oversubscribed
-// (mpi_yield_when_idle). Once a wait is long (sleepAfter) it sleeps
-// briefly instead, so a rank stalled in a collective stops burning a core
-// while still answering the stall inspector.
+// for up to spinBudget): it lets other goroutines run, and once a wait is
+// long (sleepAfter) it sleeps briefly, so a rank stalled in a collective
+// stops burning a core while still answering the stall inspector. Giving
+// the core to other processes while spinning is left to the MPI library,
+// as for a C program: Open MPI yields in its progress loop exactly when
+// the node is oversubscribed (mpi_yield_when_idle, on here at np=3 and 4,
+// off at np=2). A sched_yield of our own per poll only gave the core away
+// to unrelated processes on a shared machine.
 func backoff(long bool) {
 	if long {
 		// Waited long: a peer is busy elsewhere. Sleep briefly so this
@@ -103,7 +103,6 @@ func backoff(long bool) {
 		return
 	}
 	runtime.Gosched()
-	C.rr_yield()
 }
 
 // sleepAfter is how long a wait spins before it starts sleeping between
