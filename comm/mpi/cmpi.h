@@ -371,21 +371,23 @@ static int rr_insp_take(rr_insp *in, int src, char **out, int *n) {
 
 // ---- Direct collectives --------------------------------------------------
 //
-// A small group's Barrier, AllreduceInt64 and AllgatherInt64s are one round
-// of point-to-point messages on the control duplicate: every rank sends one
-// message to every other rank and receives one from each (MPI_Isend,
-// MPI_Irecv, completed by MPI_Testsome). Measured here, that round costs
-// about what the blocking MPI collective costs (and less than two of them,
-// which the allgather pair needs), while MPI's non-blocking collectives
-// (libnbc) cost 2-3x the blocking ones: the non-blocking forms are what a
-// binding that honours deadlines must poll. Each message is a header
-// (h0 = seq << 8 | kind, h1 = shape) and its values. An allgather
-// contribution longer than RR_INLINE values travels as a header-only
-// message followed by the values on RR_TAG_DXO. The receiver checks every
-// header against its own collective: a mismatch is a desync (dx->bad).
+// A small group's Barrier, AllreduceInt64, AllgatherInt64s and Bcast are one
+// round of point-to-point messages on the control duplicate: every rank
+// sends one message to every other rank and receives one from each (Bcast:
+// the root sends one to each), with MPI_Isend and MPI_Irecv completed by
+// MPI_Testsome. Measured here, that round costs about what the blocking MPI
+// collective costs (and less than two of them, which the allgather pair
+// needs), while MPI's non-blocking collectives (libnbc) cost 2-3x the
+// blocking ones: the non-blocking forms are what a binding that honours
+// deadlines must poll. Each message is a header (h0 = seq << 8 | kind,
+// h1 = shape) and its payload, all in bytes. A payload longer than
+// RR_INLINE_BYTES (an allgather contribution, a Bcast) travels as a
+// header-only message followed by the payload on RR_TAG_DXO. The receiver
+// checks every header against its own collective: a mismatch is a desync
+// (dx->bad).
 
-enum { RR_INLINE = 256 };
-enum { RR_DX_BARRIER = 1, RR_DX_ALLREDUCE = 2, RR_DX_ALLGATHER = 3 };
+enum { RR_INLINE = 256, RR_INLINE_BYTES = RR_INLINE * 8 };
+enum { RR_DX_BARRIER = 1, RR_DX_ALLREDUCE = 2, RR_DX_ALLGATHER = 3, RR_DX_BCAST = 4 };
 enum { RR_BAD_HEADER = 1, RR_BAD_LENGTH = 2 };
 
 typedef struct {
@@ -401,20 +403,21 @@ typedef struct {
 	int flag;      // the collective completed
 	int kind;
 	int64_t h0, h1; // this rank's header
-	int nvals;     // this rank's values (after the header in sbuf)
+	long plen;     // this rank's payload in bytes (after the header in sbuf)
 	int64_t *sbuf; long scap;
-	// rbuf: npeer slots of rslot int64s (header + values), peer i's slot at
-	// i * rslot; obuf[i]: peer i's overflow values (ocap[i] of room).
+	// rbuf: npeer slots of rslot int64s (header + payload), peer i's slot at
+	// i * rslot; obuf[i]: peer i's overflow payload (ocap[i] bytes of room).
 	int64_t *rbuf; long rcap; long rslot;
-	int64_t **obuf; long *ocap;
-	int64_t *got;  // per peer: values contributed (allgather)
+	char **obuf; long *ocap;
+	int64_t *got;  // per peer: payload bytes received (allgather, bcast)
 	// A message that did not match this rank's collective: which peer, its
-	// header and length in bytes.
+	// header and length in bytes (-1: longer than the receive).
 	int bad, bad_peer, bad_len;
 	int64_t bad_h0, bad_h1;
 } rr_dx;
 
 static int rr_dx_peer(rr_dx *d, int i) { return i < d->rank ? i : i + 1; }
+static int rr_dx_index(rr_dx *d, int r) { return r < d->rank ? r : r - 1; }
 
 static void rr_dx_free(rr_dx *d) {
 	if (!d) return;
@@ -432,7 +435,7 @@ static rr_dx *rr_dx_new(MPI_Comm comm, int rank, int size) {
 	d->reqs = (MPI_Request *)malloc(4 * n * sizeof(MPI_Request));
 	d->sts = (MPI_Status *)malloc(4 * n * sizeof(MPI_Status));
 	d->idx = (int *)malloc(4 * n * sizeof(int));
-	d->obuf = (int64_t **)calloc(n, sizeof(int64_t *));
+	d->obuf = (char **)calloc(n, sizeof(char *));
 	d->ocap = (long *)calloc(n, sizeof(long));
 	d->got = (int64_t *)calloc(n, sizeof(int64_t));
 	if (!d->reqs || !d->sts || !d->idx || !d->obuf || !d->ocap || !d->got) { rr_dx_free(d); return NULL; }
@@ -440,8 +443,8 @@ static rr_dx *rr_dx_new(MPI_Comm comm, int rank, int size) {
 	return d;
 }
 
-// rr_dx_reserve makes room for ns values sent and rslot int64s per peer
-// slot received. Only with no collective in flight. 0 on success.
+// rr_dx_reserve makes room for ns int64s of payload sent and rslot int64s
+// per peer slot received. Only with no collective in flight. 0 on success.
 static int rr_dx_reserve(rr_dx *d, long ns, long rslot) {
 	if (ns + 2 > d->scap) {
 		long cap = (ns + 2) + (ns + 2) / 2;
@@ -460,49 +463,66 @@ static int rr_dx_reserve(rr_dx *d, long ns, long rslot) {
 	return 0;
 }
 
-// rr_dx_post starts a collective: kind, header (h0, h1), the nvals values
-// already in sbuf + 2, each peer's message received into its slot of rslot
-// int64s (reserved). Receives are posted first so that messages arrive
-// expected.
-static int rr_dx_post(rr_dx *d, int kind, int64_t h0, int64_t h1, int nvals) {
-	d->kind = kind; d->h0 = h0; d->h1 = h1; d->nvals = nvals;
+static void rr_dx_start(rr_dx *d, int kind, int64_t h0, int64_t h1, long plen) {
+	d->kind = kind; d->h0 = h0; d->h1 = h1; d->plen = plen;
 	d->sbuf[0] = h0; d->sbuf[1] = h1;
 	d->flag = 0; d->bad = 0; d->pending = 0;
-	int np = d->npeer;
-	for (int i = 0; i < np; i++) {
-		int rc = MPI_Irecv(d->rbuf + (long)i * d->rslot, (int)d->rslot, MPI_INT64_T, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[i]);
+}
+
+// rr_dx_send sends this rank's message to peer index i: inline, or a
+// header followed by an overflow message.
+static int rr_dx_send(rr_dx *d, int i) {
+	int np = d->npeer, inl = d->plen <= RR_INLINE_BYTES || d->kind == RR_DX_ALLREDUCE;
+	int rc = MPI_Isend(d->sbuf, inl ? 16 + (int)d->plen : 16, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[np + i]);
+	if (rc) return rc;
+	d->pending++;
+	if (!inl) {
+		rc = MPI_Isend(d->sbuf + 2, (int)d->plen, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[2 * np + i]);
 		if (rc) return rc;
 		d->pending++;
 	}
-	int inl = kind != RR_DX_ALLGATHER || nvals <= RR_INLINE;
-	for (int i = 0; i < np; i++) {
-		int rc = MPI_Isend(d->sbuf, inl ? 2 + nvals : 2, MPI_INT64_T, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[np + i]);
+	return MPI_SUCCESS;
+}
+
+static int rr_dx_recv(rr_dx *d, int i) {
+	int rc = MPI_Irecv(d->rbuf + (long)i * d->rslot, (int)(d->rslot * 8), MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[i]);
+	if (!rc) d->pending++;
+	return rc;
+}
+
+// rr_dx_post starts an all-to-all collective (barrier, allreduce,
+// allgather): header (h0, h1), the plen payload bytes already in sbuf + 2,
+// each peer's message received into its slot of rslot int64s (reserved).
+// Receives are posted first so that messages arrive expected.
+static int rr_dx_post(rr_dx *d, int kind, int64_t h0, int64_t h1, long plen) {
+	rr_dx_start(d, kind, h0, h1, plen);
+	for (int i = 0; i < d->npeer; i++) {
+		int rc = rr_dx_recv(d, i);
 		if (rc) return rc;
-		d->pending++;
-		if (!inl) {
-			rc = MPI_Isend(d->sbuf + 2, nvals, MPI_INT64_T, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[2 * np + i]);
-			if (rc) return rc;
-			d->pending++;
-		}
+	}
+	for (int i = 0; i < d->npeer; i++) {
+		int rc = rr_dx_send(d, i);
+		if (rc) return rc;
 	}
 	if (d->pending == 0) d->flag = 1;
 	return MPI_SUCCESS;
 }
 
-static int rr_dx_spin(rr_dx *d, int64_t budget_ns);
-
-// rr_dx_run posts a collective (rr_dx_post) and spins on it (rr_dx_spin):
-// the whole of a collective whose peers are there, in one cgo call.
-static int rr_dx_run(rr_dx *d, int kind, int64_t h0, int64_t h1, int nvals, int64_t budget_ns) {
-	int rc = rr_dx_post(d, kind, h0, h1, nvals);
-	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
-	return rc;
-}
-
-// rr_dx_run_u is rr_dx_run with the state passed as an integer: cgo then
-// checks no pointer argument on the hot path (d is C memory anyway).
-static int rr_dx_run_u(uintptr_t d, int kind, int64_t h0, int64_t h1, int nvals, int64_t budget_ns) {
-	return rr_dx_run((rr_dx *)d, kind, h0, h1, nvals, budget_ns);
+// rr_dx_bcast_post starts a Bcast from root: on root, plen bytes at
+// sbuf + 2 go to every peer; elsewhere one message from root is expected.
+static int rr_dx_bcast_post(rr_dx *d, int root, int64_t h0, long plen) {
+	rr_dx_start(d, RR_DX_BCAST, h0, d->rank == root ? plen : -1, plen);
+	if (d->rank == root) {
+		for (int i = 0; i < d->npeer; i++) {
+			int rc = rr_dx_send(d, i);
+			if (rc) return rc;
+		}
+	} else {
+		int rc = rr_dx_recv(d, rr_dx_index(d, root));
+		if (rc) return rc;
+	}
+	if (d->pending == 0) d->flag = 1;
+	return MPI_SUCCESS;
 }
 
 static void rr_dx_bad(rr_dx *d, int why, int i, int64_t h0, int64_t h1, int len) {
@@ -518,29 +538,30 @@ static int rr_dx_received(rr_dx *d, int i, MPI_Status *st) {
 	if (bytes < 16) { rr_dx_bad(d, RR_BAD_LENGTH, i, 0, 0, bytes); return MPI_SUCCESS; }
 	if (m[0] != d->h0) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
 	long want;
-	switch (d->kind) {
-	case RR_DX_ALLGATHER:
-		if (m[1] < 0 || m[1] > 2147483647L) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
-		d->got[i] = m[1];
-		if (m[1] > RR_INLINE) {
+	if (d->kind == RR_DX_ALLGATHER || d->kind == RR_DX_BCAST) {
+		// h1: values (allgather) or bytes (bcast) that follow.
+		long unit = d->kind == RR_DX_ALLGATHER ? 8 : 1;
+		if (m[1] < 0 || m[1] > (2147483647L - 16) / unit) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+		long plen = m[1] * unit;
+		d->got[i] = plen;
+		if (plen > RR_INLINE_BYTES) {
 			if (bytes != 16) { rr_dx_bad(d, RR_BAD_LENGTH, i, m[0], m[1], bytes); return MPI_SUCCESS; }
-			if (m[1] > d->ocap[i]) {
+			if (plen > d->ocap[i]) {
 				free(d->obuf[i]);
 				d->ocap[i] = 0;
-				d->obuf[i] = (int64_t *)malloc(m[1] * sizeof(int64_t) + (m[1] / 2) * sizeof(int64_t));
+				d->obuf[i] = (char *)malloc(plen + plen / 2);
 				if (!d->obuf[i]) return MPI_ERR_NO_MEM;
-				d->ocap[i] = m[1] + m[1] / 2;
+				d->ocap[i] = plen + plen / 2;
 			}
-			int rc = MPI_Irecv(d->obuf[i], (int)m[1], MPI_INT64_T, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[3 * d->npeer + i]);
+			int rc = MPI_Irecv(d->obuf[i], (int)plen, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[3 * d->npeer + i]);
 			if (rc) return rc;
 			d->pending++;
 			return MPI_SUCCESS;
 		}
-		want = 16 + m[1] * 8;
-		break;
-	default:
+		want = 16 + plen;
+	} else {
 		if (m[1] != d->h1) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
-		want = 16 + (long)d->nvals * 8;
+		want = 16 + d->plen;
 	}
 	if (bytes != want) rr_dx_bad(d, RR_BAD_LENGTH, i, m[0], m[1], bytes);
 	return MPI_SUCCESS;
@@ -581,7 +602,7 @@ static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
 			} else if (j >= 3 * np) {
 				int i = j - 3 * np, bytes = 0;
 				MPI_Get_count(&d->sts[k], MPI_BYTE, &bytes);
-				if (bytes != d->got[i] * 8) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->got[i], bytes);
+				if (bytes != d->got[i]) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->got[i], bytes);
 			}
 			if (d->bad) return MPI_SUCCESS;
 		}
@@ -593,6 +614,25 @@ static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
 		}
 	}
 	return MPI_SUCCESS;
+}
+
+// rr_dx_run_u posts an all-to-all collective (rr_dx_post) and spins on it
+// (rr_dx_spin): the whole of a collective whose peers are there, in one cgo
+// call. The state is passed as an integer, so cgo checks no pointer
+// argument on the hot path (d is C memory anyway).
+static int rr_dx_run_u(uintptr_t p, int kind, int64_t h0, int64_t h1, long plen, int64_t budget_ns) {
+	rr_dx *d = (rr_dx *)p;
+	int rc = rr_dx_post(d, kind, h0, h1, plen);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	return rc;
+}
+
+// rr_dx_bcast_run_u is rr_dx_run_u for a Bcast from root.
+static int rr_dx_bcast_run_u(uintptr_t p, int root, int64_t h0, long plen, int64_t budget_ns) {
+	rr_dx *d = (rr_dx *)p;
+	int rc = rr_dx_bcast_post(d, root, h0, plen);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	return rc;
 }
 
 // rr_dx_done reports (1) whether every request of an abandoned collective

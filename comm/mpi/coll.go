@@ -16,7 +16,7 @@ import (
 )
 
 // directMax is the largest group whose Barrier, AllreduceInt64,
-// AllgatherInt64s (and Split's barrier) are direct: one round in which every
+// AllgatherInt64s, Bcast (and Split's barrier) are direct: one round in which every
 // rank sends one message to each other rank and receives one from each
 // (cmpi.h, "Direct collectives"). That is n-1 messages each way per rank,
 // fine for small groups (the TP and PP groups a serving control plane
@@ -107,9 +107,10 @@ func (c *mpiComm) run(ctx context.Context, w *wait, enter bool, op, call string,
 }
 
 // runDX runs a direct collective: kind, this rank's shape h1 and nvals
-// values (already in dx.sbuf after the header). It is counted, posted and
-// spun in one cgo call, so a collective whose peers are there completes
-// without returning to Go in between. collMu held.
+// int64 values (already in dx.sbuf after the header); for a Bcast (kind
+// RR_DX_BCAST) h1 is the root and nvals the bytes it sends. It is counted,
+// posted and spun in one cgo call, so a collective whose peers are there
+// completes without returning to Go in between. collMu held.
 func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 int64, nvals int) error {
 	e := c.e
 	d := c.dx
@@ -120,7 +121,12 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 	}
 	c.entered++
 	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
-	rc := C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.int(nvals), spinBudgetNs)
+	var rc C.int
+	if kind == C.RR_DX_BCAST {
+		rc = C.rr_dx_bcast_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), C.int(h1), h0, C.long(nvals), spinBudgetNs)
+	} else {
+		rc = C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.long(nvals*8), spinBudgetNs)
+	}
 	if rc != C.MPI_SUCCESS {
 		err := c.failLocked(rc, op, "MPI_Isend/Irecv/Testsome")
 		e.mu.Unlock()
@@ -144,7 +150,7 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) error {
 	done := ctx.Done()
 	co, d := c.co, c.dx
-	direct := c.direct && w.kind != comm.KindBcast
+	direct := c.direct
 	waitStart := time.Now()
 	if w.start.IsZero() {
 		w.start = waitStart
@@ -227,6 +233,10 @@ func shape(kind comm.Kind, h1 int64) string {
 		return fmt.Sprintf(" (count %d, %s)", h1>>8, comm.ReduceOp(h1&0xff))
 	case comm.KindAllgather:
 		return fmt.Sprintf(" (%d values)", h1)
+	case comm.KindBcast:
+		if h1 >= 0 {
+			return fmt.Sprintf(" (%d bytes)", h1)
+		}
 	}
 	return ""
 }
@@ -400,50 +410,95 @@ func (c *mpiComm) allgatherDX(ctx context.Context, w *wait, in []int64, out *com
 		return err
 	}
 	np := c.size - 1
-	got := unsafe.Slice((*int64)(unsafe.Pointer(d.got)), np)
-	peer := func(r int) int { // index of rank r among the peers
-		if r > c.rank {
-			return r - 1
-		}
-		return r
-	}
+	got := unsafe.Slice((*int64)(unsafe.Pointer(d.got)), np) // bytes
 	flat := out.ResetFunc(c.size, func(r int) int {
 		if r == c.rank {
 			return n
 		}
-		return int(got[peer(r)])
+		return int(got[c.peerIndex(r)] / 8)
 	})
 	obuf := unsafe.Slice(d.obuf, np)
 	off := 0
 	for r := range c.size {
 		var src []int64
-		switch i := peer(r); {
+		switch i := c.peerIndex(r); {
 		case r == c.rank:
 			src = in
-		case got[i] > inlineValues:
-			src = int64s(obuf[i], int(got[i]))
+		case got[i] > inlineValues*8:
+			src = int64s((*C.int64_t)(unsafe.Pointer(obuf[i])), int(got[i]/8))
 		default:
-			src = int64s(at(d.rbuf, i*slot+2), int(got[i]))
+			src = int64s(at(d.rbuf, i*slot+2), int(got[i]/8))
 		}
 		off += copy(flat[off:], src)
 	}
 	return nil
 }
 
+// peerIndex is rank r's index among c's peers (the ranks other than this
+// one), as the direct collectives' C state orders them.
+func (c *mpiComm) peerIndex(r int) int {
+	if r > c.rank {
+		return r - 1
+	}
+	return r
+}
+
+// bcastDX is the direct Bcast: the root sends its bytes (in the header
+// message when they fit, after it otherwise) to every other rank. collMu
+// held, c usable.
+func (c *mpiComm) bcastDX(ctx context.Context, w *wait, root int, data []byte) ([]byte, error) {
+	const slot = 2 + inlineValues
+	n := 0
+	if c.rank == root {
+		n = len(data)
+	}
+	if err := c.reserveDX("Bcast", (n+7)/8, slot); err != nil {
+		return nil, err
+	}
+	d := c.dx
+	if n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(at(d.sbuf, 2))), n), data)
+	}
+	if err := c.runDX(ctx, w, "Bcast", C.RR_DX_BCAST, int64(root), n); err != nil {
+		return nil, err
+	}
+	if c.rank == root {
+		return data, nil
+	}
+	i := c.peerIndex(root)
+	m := int(unsafe.Slice((*int64)(unsafe.Pointer(d.got)), c.size-1)[i])
+	var src *byte
+	if m > inlineValues*8 {
+		src = (*byte)(unsafe.Pointer(unsafe.Slice(d.obuf, c.size-1)[i]))
+	} else {
+		src = (*byte)(unsafe.Pointer(at(d.rbuf, i*slot+2)))
+	}
+	if m == 0 {
+		return data[:0], nil
+	}
+	return append(data[:0], unsafe.Slice(src, m)...), nil
+}
+
 func (c *mpiComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
 	if root < 0 || root >= c.size {
 		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", comm.ErrBadArgument, root, c.size-1)
+	}
+	if len(data) > math.MaxInt32-16 {
+		return nil, fmt.Errorf("%w: Bcast: %d bytes exceed MPI's int count", comm.ErrBadArgument, len(data))
 	}
 	c.collMu.Lock()
 	defer c.collMu.Unlock()
 	if err := c.usableLocked("Bcast"); err != nil {
 		return nil, err
 	}
+	w := wait{kind: comm.KindBcast}
+	if c.direct {
+		return c.bcastDX(ctx, &w, root, data)
+	}
 	co, h := c.co, c.h
 	if c.rank == root {
 		co.len = C.int64_t(len(data))
 	}
-	w := wait{kind: comm.KindBcast}
 	if err := c.run(ctx, &w, true, "Bcast", "MPI_Ibcast(length)", func() C.int { return C.rr_ibcast_len(h, co, C.int(root)) }); err != nil {
 		return nil, err
 	}

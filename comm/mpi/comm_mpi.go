@@ -43,7 +43,7 @@ type mpiComm struct {
 	collMu sync.Mutex
 	co     *C.rr_coll // MPI's non-blocking collectives; nil once orphaned or closed
 	dx     *C.rr_dx   // the direct collectives (groups up to directMax); nil otherwise, or once orphaned or closed
-	direct bool       // the group's Barrier, AllreduceInt64, AllgatherInt64s and Split are direct
+	direct bool       // the group's collectives are direct (see coll.go)
 	dxLost bool       // a direct collective was orphaned: keep the control duplicate it may complete on
 	native bool       // never direct, nor are its children (tests of MPI's collectives)
 	splits int

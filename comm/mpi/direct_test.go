@@ -86,31 +86,40 @@ func TestUncheckedDesyncNamed(t *testing.T) {
 		t.Skip("needs 2 ranks")
 	}
 	for _, tc := range []struct {
-		name string
-		odd  func(ctx context.Context, c comm.Comm) error // rank 0
-		rest func(ctx context.Context, c comm.Comm) error // the others
-		want []string
+		name    string
+		odd     func(ctx context.Context, c comm.Comm) error // rank 0
+		rest    func(ctx context.Context, c comm.Comm) error // the others
+		want    []string
+		oddSees bool // rank 0 receives in its collective, so it sees the desync too
 	}{
 		{"kinds", func(ctx context.Context, c comm.Comm) error { return c.Barrier(ctx) },
 			func(ctx context.Context, c comm.Comm) error {
 				return c.AllreduceInt64(ctx, comm.Sum, []int64{1}, []int64{0})
-			}, []string{"Barrier #1", "Allreduce #1 (count 1, sum)"}},
+			}, []string{"Barrier #1", "Allreduce #1 (count 1, sum)"}, true},
 		{"counts", func(ctx context.Context, c comm.Comm) error {
 			return c.AllreduceInt64(ctx, comm.Max, []int64{1}, []int64{0})
 		}, func(ctx context.Context, c comm.Comm) error {
 			return c.AllreduceInt64(ctx, comm.Max, []int64{1, 2}, []int64{0, 0})
-		}, []string{"count 1, max", "count 2, max"}},
+		}, []string{"count 1, max", "count 2, max"}, true},
 		{"ops", func(ctx context.Context, c comm.Comm) error {
 			return c.AllreduceInt64(ctx, comm.Min, []int64{1}, []int64{0})
 		}, func(ctx context.Context, c comm.Comm) error {
 			return c.AllreduceInt64(ctx, comm.Max, []int64{1}, []int64{0})
-		}, []string{"count 1, min", "count 1, max"}},
+		}, []string{"count 1, min", "count 1, max"}, true},
 		{"allgather vs allreduce", func(ctx context.Context, c comm.Comm) error {
 			var g comm.Gathered
 			return c.AllgatherInt64s(ctx, []int64{1, 2, 3}, &g)
 		}, func(ctx context.Context, c comm.Comm) error {
 			return c.AllreduceInt64(ctx, comm.Sum, []int64{1}, []int64{0})
-		}, []string{"Allgather #1", "Allreduce #1"}},
+		}, []string{"Allgather #1", "Allreduce #1"}, true},
+		// A Bcast root only sends: it completes, and only its peers see the
+		// desync (its next collective then times out).
+		{"bcast root vs allreduce", func(ctx context.Context, c comm.Comm) error {
+			_, err := c.Bcast(ctx, 0, []byte("intake"))
+			return err
+		}, func(ctx context.Context, c comm.Comm) error {
+			return c.AllreduceInt64(ctx, comm.Sum, []int64{1}, []int64{0})
+		}, []string{"Bcast #1 (6 bytes)"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := splitWorld(t, 10*time.Second)
@@ -123,6 +132,15 @@ func TestUncheckedDesyncNamed(t *testing.T) {
 				err = tc.rest(ctx, c)
 			}
 			d := time.Since(start)
+			if c.rank == 0 && !tc.oddSees {
+				if err != nil {
+					t.Errorf("rank 0: %v, want nil (it only sent)", err)
+				}
+				if err := testWorld.Raw().Barrier(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
 			if !errors.Is(err, comm.ErrDesync) {
 				t.Fatalf("rank %d: %v, want ErrDesync", c.rank, err)
 			}

@@ -47,11 +47,12 @@
 // MPI's non-blocking collectives (libnbc in Open MPI 4.1) cost 2-3x the
 // blocking ones even in C, so a binding that polls them cannot come near
 // C's blocking calls. For groups of up to directMax ranks, Barrier,
-// AllreduceInt64, AllgatherInt64s and Split's barrier are instead one round
-// of point-to-point messages on the communicator's control duplicate (the
-// one the stall inspector uses, with their own tags): every rank sends its
-// contribution to every other rank and receives theirs (MPI_Isend,
-// MPI_Irecv, completed by MPI_Testsome), then reduces or assembles locally.
+// AllreduceInt64, AllgatherInt64s, Bcast and Split's barrier are instead
+// one round of point-to-point messages on the communicator's control
+// duplicate (the one the stall inspector uses, with their own tags): every
+// rank sends its contribution to every other rank and receives theirs (a
+// Bcast root sends to every rank), with MPI_Isend and MPI_Irecv completed
+// by MPI_Testsome, then reduces or assembles locally.
 // Measured here, that round costs about what the blocking collective costs,
 // and the allgather pair (counts, then values) is one round instead of
 // two. Posting and the first spin are one cgo call: a collective whose
@@ -60,8 +61,8 @@
 // the shape: count and op, or how many values follow), so a rank whose
 // peer entered another collective, or the same one with another shape,
 // fails at once with an error wrapping comm.ErrDesync that names both, in
-// unchecked mode too. Larger groups, and Bcast, use MPI's non-blocking
-// collectives.
+// unchecked mode too (a Bcast root only sends, so only its peers see it).
+// Larger groups use MPI's non-blocking collectives.
 //
 // # Waiting
 //

@@ -234,6 +234,18 @@ func hotPathNoAlloc(t *testing.T, c comm.Comm) {
 	}); a != 0 {
 		t.Errorf("Barrier: %v allocs/op", a)
 	}
+	msg, buf := make([]byte, 64), make([]byte, 64)
+	if a := testing.AllocsPerRun(200, func() {
+		data := buf
+		if c.Rank() == 0 {
+			data = msg
+		}
+		if _, err := c.Bcast(ctx, 0, data); err != nil {
+			panic(err)
+		}
+	}); a != 0 {
+		t.Errorf("Bcast of 64 bytes into a reused buffer: %v allocs/op", a)
+	}
 }
 
 // TestAbandonedCollective: a collective whose context ends leaves the
