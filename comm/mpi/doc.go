@@ -77,7 +77,9 @@
 // test. Only after sleepAfter (100 ms) does a wait sleep between polls,
 // so a rank stalled in a collective stops burning a core while still
 // answering the stall inspector. Init sets GOMAXPROCS from the cores this
-// process may use divided by the ranks on its node (Config.GOMAXPROCS).
+// process may use divided by the ranks on its node, at least 2: with a
+// single P, Go's sysmon retakes it from every poll that outlasts 20 us and
+// then wakes every 20 us itself (Config.GOMAXPROCS, setProcs).
 //
 // # Memory
 //

@@ -185,17 +185,21 @@ func (w *World) Abort(code int, reason error) {
 
 // setProcs sets GOMAXPROCS for a rank: n when n > 0; when n == 0 (unless
 // the GOMAXPROCS environment variable says otherwise) the cores this
-// process may run on divided among the ranks of its node, at least 1.
+// process may run on divided among the ranks of its node, but at least 2.
 // mpirun binds each rank to one core when np <= cores (runtime.NumCPU is
 // then 1); unbound ranks each see every core of the node, and a Go runtime
-// per rank that size would run more threads than the node has cores
-// (MPI-NOTES.md): its background threads then take cores from the peers'
-// spinning progress loops.
+// per rank that size runs more threads than the node has cores
+// (MPI-NOTES.md). The floor of 2 is measured: with one P, a cgo call that
+// outlasts 20 us (a poll in which Open MPI yields the core on an
+// oversubscribed node) has its P retaken by sysmon, which then polls every
+// 20 us: 14% of a rank's samples at np=4 on 2 cores (1.8% with 2 Ps), and
+// point to point at 0.6-0.75x C instead of 0.87-1.07x. A second P is idle
+// unless two goroutines of the rank run at once.
 func setProcs(n, ranksOnNode int) {
 	switch {
 	case n > 0:
 		runtime.GOMAXPROCS(n)
 	case n == 0 && os.Getenv("GOMAXPROCS") == "":
-		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/max(1, ranksOnNode)))
+		runtime.GOMAXPROCS(max(2, runtime.NumCPU()/max(1, ranksOnNode)))
 	}
 }
