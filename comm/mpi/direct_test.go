@@ -56,8 +56,9 @@ func TestDirectAllgatherOverflow(t *testing.T) {
 			t.Fatalf("round %d: %v", k, err)
 		}
 		for r := range c.size {
-			if want := contribution(r, k); !slices.Equal(g.Of(r), want) {
-				t.Fatalf("round %d: rank %d contributed %d values (first %v), want %d", k, r, len(g.Of(r)), g.Of(r)[:min(3, len(g.Of(r)))], len(want))
+			if got, want := g.Of(r), contribution(r, k); !slices.Equal(got, want) {
+				t.Fatalf("round %d: rank %d's contribution: %d values starting %v, want %d starting %v",
+					k, r, len(got), got[:min(3, len(got))], len(want), want[:min(3, len(want))])
 			}
 		}
 	}
