@@ -2,13 +2,24 @@
 # Go MPI binding vs a C reference (comm/mpi/bench/ref.c), same loops, same
 # iteration counts, at np=2 and np=4: allreduce of one int64, the allgather
 # pair (counts + allgatherv of 0..64 int64 per rank, varying per call), and
-# 1 MiB / 64 MiB point-to-point. Prints a table of Go/C ratios and writes it
-# as JSON to out/bench-mpi.json.
+# 1 MiB / 64 MiB point-to-point.
 #
-# Goals: Go/C <= 1.3x time for allreduce and the allgather pair, >= 0.8x
-# bandwidth for 1 MiB. The C reference uses blocking MPI calls; the table
-# also shows C with the non-blocking calls + MPI_Test polling that the Go
-# binding must use to honour contexts (the floor for its design).
+# The machines are small and shared (2 cores, other work running), so one
+# run says little. Every figure is measured REPS times, and each repetition
+# runs C and Go back to back (C blocking, Go binding, C non-blocking): the
+# ratio of one repetition compares two runs seconds apart. The table shows
+# the best and the median of those per-repetition ratios (Go/C time for
+# collectives, Go/C bandwidth for point-to-point). Each repetition also
+# measures the C blocking allreduce under MPI_THREAD_MULTIPLE, to show what
+# that level costs uncontended. Then the same comparison inside one job
+# (BenchmarkVsC: alternating chunks of the C loop and the Go loop in the same
+# processes), steadier still. Writes out/bench-mpi.json.
+#
+# Goals (issue 19): Go/C <= 1.3x time for allreduce and the allgather pair,
+# >= 0.9x bandwidth at 1 MiB and 64 MiB; judged on the median same-job
+# ratio (the separate runs' median and verdict are kept beside it). The
+# C non-blocking column (MPI's non-blocking collective + MPI_Test polling)
+# is the floor of a binding that polls MPI's non-blocking collectives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -16,7 +27,8 @@ N_SMALL=${N_SMALL:-20000} # allreduce, allgather pair
 N_1M=${N_1M:-500}
 N_64M=${N_64M:-20}
 NPS=${NPS:-"2 4"}
-REPS=${REPS:-3} # each figure is the median of REPS runs (the VMs are noisy)
+REPS=${REPS:-5}
+export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
 
 scripts/ensure-mpi.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -30,15 +42,9 @@ gcc -O2 -o "$tmp/ref" comm/mpi/bench/ref.c $(pkg-config --cflags --libs ompi)
 
 mpi() { timeout --kill-after=10 300 mpirun --oversubscribe --bind-to none "$@"; }
 
-# median CMD... -> runs CMD REPS times; prints the run with the median first
-# field (its whole line).
-median() {
-	for _ in $(seq "$REPS"); do "$@"; done | sort -g -k1,1 | awk '{ l[NR] = $0 } END { print l[int((NR + 1) / 2)] }'
-}
-
-# c_run NP WHICH N -> "ns/op MB/s"
+# c_run NP WHICH N [multiple] -> "ns/op MB/s"
 c_run() {
-	mpi -np "$1" "$tmp/ref" "$2" "$3" | awk -v w="$2" '$1 == w { print $3, $4 }'
+	mpi -np "$1" "$tmp/ref" "$2" "$3" ${4:+"$4"} | awk -v w="$2" '$1 == w { print $3, $4 }'
 }
 
 # go_run NP BENCH N -> "ns/op MB/s allocs/op" (rank 0's line)
@@ -57,52 +63,129 @@ go_run() {
 	}' "$tmp"/o/1/rank.0/stdout
 }
 
-mkdir -p out
-json=out/bench-mpi.json
-rows=()
-printf '%-4s %-14s %8s %12s %12s %12s %10s %10s %7s\n' np bench iters go_ns/op c_ns/op c_nb_ns/op go/c go/c_nb allocs
-for np in $NPS; do
-	for spec in "allreduce:Allreduce1:$N_SMALL:iallreduce" "allgather_pair:AllgatherPair:$N_SMALL:iallgather" \
-		"p2p_1MiB:P2P1MiB:$N_1M:" "p2p_64MiB:P2P64MiB:$N_64M:"; do
-		IFS=: read -r name gobench n nb <<<"$spec"
-		cwhich=$name
-		case $name in
-		allreduce) cwhich=allreduce ;;
-		allgather_pair) cwhich=allgather ;;
-		p2p_1MiB) cwhich=p2p1m ;;
-		p2p_64MiB) cwhich=p2p64m ;;
-		esac
-		read -r c_ns c_mbs <<<"$(median c_run "$np" "$cwhich" "$n")"
-		read -r g_ns g_mbs g_allocs <<<"$(median go_run "$np" "$gobench" "$n")"
-		nb_ns=0
-		if [ -n "$nb" ]; then read -r nb_ns _ <<<"$(median c_run "$np" "$nb" "$n")"; fi
-		if [ "$c_mbs" != "0.0" ] && [ "$c_mbs" != "0" ]; then
-			metric=bandwidth
-			ratio=$(awk -v g="$g_mbs" -v c="$c_mbs" 'BEGIN { printf "%.2f", g / c }')
-			goal=">=0.8"
-			ok=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.8) ? "true" : "false" }')
-			[ "$name" = p2p_64MiB ] && goal="none" && ok=null
-			nbratio=null
-		else
-			metric=time
-			ratio=$(awk -v g="$g_ns" -v c="$c_ns" 'BEGIN { printf "%.2f", g / c }')
-			nbratio=$(awk -v g="$g_ns" -v c="$nb_ns" 'BEGIN { if (c > 0) printf "%.2f", g / c; else print "null" }')
-			goal="<=1.3"
-			ok=$(awk -v r="$ratio" 'BEGIN { print (r <= 1.3) ? "true" : "false" }')
-		fi
-		printf '%-4s %-14s %8s %12s %12s %12s %10s %10s %7s\n' "$np" "$name" "$n" "$g_ns" "$c_ns" "$nb_ns" \
-			"$ratio$([ $metric = bandwidth ] && echo ' bw')" "$nbratio" "$g_allocs"
-		rows+=("$(printf '{"np":%s,"bench":"%s","iterations":%s,"metric":"%s","go_ns_per_op":%s,"c_ns_per_op":%s,"c_nonblocking_ns_per_op":%s,"go_mb_per_s":%s,"c_mb_per_s":%s,"go_over_c":%s,"go_over_c_nonblocking":%s,"go_allocs_per_op":%s,"goal":"%s","meets_goal":%s}' \
-			"$np" "$name" "$n" "$metric" "$g_ns" "$c_ns" "$nb_ns" "$g_mbs" "$c_mbs" "$ratio" "$nbratio" "$g_allocs" "$goal" "$ok")")
+# One line per measurement: rep np name go_ns go_mbs allocs c_ns c_mbs nb_ns mt_ns
+raw=$tmp/raw.txt
+: >"$raw"
+for rep in $(seq "$REPS"); do
+	echo "bench-mpi: repetition $rep of $REPS" >&2
+	for np in $NPS; do
+		for spec in "allreduce:Allreduce1:$N_SMALL:allreduce:iallreduce" "allgather_pair:AllgatherPair:$N_SMALL:allgather:iallgather" \
+			"p2p_1MiB:P2P1MiB:$N_1M:p2p1m:" "p2p_64MiB:P2P64MiB:$N_64M:p2p64m:"; do
+			IFS=: read -r name gobench n cwhich nb <<<"$spec"
+			read -r c_ns c_mbs <<<"$(c_run "$np" "$cwhich" "$n")"
+			read -r g_ns g_mbs g_allocs <<<"$(go_run "$np" "$gobench" "$n")"
+			nb_ns=0 mt_ns=0
+			if [ -n "$nb" ]; then read -r nb_ns _ <<<"$(c_run "$np" "$nb" "$n")"; fi
+			if [ "$name" = allreduce ]; then read -r mt_ns _ <<<"$(c_run "$np" allreduce "$n" multiple)"; fi
+			echo "$rep $np $name $n $g_ns $g_mbs $g_allocs $c_ns $c_mbs $nb_ns $mt_ns" >>"$raw"
+		done
 	done
 done
-{
-	echo '{"tool":"scripts/bench-mpi.sh","reps":'"$REPS"',"ratio":"go/c: time ratio for collectives, bandwidth ratio for p2p","results":['
-	for i in "${!rows[@]}"; do
-		sep=,
-		[ "$i" -eq $((${#rows[@]} - 1)) ] && sep=
-		echo "  ${rows[$i]}$sep"
-	done
-	echo ']}'
-} >"$json"
-echo "bench-mpi: wrote $json"
+
+# The same comparison inside one job: BenchmarkVsC alternates chunks of the
+# C reference loop (comm/mpi/cref, linked into the test binary) and the Go
+# loop in the same processes, VSC_CHUNKS of each, so load moves both alike.
+VSC_CHUNKS=${VSC_CHUNKS:-15}
+vsc=$tmp/vsc.txt
+: >"$vsc"
+for np in $NPS; do
+	echo "bench-mpi: same-job comparison, np=$np, $VSC_CHUNKS chunks each" >&2
+	rm -rf "$tmp/o"
+	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$np" "$tmp/mpi.test" \
+		-test.run '^$' -test.bench '^BenchmarkVsC$' -test.benchtime "${VSC_CHUNKS}x" >/dev/null)
+	awk -v np="$np" '/^BenchmarkVsC\// {
+		name = $1; sub(/^BenchmarkVsC\//, "", name); sub(/-[0-9]+$/, "", name)
+		r = 0; best = 0; c = 0; g = 0
+		for (i = 1; i < NF; i++) {
+			if ($(i+1) == "go/c" || $(i+1) == "go/c-bw") r = $i
+			if ($(i+1) == "go/c-best" || $(i+1) == "go/c-bw-best") best = $i
+			if ($(i+1) == "c-ns/op") c = $i
+			if ($(i+1) == "go-ns/op") g = $i
+		}
+		print np, name, r, best, c, g
+	}' "$tmp"/o/1/rank.0/stdout >>"$vsc"
+done
+
+mkdir -p out
+python3 - "$raw" "$REPS" "$vsc" "$VSC_CHUNKS" >out/bench-mpi.json <<'PY'
+import json, statistics, sys
+
+raw, reps, vsc_path, chunks = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+vsc = {}
+for line in open(vsc_path):
+    np_, name, r, best, c, g = line.split()
+    vsc[(int(np_), name)] = {"go_over_c_median": float(r), "go_over_c_best": float(best), "chunks": chunks,
+                             "c_ns_per_op": float(c), "go_ns_per_op": float(g)}
+rows, order = {}, []
+for line in open(raw):
+    rep, np_, name, n, g_ns, g_mbs, allocs, c_ns, c_mbs, nb_ns, mt_ns = line.split()
+    if name not in order:
+        order.append(name)
+    r = rows.setdefault((int(np_), name), {"n": int(n), "runs": []})
+    r["runs"].append(dict(go_ns=float(g_ns), go_mbs=float(g_mbs), allocs=float(allocs), c_ns=float(c_ns),
+                          c_mbs=float(c_mbs), nb_ns=float(nb_ns), mt_ns=float(mt_ns)))
+
+def med(v):
+    return statistics.median(v) if v else 0
+
+results = []
+for (np_, name), r in sorted(rows.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
+    runs = r["runs"]
+    bw = name.startswith("p2p")
+    if bw:
+        ratios = [x["go_mbs"] / x["c_mbs"] for x in runs if x["c_mbs"] > 0]
+        goal, ok = ">=0.9", med(ratios) >= 0.9
+    else:
+        ratios = [x["go_ns"] / x["c_ns"] for x in runs if x["c_ns"] > 0]
+        goal, ok = "<=1.3", med(ratios) <= 1.3
+    out = {"np": np_, "bench": name, "iterations": r["n"], "reps": len(runs), "metric": "bandwidth" if bw else "time",
+           "go_ns_per_op": med([x["go_ns"] for x in runs]), "c_ns_per_op": med([x["c_ns"] for x in runs]),
+           "go_mb_per_s": med([x["go_mbs"] for x in runs]), "c_mb_per_s": med([x["c_mbs"] for x in runs]),
+           "go_allocs_per_op": max(x["allocs"] for x in runs),
+           "go_over_c_best": min(ratios) if not bw else max(ratios), "go_over_c_worst": max(ratios) if not bw else min(ratios), "go_over_c_median": med(ratios),
+           "go_over_c_runs": [round(x, 3) for x in ratios], "goal": goal, "meets_goal": ok}
+    if not bw:
+        nb = [x["go_ns"] / x["nb_ns"] for x in runs if x["nb_ns"] > 0]
+        out["c_nonblocking_ns_per_op"] = med([x["nb_ns"] for x in runs])
+        out["go_over_c_nonblocking_median"] = med(nb)
+    if name == "allreduce":
+        mt = [x["mt_ns"] / x["c_ns"] for x in runs if x["mt_ns"] > 0 and x["c_ns"] > 0]
+        out["c_thread_multiple_ns_per_op"] = med([x["mt_ns"] for x in runs])
+        out["c_thread_multiple_over_single_median"] = med(mt)
+        out["c_thread_multiple_over_single_min"] = min(mt) if mt else 0
+    if (np_, name) in vsc:
+        # The goal is judged on the steadier same-job ratio when there is
+        # one; the separate runs' verdict is kept beside it.
+        sj = vsc[(np_, name)]
+        out["same_job"] = sj
+        out["meets_goal_separate_runs"] = ok
+        out["meets_goal"] = sj["go_over_c_median"] >= 0.9 if bw else sj["go_over_c_median"] <= 1.3
+    results.append(out)
+json.dump({"tool": "scripts/bench-mpi.sh", "reps": reps, "same_job_chunks": chunks,
+           "ratio": "go/c per repetition (C and Go run back to back): time ratio for collectives, bandwidth ratio for p2p; "
+                    "best is the best repetition (lowest time ratio, highest bandwidth ratio)",
+           "results": results}, sys.stdout, indent=1)
+print()
+PY
+
+python3 - out/bench-mpi.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"bench-mpi: separate runs: {d['reps']} repetitions, C and Go back to back in each (best run, median);")
+print(f"           same job: {d['same_job_chunks']} alternating chunks of C and Go in one mpirun job (median, best)")
+print(f"{'np':<3} {'bench':<15} {'iters':>6} {'go':>12} {'c':>12} {'go/c best':>10} {'median':>7} {'same job':>9} {'best':>6} {'goal':>6} {'met':>4} {'allocs':>6}  note")
+for r in d["results"]:
+    unit = "MB/s" if r["metric"] == "bandwidth" else "ns/op"
+    g = r["go_mb_per_s"] if unit == "MB/s" else r["go_ns_per_op"]
+    c = r["c_mb_per_s"] if unit == "MB/s" else r["c_ns_per_op"]
+    note = ""
+    if "c_nonblocking_ns_per_op" in r:
+        note = f"C non-blocking {r['c_nonblocking_ns_per_op']:.0f} ns"
+    if "c_thread_multiple_ns_per_op" in r:
+        note += f"; C MPI_THREAD_MULTIPLE/SINGLE {r['c_thread_multiple_over_single_median']:.2f}x"
+    sj = r.get("same_job", {})
+    print(f"{r['np']:<3} {r['bench']:<15} {r['iterations']:>6} {g:>7.0f} {unit:<4} {c:>7.0f} {unit:<4} {r['go_over_c_best']:>9.2f}x "
+          f"{r['go_over_c_median']:>6.2f}x {sj.get('go_over_c_median', 0):>8.2f}x {sj.get('go_over_c_best', 0):>5.2f}x "
+          f"{r['goal']:>6} {'yes' if r['meets_goal'] else 'NO':>4} {r['go_allocs_per_op']:>6.0f}  {note}")
+PY
+echo "bench-mpi: wrote out/bench-mpi.json"

@@ -9,7 +9,7 @@
 #      with the unclamped-poll replay;
 #   4. bin/rankrun bench: the in-process executor figures, then the table
 #      (stdout), out/bench.json and BENCHMARKS.md.
-# Raw outputs stay in out/raw/. Knobs: REPS, N_SMALL (bench-mpi.sh), BENCHTIME_SCALE.
+# Raw outputs stay in out/raw/. Knobs: REPS, N_SMALL, VSC_CHUNKS (bench-mpi.sh), BENCHTIME_SCALE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}

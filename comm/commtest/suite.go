@@ -723,17 +723,35 @@ func timeoutMissing(n int) RankFunc {
 		case !strings.Contains(te.FlightLog(), "Irecv peer 0 tag 21"):
 			verdict = errorf(c, "flight log does not show the stalled rank's receive:\n%s", te.FlightLog())
 		}
-		if c.Rank() == 0 {
-			q, err := c.Isend([]byte{1}, stalled, 21)
-			if err != nil {
-				return errors.Join(verdict, err)
-			}
-			if _, err := q.Wait(ctx); err != nil {
-				return errors.Join(verdict, err)
+		return errors.Join(verdict, releaseStalled(ctx, c, stalled, 21))
+	}
+}
+
+// releaseStalled ends a timeout case: every rank but the stalled one tells
+// rank 0 it has seen its timeout; rank 0 then releases the stalled rank (a
+// one-byte message with tag) and lets the others go. Released earlier, a
+// rank could leave (closing its communicator) while a slower one still
+// asks it for its records, and that one would report it missing too.
+func releaseStalled(ctx context.Context, c comm.Comm, stalled, tag int) error {
+	if c.Rank() != 0 {
+		if err := p2pSend(ctx, c, 0, 23); err != nil {
+			return err
+		}
+		return p2pRecv(ctx, c, 0, 24)
+	}
+	for range c.Size() - 2 {
+		if err := p2pRecv(ctx, c, comm.AnySource, 23); err != nil {
+			return err
+		}
+	}
+	for r := 1; r < c.Size(); r++ {
+		if r != stalled {
+			if err := p2pSend(ctx, c, r, 24); err != nil {
+				return err
 			}
 		}
-		return verdict
 	}
+	return p2pSend(ctx, c, stalled, tag)
 }
 
 // uncheckedTimeoutSlack is how long past its bound a backend may take to
@@ -791,27 +809,23 @@ func uncheckedTimeoutMissing(n int) RankFunc {
 				verdict = errorf(c, "collective after a timeout: %v, want ErrBroken", err)
 			}
 		}
-		// Release the stalled rank only once every other rank has seen its
-		// timeout: released, it leaves and can no longer be asked.
-		if c.Rank() != 0 {
-			return errors.Join(verdict, p2pSend(ctx, c, 0, 23))
-		}
-		for range n - 2 {
-			q, err := c.Irecv(make([]byte, 1), comm.AnySource, 23)
-			if err == nil {
-				_, err = q.Wait(ctx)
-			}
-			if err != nil {
-				return errors.Join(verdict, err)
-			}
-		}
-		return errors.Join(verdict, p2pSend(ctx, c, stalled, 22))
+		return errors.Join(verdict, releaseStalled(ctx, c, stalled, 22))
 	}
 }
 
 // p2pSend sends one byte to dest with tag and waits for the send.
 func p2pSend(ctx context.Context, c comm.Comm, dest, tag int) error {
 	q, err := c.Isend([]byte{1}, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = q.Wait(ctx)
+	return err
+}
+
+// p2pRecv receives one byte from src with tag.
+func p2pRecv(ctx context.Context, c comm.Comm, src, tag int) error {
+	q, err := c.Irecv(make([]byte, 1), src, tag)
 	if err != nil {
 		return err
 	}

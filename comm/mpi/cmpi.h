@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
+#include <time.h>
 
 // Every handle, constant and buffer that MPI touches lives in C memory (the
 // structs below are C.malloc'd), so a call from Go passes only C pointers:
@@ -13,7 +13,21 @@
 // abandoned non-blocking operation can keep its buffers for as long as MPI
 // needs them.
 
-enum { RR_TAG_REQ = 1, RR_TAG_REP = 2 };
+// Tags on a communicator's control duplicate: stall inspection requests and
+// replies, and the direct collectives' messages (inline, overflow).
+enum { RR_TAG_REQ = 1, RR_TAG_REP = 2, RR_TAG_DX = 3, RR_TAG_DXO = 4 };
+
+// rr_now is CLOCK_MONOTONIC in ns (vDSO: no system call).
+static int64_t rr_now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// A spin loop reads the clock only every RR_CLOCK_EVERY iterations, and
+// not at all before: an operation that completes in its first iterations
+// costs no clock read.
+enum { RR_CLOCK_EVERY = 16 };
 
 // rr_coll is the state of one communicator's collectives: the request in
 // flight and its scratch buffers (grown, never shrunk).
@@ -105,16 +119,23 @@ static int rr_world_ranks(MPI_Comm c, int n, int *out) {
 	return rc;
 }
 
-static int rr_local_rank(int *lrank) {
+// rr_local_rank gives this process's rank among the ranks on its node, and
+// how many there are.
+static int rr_local_rank(int *lrank, int *lsize) {
 	MPI_Comm node;
 	int rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
 	if (rc) return rc;
 	rc = MPI_Comm_rank(node, lrank);
+	if (!rc) rc = MPI_Comm_size(node, lsize);
 	MPI_Comm_free(&node);
 	return rc;
 }
 
-static rr_coll *rr_coll_new(void) { return (rr_coll *)calloc(1, sizeof(rr_coll)); }
+static rr_coll *rr_coll_new(void) {
+	rr_coll *c = (rr_coll *)calloc(1, sizeof(rr_coll));
+	if (c) c->req = MPI_REQUEST_NULL;
+	return c;
+}
 
 static void rr_coll_free(rr_coll *c) {
 	if (!c) return;
@@ -159,15 +180,19 @@ static int rr_reserve(rr_coll *c, long ns, long nr, int m, long b) {
 
 static int rr_test(rr_coll *c) { return MPI_Test(&c->req, &c->flag, &c->st); }
 
-// rr_test_spin polls up to spins times (one cgo call for a burst of polls:
-// a small collective completes in a handful of MPI_Test calls).
-static int rr_test_spin(rr_coll *c, int spins) {
-	int rc = MPI_SUCCESS;
-	for (int i = 0; i < spins; i++) {
-		rc = MPI_Test(&c->req, &c->flag, &c->st);
-		if (rc != MPI_SUCCESS || c->flag) break;
+// rr_test_spin polls until the collective completes, MPI fails, or
+// budget_ns has passed (at least one poll), in one cgo call.
+static int rr_test_spin(rr_coll *c, int64_t budget_ns) {
+	int64_t end = 0;
+	for (int i = 1;; i++) {
+		int rc = MPI_Test(&c->req, &c->flag, &c->st);
+		if (rc != MPI_SUCCESS || c->flag) return rc;
+		if (i % RR_CLOCK_EVERY == 0) {
+			int64_t now = rr_now();
+			if (end == 0) end = now + budget_ns;
+			else if (now >= end) return MPI_SUCCESS;
+		}
 	}
-	return rc;
 }
 
 static int rr_iallreduce(MPI_Comm comm, rr_coll *c, int n, int op) {
@@ -254,14 +279,20 @@ static int rr_p2p_test(rr_p2p *p) {
 	return rc;
 }
 
-// rr_p2p_test_spin polls up to spins times (Wait's burst, as rr_test_spin).
-static int rr_p2p_test_spin(rr_p2p *p, int spins) {
-	int rc = MPI_SUCCESS;
-	for (int i = 0; i < spins; i++) {
-		rc = rr_p2p_test(p);
-		if (rc != MPI_SUCCESS || p->flag) break;
+// rr_p2p_spin polls until the request completes, fails, or budget_ns has
+// passed (at least one poll): a large transfer progresses in C, as in
+// MPI_Wait, without a trip through Go per poll.
+static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns) {
+	int64_t end = 0;
+	for (int i = 1;; i++) {
+		int rc = rr_p2p_test(p);
+		if (rc != MPI_SUCCESS || p->flag) return rc;
+		if (i % RR_CLOCK_EVERY == 0) {
+			int64_t now = rr_now();
+			if (end == 0) end = now + budget_ns;
+			else if (now >= end) return MPI_SUCCESS;
+		}
 	}
-	return rc;
 }
 
 static int rr_p2p_source(rr_p2p *p) { return p->st.MPI_SOURCE; }
@@ -300,12 +331,16 @@ static int rr_insp_post(rr_insp *in) {
 static int rr_insp_test(rr_insp *in) { return MPI_Test(&in->req, &in->flag, &in->st); }
 static int rr_insp_source(rr_insp *in) { return in->st.MPI_SOURCE; }
 
-static int rr_insp_close(rr_insp *in) {
+// rr_insp_close withdraws the inspection receive and frees the channel;
+// the duplicate itself only with keep_comm == 0 (an orphaned direct
+// collective may still complete on it, and a request that completes with
+// an error on a freed communicator reaches MPI's fatal error handler).
+static int rr_insp_close(rr_insp *in, int keep_comm) {
 	if (in->req != MPI_REQUEST_NULL) {
 		MPI_Cancel(&in->req);
 		MPI_Wait(&in->req, MPI_STATUS_IGNORE);
 	}
-	int rc = MPI_Comm_free(&in->comm);
+	int rc = keep_comm ? MPI_SUCCESS : MPI_Comm_free(&in->comm);
 	free(in);
 	return rc;
 }
@@ -334,7 +369,290 @@ static int rr_insp_take(rr_insp *in, int src, char **out, int *n) {
 	return MPI_Mrecv(*out, *n, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
 }
 
+// ---- Direct collectives --------------------------------------------------
+//
+// A small group's Barrier, AllreduceInt64, AllgatherInt64s and Bcast are one
+// round of point-to-point messages on the control duplicate: every rank
+// sends one message to every other rank and receives one from each (Bcast:
+// the root sends one to each), with MPI_Isend and MPI_Irecv completed by
+// MPI_Testsome. Measured here, that round costs about what the blocking MPI
+// collective costs (and less than two of them, which the allgather pair
+// needs), while MPI's non-blocking collectives (libnbc) cost 2-3x the
+// blocking ones: the non-blocking forms are what a binding that honours
+// deadlines must poll. Each message is a header (h0 = seq << 8 | kind,
+// h1 = shape) and its payload, all in bytes. A payload longer than
+// RR_INLINE_BYTES (an allgather contribution, a Bcast) travels as a
+// header-only message followed by the payload on RR_TAG_DXO. The receiver
+// checks every header against its own collective: a mismatch is a desync
+// (dx->bad).
+
+enum { RR_INLINE = 256, RR_INLINE_BYTES = RR_INLINE * 8 };
+enum { RR_DX_BARRIER = 1, RR_DX_ALLREDUCE = 2, RR_DX_ALLGATHER = 3, RR_DX_BCAST = 4 };
+enum { RR_BAD_HEADER = 1, RR_BAD_LENGTH = 2 };
+
+typedef struct {
+	MPI_Comm comm;
+	int rank, size, npeer;
+	// Requests: [0, npeer) receives, [npeer, 2 npeer) sends, [2 npeer,
+	// 3 npeer) overflow sends, [3 npeer, 4 npeer) overflow receives;
+	// MPI_REQUEST_NULL when unused.
+	MPI_Request *reqs;
+	MPI_Status *sts;
+	int *idx;
+	int pending;   // requests not complete yet
+	int flag;      // the collective completed
+	int kind;
+	int64_t h0, h1; // this rank's header
+	long plen;     // this rank's payload in bytes (after the header in sbuf)
+	int64_t *sbuf; long scap;
+	// rbuf: npeer slots of rslot int64s (header + payload), peer i's slot at
+	// i * rslot; obuf[i]: peer i's overflow payload (ocap[i] bytes of room).
+	int64_t *rbuf; long rcap; long rslot;
+	char **obuf; long *ocap;
+	int64_t *got;  // per peer: payload bytes received (allgather, bcast)
+	// A message that did not match this rank's collective: which peer, its
+	// header and length in bytes (-1: longer than the receive).
+	int bad, bad_peer, bad_len;
+	int64_t bad_h0, bad_h1;
+} rr_dx;
+
+static int rr_dx_peer(rr_dx *d, int i) { return i < d->rank ? i : i + 1; }
+static int rr_dx_index(rr_dx *d, int r) { return r < d->rank ? r : r - 1; }
+
+static void rr_dx_free(rr_dx *d) {
+	if (!d) return;
+	if (d->obuf) for (int i = 0; i < d->npeer; i++) free(d->obuf[i]);
+	free(d->obuf); free(d->ocap); free(d->got);
+	free(d->reqs); free(d->sts); free(d->idx); free(d->sbuf); free(d->rbuf);
+	free(d);
+}
+
+static rr_dx *rr_dx_new(MPI_Comm comm, int rank, int size) {
+	rr_dx *d = (rr_dx *)calloc(1, sizeof(rr_dx));
+	if (!d) return NULL;
+	d->comm = comm; d->rank = rank; d->size = size; d->npeer = size - 1;
+	int n = d->npeer > 0 ? d->npeer : 1;
+	d->reqs = (MPI_Request *)malloc(4 * n * sizeof(MPI_Request));
+	d->sts = (MPI_Status *)malloc(4 * n * sizeof(MPI_Status));
+	d->idx = (int *)malloc(4 * n * sizeof(int));
+	d->obuf = (char **)calloc(n, sizeof(char *));
+	d->ocap = (long *)calloc(n, sizeof(long));
+	d->got = (int64_t *)calloc(n, sizeof(int64_t));
+	if (!d->reqs || !d->sts || !d->idx || !d->obuf || !d->ocap || !d->got) { rr_dx_free(d); return NULL; }
+	for (int i = 0; i < 4 * n; i++) d->reqs[i] = MPI_REQUEST_NULL;
+	return d;
+}
+
+// rr_dx_reserve makes room for ns int64s of payload sent and rslot int64s
+// per peer slot received. Only with no collective in flight. 0 on success.
+static int rr_dx_reserve(rr_dx *d, long ns, long rslot) {
+	if (ns + 2 > d->scap) {
+		long cap = (ns + 2) + (ns + 2) / 2;
+		int64_t *b = (int64_t *)realloc(d->sbuf, cap * sizeof(int64_t));
+		if (!b) return -1;
+		d->sbuf = b; d->scap = cap;
+	}
+	long need = rslot * (d->npeer > 0 ? d->npeer : 1);
+	if (need > d->rcap) {
+		long cap = need + need / 2;
+		int64_t *b = (int64_t *)realloc(d->rbuf, cap * sizeof(int64_t));
+		if (!b) return -1;
+		d->rbuf = b; d->rcap = cap;
+	}
+	d->rslot = rslot;
+	return 0;
+}
+
+static void rr_dx_start(rr_dx *d, int kind, int64_t h0, int64_t h1, long plen) {
+	d->kind = kind; d->h0 = h0; d->h1 = h1; d->plen = plen;
+	d->sbuf[0] = h0; d->sbuf[1] = h1;
+	d->flag = 0; d->bad = 0; d->pending = 0;
+}
+
+// rr_dx_send sends this rank's message to peer index i: inline, or a
+// header followed by an overflow message.
+static int rr_dx_send(rr_dx *d, int i) {
+	int np = d->npeer, inl = d->plen <= RR_INLINE_BYTES || d->kind == RR_DX_ALLREDUCE;
+	int rc = MPI_Isend(d->sbuf, inl ? 16 + (int)d->plen : 16, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[np + i]);
+	if (rc) return rc;
+	d->pending++;
+	if (!inl) {
+		rc = MPI_Isend(d->sbuf + 2, (int)d->plen, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[2 * np + i]);
+		if (rc) return rc;
+		d->pending++;
+	}
+	return MPI_SUCCESS;
+}
+
+static int rr_dx_recv(rr_dx *d, int i) {
+	int rc = MPI_Irecv(d->rbuf + (long)i * d->rslot, (int)(d->rslot * 8), MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DX, d->comm, &d->reqs[i]);
+	if (!rc) d->pending++;
+	return rc;
+}
+
+// rr_dx_post starts an all-to-all collective (barrier, allreduce,
+// allgather): header (h0, h1), the plen payload bytes already in sbuf + 2,
+// each peer's message received into its slot of rslot int64s (reserved).
+// Receives are posted first so that messages arrive expected.
+static int rr_dx_post(rr_dx *d, int kind, int64_t h0, int64_t h1, long plen) {
+	rr_dx_start(d, kind, h0, h1, plen);
+	for (int i = 0; i < d->npeer; i++) {
+		int rc = rr_dx_recv(d, i);
+		if (rc) return rc;
+	}
+	for (int i = 0; i < d->npeer; i++) {
+		int rc = rr_dx_send(d, i);
+		if (rc) return rc;
+	}
+	if (d->pending == 0) d->flag = 1;
+	return MPI_SUCCESS;
+}
+
+// rr_dx_bcast_post starts a Bcast from root: on root, plen bytes at
+// sbuf + 2 go to every peer; elsewhere one message from root is expected.
+static int rr_dx_bcast_post(rr_dx *d, int root, int64_t h0, long plen) {
+	rr_dx_start(d, RR_DX_BCAST, h0, d->rank == root ? plen : -1, plen);
+	if (d->rank == root) {
+		for (int i = 0; i < d->npeer; i++) {
+			int rc = rr_dx_send(d, i);
+			if (rc) return rc;
+		}
+	} else {
+		int rc = rr_dx_recv(d, rr_dx_index(d, root));
+		if (rc) return rc;
+	}
+	if (d->pending == 0) d->flag = 1;
+	return MPI_SUCCESS;
+}
+
+static void rr_dx_bad(rr_dx *d, int why, int i, int64_t h0, int64_t h1, int len) {
+	d->bad = why; d->bad_peer = rr_dx_peer(d, i); d->bad_h0 = h0; d->bad_h1 = h1; d->bad_len = len;
+}
+
+// rr_dx_received checks peer i's message (st) against this collective and
+// posts the overflow receive it announces. Returns an MPI code.
+static int rr_dx_received(rr_dx *d, int i, MPI_Status *st) {
+	int bytes = 0;
+	MPI_Get_count(st, MPI_BYTE, &bytes);
+	int64_t *m = d->rbuf + (long)i * d->rslot;
+	if (bytes < 16) { rr_dx_bad(d, RR_BAD_LENGTH, i, 0, 0, bytes); return MPI_SUCCESS; }
+	if (m[0] != d->h0) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+	long want;
+	if (d->kind == RR_DX_ALLGATHER || d->kind == RR_DX_BCAST) {
+		// h1: values (allgather) or bytes (bcast) that follow.
+		long unit = d->kind == RR_DX_ALLGATHER ? 8 : 1;
+		if (m[1] < 0 || m[1] > (2147483647L - 16) / unit) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+		long plen = m[1] * unit;
+		d->got[i] = plen;
+		if (plen > RR_INLINE_BYTES) {
+			if (bytes != 16) { rr_dx_bad(d, RR_BAD_LENGTH, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+			if (plen > d->ocap[i]) {
+				free(d->obuf[i]);
+				d->ocap[i] = 0;
+				d->obuf[i] = (char *)malloc(plen + plen / 2);
+				if (!d->obuf[i]) return MPI_ERR_NO_MEM;
+				d->ocap[i] = plen + plen / 2;
+			}
+			int rc = MPI_Irecv(d->obuf[i], (int)plen, MPI_BYTE, rr_dx_peer(d, i), RR_TAG_DXO, d->comm, &d->reqs[3 * d->npeer + i]);
+			if (rc) return rc;
+			d->pending++;
+			return MPI_SUCCESS;
+		}
+		want = 16 + plen;
+	} else {
+		if (m[1] != d->h1) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+		want = 16 + d->plen;
+	}
+	if (bytes != want) rr_dx_bad(d, RR_BAD_LENGTH, i, m[0], m[1], bytes);
+	return MPI_SUCCESS;
+}
+
+// rr_dx_spin polls the collective until it completes, a message does not
+// match (d->bad), MPI fails, or budget_ns has passed (at least one poll).
+static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
+	int n = 4 * d->npeer, np = d->npeer;
+	int64_t end = 0;
+	for (int it = 1; !d->flag; it++) {
+		int out = 0;
+		int rc = MPI_Testsome(n, d->reqs, &out, d->idx, d->sts);
+		if (rc == MPI_ERR_IN_STATUS) {
+			// A message longer than this collective's receive (a peer in
+			// another collective) is a mismatch like any other; other
+			// errors are MPI's.
+			for (int k = 0; k < out; k++) {
+				int err = d->sts[k].MPI_ERROR, cls = 0;
+				if (err == MPI_SUCCESS) continue;
+				MPI_Error_class(err, &cls);
+				int j = d->idx[k];
+				if (cls != MPI_ERR_TRUNCATE || (j >= np && j < 3 * np)) return err;
+				int i = j < np ? j : j - 3 * np;
+				int64_t *m = d->rbuf + (long)i * d->rslot;
+				rr_dx_bad(d, RR_BAD_LENGTH, i, j < np ? m[0] : d->h0, j < np ? m[1] : d->got[i], -1);
+				return MPI_SUCCESS;
+			}
+		}
+		if (rc != MPI_SUCCESS) return rc;
+		if (out == MPI_UNDEFINED) out = 0;
+		for (int k = 0; k < out; k++) {
+			int j = d->idx[k];
+			d->pending--;
+			if (j < np) {
+				rc = rr_dx_received(d, j, &d->sts[k]);
+				if (rc) return rc;
+			} else if (j >= 3 * np) {
+				int i = j - 3 * np, bytes = 0;
+				MPI_Get_count(&d->sts[k], MPI_BYTE, &bytes);
+				if (bytes != d->got[i]) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->got[i], bytes);
+			}
+			if (d->bad) return MPI_SUCCESS;
+		}
+		if (d->pending == 0) { d->flag = 1; break; }
+		if (it % RR_CLOCK_EVERY == 0) {
+			int64_t now = rr_now();
+			if (end == 0) end = now + budget_ns;
+			else if (now >= end) break;
+		}
+	}
+	return MPI_SUCCESS;
+}
+
+// rr_dx_run_u posts an all-to-all collective (rr_dx_post) and spins on it
+// (rr_dx_spin): the whole of a collective whose peers are there, in one cgo
+// call. The state is passed as an integer, so cgo checks no pointer
+// argument on the hot path (d is C memory anyway).
+static int rr_dx_run_u(uintptr_t p, int kind, int64_t h0, int64_t h1, long plen, int64_t budget_ns) {
+	rr_dx *d = (rr_dx *)p;
+	int rc = rr_dx_post(d, kind, h0, h1, plen);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	return rc;
+}
+
+// rr_dx_bcast_run_u is rr_dx_run_u for a Bcast from root.
+static int rr_dx_bcast_run_u(uintptr_t p, int root, int64_t h0, long plen, int64_t budget_ns) {
+	rr_dx *d = (rr_dx *)p;
+	int rc = rr_dx_bcast_post(d, root, h0, plen);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	return rc;
+}
+
+// rr_dx_done reports (1) whether every request of an abandoned collective
+// has completed (so its buffers can be freed), testing each once. A request
+// that completes with an error (a longer message from a peer that went on
+// to another collective) is complete too: MPI has released it.
+static int rr_dx_done(rr_dx *d) {
+	int done = 1;
+	for (int i = 0; i < 4 * d->npeer; i++) {
+		if (d->reqs[i] == MPI_REQUEST_NULL) continue;
+		int flag = 0;
+		MPI_Status st;
+		int rc = MPI_Test(&d->reqs[i], &flag, &st);
+		if (rc != MPI_SUCCESS) d->reqs[i] = MPI_REQUEST_NULL;
+		else if (!flag) done = 0;
+	}
+	return done;
+}
+
 static int rr_abort(MPI_Comm c, int code) { return MPI_Abort(c, code); }
 
-static void rr_yield(void) { sched_yield(); }
+
 #endif

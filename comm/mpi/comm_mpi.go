@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
 )
@@ -42,7 +41,11 @@ type mpiComm struct {
 	// collMu serialises this communicator's collectives and guards the
 	// fields below it.
 	collMu sync.Mutex
-	co     *C.rr_coll // nil once orphaned or closed
+	co     *C.rr_coll // MPI's non-blocking collectives; nil once orphaned or closed
+	dx     *C.rr_dx   // the direct collectives (groups up to directMax); nil otherwise, or once orphaned or closed
+	direct bool       // the group's collectives are direct (see coll.go)
+	dxLost bool       // a direct collective was orphaned: keep the control duplicate it may complete on
+	native bool       // never direct, nor are its children (tests of MPI's collectives)
 	splits int
 	broken error
 
@@ -58,12 +61,12 @@ var (
 
 // newComm wraps h (and its inspection duplicate ih) and registers it with
 // the responder; its collectives are bounded by timeout. e.mu held.
-func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.Duration) (*mpiComm, error) {
+func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.Duration, native bool) (*mpiComm, error) {
 	var rank, size C.int
 	if rc := C.rr_setup(h, &rank, &size); rc != C.MPI_SUCCESS {
 		return nil, mpiError(rc, "setup", "MPI_Comm_rank/size", name, -1)
 	}
-	c := &mpiComm{e: e, h: h, rank: int(rank), size: int(size), name: name, world: world, timeout: timeout}
+	c := &mpiComm{e: e, h: h, rank: int(rank), size: int(size), name: name, world: world, timeout: timeout, native: native}
 	worlds := make([]C.int, c.size)
 	if rc := C.rr_world_ranks(h, size, &worlds[0]); rc != C.MPI_SUCCESS {
 		return nil, mpiError(rc, "setup", "MPI_Group_translate_ranks", name, c.rank)
@@ -76,6 +79,15 @@ func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.
 	c.insp = C.rr_insp_new(ih)
 	if c.co == nil || c.insp == nil {
 		return nil, fmt.Errorf("mpi: group %q: out of C memory", name)
+	}
+	if c.size <= directMax && !native {
+		// The direct collectives share the inspection duplicate (their own
+		// tags): no further MPI_Comm_dup per communicator.
+		c.dx = C.rr_dx_new(ih, rank, size)
+		if c.dx == nil {
+			return nil, fmt.Errorf("mpi: group %q: out of C memory", name)
+		}
+		c.direct = true
 	}
 	if rc := C.rr_insp_post(c.insp); rc != C.MPI_SUCCESS {
 		return nil, mpiError(rc, "setup", "MPI_Irecv(inspect)", name, c.rank)
@@ -110,206 +122,6 @@ func (c *mpiComm) breakWith(err error) {
 	}
 }
 
-// abandon gives up the collective in flight: its C state goes to the
-// engine's orphans (MPI still owns the buffers) and the group is broken.
-// collMu held.
-func (c *mpiComm) abandon(op string, cause error) error {
-	return c.orphan(fmt.Errorf("mpi: %s on group %q rank %d abandoned, group broken: %w", op, c.name, c.rank, cause))
-}
-
-// orphan hands the collective in flight to the engine and breaks c with
-// err, which it returns. collMu held.
-func (c *mpiComm) orphan(err error) error {
-	c.e.mu.Lock()
-	c.e.orphans = append(c.e.orphans, orphan{co: c.co})
-	c.e.mu.Unlock()
-	c.co = nil
-	c.breakWith(err)
-	return err
-}
-
-// wait is one collective's waiting state, shared by its MPI operations
-// (AllgatherInt64s and Bcast make two), so that the bound covers them all.
-type wait struct {
-	kind  comm.Kind
-	start time.Time // when the first poll came back empty (zero until then)
-}
-
-// run posts one MPI operation of a collective with post (called with e.mu
-// held) and waits for it. enter says the collective starts with it (it is
-// then counted). collMu held.
-func (c *mpiComm) run(ctx context.Context, w *wait, enter bool, op, call string, post func() C.int) error {
-	c.e.mu.Lock()
-	if c.e.finalized {
-		c.e.mu.Unlock()
-		return fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
-	}
-	if enter {
-		c.entered++
-	}
-	rc := post()
-	if rc != C.MPI_SUCCESS {
-		err := mpiError(rc, op, call, c.name, c.rank)
-		c.e.mu.Unlock()
-		c.breakWith(err)
-		return err
-	}
-	// A first burst of polls in the same lock hold: small collectives
-	// usually complete here.
-	rc = C.rr_test_spin(c.co, spinPolls)
-	c.e.mu.Unlock()
-	if rc == C.MPI_SUCCESS && c.co.flag != 0 {
-		return nil
-	}
-	return c.e.waitColl(ctx, c, w, op)
-}
-
-func (c *mpiComm) reserve(op string, ns, nr, m, b int) error {
-	if C.rr_reserve(c.co, C.long(ns), C.long(nr), C.int(m), C.long(b)) != 0 {
-		return fmt.Errorf("mpi: %s on group %q rank %d: cannot allocate scratch buffers", op, c.name, c.rank)
-	}
-	return nil
-}
-
-func int64s(p *C.int64_t, n int) []int64 {
-	if n == 0 {
-		return nil
-	}
-	return unsafe.Slice((*int64)(unsafe.Pointer(p)), n)
-}
-
-func (c *mpiComm) Barrier(ctx context.Context) error {
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	if err := c.usableLocked("Barrier"); err != nil {
-		return err
-	}
-	co, h := c.co, c.h
-	w := wait{kind: comm.KindBarrier}
-	return c.run(ctx, &w, true, "Barrier", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) })
-}
-
-func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
-	if !op.Valid() {
-		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", comm.ErrBadArgument, op)
-	}
-	if len(in) != len(out) {
-		return fmt.Errorf("%w: AllreduceInt64: len(in)=%d != len(out)=%d", comm.ErrBadArgument, len(in), len(out))
-	}
-	n := len(in)
-	if n > math.MaxInt32 {
-		return fmt.Errorf("%w: AllreduceInt64: %d values exceed MPI's int count", comm.ErrBadArgument, n)
-	}
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	if err := c.usableLocked("AllreduceInt64"); err != nil {
-		return err
-	}
-	if err := c.reserve("AllreduceInt64", n, n, 0, 0); err != nil {
-		return err
-	}
-	co, h := c.co, c.h
-	copy(int64s(co.sbuf, n), in)
-	w := wait{kind: comm.KindAllreduce}
-	err := c.run(ctx, &w, true, "AllreduceInt64", "MPI_Iallreduce", func() C.int { return C.rr_iallreduce(h, co, C.int(n), C.int(op)) })
-	if err != nil {
-		return err
-	}
-	copy(out, int64s(co.rbuf, n))
-	return nil
-}
-
-func (c *mpiComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gathered) error {
-	if out == nil {
-		return fmt.Errorf("%w: AllgatherInt64s: nil output", comm.ErrBadArgument)
-	}
-	n := len(in)
-	if n > math.MaxInt32 {
-		return fmt.Errorf("%w: AllgatherInt64s: %d values exceed MPI's int count", comm.ErrBadArgument, n)
-	}
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	if err := c.usableLocked("AllgatherInt64s"); err != nil {
-		return err
-	}
-	if err := c.reserve("AllgatherInt64s", n, 0, c.size, 0); err != nil {
-		return err
-	}
-	co, h := c.co, c.h
-	co.mycount = C.int(n)
-	copy(int64s(co.sbuf, n), in)
-	w := wait{kind: comm.KindAllgather}
-	if err := c.run(ctx, &w, true, "AllgatherInt64s", "MPI_Iallgather", func() C.int { return C.rr_iallgather_counts(h, co) }); err != nil {
-		return err
-	}
-	// Every rank now holds the same counts, so every rank takes the same
-	// branch below.
-	total := int(C.rr_displs(co, C.int(c.size)))
-	if total < 0 {
-		return fmt.Errorf("%w: AllgatherInt64s on group %q: the gathered total exceeds MPI's int count", comm.ErrBadArgument, c.name)
-	}
-	if total > 0 {
-		if err := c.reserve("AllgatherInt64s", n, total, c.size, 0); err != nil {
-			// Other ranks go on into the allgatherv: the group cannot pair
-			// collectives any more.
-			c.breakWith(err)
-			return err
-		}
-		co = c.co
-		if err := c.run(ctx, &w, false, "AllgatherInt64s", "MPI_Iallgatherv", func() C.int { return C.rr_iallgatherv(h, co) }); err != nil {
-			return err
-		}
-	}
-	counts := unsafe.Slice((*int32)(unsafe.Pointer(co.counts)), c.size)
-	flat := out.ResetFunc(c.size, func(r int) int { return int(counts[r]) })
-	copy(flat, int64s(co.rbuf, total))
-	return nil
-}
-
-func (c *mpiComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	if root < 0 || root >= c.size {
-		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", comm.ErrBadArgument, root, c.size-1)
-	}
-	c.collMu.Lock()
-	defer c.collMu.Unlock()
-	if err := c.usableLocked("Bcast"); err != nil {
-		return nil, err
-	}
-	co, h := c.co, c.h
-	if c.rank == root {
-		co.len = C.int64_t(len(data))
-	}
-	w := wait{kind: comm.KindBcast}
-	if err := c.run(ctx, &w, true, "Bcast", "MPI_Ibcast(length)", func() C.int { return C.rr_ibcast_len(h, co, C.int(root)) }); err != nil {
-		return nil, err
-	}
-	n := int64(co.len)
-	if n > math.MaxInt32 {
-		// Every rank saw the same length: all fail alike.
-		return nil, fmt.Errorf("%w: Bcast on group %q: %d bytes exceed MPI's int count", comm.ErrBadArgument, c.name, n)
-	}
-	if n > 0 {
-		if err := c.reserve("Bcast", 0, 0, 0, int(n)); err != nil {
-			c.breakWith(err)
-			return nil, err
-		}
-		co = c.co
-		buf := unsafe.Slice((*byte)(unsafe.Pointer(co.bbuf)), n)
-		if c.rank == root {
-			copy(buf, data)
-		}
-		if err := c.run(ctx, &w, false, "Bcast", "MPI_Ibcast", func() C.int { return C.rr_ibcast_data(h, co, C.int(n), C.int(root)) }); err != nil {
-			return nil, err
-		}
-		if c.rank != root {
-			data = append(data[:0], buf...)
-		}
-	} else if c.rank != root {
-		data = data[:0]
-	}
-	return data, nil
-}
-
 func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
 	if color < 0 || color > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: Split: color %d outside 0..%d", comm.ErrBadArgument, color, math.MaxInt32)
@@ -325,11 +137,10 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 	// MPI_Comm_split has no non-blocking form. A barrier first (which does
 	// honour ctx) brings every member to the split, so the blocking calls
 	// below return promptly instead of holding the MPI lock indefinitely.
-	co, h := c.co, c.h
-	w := wait{kind: comm.KindSplit}
-	if err := c.run(ctx, &w, true, "Split", "MPI_Ibarrier", func() C.int { return C.rr_ibarrier(h, co) }); err != nil {
+	if err := c.barrierLocked(ctx, comm.KindSplit, "Split"); err != nil {
 		return nil, err
 	}
+	h := c.h
 	name := fmt.Sprintf("%s/s%dc%d", c.name, c.splits, color)
 	e := c.e
 	e.mu.Lock()
@@ -340,7 +151,7 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 		c.breakWith(err)
 		return nil, err
 	}
-	nc, err := newComm(e, child, insp, name, false, c.timeout)
+	nc, err := newComm(e, child, insp, name, false, c.timeout, c.native)
 	if err != nil {
 		c.breakWith(err)
 		return nil, err
@@ -366,7 +177,11 @@ func (c *mpiComm) Close() error {
 	}
 	var err error
 	if c.insp != nil {
-		if rc := C.rr_insp_close(c.insp); rc != C.MPI_SUCCESS {
+		keep := C.int(0)
+		if c.dxLost {
+			keep = 1
+		}
+		if rc := C.rr_insp_close(c.insp, keep); rc != C.MPI_SUCCESS {
 			err = mpiError(rc, "Close", "MPI_Comm_free(inspect)", c.name, c.rank)
 		}
 		c.insp = nil
@@ -374,6 +189,10 @@ func (c *mpiComm) Close() error {
 	if c.co != nil {
 		C.rr_coll_free(c.co)
 		c.co = nil
+	}
+	if c.dx != nil {
+		C.rr_dx_free(c.dx)
+		c.dx = nil
 	}
 	if !c.world {
 		if rc := C.rr_comm_free(&c.h); rc != C.MPI_SUCCESS && err == nil {

@@ -52,6 +52,11 @@ type Config struct {
 	// FinalizeTimeout bounds the exit-code reduction in Finalize (1 minute
 	// when 0); when it runs out the job is aborted instead.
 	FinalizeTimeout time.Duration
+	// GOMAXPROCS for this rank: 0 (the default) sets it from the cores this
+	// process may use divided by the ranks on its node, at least 2 (see
+	// setProcs; unless the GOMAXPROCS environment variable is set), > 0
+	// sets it, < 0 leaves it.
+	GOMAXPROCS int
 }
 
 // Validate names the first field that breaks its rule.

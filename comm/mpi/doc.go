@@ -18,17 +18,21 @@
 // # Threading: one funnel, MPI_THREAD_SERIALIZED
 //
 // Every MPI call of the process goes through one mutex (engine.mu), and
-// every call made under it is short: collectives are the non-blocking
-// forms (MPI_Iallreduce, MPI_Iallgather, MPI_Iallgatherv, MPI_Ibcast,
-// MPI_Ibarrier) and waiting is a loop of MPI_Test, releasing the mutex
-// between polls. This is why:
+// no call made under it blocks: collectives and point-to-point requests are
+// non-blocking operations, and waiting is polling (MPI_Test, MPI_Testsome)
+// that releases the mutex between polls. This is why:
 //
-//   - Blocking calls must honour their context. A blocking MPI_Allreduce
-//     cannot be interrupted; a Test loop can stop polling when ctx ends.
+//   - Blocking calls must honour their context and the collective bound. A
+//     blocking MPI_Allreduce cannot be interrupted and cannot return an
+//     error when a peer never comes; a polled operation can.
 //   - Measured here (MPI-NOTES.md): MPI_THREAD_MULTIPLE with several
 //     goroutines inside MPI at once was ~700x slower at np=4 oversubscribed
 //     than at np=2. With one caller at a time Open MPI runs its fast,
-//     lock-free paths, and the Go wrapper matches C.
+//     lock-free paths. (Uncontended, MULTIPLE cost the C blocking allreduce
+//     little: scripts/bench-mpi.sh measures it.) A blocking fast path with a
+//     watchdog would need MULTIPLE (the watchdog and the stall inspector
+//     call MPI while a thread blocks in it) and could only end the job at
+//     the bound, never return the *comm.TimeoutError comm.Bounded promises.
 //   - MPI_THREAD_FUNNELED would force every call onto one OS thread (a
 //     dedicated goroutine with channel hand-offs: two context switches per
 //     call). A mutex lets the calling goroutine make the call itself on
@@ -36,14 +40,46 @@
 //
 // So Init asks for MPI_THREAD_SERIALIZED (Config.ThreadLevel may ask for
 // MULTIPLE, for programs that call MPI directly elsewhere; the binding
-// still funnels its own calls). Between polls a waiting goroutine yields:
-// first to other goroutines (runtime.Gosched), after 64 polls also the
-// core to other processes (sched_yield, which keeps an oversubscribed job
-// of 4 ranks on 2 cores progressing), and only after about a million polls
-// (order of a second) does it sleep, 100 us per poll, so a rank stalled in a
-// collective stops burning a core. Sleeping earlier starves large
-// transfers of progress calls (64 MiB point-to-point lost half its
-// bandwidth with a sleep after 20000 polls).
+// still funnels its own calls).
+//
+// # Direct collectives
+//
+// MPI's non-blocking collectives (libnbc in Open MPI 4.1) cost 2-3x the
+// blocking ones even in C, so a binding that polls them cannot come near
+// C's blocking calls. For groups of up to directMax ranks, Barrier,
+// AllreduceInt64, AllgatherInt64s, Bcast and Split's barrier are instead
+// one round of point-to-point messages on the communicator's control
+// duplicate (the one the stall inspector uses, with their own tags): every
+// rank sends its contribution to every other rank and receives theirs (a
+// Bcast root sends to every rank), with MPI_Isend and MPI_Irecv completed
+// by MPI_Testsome, then reduces or assembles locally.
+// Measured here, that round costs about what the blocking collective costs,
+// and the allgather pair (counts, then values) is one round instead of
+// two. Posting and the first spin are one cgo call: a collective whose
+// peers are there completes without returning to Go in between. Each
+// message carries a header (the communicator's collective count, the kind,
+// the shape: count and op, or how many values follow), so a rank whose
+// peer entered another collective, or the same one with another shape,
+// fails at once with an error wrapping comm.ErrDesync that names both, in
+// unchecked mode too (a Bcast root only sends, so only its peers see it).
+// Larger groups use MPI's non-blocking collectives.
+//
+// # Waiting
+//
+// A poll spins in C (MPI_Test or MPI_Testsome in a loop) for up to
+// spinBudget (50 us; the clock is read only after the first 16 tests, so an
+// operation that completes at once reads none), then returns to Go to check
+// the context, the bound and whether the communicator was closed, and
+// lets other goroutines run. Giving the core to other processes is left
+// to Open MPI, as for a C program: it yields in its progress loop when the
+// node is oversubscribed (mpi_yield_when_idle). Large
+// transfers thus progress in C as in MPI_Wait, without a Go round trip per
+// test. Only after sleepAfter (100 ms) does a wait sleep between polls,
+// so a rank stalled in a collective stops burning a core while still
+// answering the stall inspector. Init sets GOMAXPROCS from the cores this
+// process may use divided by the ranks on its node, at least 2: with a
+// single P, Go's sysmon retakes it from every poll that outlasts 20 us and
+// then wakes every 20 us itself (Config.GOMAXPROCS, setProcs).
 //
 // # Memory
 //
@@ -64,10 +100,13 @@
 // # Abandoned collectives
 //
 // A collective that MPI has started cannot be withdrawn. When its context
-// ends (or the communicator is closed) the call returns the context's error
-// and the communicator is broken: later collectives fail fast with
-// comm.ErrBroken. The abandoned operation's C buffers are handed to the
-// engine, which frees them only if MPI ever completes the operation. The
+// ends (or the communicator is closed, or a desync or MPI error ends it)
+// the call returns the error and the communicator is broken: later
+// collectives fail fast with comm.ErrBroken. The abandoned operation's C
+// buffers are handed to the engine, which frees them only if MPI ever
+// completes the operation (a broken communicator keeps its control
+// duplicate for that: a request completing with an error on a freed
+// communicator would reach MPI's fatal error handler). The
 // caller is expected to report the error and end the job (comm.Aborter),
 // as DESIGN.md §3 requires.
 //
@@ -87,16 +126,17 @@
 // finds the collective unfinished, so a collective that completes at once
 // reads no clock.
 //
-// Split has no non-blocking MPI form: it first runs an MPI_Ibarrier (which
-// honours ctx), then the blocking MPI_Comm_split and MPI_Comm_dup, which
+// Split has no non-blocking MPI form: it first runs a barrier (which
+// honours ctx and the bound), then the blocking MPI_Comm_split and MPI_Comm_dup, which
 // return promptly because every member has arrived. (A member whose ctx
 // ends in the instant between the barrier completing and its poll seeing
 // it would leave the others in MPI_Comm_split; that race is accepted.)
 //
 // # Stall inspection
 //
-// Each communicator has a duplicate used only by the stall inspector, with
-// a receive for inspection requests always posted. A rank answers (with its
+// Each communicator has a control duplicate used by the stall inspector
+// (and the direct collectives, on their own tags), with a receive for
+// inspection requests always posted. A rank answers (with its
 // comm.Recorder snapshot, in the length-prefixed encoding of codec.go)
 // whenever it polls MPI and, every 5 ms, from a background goroutine that
 // takes the MPI mutex briefly, so a rank busy with rank-local work still

@@ -6,7 +6,6 @@ package mpi
 import "C"
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"sync"
@@ -29,6 +28,7 @@ type engine struct {
 	orphans   []orphan              // abandoned collectives MPI has not completed yet
 	sends     []*C.rr_p2p           // inspection messages in flight
 	inflight  []*request            // point-to-point requests MPI has not completed
+	pinners   []*runtime.Pinner     // unpinned Pinners to reuse (see pinnerLocked)
 	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
@@ -37,11 +37,12 @@ type engine struct {
 	done chan struct{}
 }
 
-// orphan is a collective abandoned when its context ended. MPI cannot
-// withdraw it, so its C state stays allocated until MPI completes it (which
-// may be never: then it is leaked, deliberately).
+// orphan is a collective abandoned when its context ended (or its bound
+// passed). MPI cannot withdraw it, so its C state stays allocated until MPI
+// completes it (which may be never: then it is leaked, deliberately).
 type orphan struct {
-	co *C.rr_coll
+	co *C.rr_coll // MPI's non-blocking collective state, or nil
+	dx *C.rr_dx   // the direct collectives' state, or nil
 }
 
 func newEngine(rec *comm.Recorder, worldRank int) *engine {
@@ -83,89 +84,45 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 	return &Error{Op: op, Call: call, Group: group, Rank: rank, Code: int(rc), Class: int(cls), Msg: C.GoStringN(buf, n)}
 }
 
-// backoff is called between unsuccessful polls. The first polls only let
-// other goroutines run (a small collective at np=2 takes about a
-// microsecond); later ones also give the core to other processes
-// (sched_yield), which keeps an oversubscribed job (4 ranks on 2 cores)
-// progressing without starving a large transfer of progress calls. Only
-// after a long wait (sleepAfter polls, on the order of a second) does it
-// sleep, briefly, so a rank stalled in a collective stops burning a core
-// while still answering the stall inspector.
-func backoff(i int, start time.Time) {
-	switch {
-	case i < 64:
-		runtime.Gosched()
-	case i%64 != 0 || time.Since(start) < sleepAfter:
-		runtime.Gosched()
-		C.rr_yield()
-	default:
+// backoff is called between unsuccessful polls (each of which spun in C
+// for up to spinBudget): it lets other goroutines run, and once a wait is
+// long (sleepAfter) it sleeps briefly, so a rank stalled in a collective
+// stops burning a core while still answering the stall inspector. Giving
+// the core to other processes while spinning is left to the MPI library,
+// as for a C program: Open MPI yields in its progress loop exactly when
+// the node is oversubscribed (mpi_yield_when_idle, on here at np=3 and 4,
+// off at np=2). A sched_yield of our own per poll only gave the core away
+// to unrelated processes on a shared machine.
+func backoff(long bool) {
+	if long {
 		// Waited long: a peer is busy elsewhere. Sleep briefly so this
 		// rank stops taking a core from the processes that have work
 		// (its peers, and mpirun itself, which forwards rank 0's
 		// output: a pty it cannot drain blocks rank 0's report).
 		comm.PollPause(50 * time.Microsecond)
+		return
 	}
+	runtime.Gosched()
 }
 
-// sleepAfter is how long a wait yields before it starts sleeping between
-// polls (measured in time, not polls: a busy machine makes polls slow).
-// Transfers that take longer than this progress more slowly while waiting.
-const sleepAfter = 20 * time.Millisecond
+// sleepAfter is how long a wait spins before it starts sleeping between
+// polls (then each poll is a single test). Transfers and collectives that
+// take longer than this progress more slowly while waiting: 20 ms halved
+// the bandwidth of a 64 MiB transfer at np=4 oversubscribed (~35 ms).
+const sleepAfter = 100 * time.Millisecond
 
-// spinPolls is how many MPI_Test calls one poll makes (in C, under the
-// lock): a small collective completes in a handful, so most finish within
-// the first poll without a trip through the Go scheduler.
-const spinPolls = 16
+// spinBudget is how long one poll spins in C (MPI_Test or MPI_Testsome in
+// a loop, under the MPI mutex) before it returns to Go to check the
+// context, the bound and the clock: long enough that returning costs well
+// under 1% of a large transfer's progress, short enough that other
+// goroutines' MPI calls and the stall inspector wait little for the mutex.
+const spinBudget = 50 * time.Microsecond
+
+const spinBudgetNs = C.int64_t(spinBudget)
 
 // serviceEvery is how often (in polls) a waiting rank also answers
-// inspection requests.
-const serviceEvery = 64
-
-// waitColl polls c's collective in flight until MPI completes it, ctx
-// ends, c is closed, or c's bound passes (counted from w.start: the first
-// empty poll of the collective's first operation). On any early return the
-// collective is orphaned and c broken: the caller must not touch c.co
-// again.
-func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) error {
-	done := ctx.Done()
-	co := c.co
-	waitStart := time.Now()
-	if w.start.IsZero() {
-		w.start = waitStart
-	}
-	deadline := w.start.Add(c.timeout)
-	for i := 0; ; i++ {
-		e.mu.Lock()
-		rc := C.rr_test_spin(co, spinPolls)
-		if i%serviceEvery == serviceEvery-1 {
-			e.serviceLocked()
-		}
-		if rc != C.MPI_SUCCESS {
-			err := mpiError(rc, op, "MPI_Test", c.name, c.rank)
-			e.mu.Unlock()
-			c.breakWith(err)
-			return err
-		}
-		e.mu.Unlock()
-		if co.flag != 0 {
-			return nil
-		}
-		if done != nil {
-			select {
-			case <-done:
-				return c.abandon(op, ctx.Err())
-			default:
-			}
-		}
-		if c.closed.Load() {
-			return c.abandon(op, comm.ErrClosed)
-		}
-		if !time.Now().Before(deadline) {
-			return c.timedOut(w.kind)
-		}
-		backoff(i, waitStart)
-	}
-}
+// inspection requests (about every millisecond while spinning).
+const serviceEvery = 16
 
 // serviceLocked answers inspection requests that have arrived on any live
 // communicator, and reaps finished inspection sends and orphans. mu held.
@@ -218,15 +175,44 @@ func (e *engine) reapLocked() {
 	if len(e.orphans) > 0 {
 		kept := e.orphans[:0]
 		for _, o := range e.orphans {
-			if C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0 {
+			if o.co != nil && C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0 {
 				C.rr_coll_free(o.co)
-				continue
+				o.co = nil
 			}
-			kept = append(kept, o)
+			if o.dx != nil && C.rr_dx_done(o.dx) != 0 {
+				C.rr_dx_free(o.dx)
+				o.dx = nil
+			}
+			if o.co != nil || o.dx != nil {
+				kept = append(kept, o)
+			}
 		}
 		clear(e.orphans[len(kept):])
 		e.orphans = kept
 	}
+}
+
+// pinnerLocked returns an unpinned Pinner. Reused Pinners keep their
+// backing store; the runtime's own cache holds one per P, so with two
+// requests in flight every other Pin would allocate. e.mu held.
+func (e *engine) pinnerLocked() *runtime.Pinner {
+	if n := len(e.pinners); n > 0 {
+		p := e.pinners[n-1]
+		e.pinners[n-1] = nil
+		e.pinners = e.pinners[:n-1]
+		return p
+	}
+	return new(runtime.Pinner)
+}
+
+// unpinLocked unpins r's buffer and keeps its Pinner for reuse. e.mu held.
+func (e *engine) unpinLocked(r *request) {
+	if r.pin == nil {
+		return
+	}
+	r.pin.Unpin()
+	e.pinners = append(e.pinners, r.pin)
+	r.pin = nil
 }
 
 // dropInflightLocked takes r (done) off the in-flight list. e.mu held.
@@ -260,7 +246,7 @@ func (e *engine) reapRequestsLocked() {
 			e.reapNext = 0
 		}
 		r := e.inflight[e.reapNext]
-		r.testLocked(false, 1) // when done, r leaves the list and another takes its slot
+		r.testLocked(false, 0) // when done, r leaves the list and another takes its slot
 		if !r.done {
 			e.reapNext++
 		}

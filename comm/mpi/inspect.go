@@ -54,9 +54,8 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	e.mu.Unlock()
 
 	done := ctx.Done()
-	waitStart := time.Now()
-	start := waitStart
-	for i := 0; len(waiting) > 0; i++ {
+	start := time.Now()
+	for len(waiting) > 0 {
 		e.mu.Lock()
 		e.serviceLocked() // answer peers that are inspecting us at the same time
 		for p := range waiting {
@@ -105,7 +104,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 			return out
 		default:
 		}
-		backoff(i, waitStart)
+		backoff(time.Since(start) >= sleepAfter)
 	}
 	return out
 }

@@ -39,8 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 // launcher runs conformance cases on a fresh communicator split from the
-// world for every launch: ranks below n take part, the others skip.
-type launcher struct{ w *World }
+// world for every launch: ranks below n take part, the others skip. With
+// native, the communicator (and its children) use MPI's non-blocking
+// collectives, as groups larger than directMax do.
+type launcher struct {
+	w      *World
+	native bool
+}
 
 func (l launcher) Sizes() []int {
 	var s []int
@@ -69,6 +74,10 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 	if opts.Timeout > 0 {
 		sub.(*mpiComm).timeout = opts.Timeout
 	}
+	if l.native {
+		mc := sub.(*mpiComm)
+		mc.native, mc.direct = true, false
+	}
 	c := sub
 	if opts.Checked {
 		c = comm.NewChecked(sub, comm.CheckConfig{Timeout: opts.Timeout, Recorder: l.w.Recorder()})
@@ -77,7 +86,13 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 }
 
 func TestConformance(t *testing.T) {
-	commtest.Run(t, launcher{testWorld})
+	commtest.Run(t, launcher{w: testWorld})
+}
+
+// TestConformanceNative runs the suite over MPI's non-blocking collectives
+// (the path of groups larger than directMax).
+func TestConformanceNative(t *testing.T) {
+	commtest.Run(t, launcher{w: testWorld, native: true})
 }
 
 func TestAvailable(t *testing.T) {
@@ -148,10 +163,41 @@ func TestRawBadArguments(t *testing.T) {
 	}
 }
 
-// TestHotPathNoAlloc: the unchecked hot path allocates nothing.
+// TestHotPathNoAlloc: the unchecked hot path allocates nothing, over the
+// direct collectives and over MPI's non-blocking ones; point to point
+// allocates only the Request each call returns.
 func TestHotPathNoAlloc(t *testing.T) {
-	ctx := context.Background()
+	t.Run("direct", func(t *testing.T) { hotPathNoAlloc(t, testWorld.Raw()) })
+	t.Run("native", func(t *testing.T) {
+		c := splitWorld(t, 20*time.Second)
+		c.native, c.direct = true, false
+		hotPathNoAlloc(t, c)
+	})
 	c := testWorld.Raw()
+	ctx := context.Background()
+	sb, rb := make([]byte, 64), make([]byte, 64)
+	if a := testing.AllocsPerRun(200, func() {
+		rq, err := c.Irecv(rb, c.Rank(), 30)
+		if err != nil {
+			panic(err)
+		}
+		sq, err := c.Isend(sb, c.Rank(), 30)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := rq.Wait(ctx); err != nil {
+			panic(err)
+		}
+		if _, err := sq.Wait(ctx); err != nil {
+			panic(err)
+		}
+	}); a > 2 {
+		t.Errorf("Irecv + Isend + 2 Waits: %v allocs, want 2 (the Requests)", a)
+	}
+}
+
+func hotPathNoAlloc(t *testing.T, c comm.Comm) {
+	ctx := context.Background()
 	in, out := []int64{int64(c.Rank())}, []int64{0}
 	if a := testing.AllocsPerRun(200, func() {
 		if err := c.AllreduceInt64(ctx, comm.Sum, in, out); err != nil {
@@ -187,6 +233,18 @@ func TestHotPathNoAlloc(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Errorf("Barrier: %v allocs/op", a)
+	}
+	msg, buf := make([]byte, 64), make([]byte, 64)
+	if a := testing.AllocsPerRun(200, func() {
+		data := buf
+		if c.Rank() == 0 {
+			data = msg
+		}
+		if _, err := c.Bcast(ctx, 0, data); err != nil {
+			panic(err)
+		}
+	}); a != 0 {
+		t.Errorf("Bcast of 64 bytes into a reused buffer: %v allocs/op", a)
 	}
 }
 

@@ -34,9 +34,9 @@ type request struct {
 	n    int
 
 	// Guarded by c.e.mu (every MPI call is made under it anyway).
-	p    *C.rr_p2p // nil once done
-	pin  runtime.Pinner
-	idx  int // index in c.e.inflight while in flight
+	p    *C.rr_p2p       // nil once done
+	pin  *runtime.Pinner // from the engine's pool; nil when nothing is pinned
+	idx  int             // index in c.e.inflight while in flight
 	done bool
 	st   comm.Status
 	err  error
@@ -61,12 +61,13 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 		return nil, fmt.Errorf("mpi: %s: out of C memory", op)
 	}
 	var ptr unsafe.Pointer
+	e := c.e
+	e.mu.Lock()
 	if len(buf) > 0 {
+		r.pin = e.pinnerLocked()
 		r.pin.Pin(&buf[0])
 		ptr = unsafe.Pointer(&buf[0])
 	}
-	e := c.e
-	e.mu.Lock()
 	var rc C.int
 	switch {
 	case e.finalized:
@@ -85,10 +86,12 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 		r.idx = len(e.inflight)
 		e.inflight = append(e.inflight, r)
 	}
+	if err != nil {
+		e.unpinLocked(r)
+		C.rr_p2p_free(r.p)
+	}
 	e.mu.Unlock()
 	if err != nil {
-		r.pin.Unpin()
-		C.rr_p2p_free(r.p)
 		return nil, err
 	}
 	return r, nil
@@ -115,7 +118,7 @@ func (r *request) finishLocked(st comm.Status, err error) {
 	r.done, r.st, r.err = true, st, err
 	C.rr_p2p_free(r.p)
 	r.p = nil
-	r.pin.Unpin()
+	r.c.e.unpinLocked(r)
 	r.c.e.dropInflightLocked(r)
 }
 
@@ -131,11 +134,12 @@ func (r *request) Test() (comm.Status, bool, error) {
 	e := r.c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return r.testLocked(false, 1)
+	return r.testLocked(false, 0)
 }
 
-// testLocked polls the request up to spins times. e.mu held.
-func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error) {
+// testLocked polls the request, spinning in C for up to budget ns (at
+// least one test). e.mu held.
+func (r *request) testLocked(service bool, budget C.int64_t) (comm.Status, bool, error) {
 	if r.done {
 		return r.st, true, r.err
 	}
@@ -143,7 +147,7 @@ func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error)
 	if e.finalized {
 		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
 	}
-	rc := C.rr_p2p_test_spin(r.p, C.int(spins))
+	rc := C.rr_p2p_spin(r.p, budget)
 	if rc != C.MPI_SUCCESS {
 		r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
 	} else if r.p.flag != 0 {
@@ -159,12 +163,23 @@ func (r *request) testLocked(service bool, spins int) (comm.Status, bool, error)
 }
 
 func (r *request) Wait(ctx context.Context) (comm.Status, error) {
+	e := r.c.e
+	e.mu.Lock()
+	st, ok, err := r.testLocked(false, spinBudgetNs)
+	e.mu.Unlock()
+	if ok || err != nil {
+		return st, err
+	}
 	done := ctx.Done()
 	waitStart := time.Now()
-	e := r.c.e
 	for i := 0; ; i++ {
+		long := time.Since(waitStart) >= sleepAfter
+		budget := spinBudgetNs
+		if long {
+			budget = 0
+		}
 		e.mu.Lock()
-		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, spinPolls)
+		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, budget)
 		e.mu.Unlock()
 		if ok || err != nil {
 			return st, err
@@ -177,7 +192,7 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 			default:
 			}
 		}
-		backoff(i, waitStart)
+		backoff(long)
 	}
 }
 

@@ -1,10 +1,13 @@
 // C reference for scripts/bench-mpi.sh: the same four loops as the Go
 // benchmarks in comm/mpi/bench_test.go, with plain blocking MPI calls.
 //
-//   ref <which> <iterations>
+//   ref <which> <iterations> [multiple]
 //
 // which: allreduce | allgather | p2p1m | p2p64m (blocking MPI), or
-// iallreduce | iallgather (non-blocking + MPI_Test polling, as the binding).
+// iallreduce | iallgather (non-blocking + MPI_Test polling: what a binding
+// that polls MPI's non-blocking collectives can reach at best).
+// multiple: initialise with MPI_THREAD_MULTIPLE instead of
+// MPI_THREAD_SINGLE (to measure what that level costs uncontended).
 //
 // Rank 0 prints one line: "<which> <iterations> <ns/op> <MB/s or 0>".
 #include <mpi.h>
@@ -92,11 +95,17 @@ static void run(const char *which, long n) {
 }
 
 int main(int argc, char **argv) {
-	MPI_Init(&argc, &argv);
+	int provided = 0, level = MPI_THREAD_SINGLE;
+	if (argc == 4 && !strcmp(argv[3], "multiple")) level = MPI_THREAD_MULTIPLE;
+	MPI_Init_thread(&argc, &argv, level, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (argc != 3) {
-		if (rank == 0) fprintf(stderr, "usage: ref allreduce|allgather|iallreduce|iallgather|p2p1m|p2p64m iterations\n");
+	if (argc != 3 && !(argc == 4 && level == MPI_THREAD_MULTIPLE)) {
+		if (rank == 0) fprintf(stderr, "usage: ref allreduce|allgather|iallreduce|iallgather|p2p1m|p2p64m iterations [multiple]\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	if (provided < level) {
+		if (rank == 0) fprintf(stderr, "ref: MPI granted thread level %d, asked for %d\n", provided, level);
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
 	long n = atol(argv[2]);
