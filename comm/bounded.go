@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"context"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -46,4 +47,29 @@ func ClockOf(c Comm) clock.Clock {
 		return k.Clock()
 	}
 	return clock.Real()
+}
+
+// InspectTimeout bounds how long the stall inspector waits for its peers'
+// answers: a peer that has not answered by then is unreachable.
+const InspectTimeout = inspectTimeout
+
+// Unreachable asks every rank of c whether it is alive, through the
+// backend's stall inspector (an optional capability, Inspector), and returns
+// the ranks that did not answer within InspectTimeout with what the
+// inspector saw of every rank. A backend without an inspector, or one
+// whose ranks share this process, finds none.
+func Unreachable(c Comm) (missing []int, peers []PeerRecords) {
+	ins, ok := Unwrap(c).(Inspector)
+	if !ok {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
+	defer cancel()
+	peers = ins.InspectPeers(ctx)
+	for _, p := range peers {
+		if p.Err != nil && p.Rank != c.Rank() {
+			missing = append(missing, p.Rank)
+		}
+	}
+	return missing, peers
 }

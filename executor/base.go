@@ -73,6 +73,9 @@ type loop struct {
 	idleState
 	router *router
 
+	// pending reports role-specific work still held (GEN: admitted
+	// requests not finished); nil: none beyond sessions.
+	pending   func() bool
 	audit     bool // checked mode: audit decisions that choose the next collective
 	auditBuf  [2]int64
 	admitBuf  [1]int64 // the admission allreduce

@@ -37,7 +37,9 @@ type genReq struct {
 }
 
 func newGenLoop(l *loop, holders int) *genLoop {
-	return &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders)}
+	g := &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders)}
+	l.pending = func() bool { return len(g.gen) > 0 }
+	return g
 }
 
 // run iterates until the group agrees every request is done.

@@ -23,7 +23,8 @@ type idleState struct {
 	wakesRecv int64 // leader: wakes received
 	wakeSum   [1]int64
 	wasIdle   bool
-	idleSince int64 // when the current idle stretch began (ns since t0)
+	idleSince int64     // when the current idle stretch began (ns since t0)
+	probedAt  time.Time // the last liveness probe (leaderWait)
 }
 
 // idleWait blocks an idle rank until there is something to do: for the
@@ -39,6 +40,9 @@ func (l *loop) idleWait(ctx context.Context) (time.Duration, error) {
 
 // leaderWait waits for work, then ticks every member.
 func (l *loop) leaderWait(ctx context.Context) (time.Duration, error) {
+	if err := l.probeIfStuck(); err != nil {
+		return 0, err
+	}
 	start := l.clk.Now()
 	deadline := start.Add(l.cfg.IdleTick)
 	if l.cfg.Replays.On(UnclampedPoll) && l.isCtx() {
@@ -135,6 +139,36 @@ func (l *loop) memberWait(ctx context.Context) (time.Duration, error) {
 			return 0, err
 		}
 	}
+}
+
+// probeIfStuck is the liveness probe of an idle leader: when its group
+// has work outstanding (requests to come or in flight) and nothing has
+// progressed for the peer bound, every world rank is asked through the
+// backend's stall inspector whether it is alive, at most once per bound. A
+// rank that does not answer (frozen, dead, cut off) is named and ends the
+// run, instead of the group waiting for work that cannot come; if every
+// rank answers, the group is merely slow and waits on.
+func (l *loop) probeIfStuck() error {
+	now := l.clk.Now()
+	if now.Sub(l.progressAt) < l.peerBound || now.Sub(l.probedAt) < l.peerBound || !l.outstanding() {
+		return nil
+	}
+	l.probedAt = now
+	missing, peers := comm.Unreachable(l.world)
+	if len(missing) == 0 {
+		return nil
+	}
+	return &comm.TimeoutError{Group: l.world.Name(), Self: l.world.Rank(),
+		Waiting: comm.Entry{Rank: l.world.Rank(), Kind: comm.KindRecv, Site: "executor: progress of the group's work"},
+		Missing: missing, Peers: peers, Bound: l.peerBound,
+		Cause: fmt.Errorf("%s rank %d saw no progress for %v with work outstanding, and asked every rank", l.g.role, l.g.rank,
+			now.Sub(l.progressAt).Round(time.Millisecond))}
+}
+
+// outstanding reports whether this rank's group still has work to see
+// through: requests to come, waiting, or transfers in flight.
+func (l *loop) outstanding() bool {
+	return l.seen < l.expected || len(l.waiting) > 0 || l.tr.Sessions() > 0 || !l.router.allDone() || l.pending()
 }
 
 // drainWakes receives every wake a member sent, so that no send is left

@@ -133,7 +133,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(), peerBound: peerBound(world),
 		leader: g.exec.Rank() == 0, myDP: layout.Coord(g.rank).DP, stalled: map[request.ID]bool{}, progressAt: cfg.Clock.Now(),
 		ctlChan: ctlChan{ctlBuf: make([]byte, recBytes)}, idleState: idleState{tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1)},
-		audit: comm.IsChecked(world)}
+		audit: comm.IsChecked(world), pending: func() bool { return false }}
 	defer l.waiter.Stop()
 	l.rep = RankReport{WorldRank: world.Rank(), Role: g.role.String(), Rank: g.rank, Leader: l.leader, PoolBlocks: blocks}
 	// How many requests this executor group handles: all of them under

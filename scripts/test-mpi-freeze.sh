@@ -22,12 +22,13 @@ COLL_TIMEOUT=${COLL_TIMEOUT:-3}     # seconds: --collective-timeout
 FREEZE_SLACK=${FREEZE_SLACK:-5}     # seconds allowed past it: inspection, abort, mpirun teardown
 FREEZE_AFTER=${FREEZE_AFTER:-2}     # seconds of run before the freeze
 FREEZE_RANKS=${FREEZE_RANKS:-"2 1 0"} # world ranks to freeze, one job each (2, 1: gen ranks 1, 0; 0: the ctx rank)
-# Ranks whose case is expected to pass only once the executor bounds its
-# rank-local idle waits (a separate change): freezing the only CTX rank
-# leaves the GEN ranks idle in executor idleWait (transceiver WaitEvent),
-# outside any collective, so no collective timeout can fire. Their result
-# is reported (XFAIL, or XPASS when they pass) without failing the script.
-PENDING_RANKS=${PENDING_RANKS:-"0"}
+# Freezing the only CTX rank (world rank 0, also the router) leaves the GEN
+# ranks idle, outside any collective with it: their leader's liveness probe
+# (executor probeIfStuck: no progress for the collective timeout with work
+# outstanding) asks every rank through the stall inspector and names the
+# one that does not answer. PENDING_RANKS lists ranks whose case may fail
+# without failing the script (XFAIL/XPASS); none today.
+PENDING_RANKS=${PENDING_RANKS:-""}
 MPI_TIMEOUT=${MPI_TIMEOUT:-120}     # seconds: the whole job, a backstop
 # FREEZE_KEEP=PREFIX keeps each case's stderr as PREFIX.rankR.err.
 export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}

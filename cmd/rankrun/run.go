@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -84,11 +83,6 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 	w, err := mpi.Init(mpi.Config{Checked: f.checked, Timeout: f.collTimeout})
 	if err != nil {
 		return err
-	}
-	// mpirun binds one core per rank when it can; unbound ranks share the
-	// node's cores.
-	if n := runtime.NumCPU(); n > 1 && w.Size() > 1 {
-		runtime.GOMAXPROCS(max(1, n/min(w.Size(), n)))
 	}
 	if err := w.RequireSize(cfg.Ranks()); err != nil {
 		err = fmt.Errorf("ctx %s (%d ranks) + gen %s (%d ranks) need mpirun -np %d: %w", cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks(), err)
