@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -24,6 +25,18 @@ var NamedErrors = map[string]error{
 	"ErrCollectiveTimeout": comm.ErrCollectiveTimeout,
 	"ErrBroken":            comm.ErrBroken,
 	"ErrMalformed":         transceiver.ErrMalformed,
+	"ErrDeadlock":          sim.ErrDeadlock,
+}
+
+// ErrorName is the name of the first named error err wraps, in a fixed
+// order ("" for none): what a failure is, in one word.
+func ErrorName(err error) string {
+	for _, n := range []string{"ErrDeadlock", "ErrDesync", "ErrCollectiveTimeout", "ErrStalled", "ErrInjected", "ErrMalformed", "ErrBroken", "ErrConfig"} {
+		if errors.Is(err, NamedErrors[n]) {
+			return n
+		}
+	}
+	return ""
 }
 
 func errorNames() string {

@@ -50,6 +50,7 @@ type Option func(*runOpts)
 type runOpts struct {
 	log     *zap.Logger
 	backend string
+	simCfg  func(*sim.Config)
 }
 
 // WithLogger gives the runs a logger (default: none).
@@ -57,6 +58,9 @@ func WithLogger(l *zap.Logger) Option { return func(o *runOpts) { o.log = l } }
 
 // WithBackend runs on an in-process backend: local (the default) or sim.
 func WithBackend(b string) Option { return func(o *runOpts) { o.backend = b } }
+
+// WithSim adjusts the simulation a sim run uses (after SimConfig).
+func WithSim(f func(*sim.Config)) Option { return func(o *runOpts) { o.simCfg = f } }
 
 func options(opts []Option) runOpts {
 	o := runOpts{backend: "local"}
@@ -120,7 +124,12 @@ func (s *Scenario) SimConfig() sim.Config {
 	if s.Hardware != "" {
 		f = sim.Fabrics[s.Hardware]
 	}
-	return sim.Config{Seed: s.Seed, Checked: true, Timeout: s.CollectiveTimeout, Fabric: f, Deadline: s.Timeout}
+	seed := s.ScheduleSeed
+	if seed == 0 {
+		seed = s.Seed
+	}
+	return sim.Config{Seed: seed, Strategy: s.Strategy, Depth: s.PCTDepth, Checked: true, Timeout: s.CollectiveTimeout, Fabric: f, Jitter: s.MsgJitter,
+		Deadline: s.Timeout}
 }
 
 // runOnce runs one configuration under s.Timeout (virtual in simulation);
@@ -150,6 +159,9 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	go func() {
 		if o.backend == "sim" {
 			sc := s.SimConfig()
+			if o.simCfg != nil {
+				o.simCfg(&sc)
+			}
 			rep, res, err := executor.RunSim(ctx, cfg, sc)
 			done <- ret{rep, err, res.Elapsed, true}
 			return

@@ -64,6 +64,12 @@ type Scenario struct {
 	// Hardware is the simulation's link model (sim.Fabrics; zero cost when
 	// empty).
 	Hardware string
+	// The simulation's schedule: its seed (Seed when 0), strategy and
+	// message jitter. A schedule explore found is pinned by these.
+	ScheduleSeed uint64
+	Strategy     sim.Strategy
+	PCTDepth     int // PCT's d (3 when 0)
+	MsgJitter    time.Duration
 	// ExpectSim and ExpectSimWithReplay add bounds that hold in simulation
 	// only, where every time figure is virtual and exact.
 	ExpectSim           Expectation
@@ -199,6 +205,18 @@ func (s *Scenario) CommandLineOn(backend string, withReplay bool) string {
 		args = append(args, "--backend", "sim")
 		if s.Hardware != "" {
 			args = append(args, "--hardware", s.Hardware)
+		}
+		if s.ScheduleSeed != 0 {
+			args = append(args, "--schedule-seed", strconv.FormatUint(s.ScheduleSeed, 10))
+		}
+		if s.Strategy != sim.RandomWalk {
+			args = append(args, "--strategy", s.Strategy.String())
+		}
+		if s.PCTDepth != 0 {
+			args = append(args, "--pct-depth", strconv.Itoa(s.PCTDepth))
+		}
+		if s.MsgJitter != 0 {
+			args = append(args, "--msg-jitter", s.MsgJitter.String())
 		}
 	}
 	for _, a := range args {
@@ -338,6 +356,21 @@ var keys = map[string]setter{
 		s.Backend = v
 		return nil
 	},
+	"schedule-seed": func(s *Scenario, v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q: want a non-negative integer", v)
+		}
+		s.ScheduleSeed = n
+		return nil
+	},
+	"strategy": func(s *Scenario, v string) error {
+		st, err := sim.ParseStrategy(v)
+		s.Strategy = st
+		return err
+	},
+	"msg-jitter": durKey(func(s *Scenario) *time.Duration { return &s.MsgJitter }),
+	"pct-depth":  intKey(func(s *Scenario) *int { return &s.PCTDepth }, 1),
 	"hardware": func(s *Scenario, v string) error {
 		if _, err := sim.ParseFabric(v); err != nil {
 			return err
@@ -482,6 +515,18 @@ func (s *Scenario) Format() string {
 	}
 	if s.Hardware != "" {
 		fmt.Fprintf(&b, "hardware: %s\n", s.Hardware)
+	}
+	if s.ScheduleSeed != 0 {
+		fmt.Fprintf(&b, "schedule-seed: %d\n", s.ScheduleSeed)
+	}
+	if s.Strategy != sim.RandomWalk {
+		fmt.Fprintf(&b, "strategy: %s\n", s.Strategy)
+	}
+	if s.PCTDepth != 0 {
+		fmt.Fprintf(&b, "pct-depth: %d\n", s.PCTDepth)
+	}
+	if s.MsgJitter != 0 {
+		fmt.Fprintf(&b, "msg-jitter: %s\n", s.MsgJitter)
 	}
 	if s.ReplayUnderTest != "" {
 		fmt.Fprintf(&b, "replay-under-test: %s\n", s.ReplayUnderTest)

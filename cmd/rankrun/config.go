@@ -36,6 +36,7 @@ type runFlags struct {
 	hardware     string
 	scheduleSeed uint64
 	strategy     string
+	pctDepth     int
 	msgJitter    time.Duration
 }
 
@@ -84,6 +85,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.StringVar(&f.hardware, "hardware", "zero", "sim: link model preset: "+strings.Join(sim.FabricNames(), " | "))
 	fs.Uint64Var(&f.scheduleSeed, "schedule-seed", 0, "sim: seed of the rank schedule (0: --seed); one seed, one run")
 	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
+	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d (d-1 priority change points)")
 	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order)")
 }
 
@@ -100,12 +102,15 @@ func (f *runFlags) simConfig() (sim.Config, error) {
 	if f.msgJitter < 0 {
 		return sim.Config{}, usagef("--msg-jitter %v: must not be negative", f.msgJitter)
 	}
+	if f.pctDepth < 1 {
+		return sim.Config{}, usagef("--pct-depth %d: must be at least 1", f.pctDepth)
+	}
 	seed := f.scheduleSeed
 	if seed == 0 {
 		seed = f.seed
 	}
 	// The run's --timeout is virtual in simulation.
-	return sim.Config{Seed: seed, Strategy: st, Checked: f.checked, Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
+	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.checked, Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
 		Deadline: f.timeout}, nil
 }
 

@@ -6,7 +6,9 @@
 //	rankrun run       one run, with a report (text, --json, --trace)
 //	rankrun sweep     several layout pairs and workloads: table, CSV, JSON, plot
 //	rankrun scenario  regression scenarios from files
+//	rankrun explore   search simulated rank schedules for desyncs, hangs and leaks
 //	rankrun devices   the GPUs NVML sees and the KV pool each local rank gets
+//	rankrun bench     the benchmark table (make bench)
 package main
 
 import (
@@ -40,6 +42,7 @@ Usage:
   rankrun sweep    [flags]   run several layout pairs and workloads; table, CSV, JSON, plot
   rankrun scenario FILE...   run regression scenarios (tests/multirank/testdata/*.txt)
   rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
+  rankrun explore  [flags]   search simulated rank schedules for desyncs, hangs and leaks
   rankrun bench    [flags]   benchmark table of ratios against references (make bench)
 
 Run 'rankrun COMMAND -h' for the flags and examples of a command.
@@ -66,11 +69,13 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = devicesCmd(args[1:], stdout, stderr)
 	case "bench":
 		err = benchCmd(args[1:], stdout, stderr)
+	case "explore":
+		err = exploreCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario or devices)\n", args[0])
+		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices or bench)\n", args[0])
 		return 2
 	}
 	return exitCode(err, stderr)

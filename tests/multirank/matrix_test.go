@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/scenario"
-	"github.com/rankrun/rankrun/topology"
 )
 
 var (
@@ -84,85 +83,16 @@ func (c matrixCase) build(rng *rand.Rand) scenario.Scenario {
 		must(fmt.Sprintf("completed == %d", s.Requests))
 		return s
 	}
-	// A fault on one rank ends its peers' sessions only through the
-	// transfer deadline and an accepted cancel (DESIGN.md §5): keep it
-	// short, and below the collective timeout, so peers waiting in a sync
-	// receive reach the consensus in time.
-	s.TransferTimeout = 500 * time.Millisecond
-	ctxL, genL := topology.MustParseLayout(c.ctx), topology.MustParseLayout(c.gen)
-	req := 1 + rng.IntN(s.Requests)
-	// A CTX rank that holds the request: under attention-DP only the DP
-	// index (req-1)%dp holds it.
-	ctxRank := rng.IntN(ctxL.Ranks())
-	if ctxL.AttentionDP {
-		ctxRank = (req - 1) % ctxL.DP
-	}
-	genRank := rng.IntN(genL.Ranks())
-	kinds := []string{"fail-transfer", "timeout-transfer", "cancel-ctx", "cancel-gen", "drop-ack", "corrupt", "stall-short", "delay", "exit"}
-	if genL.Ranks() > 1 {
-		kinds = append(kinds, "stall-long")
-	}
-	n := s.Requests
-	switch kinds[rng.IntN(len(kinds))] {
-	case "fail-transfer":
-		s.Faults = []string{fmt.Sprintf("fail-transfer@gen:%d,req=%d", genRank, req)}
-		must("ok")
-		must(fmt.Sprintf("completed <= %d", n-1))
-		must("failed >= 1")
-	case "timeout-transfer":
-		s.Faults = []string{fmt.Sprintf("timeout-transfer@ctx:%d,req=%d", ctxRank, req)}
-		must("ok")
-		// Under sync, requests admitted with it may run into their own
-		// deadline while the rank waits in its receive: at least one.
-		must(fmt.Sprintf("completed <= %d", n-1))
-		must("cancelled >= 1")
-	case "cancel-ctx":
-		s.Faults = []string{fmt.Sprintf("cancel@ctx:%d,req=%d", ctxRank, req)}
-		must("ok")
-		// Under sync, requests admitted with it may run into their own
-		// deadline while the rank waits in its receive: at least one.
-		must(fmt.Sprintf("completed <= %d", n-1))
-		must("cancelled >= 1")
-	case "cancel-gen":
-		s.Faults = []string{fmt.Sprintf("cancel@gen:%d,req=%d", genRank, req)}
-		must("ok")
-		// Under sync, requests admitted with it may run into their own
-		// deadline while the rank waits in its receive: at least one.
-		must(fmt.Sprintf("completed <= %d", n-1))
-		must("cancelled >= 1")
-	case "drop-ack":
-		s.Faults = []string{fmt.Sprintf("drop-ack@gen:%d,req=%d", genRank, req)}
-		must("ok")
-		must(fmt.Sprintf("completed == %d", n))
-	case "corrupt":
-		s.Faults = []string{fmt.Sprintf("corrupt@ctx:%d,req=%d", ctxRank, req)}
-		must("ok")
-		// Failed by the receiver's verification, or cancelled when the
-		// deadline comes first; never completed, never verified.
-		must(fmt.Sprintf("completed <= %d", n-1))
-		must("bytes-verified < bytes-moved")
-	case "stall-short":
-		s.Faults = []string{fmt.Sprintf("stall@gen:%d,req=%d,for=200ms", genRank, req)}
-		must("ok")
-		must(fmt.Sprintf("completed == %d", n))
-	case "stall-long":
-		s.Faults = []string{fmt.Sprintf("stall@gen:%d,req=%d,for=1m", genRank, req)}
-		must("error ErrCollectiveTimeout within 15s")
-		must(`message contains "never arrived"`)
-	case "delay":
-		s.Faults = []string{fmt.Sprintf("delay@gen:%d,for=1ms", genRank)}
-		must("ok")
-		must(fmt.Sprintf("completed == %d", n))
-	case "exit":
-		if rng.IntN(2) == 0 {
-			s.Faults = []string{fmt.Sprintf("exit@ctx:%d,req=%d", ctxRank, req)}
-		} else {
-			s.Faults = []string{fmt.Sprintf("exit@gen:%d,req=%d", genRank, req)}
+	kinds := scenario.FaultKinds
+	for {
+		ok, err := s.InjectFault(kinds[rng.IntN(len(kinds))], rng)
+		if err != nil {
+			panic(err)
 		}
-		must("error ErrInjected within 10s")
-		must(`message contains "exits on request"`)
+		if ok {
+			return s
+		}
 	}
-	return s
 }
 
 // TestMatrix runs layout pairs x transfer modes x {no fault, one fault from

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/explore"
+	"github.com/rankrun/rankrun/scenario"
+)
+
+const exploreExamples = `  rankrun explore --ctx tp=2 --gen tp=2,dp=2,adp --seeds 200
+  rankrun explore --gen dp=2,adp --transfer sync --replay unsafe-idle-reap --strategy pct --shrink
+  rankrun explore --scenario tests/multirank/testdata/fault-cancel-gen.txt --budget 30s
+`
+
+// exploreCmd searches simulated schedules of one run (or one scenario) for a
+// failure and prints the seed, what failed and the line that replays it.
+func exploreCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("explore", "Run a job in the simulation backend under many rank schedules (a seeded random walk, or PCT) and stop at\n"+
+		"the first that fails: a desync, a collective timeout, a deadlock, a stall, a leaked or pinned block, a byte that does\n"+
+		"not verify, a lost request, or a status check that slept out its poll interval. Prints the schedule seed, what failed\n"+
+		"and a command line that replays exactly that schedule; --shrink then looks for the smallest reproducer.", exploreExamples, stderr)
+	var f runFlags
+	f.register(fs, true)
+	seeds := fs.Int("seeds", 100, "schedules to try")
+	budget := fs.Duration("budget", 0, "wall-clock budget of the search (0: none; the search ends at --seeds or --budget, whichever first)")
+	start := fs.Uint64("start", 1, "the first schedule seed")
+	shrink := fs.Bool("shrink", false, "after a failure, look for a smaller case that fails the same way")
+	file := fs.String("scenario", "", "explore this scenario file (its expectations judge every schedule) instead of the run flags")
+	withReplay := fs.Bool("with-replay", false, "with --scenario: explore the variant with its replay under test on")
+	var expects multiFlag
+	fs.Var(&expects, "expect", `what every schedule must show, in scenario syntax (repeatable; default: "ok" and every request completed)`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *seeds < 1 {
+		return usagef("--seeds %d: must be at least 1", *seeds)
+	}
+	if *budget < 0 {
+		return usagef("--budget %v: must not be negative", *budget)
+	}
+	st, err := sim.ParseStrategy(f.strategy)
+	if err != nil {
+		return usagef("--strategy: %v", err)
+	}
+	if f.msgJitter < 0 || f.pctDepth < 1 {
+		return usagef("--msg-jitter must not be negative and --pct-depth must be at least 1")
+	}
+	var s scenario.Scenario
+	if *file != "" {
+		if s, err = scenario.ParseFile(*file); err != nil {
+			return usageError{err}
+		}
+		if *withReplay && s.ReplayUnderTest == "" {
+			return usagef("--with-replay: %s has no replay-under-test", *file)
+		}
+	} else {
+		if *withReplay {
+			return usagef("--with-replay applies to --scenario")
+		}
+		if s, err = f.scenario(expects); err != nil {
+			return err
+		}
+	}
+	// Explore jitters messages by default (20 us); --msg-jitter 0 turns it off.
+	jitter := f.msgJitter
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "msg-jitter" && jitter == 0 {
+			jitter = -1
+		}
+	})
+	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.pctDepth, Jitter: jitter, Shrink: *shrink}
+	wall := time.Now()
+	res := explore.Run(context.Background(), s, *withReplay, o)
+	if res.First == nil {
+		fmt.Fprintf(stdout, "explore: no failure in %d schedules (%s strategy, seeds %d..%d) in %.1f s\n",
+			res.Schedules, st, *start, *start+uint64(res.Schedules)-1, time.Since(wall).Seconds())
+		return nil
+	}
+	fmt.Fprintf(stdout, "explore: FAIL after %d schedules: %s\n", res.Schedules, res.First)
+	if *shrink {
+		if res.Shrunk == 0 {
+			fmt.Fprintf(stdout, "explore: no smaller case fails the same way: this is the smallest reproducer\n")
+		} else {
+			s := res.Smallest.Scenario
+			fmt.Fprintf(stdout, "explore: smallest reproducer (%d steps smaller: ctx %s, gen %s, %d requests): %s\n",
+				res.Shrunk, s.Ctx, s.Gen, s.Requests, res.Smallest)
+		}
+	}
+	return exitError{code: 1}
+}
+
+// scenario is the run the flags describe, as a scenario judged by expects
+// (default: the run completes, every request with it when no fault is
+// injected).
+func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return scenario.Scenario{}, err
+	}
+	s := scenario.New("explore " + f.ctx + " -> " + f.gen)
+	s.Ctx, s.Gen = cfg.Ctx.String(), cfg.Gen.String()
+	s.Model, s.Transfer = cfg.Model, cfg.Mode.String()
+	s.Requests, s.Input, s.Output, s.InputJitter = f.requests, f.input, f.output, f.jitter
+	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.seed
+	s.PrefillPerToken, s.DecodePerStep = f.prefill, f.decode
+	s.CtxBlocks, s.GenBlocks = f.ctxBlocks, f.genBlocks
+	s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
+	s.IdleTick, s.StallTimeout, s.CollectiveTimeout, s.Timeout = f.idleTick, f.stall, f.collTimeout, f.timeout
+	s.Hardware = f.hardware
+	for _, r := range executor.Replays {
+		if cfg.Replays.On(r) {
+			s.Replays = append(s.Replays, r)
+		}
+	}
+	s.Faults = append(s.Faults, f.faults...)
+	if len(expects) == 0 {
+		expects = []string{"ok"}
+		if len(s.Faults) == 0 {
+			expects = append(expects, fmt.Sprintf("completed == %d", s.Requests))
+		}
+	}
+	for _, e := range expects {
+		if err := s.Expect.Add(e); err != nil {
+			return s, usagef("--expect %q: %v", e, err)
+		}
+	}
+	if _, err := s.Config(false); err != nil {
+		return s, usageError{err}
+	}
+	return s, nil
+}

@@ -1,0 +1,72 @@
+package explore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/explore"
+	"github.com/rankrun/rankrun/scenario"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// replayCase is a layout and workload where a replay's bug can happen,
+// with the default arrival pattern (closed=4): nothing hand-tuned to show
+// it.
+type replayCase struct {
+	replay executor.Replay
+	setup  func(s *scenario.Scenario)
+}
+
+var replayCases = []replayCase{
+	{executor.UnclampedPoll, func(s *scenario.Scenario) {}},
+	{executor.NoIdleReap, func(s *scenario.Scenario) { s.Transfer, s.CtxBlocks = "sync", 24 }},
+	{executor.UnsafeIdleReap, func(s *scenario.Scenario) { s.Gen, s.Transfer = "dp=2,adp", "sync" }},
+	{executor.LocalAdmissionGate, func(s *scenario.Scenario) {
+		s.Ctx, s.Gen, s.Faults = "tp=2", "tp=2", []string{"shrink-pool@ctx:1,blocks=24"}
+	}},
+	{executor.LocalErrorCollective, func(s *scenario.Scenario) {
+		s.Gen, s.Faults = "tp=2", []string{"fail-transfer@gen:1,req=3"}
+	}},
+}
+
+// base is a healthy scenario: every request completes, nothing leaks.
+func base(t *testing.T, name string, setup func(*scenario.Scenario)) scenario.Scenario {
+	s := scenario.New(name)
+	s.Requests, s.Input = 24, 64
+	s.CollectiveTimeout, s.StallTimeout = 2e9, 2e9
+	setup(&s)
+	want := []string{"ok", fmt.Sprintf("completed == %d", s.Requests)}
+	if len(s.Faults) > 0 && s.Faults[0][:4] == "fail" {
+		want = []string{"ok", fmt.Sprintf("completed == %d", s.Requests-1), "failed == 1"}
+	}
+	for _, l := range want {
+		require.NoError(t, s.Expect.Add(l))
+	}
+	return s
+}
+
+// Each replay is found by the search on a layout where its bug can happen,
+// and the same search with the replay off finds nothing.
+func TestExploreFindsEveryReplay(t *testing.T) {
+	for _, rc := range replayCases {
+		t.Run(string(rc.replay), func(t *testing.T) {
+			s := base(t, string(rc.replay), rc.setup)
+			clean := explore.Run(context.Background(), s, false, explore.Options{Seeds: 20})
+			require.Nil(t, clean.First, "found a failure with the replay off: %v", clean.First)
+			s.Replays = []executor.Replay{rc.replay}
+			res := explore.Run(context.Background(), s, false, explore.Options{Seeds: 50})
+			require.NotNil(t, res.First, "the replay was not found in %d schedules", res.Schedules)
+			t.Logf("%s: found after %d schedules: %v", rc.replay, res.Schedules, res.First)
+			// One seed, one run: the schedule replays, with the same failure.
+			again := explore.Replay(context.Background(), res.First.Scenario, false)
+			require.NotNil(t, again, "the failing schedule did not fail again")
+			require.Equal(t, res.First.Why, again.Why)
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package scenario
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+// FaultKinds are the kinds of fault InjectFault draws from (stall-long
+// needs a GEN instance of more than one rank).
+var FaultKinds = []string{"fail-transfer", "timeout-transfer", "cancel-ctx", "cancel-gen", "drop-ack", "corrupt",
+	"stall-short", "delay", "exit", "stall-long"}
+
+// InjectFault adds one fault of kind to s on a rank and request drawn from
+// rng, and sets the outcome it must have (replacing s.Expect): the run
+// still completes with the faulted request failed, cancelled or recovered,
+// or it ends with the fault's named error. It shortens the transfer
+// deadline, so that peers of a faulted rank end their sessions through the
+// deadline and an accepted cancel (DESIGN.md §5) well within the
+// collective timeout. It reports false for a kind that cannot apply to the
+// layouts (stall-long on a single GEN rank).
+func (s *Scenario) InjectFault(kind string, rng *rand.Rand) (bool, error) {
+	ctxL, err := topology.ParseLayout(s.Ctx)
+	if err != nil {
+		return false, err
+	}
+	genL, err := topology.ParseLayout(s.Gen)
+	if err != nil {
+		return false, err
+	}
+	if kind == "stall-long" && genL.Ranks() < 2 {
+		return false, nil
+	}
+	s.TransferTimeout = 500 * time.Millisecond
+	n := s.Requests
+	req := 1 + rng.IntN(n)
+	// A CTX rank that holds the request: under attention-DP only the DP
+	// index (req-1)%dp holds it.
+	ctxRank := rng.IntN(ctxL.Ranks())
+	if ctxL.AttentionDP {
+		ctxRank = ((req - 1) % ctxL.DP) * ctxL.ReplicaRanks()
+	}
+	genRank := rng.IntN(genL.Ranks())
+	s.Expect = Expectation{}
+	lines := []string{"ok"}
+	switch kind {
+	case "fail-transfer":
+		s.Faults = []string{fmt.Sprintf("fail-transfer@gen:%d,req=%d", genRank, req)}
+		lines = append(lines, fmt.Sprintf("completed <= %d", n-1), "failed >= 1")
+	case "timeout-transfer":
+		// Under sync, requests admitted with it may run into their own
+		// deadline while the rank waits in its receive: at least one.
+		s.Faults = []string{fmt.Sprintf("timeout-transfer@ctx:%d,req=%d", ctxRank, req)}
+		lines = append(lines, fmt.Sprintf("completed <= %d", n-1), "cancelled >= 1")
+	case "cancel-ctx":
+		s.Faults = []string{fmt.Sprintf("cancel@ctx:%d,req=%d", ctxRank, req)}
+		lines = append(lines, fmt.Sprintf("completed <= %d", n-1), "cancelled >= 1")
+	case "cancel-gen":
+		s.Faults = []string{fmt.Sprintf("cancel@gen:%d,req=%d", genRank, req)}
+		lines = append(lines, fmt.Sprintf("completed <= %d", n-1), "cancelled >= 1")
+	case "drop-ack":
+		s.Faults = []string{fmt.Sprintf("drop-ack@gen:%d,req=%d", genRank, req)}
+		lines = append(lines, fmt.Sprintf("completed == %d", n))
+	case "corrupt":
+		// Failed by the receiver's verification, or cancelled when the
+		// deadline comes first; never completed, never verified.
+		s.Faults = []string{fmt.Sprintf("corrupt@ctx:%d,req=%d", ctxRank, req)}
+		lines = append(lines, fmt.Sprintf("completed <= %d", n-1), "bytes-verified < bytes-moved")
+	case "stall-short":
+		s.Faults = []string{fmt.Sprintf("stall@gen:%d,req=%d,for=200ms", genRank, req)}
+		lines = append(lines, fmt.Sprintf("completed == %d", n))
+	case "stall-long":
+		s.Faults = []string{fmt.Sprintf("stall@gen:%d,req=%d,for=1m", genRank, req)}
+		lines = []string{"error ErrCollectiveTimeout within 15s", `message contains "never arrived"`}
+	case "delay":
+		s.Faults = []string{fmt.Sprintf("delay@gen:%d,for=1ms", genRank)}
+		lines = append(lines, fmt.Sprintf("completed == %d", n))
+	case "exit":
+		if rng.IntN(2) == 0 {
+			s.Faults = []string{fmt.Sprintf("exit@ctx:%d,req=%d", ctxRank, req)}
+		} else {
+			s.Faults = []string{fmt.Sprintf("exit@gen:%d,req=%d", genRank, req)}
+		}
+		lines = []string{"error ErrInjected within 10s", `message contains "exits on request"`}
+	default:
+		return false, fmt.Errorf("scenario: unknown fault kind %q (valid: %v)", kind, FaultKinds)
+	}
+	for _, l := range lines {
+		if err := s.Expect.Add(l); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
