@@ -81,8 +81,11 @@ mkdir -p bin
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
 $GO build -o bin/rankrun ./cmd/rankrun
 
+# MPIRUN is the mpirun command: scripts/test-multinode.sh passes a wrapper
+# that runs these same cases across network namespaces (hosts).
+MPIRUN=${MPIRUN:-mpirun}
 mpirun_() {
-	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none "$@"
+	timeout --kill-after=10 "$MPI_TIMEOUT" "$MPIRUN" --oversubscribe --bind-to none "$@"
 }
 
 # rank_run OUT NP BINARY ARGS...: mpirun -np NP BINARY ARGS; stdout of every
