@@ -115,6 +115,7 @@ done
 
 now_us() { echo "${EPOCHREALTIME/./}"; }
 secs() { printf '%d.%02d' $(($1 / 1000000)) $(($1 % 1000000 / 10000)); } # µs -> "S.ss"
+t_script=$(now_us)
 
 id=rrmn$$
 NS1=$id-h1
@@ -145,7 +146,6 @@ trap cleanup EXIT
 trap 'echo "test-multinode: interrupted" >&2; exit 130' INT
 trap 'echo "test-multinode: terminated" >&2; exit 143' TERM
 
-t_script=$(now_us)
 if ! err=$(ip netns add "$NS1" 2>&1); then
 	skip "cannot create a network namespace (ip netns add: ${err:-failed}; needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN)"
 fi
@@ -209,6 +209,7 @@ EOF
 # round-robin over the hosts.
 cat >"$work/bin/mpirun" <<EOF
 #!/bin/bash
+echo "\$*" >>$work/mpirun.log
 map=(--hostfile $work/hostfile --map-by node)
 if [ "\${1:-}" = --place ]; then
 	f=\$(mktemp $work/tmp/seq.XXXXXX)
@@ -349,7 +350,13 @@ fi
 if part 3; then
 echo "test-multinode: scripts/test-mpi-scenarios.sh, ranks round-robin over h1 and h2"
 t0=$(now_us)
-MPIRUN=$MN TMPDIR=$work/tmp scripts/test-mpi-scenarios.sh || fail "scripts/test-mpi-scenarios.sh over two hosts failed"
+: >"$work/mpirun.log"
+MPIRUN=$MN TMPDIR=$work/tmp scripts/test-mpi-scenarios.sh | tee "$work/scenarios.out" ||
+	fail "scripts/test-mpi-scenarios.sh over two hosts failed"
+# Every case went through this mpirun (not the plain one, on one host).
+cases=$(sed -n 's/^test-mpi-scenarios: PASS (\([0-9]*\) cases)$/\1/p' "$work/scenarios.out")
+[ -n "$cases" ] && [ "$(wc -l <"$work/mpirun.log")" -eq "$cases" ] ||
+	fail "scenarios: $(wc -l <"$work/mpirun.log") runs went through the two-host mpirun, want one per case (${cases:-?})"
 assert_nothing_left "scenarios"
 timed "3. scenarios (test-mpi-scenarios.sh) over 2 hosts" "$t0"
 fi
@@ -367,6 +374,7 @@ fi
 fault_run() {
 	local name=$1 place=$2 down=$3
 	shift 3
+	fault_place=$place
 	local d b0 t_start t_cut t_up t_named= t_end left
 	d=$(place_dir fault)
 	rm -f "$work/fault.rc" "$work"/fault.out.*
@@ -422,7 +430,7 @@ fault_run() {
 
 # must_fail NAME NEED_NAMED: the checks after a cut for good.
 must_fail() {
-	local name=$1 need_named=$2 bad=() first
+	local name=$1 need_named=$2 bad=() first named_what=
 	[ "$rc" -ne 0 ] || bad+=("exit 0, want non-zero: the job went on without the link")
 	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || bad+=("exit $rc: mpirun hung until its timeout")
 	[ "$cut_us" -le $((CUT_BOUND * 1000000)) ] || bad+=("the job ended ${cut_s} s after the cut, bound ${CUT_BOUND} s")
@@ -431,18 +439,28 @@ must_fail() {
 	first=$(grep -m1 -E '^rankrun: world rank [0-9]+: ' "$work/fault.err" || true)
 	if [ "$need_named" = yes ]; then
 		# A rank on h1 (whose stderr mpirun still gets) names the ranks of
-		# its group that never arrived: not itself, at least one.
-		python3 - "$work/fault.err" <<'PY' || bad+=("no rank named the ranks that never arrived (collective timeout)")
+		# its group that never arrived, and they are the ones on h2. The
+		# error names group ranks; groups of --ctx tp=2 --gen tp=2 are
+		# world/s1c1/... (CTX: world ranks 0-1) and world/s1c2/... (GEN:
+		# world ranks 2-3).
+		named_what=$(python3 - "$work/fault.err" "$fault_place" <<'PY'
 import re, sys
-ok = False
+place = sys.argv[2].split(",")
 for line in open(sys.argv[1], errors="replace"):
-    m = re.match(r'rankrun: world rank (\d+): .*comm: collective timeout on group "[^"]+": rank (\d+) waited .*?; ranks \[([\d ]+)\] never arrived', line)
-    if m and m.group(2) not in m.group(3).split():
-        ok = True
-sys.exit(0 if ok else 1)
+    m = re.match(r'rankrun: world rank (\d+): .*comm: collective timeout on group "world/s1c([12])/[^"]*": '
+                 r'rank (\d+) waited .*?; ranks \[([\d ]+)\] never arrived', line)
+    if not m:
+        continue
+    me, base = int(m.group(1)), {"1": 0, "2": 2}[m.group(2)]
+    named = [base + int(g) for g in m.group(4).split()]
+    if place[me] == "h1" and named and all(place[w] == "h2" for w in named):
+        print(f"world rank {me} (h1) named world rank(s) {named} (h2)")
+        sys.exit(0)
+sys.exit(1)
 PY
+		) || bad+=("no rank on h1 named the ranks on h2 as never arrived (collective timeout)")
 		[ -n "$named_us" ] && [ "$named_us" -le $(((T + 4) * 1000000)) ] ||
-			bad+=("the named error came ${named_s:-never} s after the cut, want within T + 4 = $((T + 4)) s")
+			bad+=("the first rank error came ${named_s:-never} ${named_s:+s }after the cut, want within T + 4 = $((T + 4)) s")
 	fi
 	if [ ${#bad[@]} -gt 0 ]; then
 		printf '    %s\n' "${bad[@]}" >&2
@@ -451,7 +469,7 @@ PY
 		fail "$name: ${bad[0]}"
 	fi
 	echo "test-multinode: ok: $name: exit $rc ${cut_s} s after the cut;" \
-		"${named_s:+a rank named the missing ranks ${named_s} s after it; }nothing left on the hosts after ${clean_s} s"
+		"${named_what:+$named_what ${named_s} s after it; }nothing left on the hosts after ${clean_s} s"
 	echo "    ${first:-$(grep -m1 -v '^-*$' "$work/fault.err" || true)}" | cut -c1-400
 }
 
