@@ -464,6 +464,7 @@ PY
 	fi
 	if [ ${#bad[@]} -gt 0 ]; then
 		printf '    %s\n' "${bad[@]}" >&2
+		echo "    (exit $rc ${cut_s} s after the cut; nothing left after ${clean_s:-(never)} s)" >&2
 		echo "    --- stderr (first 40 lines) ---" >&2
 		head -40 "$work/fault.err" >&2
 		fail "$name: ${bad[0]}"
