@@ -59,6 +59,10 @@ if [ "${MPI_ADP:-1}" != 0 ] && [ -z "${SCENARIOS:-}" ]; then
 	while read -r f; do CASES+=("$f"); done < <(bin/rankrun scenario --generate adp --out "$tmp/adp")
 fi
 
+# MPIRUN is the mpirun command: scripts/test-multinode.sh passes a wrapper
+# that runs these same cases across network namespaces (hosts).
+MPIRUN=${MPIRUN:-mpirun}
+
 # rank_run OUT NP CMD...: runs CMD on NP ranks with each rank's stdout in a
 # file of its own (mpirun forwarding rank output through its pty stalls
 # under CPU contention), then concatenates them into OUT.
@@ -67,7 +71,7 @@ rank_run() {
 	shift 2
 	rm -f "$out" "$out".rank.*
 	local rc=0
-	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" \
+	timeout --kill-after=10 "$MPI_TIMEOUT" "$MPIRUN" --oversubscribe --bind-to none -np "$np" \
 		bash -c 'exec "$@" >"$0.rank.$OMPI_COMM_WORLD_RANK"' "$out" "$@" || rc=$?
 	cat "$out".rank.* >"$out" 2>/dev/null || : >"$out"
 	rm -f "$out".rank.*

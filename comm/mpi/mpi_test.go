@@ -55,7 +55,7 @@ func (l launcher) Sizes() []int {
 	return s
 }
 
-func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn commtest.RankFunc) error {
+func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn commtest.RankFunc) (err error) {
 	if n < 1 || n > l.w.Size() {
 		return fmt.Errorf("%w: launch of %d ranks in a world of %d", comm.ErrBadArgument, n, l.w.Size())
 	}
@@ -68,6 +68,17 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 		return err
 	}
 	defer sub.Close()
+	// Close sub only once every rank is done with the case. A rank whose
+	// collective timed out inspects its peers on sub, and a peer that has
+	// closed sub no longer answers: it is then named missing although it
+	// arrived. Across hosts (scripts/test-multinode.sh) ranks leave Split
+	// at skewed times, so one rank's timeout fired after another had
+	// finished and closed (TimeoutNamesMissingRank failed 9 runs in 10).
+	defer func() {
+		if berr := l.w.Raw().Barrier(ctx); berr != nil && err == nil {
+			err = berr
+		}
+	}()
 	if color == 1 {
 		return nil
 	}
