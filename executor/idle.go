@@ -105,9 +105,13 @@ func (l *loop) memberWait(ctx context.Context) (time.Duration, error) {
 	}
 	signalled := l.heldSeen
 	// The leader ticks as soon as its own idle wait ends (at most an idle
-	// tick, or an event): waiting longer than the group's bound means it is
-	// stalled or gone, and this rank says so instead of waiting forever.
-	bound := start.Add(l.peerBound)
+	// tick, or an event), or once its own bounded waits end: a wait on a
+	// peer (the peer bound) and the liveness probe (the stall inspector's
+	// deadline). Waiting longer than both means it is stalled or gone, and
+	// this rank says so instead of waiting forever; a leader that waits on
+	// a stalled rank names that rank first (over a network, with timers of
+	// equal length, the member's error won the race and blamed the leader).
+	bound := start.Add(l.peerBound + comm.InspectTimeout)
 	for {
 		l.tr.Pump()
 		if held := l.tr.TerminalHeld(); held > signalled {
