@@ -13,8 +13,9 @@ import (
 // Space generates the layout space a search covers: for every layout
 // family of up to maxRanks ranks (topology.Enumerate: tp, pp, cp, dp, adp
 // and their combinations), on each side, a case pairing one of its layouts
-// (drawn by rng) with a compatible partner, async and sync, once without a
-// fault and once with each fault kind (scenario.InjectFault), each with
+// (drawn by rng) with a compatible partner, async and sync, each once
+// without a fault and once with a fault (scenario.InjectFault; the kinds
+// taken in turn, so every kind meets both sides), each with
 // the outcome it must have. The order is shuffled by rng, so that a budget
 // that ends early still covers a spread of the space.
 func Space(maxRanks int, rng *rand.Rand) []scenario.Scenario {
@@ -30,7 +31,7 @@ func Space(maxRanks int, rng *rand.Rand) []scenario.Scenario {
 		families[f] = append(families[f], l)
 	}
 	slices.Sort(names)
-	kinds := append([]string{""}, scenario.FaultKinds...)
+	kinds := scenario.FaultKinds
 	var out []scenario.Scenario
 	k := 0
 	for _, side := range []string{"ctx", "gen"} {
@@ -45,11 +46,14 @@ func Space(maxRanks int, rng *rand.Rand) []scenario.Scenario {
 				if side == "gen" {
 					ctxL, genL = partner, l
 				}
+				// Without a fault, and with the next fault kind in turn:
+				// across the families every kind meets every side.
 				kind := kinds[k%len(kinds)]
 				k++
-				s, ok := spaceCase(ctxL, genL, transfer, kind, rng)
-				if ok {
-					out = append(out, s)
+				for _, kd := range []string{"", kind} {
+					if s, ok := spaceCase(ctxL, genL, transfer, kd, rng); ok {
+						out = append(out, s)
+					}
 				}
 			}
 		}

@@ -36,13 +36,13 @@ func (s *Scenario) InjectFault(kind string, rng *rand.Rand) (bool, error) {
 	s.TransferTimeout = 500 * time.Millisecond
 	n := s.Requests
 	req := 1 + rng.IntN(n)
-	// A CTX rank that holds the request: under attention-DP only the DP
-	// index (req-1)%dp holds it.
-	ctxRank := rng.IntN(ctxL.Ranks())
-	if ctxL.AttentionDP {
-		ctxRank = ((req - 1) % ctxL.DP) * ctxL.ReplicaRanks()
+	// A rank on each side that holds the request: the router sends it to
+	// DP index (req-1)%dp, whose ranks are the replica's (a fault on any
+	// other rank would never fire).
+	holder := func(l topology.Layout) int {
+		return ((req-1)%l.DP)*l.ReplicaRanks() + rng.IntN(l.ReplicaRanks())
 	}
-	genRank := rng.IntN(genL.Ranks())
+	ctxRank, genRank := sender(ctxL, s.Model, holder(ctxL)), holder(genL)
 	s.Expect = Expectation{}
 	lines := []string{"ok"}
 	switch kind {
@@ -93,4 +93,18 @@ func (s *Scenario) InjectFault(kind string, rng *rand.Rand) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// sender moves a CTX rank that holds a duplicate of its heads (every TP
+// index under attention-DP, tp > kv-heads otherwise) to the TP index that
+// sends them: a fault on the bytes a rank sends applies only there.
+func sender(l topology.Layout, m topology.Model, rank int) int {
+	c := l.Coord(rank)
+	switch {
+	case l.AttentionDP:
+		c.TP = 0
+	case l.TP > m.KVHeads:
+		c.TP -= c.TP % (l.TP / m.KVHeads)
+	}
+	return l.RankOf(c)
 }
