@@ -9,7 +9,7 @@ import (
 )
 
 // FaultKinds are the kinds of fault InjectFault draws from (stall-long
-// needs a GEN instance of more than one rank).
+// needs a GEN executor group of more than one rank).
 var FaultKinds = []string{"fail-transfer", "timeout-transfer", "cancel-ctx", "cancel-gen", "drop-ack", "corrupt",
 	"stall-short", "delay", "exit", "stall-long"}
 
@@ -20,7 +20,7 @@ var FaultKinds = []string{"fail-transfer", "timeout-transfer", "cancel-ctx", "ca
 // deadline, so that peers of a faulted rank end their sessions through the
 // deadline and an accepted cancel (DESIGN.md §5) well within the
 // collective timeout. It reports false for a kind that cannot apply to the
-// layouts (stall-long on a single GEN rank).
+// layouts (stall-long on a GEN executor group of one rank).
 func (s *Scenario) InjectFault(kind string, rng *rand.Rand) (bool, error) {
 	ctxL, err := topology.ParseLayout(s.Ctx)
 	if err != nil {
@@ -30,7 +30,13 @@ func (s *Scenario) InjectFault(kind string, rng *rand.Rand) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if kind == "stall-long" && genL.Ranks() < 2 {
+	// A stall past the collective timeout is named by a peer waiting in a
+	// collective with the stalled rank: one of its executor group (a
+	// replica of more than one rank, or the whole instance under
+	// attention-DP). A single-rank replica has no such peer (the other
+	// replicas meet it only in status checks, which they skip when idle):
+	// it is merely slow, and the run waits for it.
+	if kind == "stall-long" && !genL.AttentionDP && genL.ReplicaRanks() < 2 {
 		return false, nil
 	}
 	s.TransferTimeout = 500 * time.Millisecond
