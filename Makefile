@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-mpi test-multinode bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore mutate test-mpi test-multinode bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -23,13 +23,31 @@ mpi-deps:
 run: build
 	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64 --checked
 
-test: test-go test-mpi test-multinode
+test: test-go test-explore test-mpi test-multinode
 
 # -p 1: one test package at a time. Multi-rank tests run many goroutine
 # ranks under the race detector; on a 2-core machine, two such packages at
 # once starve ranks long enough to trip their collective timeouts.
 test-go:
 	$(GO) test -race -count=1 -p 1 -timeout 15m ./...
+
+# Schedule search over the generated layout space (explore.Space: every
+# layout family, each side up to 8 ranks, async and sync, with and without
+# each fault kind), random and PCT schedules, in simulated time. Without
+# -race: it runs the same code as test-go, ~10x more schedules per minute.
+# A failure prints the line that replays it. make soak runs a larger one.
+EXPLORE_BUDGET ?= 3m
+EXPLORE_SEEDS  ?= 8
+test-explore:
+	$(GO) test -count=1 -timeout 20m -run 'TestExploreLayoutSpace' ./explore/ \
+		-explore.budget $(EXPLORE_BUDGET) -explore.seeds $(EXPLORE_SEEDS) -v
+
+# The suite must kill every named mutant of cmd/mutate's catalogue (each
+# applied alone to a scratch copy; the fast sim and in-process packages
+# run against it, stopping at the first failure). Prints mutant, killing
+# test, seconds; a survivor or a stale mutant fails.
+mutate:
+	$(GO) run ./cmd/mutate
 
 # The MPI backend's conformance suite under mpirun (np 2, 4, TCP), the CLI
 # under mpirun (np 5 equals in-process), scenarios under mpirun, and a rank
@@ -60,6 +78,8 @@ fuzz:
 
 soak:
 	$(GO) test -race -count=1 -timeout 60m -run 'Matrix' ./tests/multirank/ -args -soak
+	$(GO) test -count=1 -timeout 90m -run 'TestExploreLayoutSpace' ./explore/ \
+		-explore.budget 40m -explore.seeds 100 -explore.ranks 16 -explore.seed $$(date +%s) -v
 
 clean:
 	rm -rf $(BIN)

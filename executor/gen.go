@@ -37,6 +37,9 @@ type genReq struct {
 }
 
 func newGenLoop(l *loop, holders int) *genLoop {
+	if l.cfg.Replays.On(AdpEarlyOutcome) {
+		holders = 1 // decide on the first holder's report
+	}
 	g := &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders)}
 	l.pending = func() bool { return len(g.gen) > 0 }
 	return g

@@ -30,10 +30,17 @@ const (
 	// reports it through a collective of its own instead of the outcome
 	// consensus.
 	LocalErrorCollective Replay = "local-error-collective"
+	// AdpEarlyOutcome: under GEN attention-DP a request's transfer is
+	// decided on the first report of a rank that holds it, not once every
+	// holder reported (the attention-DP deadlock before its fix): the TP
+	// siblings of one DP index agree in different iterations, so the group
+	// decodes a request while one of them still receives it, and their
+	// next collectives differ.
+	AdpEarlyOutcome Replay = "adp-early-outcome"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/explore"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -36,7 +37,11 @@ func TestExploreLayoutSpace(t *testing.T) {
 		if time.Since(start) > *spaceBudget {
 			break
 		}
+		// Half the cases walk at random, half take PCT priority schedules.
 		o := explore.Options{Seeds: *spaceSeeds, Start: *spaceSeed*1000 + uint64(i)*uint64(*spaceSeeds)}
+		if i%2 == 1 {
+			o.Strategy = sim.PCT
+		}
 		res := explore.Run(context.Background(), s, false, o)
 		ran++
 		schedules += res.Schedules

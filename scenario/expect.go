@@ -12,6 +12,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -26,12 +27,13 @@ var NamedErrors = map[string]error{
 	"ErrBroken":            comm.ErrBroken,
 	"ErrMalformed":         transceiver.ErrMalformed,
 	"ErrDeadlock":          sim.ErrDeadlock,
+	"ErrPinned":            gpu.ErrPinned, // a pool invariant: blocks released while a lease pins them
 }
 
 // ErrorName is the name of the first named error err wraps, in a fixed
 // order ("" for none): what a failure is, in one word.
 func ErrorName(err error) string {
-	for _, n := range []string{"ErrDeadlock", "ErrDesync", "ErrCollectiveTimeout", "ErrStalled", "ErrInjected", "ErrMalformed", "ErrBroken", "ErrConfig"} {
+	for _, n := range []string{"ErrDeadlock", "ErrDesync", "ErrCollectiveTimeout", "ErrStalled", "ErrInjected", "ErrMalformed", "ErrPinned", "ErrBroken", "ErrConfig"} {
 		if errors.Is(err, NamedErrors[n]) {
 			return n
 		}
