@@ -33,6 +33,8 @@ var replayCases = []replayCase{
 	{executor.LocalErrorCollective, func(s *scenario.Scenario) {
 		s.Gen, s.Faults = "tp=2", []string{"fail-transfer@gen:1,req=3"}
 	}},
+	// The attention-DP + TP layout that deadlocked before the fix.
+	{executor.AdpEarlyOutcome, func(s *scenario.Scenario) { s.Gen = "tp=2,dp=2,adp" }},
 }
 
 // base is a healthy scenario: every request completes, nothing leaks.
