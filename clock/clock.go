@@ -38,7 +38,12 @@ type Waiter interface {
 }
 
 // Since is the time elapsed on c since t.
-func Since(c Clock, t time.Time) time.Duration { return c.Now().Sub(t) }
+func Since(c Clock, t time.Time) time.Duration {
+	if _, ok := c.(realClock); ok {
+		return time.Since(t) // the monotonic reading alone: half the cost of Now
+	}
+	return c.Now().Sub(t)
+}
 
 // Sleep waits d on c, or until ctx ends (then it returns ctx's cause). A
 // duration <= 0 returns at once.

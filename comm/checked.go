@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // DefaultCollectiveTimeout bounds a checked collective when CheckConfig
@@ -60,10 +61,10 @@ type checked struct {
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
-	path    Path // of the collective in progress
-	stamp   [2 * stampLen]int64
-	reduced [2 * stampLen]int64
-	gather  Gathered
+	path    Path     // of the collective in progress
+	send    []int64  // stamp, then payload: the one backend collective's input
+	bsend   []int64  // Bcast: root's length and bytes as words
+	gather  Gathered // every rank's stamp and payload
 	gbuf    []int64
 }
 
@@ -139,11 +140,15 @@ func (c *checked) entry(kind Kind, shape int64) Entry {
 	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape}
 }
 
-// begin runs the stamp exchange for a collective of kind with shape, whose
-// call path the exported method captured into path, and returns the
-// flight-record id and the context the payload operation runs under. The
-// caller holds c.mu.
-func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path) (uint64, context.Context, context.CancelFunc, error) {
+// begin runs the one backend collective of a checked collective of kind
+// with shape, whose call path the exported method captured into path:
+// every rank contributes its stamp followed by payload, through
+// AllgatherInt64s, and every rank checks that all stamps agree. Whatever
+// collective each rank is in, they all pair the same backend operation, so
+// a desync is seen (and named), never misread. It returns the flight-record
+// id and the context of the operation; the contributions are in c.gather,
+// each after its stamp. The caller holds c.mu.
+func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path, payload []int64) (uint64, context.Context, context.CancelFunc, error) {
 	if c.broken != nil {
 		return 0, ctx, noCancel, fmt.Errorf("%w (group %q, rank %d): %w", ErrBroken, c.raw.Name(), c.raw.Rank(), c.broken)
 	}
@@ -159,33 +164,39 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path)
 		inner = c.path.pcs[0]
 	}
 	s := [stampLen]int64{stampMagic, int64(c.seq), int64(kind), c.path.hash(), inner, shape}
-	for i, v := range s {
-		c.stamp[i] = v
-		c.stamp[stampLen+i] = -v
-	}
-	if err := c.raw.AllreduceInt64(tctx, Min, c.stamp[:], c.reduced[:]); err != nil {
+	c.send = append(append(c.send[:0], s[:]...), payload...)
+	if err := c.raw.AllgatherInt64s(tctx, c.send, &c.gather); err != nil {
 		return id, tctx, cancel, c.fail(ctx, tctx, id, c.entry(kind, shape), err)
 	}
-	agree := true
-	for i := range stampLen {
-		if c.reduced[i] != -c.reduced[stampLen+i] {
-			agree = false
-			break
-		}
-	}
-	if agree {
+	if c.stampsAgree() {
 		return id, tctx, cancel, nil
 	}
-	// Every rank saw the same min/max, so every rank takes this branch and
-	// the extra gather below pairs up.
+	// Every rank gathered the same stamps, so every rank takes this branch
+	// and the gather of call paths below pairs up.
 	err := c.desync(tctx, s)
-	if err == nil {
-		err = errors.New("stamps disagreed but gathered stamps agree")
-	}
 	c.broken = err
 	c.cfg.Recorder.End(id, err)
 	return id, tctx, cancel, err
 }
+
+// stampsAgree reports whether every rank's gathered stamp equals rank 0's
+// (the same answer on every rank: they gathered the same data).
+func (c *checked) stampsAgree() bool {
+	first := c.gather.Of(0)
+	if len(first) < stampLen {
+		return false
+	}
+	for r := 1; r < c.raw.Size(); r++ {
+		v := c.gather.Of(r)
+		if len(v) < stampLen || [stampLen]int64(v[:stampLen]) != [stampLen]int64(first[:stampLen]) {
+			return false
+		}
+	}
+	return true
+}
+
+// payload is rank r's contribution after its stamp.
+func (c *checked) payload(r int) []int64 { return c.gather.Of(r)[stampLen:] }
 
 // desync gathers every rank's stamp and call path and names, for each
 // distinct collective, the ranks that entered it and where.
@@ -307,7 +318,7 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, &path)
+	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, &path, nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -324,13 +335,12 @@ func (c *checked) Barrier(ctx context.Context) error {
 	path.capture()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, &path)
+	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, &path, nil)
 	if err != nil {
 		cancel()
 		return err
 	}
-	// The stamp exchange already synchronised every rank; a barrier needs
-	// nothing more.
+	// The exchange synchronised every rank; a barrier needs nothing more.
 	return c.end(ctx, tctx, cancel, id, KindBarrier, 0, nil)
 }
 
@@ -346,13 +356,18 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	shape := int64(len(in))<<8 | int64(op)
-	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, shape, &path)
+	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, shape, &path, in)
 	if err != nil {
 		cancel()
 		return err
 	}
-	err = c.raw.AllreduceInt64(tctx, op, in, out)
-	return c.end(ctx, tctx, cancel, id, KindAllreduce, shape, err)
+	// The stamps agree, so every contribution has len(in) values and the
+	// same op: reduce them here, in rank order, as every rank does.
+	copy(out, c.payload(0))
+	for r := 1; r < c.raw.Size(); r++ {
+		op.Apply(out, c.payload(r))
+	}
+	return c.end(ctx, tctx, cancel, id, KindAllreduce, shape, nil)
 }
 
 func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error {
@@ -363,13 +378,16 @@ func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, &path)
+	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, &path, in)
 	if err != nil {
 		cancel()
 		return err
 	}
-	err = c.raw.AllgatherInt64s(tctx, in, out)
-	return c.end(ctx, tctx, cancel, id, KindAllgather, 0, err)
+	flat := out.ResetFunc(c.raw.Size(), func(r int) int { return c.gather.Counts[r] - stampLen })
+	for r := range c.raw.Size() {
+		copy(flat[out.offs[r]:], c.payload(r))
+	}
+	return c.end(ctx, tctx, cancel, id, KindAllgather, 0, nil)
 }
 
 func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
@@ -380,13 +398,54 @@ func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), &path)
+	// Root contributes its length and bytes, packed into words; the
+	// others only their stamps.
+	c.bsend = c.bsend[:0]
+	if c.raw.Rank() == root {
+		c.bsend = appendBytes(append(c.bsend, int64(len(data))), data)
+	}
+	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), &path, c.bsend)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	got, err := c.raw.Bcast(tctx, root, data)
+	if c.raw.Rank() == root {
+		return data, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), nil)
+	}
+	got, err := unpackBytes(data, c.payload(root))
+	if err != nil {
+		err = fmt.Errorf("%w: Bcast from root %d: %v", ErrDesync, root, err)
+	}
 	return got, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), err)
+}
+
+// appendBytes packs data into words (8 bytes each, the last zero-padded).
+func appendBytes(dst []int64, data []byte) []int64 {
+	n := (len(data) + 7) / 8
+	dst = slices.Grow(dst, n)
+	words := dst[len(dst) : len(dst)+n]
+	if n > 0 {
+		words[n-1] = 0
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*n), data)
+	}
+	return dst[:len(dst)+n]
+}
+
+// unpackBytes copies the bytes packed in v (its length first) into buf,
+// grown when too small.
+func unpackBytes(buf []byte, v []int64) ([]byte, error) {
+	if len(v) == 0 || v[0] < 0 || (v[0]+7)/8 != int64(len(v)-1) {
+		return buf[:0], fmt.Errorf("root's contribution is not a broadcast (%d values)", len(v))
+	}
+	n := int(v[0])
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if n > 0 {
+		copy(buf, unsafe.Slice((*byte)(unsafe.Pointer(&v[1])), 8*(len(v)-1)))
+	}
+	return buf, nil
 }
 
 func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {

@@ -9,10 +9,14 @@
 //
 // The one rule of rankrun is that collectives may not diverge between the
 // ranks of a group. Checked mode (NewChecked) makes a break of that rule
-// detectable: every collective first exchanges a fixed-size stamp (sequence
-// number, kind, call site, argument shape) through the same underlying
-// operation, so ranks that entered different collectives meet there and each
-// returns an error wrapping ErrDesync that names both call sites. A collective
+// detectable: every checked collective is one AllgatherInt64s of the backend
+// whose contribution starts with a fixed-size stamp (sequence number, kind,
+// call path, argument shape), followed by the payload (an allreduce reduces
+// the gathered values in rank order, a broadcast packs the root's bytes). So
+// ranks that entered different collectives still pair the same underlying
+// operation, compare stamps, and each returns an error wrapping ErrDesync
+// that names both call paths, at the cost of one collective, not two. A
+// collective
 // that does not complete within its deadline returns an error wrapping
 // ErrCollectiveTimeout that names the ranks that never arrived, with the last
 // operations of every rank taken from their flight recorders (Recorder).

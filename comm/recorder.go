@@ -83,8 +83,9 @@ type slot struct {
 	path  Path
 	peer  int
 	tag   int
-	start time.Time
-	end   time.Time
+	start time.Duration // since the recorder's base (one monotonic read)
+	end   time.Duration
+	done  bool
 	err   string
 	gen   uint64
 }
@@ -95,6 +96,7 @@ type slot struct {
 type Recorder struct {
 	mu   sync.Mutex
 	clk  clock.Clock
+	base time.Time // slots hold times as offsets from it
 	ring []slot
 	next uint64 // total operations begun
 }
@@ -109,7 +111,8 @@ func NewRecorderOn(depth int, clk clock.Clock) *Recorder {
 	if depth <= 0 {
 		depth = DefaultRecorderDepth
 	}
-	return &Recorder{ring: make([]slot, depth), clk: clock.Or(clk)}
+	c := clock.Or(clk)
+	return &Recorder{ring: make([]slot, depth), clk: c, base: c.Now()}
 }
 
 // Begin records the start of an operation and returns a handle for End.
@@ -131,7 +134,7 @@ func (r *Recorder) BeginAt(group string, seq uint64, kind Kind, path *Path) uint
 	if r == nil {
 		return 0
 	}
-	now := r.clk.Now()
+	now := r.since()
 	r.mu.Lock()
 	id := r.next
 	r.next++
@@ -151,7 +154,7 @@ func (r *Recorder) BeginP2PAt(group string, kind Kind, peer, tag int, path *Path
 	if r == nil {
 		return 0
 	}
-	now := r.clk.Now()
+	now := r.since()
 	r.mu.Lock()
 	id := r.next
 	r.next++
@@ -166,17 +169,20 @@ func (r *Recorder) End(id uint64, err error) {
 	if r == nil {
 		return
 	}
-	now := r.clk.Now()
+	now := r.since()
 	r.mu.Lock()
 	s := &r.ring[id%uint64(len(r.ring))]
 	if s.gen == id {
-		s.end = now
+		s.end, s.done = now, true
 		if err != nil {
 			s.err = err.Error()
 		}
 	}
 	r.mu.Unlock()
 }
+
+// since is the time since the recorder's base.
+func (r *Recorder) since() time.Duration { return clock.Since(r.clk, r.base) }
 
 // Snapshot returns the recorded operations, oldest first.
 func (r *Recorder) Snapshot() []OpRecord {
@@ -193,7 +199,10 @@ func (r *Recorder) Snapshot() []OpRecord {
 	out := make([]OpRecord, len(slots))
 	for i, s := range slots {
 		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: s.path.Site(),
-			Peer: s.peer, Tag: s.tag, Start: s.start, End: s.end, Err: s.err}
+			Peer: s.peer, Tag: s.tag, Start: r.base.Add(s.start), Err: s.err}
+		if s.done {
+			out[i].End = r.base.Add(s.end)
+		}
 	}
 	return out
 }

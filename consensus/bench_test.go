@@ -58,20 +58,39 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
-// BenchmarkGatherScripted is the Gatherer's own cost for a two-hop scope
-// (encode, decode, fold), with the peers scripted: no backend.
-func BenchmarkGatherScripted(b *testing.B) {
+// benchViews gives each of n ranks size terminal sessions, half of them
+// shared (ranks disagree on the other half), a few cancelled or failed.
+func benchViews(n, size int) [][]int64 {
+	out := make([][]int64, n)
+	for r := range n {
+		for i := range size {
+			st := Completed
+			switch {
+			case i < size/64:
+				st = Cancelled
+			case i < size/32:
+				st = Failed
+			}
+			out[r] = append(out[r], Word(uint64(i*2+r%2), st, true))
+		}
+	}
+	return out
+}
+
+// BenchmarkAgreeScripted is the Gatherer's own cost for a two-hop scope
+// (encode, check, fold), with the peers scripted: no backend.
+func BenchmarkAgreeScripted(b *testing.B) {
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("hops=2/ids=%d", size), func(b *testing.B) {
-			_, votes := benchVotes(3, size)
-			tp := &scriptComm{rank: 0, size: 2, name: "tp", peers: [][]int64{nil, encodeVote(votes[1])}}
-			pp := &scriptComm{rank: 0, size: 2, name: "pp", peers: [][]int64{nil, encodeVote(votes[2])}}
+			vs := benchViews(3, size)
+			tp := &scriptComm{rank: 0, size: 2, name: "tp", peers: [][]int64{nil, vote(vs[1]...)}}
+			pp := &scriptComm{rank: 0, size: 2, name: "pp", peers: [][]int64{nil, vote(vs[2]...)}}
 			scope := []comm.Comm{tp, pp}
 			var g Gatherer
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := g.Outcome(ctx, scope, votes[0]); err != nil {
+				if _, err := g.Agree(ctx, scope, vs[0]); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -79,15 +98,15 @@ func BenchmarkGatherScripted(b *testing.B) {
 	}
 }
 
-// BenchmarkGatherLocal is one status check's consensus (ReadyIDs then
-// Outcome) on every rank of an in-process world of 4 ranks as TP 2 x PP 2,
-// unchecked and checked. ns/op is per check, all ranks together; world
-// startup is included but amortised over b.N.
-func BenchmarkGatherLocal(b *testing.B) {
+// BenchmarkAgreeLocal is one status check's consensus on every rank of an
+// in-process world of 4 ranks as TP 2 x PP 2, unchecked and checked.
+// ns/op is per check, all ranks together; world startup is included but
+// amortised over b.N.
+func BenchmarkAgreeLocal(b *testing.B) {
 	for _, checked := range []bool{false, true} {
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("checked=%v/ranks=4/hops=2/ids=%d", checked, size), func(b *testing.B) {
-				ready, votes := benchVotes(4, size)
+				vs := benchViews(4, size)
 				n := b.N
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -96,13 +115,9 @@ func BenchmarkGatherLocal(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					r := world.Rank()
 					var g Gatherer
 					for range n {
-						if _, err := g.ReadyIDs(ctx, scope, ready[r]); err != nil {
-							return err
-						}
-						if _, err := g.Outcome(ctx, scope, votes[r]); err != nil {
+						if _, err := g.Agree(ctx, scope, vs[world.Rank()]); err != nil {
 							return err
 						}
 					}

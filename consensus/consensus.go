@@ -64,9 +64,8 @@ func Decide(votes []Vote) Outcome {
 }
 
 // tally carries the raw unions and intersections of votes. Precedence is
-// applied only by finish, so tallies of disjoint sets of ranks can be
-// folded into one (the hierarchical gather does this hop by hop) and give
-// the same result as a flat Decide over all of the ranks.
+// applied only by finish (Agree's words carry the same raw tallies between
+// hops).
 type tally struct {
 	cancelled folder // union
 	failed    folder // union
@@ -91,14 +90,6 @@ func (t *tally) add(scratch *[]uint64, v Vote) {
 	t.completed.intersect(*scratch)
 	*scratch = normalize(*scratch, v.Quiesced)
 	t.quiesced.intersect(*scratch)
-}
-
-// addSorted folds in lists that are already sorted without duplicates.
-func (t *tally) addSorted(c, f, d, q []uint64) {
-	t.cancelled.union(c)
-	t.failed.union(f)
-	t.completed.intersect(d)
-	t.quiesced.intersect(q)
 }
 
 // finish applies precedence into out, reusing its buffers.

@@ -10,21 +10,27 @@
 //     intersection; precedence cancelled > failed > completed). They take no
 //     clock, goroutine or communicator and are tested as data and against a
 //     brute-force reference.
-//   - One collective step, Gatherer, that gathers those views through a
+//   - One collective step, Gatherer.Agree, that gathers those views through a
 //     comm.Comm, hop by hop over a sync group (CTX: its TP group, then its PP
 //     group; GEN: one group), and folds them with the same algebra, so that
-//     after the last hop every rank of the combined group holds the result
-//     Decide would compute from all of their votes at once.
+//     after the last hop every rank of the combined group holds what Ready
+//     and then Decide would compute from all of their views at once. Ready
+//     ids and their outcome travel together: each rank sends one word per
+//     terminal session (id, local state, quiesced), so a status check is one
+//     collective per hop, not two (TestAgreeEqualsTwoPhase proves the two
+//     forms decide the same over random per-rank views). The fold is a
+//     galloping merge of sorted words, linear at worst, allocation-free in
+//     steady state.
 //
 // It knows nothing of sessions, transfers or the executor.
 //
 // Callers must:
 //
-//   - Call Gatherer.ReadyIDs and Gatherer.Outcome unconditionally on every
+//   - Call Gatherer.Agree unconditionally on every
 //     rank of the scope, the same number of times and in the same order, or
 //     only on a fact that is identical on every rank (configuration, a
 //     sticky flag that flips on all ranks together, a value that was itself
-//     agreed). They are collectives; calling them from a rank-local branch
+//     agreed). It is a collective; calling it from a rank-local branch
 //     breaks the one rule and hangs or desyncs the group.
 //   - Pass the same scope (the same communicators, in the same order) on
 //     every rank of the combined group, and make each later hop's group
@@ -36,7 +42,7 @@
 //   - Treat a gather error as fatal for the scope: the communicator is
 //     broken and later collectives on it fail.
 //
-// Input lists need not be sorted and may hold duplicates; results are sorted
-// ascending without duplicates. Ids are uint64 request ids carried through
-// the communicator as int64 bit patterns.
+// Ready and Decide take lists that need not be sorted and may hold
+// duplicates; results are sorted ascending without duplicates. Agree takes
+// words strictly ascending by id (ids up to MaxID).
 package consensus

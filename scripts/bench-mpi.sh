@@ -106,6 +106,46 @@ for np in $NPS; do
 	}' "$tmp"/o/1/rank.0/stdout >>"$vsc"
 done
 
+# The status check's consensus vs the bare allgather of the same ids, and
+# checked vs unchecked, alternating chunks in one job (BenchmarkStatusVsBare).
+STATUS_CHUNKS=${STATUS_CHUNKS:-9}
+status=$tmp/status.txt
+: >"$status"
+for np in $NPS; do
+	echo "bench-mpi: status check vs bare allgather, np=$np, $STATUS_CHUNKS chunks each" >&2
+	rm -rf "$tmp/o"
+	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$np" "$tmp/mpi.test" \
+		-test.run '^$' -test.bench '^BenchmarkStatusVsBare$' -test.benchtime "${STATUS_CHUNKS}x" >/dev/null)
+	awk -v np="$np" '/^BenchmarkStatusVsBare\// {
+		name = $1; sub(/^BenchmarkStatusVsBare\/ids=/, "", name); sub(/-[0-9]+$/, "", name)
+		cb = 0; ck = 0; bare = 0
+		for (i = 1; i < NF; i++) {
+			if ($(i+1) == "check/bare") cb = $i
+			if ($(i+1) == "checked/unchecked") ck = $i
+			if ($(i+1) == "bare-ns/op") bare = $i
+		}
+		print np, name, cb, ck, bare
+	}' "$tmp"/o/1/rank.0/stdout >>"$status"
+done
+mkdir -p out
+python3 - "$status" "$STATUS_CHUNKS" >out/bench-mpi-status.json <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    np_, ids, cb, ck, bare = line.split()
+    rows.append({"np": int(np_), "ids": int(ids), "check_over_bare": float(cb), "checked_over_unchecked": float(ck),
+                 "bare_ns_per_op": float(bare)})
+json.dump({"tool": "scripts/bench-mpi.sh BenchmarkStatusVsBare", "chunks": int(sys.argv[2]),
+           "ratio": "median over chunks of 500 calls, the three loops rotated in one job", "results": rows}, sys.stdout, indent=1)
+print()
+PY
+python3 - out/bench-mpi-status.json <<'PY'
+import json, sys
+for x in json.load(open(sys.argv[1]))["results"]:
+    print(f"bench-mpi: np={x['np']} ids={x['ids']}: status check / bare allgather {x['check_over_bare']:.2f}x (goal <=1.5), "
+          f"checked / unchecked {x['checked_over_unchecked']:.2f}x (goal <=1.5)")
+PY
+
 mkdir -p out
 python3 - "$raw" "$REPS" "$vsc" "$VSC_CHUNKS" >out/bench-mpi.json <<'PY'
 import json, statistics, sys

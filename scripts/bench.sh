@@ -32,6 +32,7 @@ $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
 step "1. MPI collectives vs C (scripts/bench-mpi.sh)"
 REPS=${REPS:-3} scripts/bench-mpi.sh
 cp out/bench-mpi.json "$raw/bench-mpi.json"
+cp out/bench-mpi-status.json "$raw/bench-mpi-status.json"
 
 # gobench PKG OUT ARGS...: go test -bench, its output kept for rankrun bench.
 gobench() {

@@ -222,11 +222,15 @@ func benchCheckHeld(b *testing.B, ranks, ids int, checked bool) {
 // group communicator (the reference of a consensus round).
 func benchBareGather(b *testing.B, ranks, ids int) {
 	b.ReportAllocs()
+	var done atomic.Int64
 	o := benchOpts{ctx: fmt.Sprintf("tp=%d", ranks), gen: "tp=1", noXcvr: true}
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
 		if r.role == topology.Generation {
-			return nil
+			// As in the check: the GEN rank idles until CTX is done, so
+			// both sides of the ratio share the machine the same way.
+			return idle(ctx, r, &done, int64(ranks))
 		}
+		defer done.Add(1)
 		in := make([]int64, ids)
 		for i := range in {
 			in[i] = int64(heldBase + r.groups.Rank*ids + i)

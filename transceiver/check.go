@@ -34,12 +34,16 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 // this rank's sessions are terminal or interval passes, pumping progress,
 // and never enters a collective.
 func (t *Transceiver) poll(ctx context.Context, atLeast int, interval time.Duration) time.Duration {
-	start := t.clk.Now()
 	target := atLeast
 	if !t.cfg.Replays.UnclampedPoll {
 		// The clamp (seed 000): never wait for more sessions than are held.
 		target = min(atLeast, len(t.sessions))
 	}
+	if target <= 0 {
+		t.Pump() // nothing to wait for: one pass, no clock read
+		return 0
+	}
+	start := t.clk.Now()
 	deadline := start.Add(interval)
 	for {
 		t.Pump()
@@ -106,87 +110,76 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	before := t.gather.Collectives()
 	defer func() { res.Collectives = int(t.gather.Collectives() - before) }()
 
-	ready := t.readyBuf[:0]
-	if t.terminal > 0 {
-		for _, s := range t.order {
-			if s.state.terminal() {
-				ready = append(ready, uint64(s.req.ID))
-			}
-		}
-	}
-	t.readyBuf = ready
-	agreed, err := t.gather.ReadyIDs(ctx, scope, ready)
-	if err != nil {
-		return res, fmt.Errorf("transceiver: %s rank %d ready-id consensus: %w", t.cfg.Role, t.cfg.Rank, err)
-	}
-	if len(agreed) == 0 {
-		// Nothing is over on every rank: the outcome would be empty on
-		// every rank. The agreed set is identical on every rank of the
-		// scope, so skipping phase 3 here is rank-uniform.
-		return res, nil
-	}
-	vote, err := t.localVote(agreed)
+	words, err := t.terminalWords()
 	if err != nil {
 		return res, err
 	}
-	out, err := t.gather.Outcome(ctx, scope, vote)
+	decided, err := t.gather.Agree(ctx, scope, words)
 	if err != nil {
-		return res, fmt.Errorf("transceiver: %s rank %d outcome consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+		return res, fmt.Errorf("transceiver: %s rank %d status consensus: %w", t.cfg.Role, t.cfg.Rank, err)
+	}
+	if len(decided) == 0 {
+		return res, nil
 	}
 	defer t.compactOrder()
-	return res, t.apply(out, &res)
+	return res, t.apply(decided, &res)
 }
 
-// localVote is this rank's view of the agreed ready ids (phase 3's vote).
-func (t *Transceiver) localVote(agreed []uint64) (consensus.Vote, error) {
-	var vote consensus.Vote
-	for _, id := range agreed {
-		s := t.sessions[request.ID(id)]
-		if s == nil {
-			// Cannot happen: agreed ids are in every rank's ready list.
-			return vote, fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", id, t.cfg.Role, t.cfg.Rank)
-		}
-		switch s.state {
-		case StateCancelled:
-			vote.Cancelled = append(vote.Cancelled, id)
-		case StateFailed:
-			vote.Failed = append(vote.Failed, id)
-		case StateTransferred:
-			vote.Completed = append(vote.Completed, id)
-		}
-		if !s.inFlight() {
-			vote.Quiesced = append(vote.Quiesced, id)
+// terminalWords is this rank's contribution to the consensus (phases 2 and
+// 3 in one collective): a word per session over on this rank, with its
+// state and whether a write of this rank is still in flight, ascending by
+// id. A session's terminal state never changes, so one snapshot serves
+// both the ready ids and their outcome; the words are kept as sessions
+// end (hold), and only the quiesced flags of sessions that ended with a
+// write in flight are refreshed.
+func (t *Transceiver) terminalWords() ([]int64, error) {
+	if t.unquiesced > 0 {
+		t.unquiesced = 0
+		for i, w := range t.held {
+			s := t.sessions[request.ID(consensus.WordID(w))]
+			if s.inFlight() {
+				t.unquiesced++
+				continue
+			}
+			st := consensus.Completed
+			switch s.state {
+			case StateCancelled:
+				st = consensus.Cancelled
+			case StateFailed:
+				st = consensus.Failed
+			}
+			t.held[i] = consensus.Word(consensus.WordID(w), st, true)
 		}
 	}
-	return vote, nil
+	return t.held, nil
 }
 
 // apply ends the sessions whose outcome the group agreed and no rank still
 // writes (quiesced), in the order cancelled, failed, completed, and lists
 // them in res.
-func (t *Transceiver) apply(out consensus.Outcome, res *Result) error {
+func (t *Transceiver) apply(decided []consensus.Decision, res *Result) error {
 	now := t.clk.Now()
-	quiesced := map[uint64]bool{}
-	for _, id := range out.Quiesced {
-		quiesced[id] = true
-	}
-	for _, set := range []struct {
-		ids []uint64
-		st  State
-	}{{out.Cancelled, StateCancelled}, {out.Failed, StateFailed}, {out.Completed, StateTransferred}} {
-		for _, id := range set.ids {
-			if !quiesced[id] {
-				continue // a write is still in flight somewhere: next check
+	for _, pass := range [...]struct {
+		agreed consensus.State
+		st     State
+	}{{consensus.Cancelled, StateCancelled}, {consensus.Failed, StateFailed}, {consensus.Completed, StateTransferred}} {
+		for _, d := range decided {
+			if d.Status != pass.agreed || !d.Quiesced {
+				continue // another pass, or a write is still in flight somewhere: next check
 			}
-			s := t.sessions[request.ID(id)]
+			s := t.sessions[request.ID(d.ID)]
+			if s == nil {
+				// Cannot happen: an agreed id is over on every rank.
+				return fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", d.ID, t.cfg.Role, t.cfg.Rank)
+			}
 			reason := s.why
-			if set.st != s.state && (reason == "" || set.st == StateCancelled) {
-				reason = fmt.Sprintf("%s on another rank of the group", set.st)
+			if pass.st != s.state && (reason == "" || pass.st == StateCancelled) {
+				reason = fmt.Sprintf("%s on another rank of the group", pass.st)
 			}
-			if err := t.finish(s, set.st); err != nil {
+			if err := t.finish(s, pass.st); err != nil {
 				return err
 			}
-			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: set.st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
+			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: pass.st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
 				Started: s.started, Terminal: s.terminal, Reaped: now})
 		}
 	}

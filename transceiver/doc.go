@@ -18,8 +18,10 @@
 // Deciding that transfers are over is a status check in three phases
 // (DESIGN.md §4): a bounded, rank-local poll (clamped to the sessions held,
 // returning at once when that is zero, woken by completion events), then
-// ready-id consensus and outcome consensus over the rank's consensus scope
-// (package consensus). Only agreed outcomes are applied: sessions end and
+// ready-id and outcome consensus over the rank's consensus scope in one
+// collective per hop (consensus.Gatherer.Agree: each rank's words carry
+// the ids over on it with their state and quiesced flag, kept sorted as
+// sessions end). Only agreed outcomes are applied: sessions end and
 // their leases with them, on every rank of the scope together, and the
 // caller frees the blocks.
 //

@@ -1,10 +1,12 @@
 package transceiver
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/rankrun/rankrun/consensus"
 	"github.com/rankrun/rankrun/request"
 
 	"github.com/rankrun/rankrun/comm"
@@ -79,6 +81,7 @@ func (s *session) inFlight() bool {
 func (t *Transceiver) addSession(s *session) {
 	t.sessions[s.req.ID] = s
 	t.order = append(t.order, s)
+	t.live = append(t.live, s)
 	t.stats.SessionsCreated++
 }
 
@@ -94,6 +97,27 @@ func (t *Transceiver) dropSession(s *session) {
 
 func (t *Transceiver) compactOrder() {
 	t.order = slices.DeleteFunc(t.order, func(s *session) bool { return s.dropped })
+	t.held = slices.DeleteFunc(t.held, func(w int64) bool { return t.sessions[request.ID(consensus.WordID(w))] == nil })
+}
+
+// hold adds a session that just became terminal to the held words (its
+// contribution to the next status checks), keeping them ascending by id.
+func (t *Transceiver) hold(s *session) {
+	st := consensus.Completed
+	switch s.state {
+	case StateCancelled:
+		st = consensus.Cancelled
+	case StateFailed:
+		st = consensus.Failed
+	}
+	id := uint64(s.req.ID)
+	quiesced := !s.inFlight()
+	if !quiesced {
+		t.unquiesced++
+	}
+	w := consensus.Word(id, st, quiesced)
+	i, _ := slices.BinarySearchFunc(t.held, id, func(w int64, id uint64) int { return cmp.Compare(consensus.WordID(w), id) })
+	t.held = slices.Insert(t.held, i, w)
 }
 
 func (t *Transceiver) setTerminal(s *session, st State, reason string) {
@@ -106,6 +130,7 @@ func (t *Transceiver) setTerminal(s *session, st State, reason string) {
 	}
 	s.terminal = t.clk.Now()
 	t.terminal++
+	t.hold(s)
 	if st != StateTransferred {
 		t.stats.LocalFailures++
 	}
@@ -158,6 +183,9 @@ func (t *Transceiver) canStart(role topology.Role, op string, id request.ID) err
 	}
 	if _, ok := t.sessions[id]; ok {
 		return fmt.Errorf("%w: %s: request %d already has a session on this %s rank", ErrDuplicate, op, id, t.cfg.Role)
+	}
+	if uint64(id) > consensus.MaxID {
+		return fmt.Errorf("%w: %s: request id %d above %d, the largest a status check carries", ErrConfig, op, id, uint64(consensus.MaxID))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package transceiver
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
@@ -28,7 +29,13 @@ type Transceiver struct {
 	nCtx     int
 	sessions map[request.ID]*session
 	order    []*session // session creation order, for stable iteration
+	live     []*session // the sessions of order not yet terminal: what Pump moves
 	terminal int        // sessions in a terminal state, not yet reaped
+	// held: a consensus word per terminal session not yet reaped, ascending
+	// by id (this rank's vote, kept as sessions end); unquiesced counts
+	// those whose word says a write is still in flight.
+	held       []int64
+	unquiesced int
 	// CTX: request info that arrived before the session existed.
 	pendingInfo map[request.ID][]Header
 	everSent    bool
@@ -39,7 +46,6 @@ type Transceiver struct {
 	outbox      []comm.Request
 	nextTag     int
 	stats       Stats
-	readyBuf    []uint64
 	// earlyCancel: cancels that arrived before the session existed, by
 	// request and peer world rank; finished: recently reaped requests,
 	// whose late control messages are ignored.
@@ -116,13 +122,14 @@ func (t *Transceiver) genWorld(r int) int { return t.nCtx + r }
 // channel. It never enters a collective.
 func (t *Transceiver) Pump() {
 	t.pumpControl()
-	for _, s := range t.order {
+	for _, s := range t.live {
 		if t.cfg.Role == topology.Context {
 			t.progressSend(s)
 		} else {
 			t.progressRecv(s)
 		}
 	}
+	t.live = slices.DeleteFunc(t.live, func(s *session) bool { return s.state.terminal() })
 	// Completed control sends.
 	keep := t.outbox[:0]
 	for _, q := range t.outbox {

@@ -38,22 +38,31 @@ var catalogue = []mutant{
 		new: "\t\tif err := l.waiter.Wait(ctx, nil, deadline); err != nil {\n\t\t\treturn 0, err",
 		why: "the idle leader sleeps its whole idle tick instead of waking when a transfer ends"},
 	// Consensus: each union and intersection swapped, on the path the
-	// runtime uses (the hierarchical gather).
-	{name: "ready-ids-union", file: "consensus/gather.go",
-		old: "g.ready.intersect(ids)", new: "g.ready.union(ids)",
-		why: "an id is ready when any rank (not every rank) has it over"},
-	{name: "cancelled-intersection", file: "consensus/consensus.go",
-		old: "\tt.cancelled.union(c)\n", new: "\tt.cancelled.intersect(c)\n",
+	// runtime uses (Agree's fold).
+	{name: "ready-ids-union", file: "consensus/agree.go",
+		old: "\t\tcase ai < bj:\n\t\t\ti = gallop(acc, i, bj) // ids of acc that b lacks: not ready\n",
+		new: "\t\tcase ai < bj:\n\t\t\tacc[n] = acc[i]\n\t\t\tn, i = n+1, i+1\n",
+		why: "an id is ready when some rank (not every rank) has it over"},
+	{name: "cancelled-intersection", file: "consensus/agree.go",
+		old: "f |= (fa | fb) & fCancelled", new: "f |= (fa & fb) & fCancelled",
 		why: "a request is cancelled only when every rank saw it cancelled"},
-	{name: "failed-intersection", file: "consensus/consensus.go",
-		old: "\tt.failed.union(f)\n", new: "\tt.failed.intersect(f)\n",
+	{name: "failed-intersection", file: "consensus/agree.go",
+		old: "f |= (fa | fb) & fFailed", new: "f |= (fa & fb) & fFailed",
 		why: "a request is failed only when every rank saw it fail"},
+	// In Agree's fold a completed union is equivalent (precedence leaves
+	// completed only where no rank cancelled or failed, i.e. where every
+	// rank completed): the mutant swaps it in Decide, the reference the
+	// fold is tested against.
 	{name: "completed-union", file: "consensus/consensus.go",
-		old: "\tt.completed.intersect(d)\n", new: "\tt.completed.union(d)\n",
+		old: "\tt.completed.intersect(*scratch)\n", new: "\tt.completed.union(*scratch)\n",
 		why: "a request is completed when any rank saw it complete"},
-	{name: "quiesced-union", file: "consensus/consensus.go",
-		old: "\tt.quiesced.intersect(q)\n", new: "\tt.quiesced.union(q)\n",
+	{name: "quiesced-union", file: "consensus/agree.go",
+		old: "f |= (fa & fb) & fQuiesced", new: "f |= (fa | fb) & fQuiesced",
 		why: "an outcome applies when any rank (not every rank) has no write in flight"},
+	{name: "precedence-failed-over-cancelled", file: "consensus/agree.go",
+		old: "\t\tcase w&fCancelled != 0:\n\t\t\td.Status = Cancelled\n\t\tcase w&fFailed != 0:\n\t\t\td.Status = Failed\n",
+		new: "\t\tcase w&fFailed != 0:\n\t\t\td.Status = Failed\n\t\tcase w&fCancelled != 0:\n\t\t\td.Status = Cancelled\n",
+		why: "failed wins over cancelled (DESIGN.md §4: cancelled > failed > completed)"},
 	// Transfers.
 	{name: "ever-sent-not-sticky", file: "transceiver/cancel.go",
 		old: "\tif !s.cancelling {\n\t\ts.cancelling, s.cancelReason = true, why\n\t}\n\tt.stopAll(s)",
@@ -87,6 +96,6 @@ var catalogue = []mutant{
 		old: "if !l.audit || l.g.exec.Size() < 2 {", new: "if true || !l.audit || l.g.exec.Size() < 2 {",
 		why: "checked mode no longer audits that the busy/admission decisions agree"},
 	{name: "checked-stamp-ignored", file: "comm/checked.go",
-		old: "if c.reduced[i] != -c.reduced[stampLen+i] {", new: "if false && c.reduced[i] != -c.reduced[stampLen+i] {",
+		old: "\tif c.stampsAgree() {\n", new: "\tif true || c.stampsAgree() {\n",
 		why: "checked mode exchanges stamps but never compares them", pkgs: []string{"./comm/...", "./tests/multirank"}},
 }

@@ -139,3 +139,10 @@ func BenchmarkBarrier(b *testing.B) {
 		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) { runBench(b, n, false, barrierBody) })
 	}
 }
+
+// BenchmarkOneRankAllgather is the checked layer's own cost: a group of one
+// rank never waits, so the difference is stamp, call path, flight record.
+func BenchmarkOneRankAllgather(b *testing.B) {
+	b.Run("unchecked", func(b *testing.B) { runBench(b, 1, false, allgatherBody) })
+	b.Run("checked", func(b *testing.B) { runBench(b, 1, true, allgatherBody) })
+}

@@ -1,0 +1,286 @@
+// The rows of make bench's table read from the raw outputs of scripts/bench.sh:
+// MPI collectives against C, the status check in-process and under mpirun,
+// the KV block pool, the transceiver.
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func collectivesRows(raw string, add func(benchRow)) error {
+	var errs []error
+	// MPI: Go binding vs the C reference (scripts/bench-mpi.sh). Each
+	// figure is the median over repetitions in which C and Go ran back to
+	// back; the ratio is the median of the per-repetition ratios.
+	if b, err := os.ReadFile(filepath.Join(raw, "bench-mpi.json")); err != nil {
+		errs = append(errs, err)
+	} else {
+		var mp struct {
+			Results []struct {
+				NP       int       `json:"np"`
+				Bench    string    `json:"bench"`
+				Iter     int       `json:"iterations"`
+				Reps     int       `json:"reps"`
+				Metric   string    `json:"metric"`
+				GoNs     float64   `json:"go_ns_per_op"`
+				CNs      float64   `json:"c_ns_per_op"`
+				CNbNs    float64   `json:"c_nonblocking_ns_per_op"`
+				GoMBs    float64   `json:"go_mb_per_s"`
+				CMBs     float64   `json:"c_mb_per_s"`
+				Allocs   float64   `json:"go_allocs_per_op"`
+				Best     float64   `json:"go_over_c_best"`
+				Median   float64   `json:"go_over_c_median"`
+				Runs     []float64 `json:"go_over_c_runs"`
+				Goal     string    `json:"goal"`
+				MTNs     float64   `json:"c_thread_multiple_ns_per_op"`
+				MTMedian float64   `json:"c_thread_multiple_over_single_median"`
+				MTBest   float64   `json:"c_thread_multiple_over_single_min"`
+				SameJob  *struct {
+					Median float64 `json:"go_over_c_median"`
+					Best   float64 `json:"go_over_c_best"`
+					Chunks int     `json:"chunks"`
+					CNs    float64 `json:"c_ns_per_op"`
+					GoNs   float64 `json:"go_ns_per_op"`
+				} `json:"same_job"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(b, &mp); err != nil {
+			errs = append(errs, fmt.Errorf("bench-mpi.json: %w", err))
+		}
+		// withRatio sets the row's ratio to the median per-repetition
+		// ratio (when the JSON has one) and judges the goal on it.
+		withRatio := func(r benchRow, median float64) benchRow {
+			r = ratioRow(r)
+			if median > 0 {
+				r.Ratio = median
+				r.Met = nil
+				var lim float64
+				if _, err := fmt.Sscanf(strings.TrimLeft(r.Goal, "<>="), "%g", &lim); err == nil {
+					if strings.HasPrefix(r.Goal, "<=") {
+						r.Met = ptr(median <= lim)
+					} else if strings.HasPrefix(r.Goal, ">=") {
+						r.Met = ptr(median >= lim)
+					}
+				}
+			}
+			return r
+		}
+		for _, x := range mp.Results {
+			sec := "1 collectives (mpirun)"
+			what := map[string]string{"allreduce": "allreduce 1 x int64", "allgather_pair": "allgather counts + allgatherv 0..64 ids",
+				"p2p_1MiB": "Isend/Irecv 1 MiB", "p2p_64MiB": "Isend/Irecv 64 MiB"}[x.Bench]
+			// The row shows the same-job comparison when there is one
+			// (steadier on a shared machine): its medians, and the median of
+			// its per-chunk ratios; the separate runs go in the note.
+			goV, cV, median := x.GoNs, x.CNs, x.Median
+			if x.Metric == "bandwidth" {
+				goV, cV = x.GoMBs, x.CMBs
+			}
+			reps := fmt.Sprintf("separate runs (%d iterations): median of %d back-to-back repetitions %.2fx, best %.2fx", x.Iter, x.Reps, x.Median, x.Best)
+			if sj := x.SameJob; sj != nil && sj.GoNs > 0 && sj.CNs > 0 {
+				goV, cV, median = sj.GoNs, sj.CNs, sj.Median
+				if x.Metric == "bandwidth" {
+					bytes := map[string]float64{"p2p_1MiB": 1 << 20, "p2p_64MiB": 64 << 20}[x.Bench]
+					goV, cV = bytes/sj.GoNs*1e3, bytes/sj.CNs*1e3 // MB/s
+				}
+				reps = fmt.Sprintf("same job: median of %d alternating chunks of C and Go, best %.2fx; %s", sj.Chunks, sj.Best, reps)
+			}
+			if x.Metric == "bandwidth" {
+				goal := x.Goal
+				if goal == "" {
+					goal = ">=0.9"
+				}
+				add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "MB/s",
+					Reference: "C MPI_Isend/Irecv + MPI_Wait, same loop", RefValue: cV, Goal: goal, Allocs: ptr(x.Allocs),
+					Note: reps}, median))
+				continue
+			}
+			goal := x.Goal
+			if goal == "" {
+				goal = "<=1.3"
+			}
+			note := reps
+			if x.CNbNs > 0 {
+				note += fmt.Sprintf("; C non-blocking + MPI_Test: %.0f ns", x.CNbNs)
+			}
+			add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "ns/op",
+				Reference: "C blocking MPI call, same loop", RefValue: cV, Goal: goal, Allocs: ptr(x.Allocs),
+				Note: note}, median))
+			if x.MTNs > 0 {
+				add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d C blocking allreduce under MPI_THREAD_MULTIPLE", x.NP), Value: x.MTNs, Unit: "ns/op",
+					Reference: "same, MPI_THREAD_SINGLE", RefValue: x.CNs,
+					Note: fmt.Sprintf("what the thread level costs uncontended; best %.2fx", x.MTBest)}, x.MTMedian))
+			}
+		}
+	}
+	// In-process world vs a bare sync.Cond barrier (comm/local).
+	lb, err := parseGoBench(filepath.Join(raw, "local.txt"))
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		sec := "1 collectives (in-process)"
+		for _, n := range []int{2, 4, 8} {
+			ref, ok := lb[fmt.Sprintf("ReferenceCondBarrier/ranks=%d", n)]
+			if !ok {
+				continue
+			}
+			for _, c := range []struct{ name, what, goal string }{
+				{"Allreduce1", "allreduce 1 x int64", "<=1.5"}, {"Barrier", "barrier", "<=1.5"},
+				{"Allgather0to64", "allgather 0..64 ids (moves data; the reference does not)", ""},
+			} {
+				v, ok := lb[fmt.Sprintf("%s/ranks=%d", c.name, n)]
+				if !ok {
+					continue
+				}
+				add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("ranks=%d %s", n, c.what), Value: v["ns/op"], Unit: "ns/op",
+					Reference: "sync.Cond barrier (+ shared sum)", RefValue: ref["ns/op"], Goal: c.goal, Allocs: ptr(v["allocs/op"])}))
+				if ck, ok := lb[fmt.Sprintf("%s/ranks=%d/checked", c.name, n)]; ok {
+					add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("ranks=%d %s, checked mode", n, c.what), Value: ck["ns/op"], Unit: "ns/op",
+						Reference: "same, unchecked", RefValue: v["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead (issue 18)"}))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// statusMPIRows: the status check's consensus under mpirun against the bare
+// allgather of the same ids, and checked against unchecked, each the
+// median over chunks alternated in one job (scripts/bench-mpi.sh,
+// BenchmarkStatusVsBare).
+func statusMPIRows(raw string, add func(benchRow)) error {
+	b, err := os.ReadFile(filepath.Join(raw, "bench-mpi-status.json"))
+	if err != nil {
+		return err
+	}
+	var st struct {
+		Chunks  int `json:"chunks"`
+		Results []struct {
+			NP        int     `json:"np"`
+			IDs       int     `json:"ids"`
+			CheckBare float64 `json:"check_over_bare"`
+			Checked   float64 `json:"checked_over_unchecked"`
+			BareNs    float64 `json:"bare_ns_per_op"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("bench-mpi-status.json: %w", err)
+	}
+	sec := "2 consensus round (mpirun)"
+	for _, r := range st.Results {
+		note := fmt.Sprintf("median of %d same-job chunks; bare %.0f ns/op", st.Chunks, r.BareNs)
+		add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d status-check consensus, %d terminal-held ids/rank", r.NP, r.IDs),
+			Value: r.CheckBare * r.BareNs, Unit: "ns/op", Reference: "bare AllgatherInt64s of the same ids", RefValue: r.BareNs, Goal: "<=1.5", Note: note}))
+		add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("same, np=%d ids=%d, checked mode", r.NP, r.IDs),
+			Value: r.Checked * r.CheckBare * r.BareNs, Unit: "ns/op", Reference: "same, unchecked", RefValue: r.CheckBare * r.BareNs, Goal: "<=1.5", Note: note}))
+	}
+	return nil
+}
+
+// poolRows: the KV block pool's hot operations next to a bare
+// mutex-protected free list moving the same 32 block ids.
+func poolRows(raw string, add func(benchRow)) error {
+	gb, err := parseGoBench(filepath.Join(raw, "gpu.txt"))
+	if err != nil {
+		return err
+	}
+	ref, ok := gb["ReferenceFreeList32"]
+	if !ok {
+		return fmt.Errorf("no ReferenceFreeList32 in gpu.txt")
+	}
+	sec := "KV block pool (gpu)"
+	for _, c := range []struct{ name, what string }{
+		{"AllocateRelease32", "TryAllocate + Release of a 32-block request"},
+		{"AllocateCtxRelease32", "Allocate(ctx) + Release of a 32-block request"},
+		{"LeaseEndLease", "Lease + EndLease of a 32-block request"},
+	} {
+		v, ok := gb[c.name]
+		if !ok {
+			continue
+		}
+		add(ratioRow(benchRow{Section: sec, Figure: c.what, Value: v["ns/op"], Unit: "ns/op",
+			Reference: "mutex + free list moving 32 block ids", RefValue: ref["ns/op"], Allocs: ptr(v["allocs/op"]),
+			Note: "the pool also tracks owners, leases and states for CheckInvariants"}))
+	}
+	return nil
+}
+
+func transceiverRows(raw string, add func(benchRow)) error {
+	tb, err := parseGoBench(filepath.Join(raw, "transceiver.txt"))
+	if err != nil {
+		return err
+	}
+	sec := "2 consensus round (in-process)"
+	for _, n := range []int{2, 4} {
+		for _, ids := range []int{0, 64, 1024} {
+			p := fmt.Sprintf("ConsensusRound/ranks=%d/ids=%d/", n, ids)
+			c, ok1 := tb[p+"check"]
+			b, ok2 := tb[p+"bare"]
+			if !ok1 || !ok2 {
+				continue
+			}
+			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=%d status check, at_least 0, %d terminal-held ids/rank", n, ids),
+				Value: c["ns/op"], Unit: "ns/op", Reference: "bare AllgatherInt64s of the same ids, same group", RefValue: b["ns/op"],
+				Goal: "<=1.5", Allocs: ptr(c["allocs/op"]), Note: "allocs/op: all ranks together"}))
+			if ck, ok := tb[p+"check-checked"]; ok {
+				add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("same, ranks=%d ids=%d, checked mode", n, ids), Value: ck["ns/op"], Unit: "ns/op",
+					Reference: "same check, unchecked", RefValue: c["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead (issue 18)"}))
+			}
+		}
+	}
+	sec = "3 KV transfer CTX tp=1 -> GEN tp=4 (in-process)"
+	for _, sz := range []string{"1MiB", "64MiB"} {
+		p := "Transfer/frag=" + sz + "/"
+		x, ok := tb[p+"transfer"]
+		if !ok {
+			continue
+		}
+		if pp, ok := tb[p+"p2p"]; ok {
+			add(ratioRow(benchRow{Section: sec, Figure: "fragment " + sz + " x 4 GEN ranks: pack + send + verify + unpack + ack + reap",
+				Value: x["xfer-MB/s"], Unit: "MB/s", Reference: "bare Isend/Irecv of the same bytes + 8-byte ack", RefValue: pp["xfer-MB/s"],
+				Goal: ">=0.8", Allocs: ptr(x["allocs/op"]), Note: fmt.Sprintf("%.0f us per request vs %.0f us", x["xfer-ns/op"]/1e3, pp["xfer-ns/op"]/1e3)}))
+		}
+		if mm, ok := tb[p+"memmove"]; ok {
+			add(ratioRow(benchRow{Section: sec, Figure: "fragment " + sz + " x 4, same transfer", Value: x["xfer-MB/s"], Unit: "MB/s",
+				Reference: "copy() of the same bytes, one goroutine", RefValue: mm["xfer-MB/s"], Goal: ">=0.8"}))
+		}
+		for _, part := range []string{"fill", "pack", "unpack", "verify"} {
+			if v, ok := tb["TransferParts/frag="+sz+"/"+part]; ok {
+				what := map[string]string{"fill": "fill (CTX prefill of the pattern; untimed in the transfer)", "pack": "pack (CTX)",
+					"unpack": "unpack (GEN)", "verify": "verify every byte (GEN)"}[part]
+				add(ratioRow(benchRow{Section: sec, Figure: "  breakdown " + sz + ": " + what, Value: v["ns/op"] / 1e3, Unit: "us/request",
+					Reference: "whole transfer, us/request", RefValue: x["xfer-ns/op"] / 1e3, Note: fmt.Sprintf("%.0f MB/s in one goroutine", v["MB/s"])}))
+			}
+		}
+	}
+	sec = "6 scaling: status check, at_least 0 (in-process)"
+	base := tb["CheckScaling/ranks=2/inflight=10"]
+	for _, n := range []int{10, 100, 1000, 10000} {
+		if v, ok := tb[fmt.Sprintf("CheckScaling/ranks=2/inflight=%d", n)]; ok && base != nil {
+			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=2, %d sessions in flight per rank", n), Value: v["ns/op"], Unit: "ns/op",
+				Reference: "10 sessions in flight", RefValue: base["ns/op"], Allocs: ptr(v["allocs/op"]),
+				Note: fmt.Sprintf("%.0f ns per session; StartSend allocates %.0f B/session", v["ns/op"]/float64(n), v["B/session"])}))
+		}
+	}
+	base2 := tb["CheckScaling/ranks=2/inflight=10#01"]
+	if base2 == nil {
+		base2 = base
+	}
+	for _, n := range []int{2, 4, 8, 16, 32, 64} {
+		name := fmt.Sprintf("CheckScaling/ranks=%d/inflight=10", n)
+		if n == 2 {
+			name += "#01"
+		}
+		if v, ok := tb[name]; ok && base2 != nil {
+			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=%d (%d goroutine ranks + 1 GEN), 10 in flight", n, n), Value: v["ns/op"], Unit: "ns/op",
+				Reference: "tp=2", RefValue: base2["ns/op"], Allocs: ptr(v["allocs/op"]), Note: fmt.Sprintf("%.2fx per rank added vs tp=2", v["ns/op"]/base2["ns/op"]/(float64(n)/2))}))
+		}
+	}
+	return nil
+}
