@@ -21,6 +21,21 @@
 // ErrCollectiveTimeout that names the ranks that never arrived, with the last
 // operations of every rank taken from their flight recorders (Recorder).
 //
+// Point to point, checked mode promises less, because messages may
+// legitimately differ between ranks (each rank sends what it has): it
+// records every Isend and Irecv in the flight recorder (peer, tag, call
+// path, whether it completed), so a timeout or the stall inspector shows
+// what each rank last posted and what never matched; a receive whose
+// buffer is smaller than the message fails with an error wrapping
+// ErrTruncated instead of dropping bytes; and waits on a peer are bounded
+// by the caller (the executor waits at most the collective timeout and
+// then names the peer). It does not check that a send and its receive
+// were posted by matching code paths: the tag and the length are all the
+// backends match on (the transceiver's own wire header, checked by the
+// receiver, names a fragment that is not the one expected). Ordering is MPI's: messages between one pair on one
+// communicator and tag do not overtake each other (every backend, the
+// simulation's jitter included).
+//
 // Callers must: pass a context to every blocking call (its cancellation or
 // deadline ends the call with ctx.Err() wrapped); never reuse a buffer given
 // to Isend or Irecv before its Request completes; treat a communicator whose
