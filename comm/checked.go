@@ -2,7 +2,6 @@ package comm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -198,109 +197,6 @@ func (c *checked) stampsAgree() bool {
 // payload is rank r's contribution after its stamp.
 func (c *checked) payload(r int) []int64 { return c.gather.Of(r)[stampLen:] }
 
-// desync gathers every rank's stamp and call path and names, for each
-// distinct collective, the ranks that entered it and where.
-func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
-	c.gbuf = append(c.gbuf[:0], s[0], s[1], s[2], s[3], s[5], int64(c.path.n))
-	c.gbuf = append(c.gbuf, c.path.pcs[:c.path.n]...)
-	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
-		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
-	}
-	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank()}
-	paths := make([]Path, c.raw.Size())
-	for r := range c.raw.Size() {
-		v := c.gather.Of(r)
-		if len(v) < 6 || v[0] != stampMagic || v[5] < 0 || v[5] > pathDepth || len(v) != 6+int(v[5]) {
-			de.Entries = append(de.Entries, Entry{Rank: r, Site: "(not a checked collective)"})
-			continue
-		}
-		p := &paths[r]
-		p.n = copy(p.pcs[:], v[6:])
-		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3]})
-	}
-	// Where the first two differing paths part (same kind and site at
-	// the top, different branches below), for the reader.
-	for r := 1; r < len(de.Entries); r++ {
-		if de.Entries[r].hash != de.Entries[0].hash && paths[0].n > 0 && paths[r].n > 0 {
-			de.Parted = divergence(&paths[0], &paths[r])
-			break
-		}
-	}
-	return de
-}
-
-// fail turns a backend error into the error the caller sees, marks the
-// communicator broken, and ends the flight record.
-func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err error) error {
-	var bte *TimeoutError
-	switch {
-	case ctx.Err() != nil:
-		err = fmt.Errorf("comm: %s #%d on group %q rank %d: %w", self.Kind, self.Seq, c.raw.Name(), c.raw.Rank(), err)
-	case errors.As(err, &bte), errors.Is(err, ErrCollectiveTimeout), tctx.Err() != nil, errors.Is(err, ErrBroken):
-		// The backend's bound (or our own deadline) passed, or a peer
-		// gave up on this collective at its bound (in-process the first
-		// rank to give up breaks the round for all): either way the
-		// collective timed out.
-		te := c.timeout(self, bte)
-		if bte == nil && !errors.Is(err, context.DeadlineExceeded) {
-			te.Cause = err
-		}
-		err = te
-	}
-	c.broken = err
-	c.cfg.Recorder.End(id, err)
-	return err
-}
-
-// timeout builds the error of a collective that timed out: the backend's
-// own view (bte, when it gave one: which ranks never arrived) with this
-// rank's stamp, and every rank's flight records from the stall inspector.
-func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
-	te := &TimeoutError{Group: c.raw.Name(), Self: c.raw.Rank(), Waiting: self}
-	if bte != nil {
-		te.Missing, te.Cause, te.Bound, te.WorldRanks = slices.Clone(bte.Missing), bte.Cause, bte.Bound, bte.WorldRanks
-		te.Peers = bte.Peers
-	}
-	ins, ok := Unwrap(c.raw).(Inspector)
-	if !ok {
-		if bte == nil {
-			for r := range c.raw.Size() {
-				if r != self.Rank {
-					te.Missing = append(te.Missing, r)
-				}
-			}
-		}
-		return te
-	}
-	ictx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-	defer cancel()
-	te.Peers = ins.InspectPeers(ictx)
-	// A rank whose flight records show it entered this collective arrived,
-	// if late: the culprit is a rank that never did. Where the backend
-	// said who was missing at its bound, keep those of them that still
-	// have not arrived (all of them, if that would leave none).
-	var never []int
-	for _, p := range te.Peers {
-		if p.Rank == self.Rank {
-			continue
-		}
-		arrived := false
-		for _, r := range p.Records {
-			if r.Group == c.raw.Name() && r.Seq >= self.Seq && r.Kind != KindSend && r.Kind != KindRecv {
-				arrived = true
-				break
-			}
-		}
-		if !arrived && (bte == nil || bte.Missing == nil || slices.Contains(bte.Missing, p.Rank)) {
-			never = append(never, p.Rank)
-		}
-	}
-	if len(never) > 0 || bte == nil || bte.Missing == nil {
-		te.Missing = never
-	}
-	return te
-}
-
 func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, shape int64, err error) error {
 	cancel()
 	if err != nil {
@@ -419,18 +315,6 @@ func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	return got, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), err)
 }
 
-// appendBytes packs data into words (8 bytes each, the last zero-padded).
-func appendBytes(dst []int64, data []byte) []int64 {
-	n := (len(data) + 7) / 8
-	dst = slices.Grow(dst, n)
-	words := dst[len(dst) : len(dst)+n]
-	if n > 0 {
-		words[n-1] = 0
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*n), data)
-	}
-	return dst[:len(dst)+n]
-}
-
 // unpackBytes copies the bytes packed in v (its length first) into buf,
 // grown when too small.
 func unpackBytes(buf []byte, v []int64) ([]byte, error) {
@@ -448,61 +332,6 @@ func unpackBytes(buf []byte, v []int64) ([]byte, error) {
 	return buf, nil
 }
 
-func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {
-	var path Path
-	path.capture()
-	req, err := c.raw.Isend(buf, dest, tag)
-	if err != nil {
-		return nil, err
-	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindSend, dest, tag, &path)
-	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
-}
-
-func (c *checked) Irecv(buf []byte, src, tag int) (Request, error) {
-	var path Path
-	path.capture()
-	req, err := c.raw.Irecv(buf, src, tag)
-	if err != nil {
-		return nil, err
-	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
-	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
-}
-
-// checkedReq ends the flight record of a point-to-point request when it
-// completes.
-type checkedReq struct {
-	Request
-	rec  *Recorder
-	id   uint64
-	once sync.Once
-}
-
-func (r *checkedReq) Test() (Status, bool, error) {
-	st, done, err := r.Request.Test()
-	if done {
-		r.once.Do(func() { r.rec.End(r.id, err) })
-	}
-	return st, done, err
-}
-
-func (r *checkedReq) Wait(ctx context.Context) (Status, error) {
-	st, err := r.Request.Wait(ctx)
-	if ctx.Err() == nil || err == nil {
-		r.once.Do(func() { r.rec.End(r.id, err) })
-	}
-	return st, err
-}
-
-func (r *checkedReq) Cancel() error {
-	err := r.Request.Cancel()
-	if err == nil {
-		r.once.Do(func() { r.rec.End(r.id, errors.New("cancelled")) })
-	}
-	return err
-}
-
 // Notifier is an optional capability of a backend communicator: Notify
 // returns a channel that receives a token (buffered, coalesced) whenever a
 // point-to-point request posted by this rank completes, so a rank waiting
@@ -518,4 +347,16 @@ func NotifierOf(c Comm) Notifier {
 		return n
 	}
 	return nil
+}
+
+// appendBytes packs data into words (8 bytes each, the last zero-padded).
+func appendBytes(dst []int64, data []byte) []int64 {
+	n := (len(data) + 7) / 8
+	dst = slices.Grow(dst, n)
+	words := dst[len(dst) : len(dst)+n]
+	if n > 0 {
+		words[n-1] = 0
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*n), data)
+	}
+	return dst[:len(dst)+n]
 }
