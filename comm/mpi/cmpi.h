@@ -298,15 +298,19 @@ static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns) {
 static int rr_p2p_source(rr_p2p *p) { return p->st.MPI_SOURCE; }
 static int rr_p2p_tag(rr_p2p *p) { return p->st.MPI_TAG; }
 
-// rr_p2p_cancel withdraws a receive: after it returns 0, p->cancelled says
-// whether the receive was withdrawn (1) or had already matched (0, and the
-// request is complete with its status).
-static int rr_p2p_cancel(rr_p2p *p) {
-	int rc = MPI_Cancel(&p->req);
-	if (rc) return rc;
-	rc = MPI_Wait(&p->req, &p->st);
-	if (rc) return rc;
-	p->flag = 1;
+// rr_p2p_cancel asks MPI to withdraw a receive; the request must then be
+// completed by polling (rr_p2p_cancel_poll). A receive that had matched
+// is not withdrawn: it completes when its sender's bytes have arrived,
+// which is never when the sender is frozen or gone, so the caller polls
+// for a bounded time instead of calling MPI_Wait.
+static int rr_p2p_cancel(rr_p2p *p) { return MPI_Cancel(&p->req); }
+
+// rr_p2p_cancel_poll polls a cancelled receive once: after it returns 0
+// with p->flag set, p->cancelled says whether the receive was withdrawn (1)
+// or had already matched (0, and the request is complete with its status).
+static int rr_p2p_cancel_poll(rr_p2p *p) {
+	int rc = MPI_Test(&p->req, &p->flag, &p->st);
+	if (rc || !p->flag) return rc;
 	p->cancelled = 0;
 	MPI_Test_cancelled(&p->st, &p->cancelled);
 	if (!p->cancelled) {

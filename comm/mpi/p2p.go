@@ -40,6 +40,10 @@ type request struct {
 	done bool
 	st   comm.Status
 	err  error
+	// cancelling: MPI_Cancel was called; the request is completed by
+	// rr_p2p_cancel_poll, which tells a withdrawn receive from one that
+	// had matched.
+	cancelling bool
 }
 
 func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Request, error) {
@@ -147,6 +151,10 @@ func (r *request) testLocked(service bool, budget C.int64_t) (comm.Status, bool,
 	if e.finalized {
 		return comm.Status{}, false, fmt.Errorf("%w: %s: MPI finalized", comm.ErrClosed, r.op())
 	}
+	if r.cancelling {
+		r.pollCancelledLocked()
+		return r.st, r.done, r.err
+	}
 	rc := C.rr_p2p_spin(r.p, budget)
 	if rc != C.MPI_SUCCESS {
 		r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
@@ -212,14 +220,61 @@ func (r *request) Cancel() error {
 	if e.finalized {
 		return fmt.Errorf("%w: Irecv: MPI finalized", comm.ErrClosed)
 	}
-	rc := C.rr_p2p_cancel(r.p)
-	if rc != C.MPI_SUCCESS {
-		return mpiError(rc, "Cancel", "MPI_Cancel", r.c.name, r.c.rank)
+	if !r.cancelling {
+		if rc := C.rr_p2p_cancel(r.p); rc != C.MPI_SUCCESS {
+			return mpiError(rc, "Cancel", "MPI_Cancel", r.c.name, r.c.rank)
+		}
+		r.cancelling = true
 	}
-	if r.p.cancelled != 0 {
-		r.finishLocked(comm.Status{}, fmt.Errorf("%w: Irecv from %d tag %d on group %q", errCancelled, r.peer, r.tag, r.c.name))
+	// A withdrawn receive completes at once; one that had matched
+	// completes when its bytes have arrived. Poll for at most
+	// cancelBound, releasing the engine between polls (the stall
+	// inspector's responder needs it): a sender that is frozen or gone
+	// never finishes, and MPI_Wait here hung a job whose CTX rank froze
+	// mid-transfer.
+	start := time.Now()
+	for !r.pollCancelledLocked() {
+		if time.Since(start) >= cancelBound {
+			return fmt.Errorf("%w: Irecv from %d tag %d on group %q had matched and is still receiving after %v: its buffer stays in use",
+				comm.ErrNotCancelled, r.peer, r.tag, r.c.name, cancelBound)
+		}
+		e.mu.Unlock()
+		backoff(true)
+		e.mu.Lock()
+		if e.finalized && !r.done {
+			return fmt.Errorf("%w: Irecv: MPI finalized", comm.ErrClosed)
+		}
+	}
+	if errors.Is(r.err, errCancelled) {
 		return nil
 	}
-	r.finishLocked(r.statusLocked(), nil)
+	if r.err != nil {
+		return r.err
+	}
 	return fmt.Errorf("%w: Irecv from %d tag %d on group %q had already matched", comm.ErrNotCancelled, r.peer, r.tag, r.c.name)
 }
+
+// pollCancelledLocked polls a cancelled receive once and reports whether
+// it is done: withdrawn (its error wraps errCancelled) or completed as
+// matched. e.mu held.
+func (r *request) pollCancelledLocked() bool {
+	if r.done {
+		return true
+	}
+	rc := C.rr_p2p_cancel_poll(r.p)
+	switch {
+	case rc != C.MPI_SUCCESS:
+		r.finishLocked(comm.Status{}, mpiError(rc, "Cancel", "MPI_Test", r.c.name, r.c.rank))
+	case r.p.flag == 0:
+		return false
+	case r.p.cancelled != 0:
+		r.finishLocked(comm.Status{}, fmt.Errorf("%w: Irecv from %d tag %d on group %q", errCancelled, r.peer, r.tag, r.c.name))
+	default:
+		r.finishLocked(r.statusLocked(), nil)
+	}
+	return true
+}
+
+// cancelBound is how long Cancel waits for a receive that had matched to
+// finish arriving before it gives up and leaves the receive in flight.
+const cancelBound = 200 * time.Millisecond
