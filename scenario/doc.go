@@ -29,7 +29,8 @@
 //	                                     bytes-verified == bytes-moved
 //
 // An "ok" outcome also always requires: no report errors, zero leaked and
-// zero pinned blocks at the end, every byte moved verified (unless a bound
+// zero pinned blocks at the end, every byte moved verified or, for a request
+// that failed, discarded (bytes-verified + bytes-discarded == bytes-moved; unless a bound
 // names bytes-verified itself, as a corruption scenario must), and every
 // request accounted for (completed + failed + cancelled == requests).
 //

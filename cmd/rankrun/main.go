@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/rankrun/rankrun/comm"
 )
 
 // usageError is a bad command line: exit code 2.
@@ -87,8 +89,13 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
+		if !quietRank() {
+			fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
+		}
 		return 2
+	}
+	if errors.Is(err, comm.ErrUnderMPI) && quietRank() {
+		return 1
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
@@ -99,6 +106,14 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "rankrun: %v\n", err)
 	return 1
+}
+
+// quietRank reports whether this process is a rank other than world rank 0
+// of an mpirun job: a refusal that every rank reaches alike (a bad command
+// line, a build without MPI) is printed once, by world rank 0.
+func quietRank() bool {
+	l := comm.DetectLaunch()
+	return l.UnderMPI && l.WorldRank > 0
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with
