@@ -79,7 +79,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0)")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run, > 0 (a run that reaches it ends with an error naming this flag; virtual time under sim)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
 	fs.StringVar(&f.hardware, "hardware", "zero", "sim: link model preset: "+strings.Join(sim.FabricNames(), " | "))
