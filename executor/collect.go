@@ -116,7 +116,24 @@ const (
 	tagPartial      = 2
 	tagPartialPiece = 3
 	tagPartialDone  = 4
+	tagFailure      = 5
 )
+
+// failureNote bounds the error a failing rank sends to world rank 0: small
+// enough to go eagerly (the rank aborts the job right after).
+const failureNote = 2048
+
+// SendFailure tells world rank 0 why this rank fails, before it aborts the
+// job: mpirun's teardown then interrupts rank 0, whose partial report
+// (CollectPartial) names this error, not the teardown. Bounded by ctx.
+func SendFailure(ctx context.Context, world comm.Comm, err error) error {
+	note, jerr := json.Marshal(RunError{Kind: ErrorKind(err), Message: err.Error(), Ranks: []int{world.Rank()}})
+	if jerr != nil || len(note) > failureNote {
+		msg := err.Error()
+		note, _ = json.Marshal(RunError{Kind: ErrorKind(err), Message: msg[:min(len(msg), failureNote/2)] + "...", Ranks: []int{world.Rank()}})
+	}
+	return sendWait(ctx, world, note, tagFailure)
+}
 
 // SendPartial sends this rank's report, as far as it got, to world rank 0
 // after an interrupt (every rank of an mpirun job is signalled), then
@@ -156,6 +173,7 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 		}
 	}
 	rep := out.partial(&cfg, runErr, elapsed.Seconds())
+	applyFailures(ctx, world, rep)
 	done := func(ctx context.Context) {
 		for _, r := range heard {
 			if q, err := world.Isend([]byte{1}, r, tagPartialDone); err == nil {
@@ -164,4 +182,26 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 		}
 	}
 	return rep, done
+}
+
+// applyFailures makes the partial report name the error a failing rank
+// sent (SendFailure) instead of the interrupt it caused, if one came.
+func applyFailures(ctx context.Context, world comm.Comm, rep *Report) {
+	buf := make([]byte, failureNote)
+	for {
+		st, err := recvWait(ctx, world, buf, comm.AnySource, tagFailure)
+		if err != nil {
+			return
+		}
+		var re RunError
+		if json.Unmarshal(buf[:st.Len], &re) != nil {
+			continue
+		}
+		if rep.Error == nil || rep.Error.Kind == "interrupted" {
+			rep.Error = &RunError{Kind: re.Kind, Message: re.Message, Ranks: []int{}}
+			rep.Errors = rep.Errors[:max(0, len(rep.Errors)-1)] // the interrupt's own line
+		}
+		rep.Error.Ranks = append(rep.Error.Ranks, st.Source)
+		rep.Errors = append(rep.Errors, fmt.Sprintf("world rank %d: %s", st.Source, re.Message))
+	}
 }

@@ -82,11 +82,13 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	return exitError{code: final}
 }
 
-// mpiFailed ends a rank whose run failed. Interrupted: rank 0 gathers the
-// other ranks' partial reports (bounded), prints one report and aborts the
-// job with 128 + the signal; the others send theirs and wait for it. Any
-// other error: this rank prints what it measured with the error (its own
-// figures: its peers are still running and are ended by the abort).
+// mpiFailed ends a rank whose run failed; the job prints one report, from
+// world rank 0. Interrupted (mpirun forwards a signal to every rank, and
+// tears the job down with one when a rank aborts): rank 0 gathers the other
+// ranks' partial reports (bounded) and prints one brief report; the others
+// send theirs. Any other error on a rank other than 0: it sends its error
+// to rank 0 and aborts the job, whose teardown interrupts rank 0, which
+// reports that error. On rank 0: it prints what it measured with the error.
 func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlags, o outputs, mine executor.RankReport, err error,
 	elapsed time.Duration, stdout, stderr io.Writer) error {
 	ie, isInt := interrupted(ctx, err)
@@ -98,13 +100,18 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	defer cancel()
 	if isInt && w.Rank() != 0 {
 		_ = executor.SendPartial(bctx, w.Comm(), mine)
-		w.Abort(code, err)
-		return exitError{code: code}
+		abortAfterInterrupt(w, code, err)
 	}
 	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), err)
 	var te *comm.TimeoutError
 	if errors.As(err, &te) {
 		fmt.Fprintf(stderr, "flight recorder:\n%s", te.FlightLog())
+	}
+	if !isInt && w.Rank() != 0 {
+		// One report per job, from world rank 0: the abort interrupts it,
+		// and it reports this error with what the ranks measured.
+		_ = executor.SendFailure(bctx, w.Comm(), err)
+		w.Abort(code, err)
 	}
 	var rep *executor.Report
 	done := func(context.Context) {}
@@ -114,9 +121,34 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
 	}
 	rep.Backend, rep.WallSeconds = "mpi", elapsed.Seconds()
-	f.markError(ctx, rep, err)
+	if !isInt {
+		f.markError(ctx, rep, err)
+	} else if rep.Error.Kind != "interrupted" {
+		code = 1 // a rank failed: its abort interrupted this one
+	}
+	o.brief = isInt
 	_ = o.finish(ctx, rep, err, stdout)
 	done(bctx)
+	if isInt {
+		abortAfterInterrupt(w, code, err)
+	}
 	w.Abort(code, err)
 	return exitError{code: code}
+}
+
+// drainBound is how long an interrupted rank leaves mpirun to forward what
+// it printed before the rank aborts the job itself. MPI_Abort makes mpirun
+// tear the job down and drop output it has not read yet (the report was
+// cut at ~10 KB when rank 0 aborted right after printing it); mpirun's own
+// SIGKILL, one second after it forwarded the signal, comes first and finds
+// the output read.
+const drainBound = 3 * time.Second
+
+// abortAfterInterrupt ends an interrupted rank: mpirun's kill ends it
+// within the bound; a rank signalled directly (not through mpirun) aborts
+// the job at the bound. It does not return.
+func abortAfterInterrupt(w *mpi.World, code int, err error) {
+	t := time.NewTimer(drainBound)
+	<-t.C
+	w.Abort(code, err)
 }

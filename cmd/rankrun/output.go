@@ -23,6 +23,10 @@ type outputs struct {
 	json     bool
 	trace    string // --trace FILE: Chrome trace of the run
 	requests string // --requests-out FILE: one JSON record per request
+	// brief: the report without rank_reports, JSON unindented. After a
+	// signal mpirun forwards only ~10 KB more of a rank's output (it stops
+	// reading while it tears the job down): the report must fit.
+	brief bool
 }
 
 // check fails before the run, not after it, on a path that cannot be
@@ -51,7 +55,10 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 	var errs []error
 	if rep != nil {
 		errs = append(errs, o.writeFiles(rep))
-		if err := printReport(rep, o.json, stdout); err != nil {
+		if o.brief {
+			rep.Ranks_ = nil
+		}
+		if err := printReport(rep, o.json, !o.brief, stdout); err != nil {
 			errs = append(errs, fmt.Errorf("writing the report to stdout: %w", err))
 		}
 	}
@@ -110,11 +117,13 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func printReport(rep *executor.Report, jsonOut bool, stdout io.Writer) error {
+func printReport(rep *executor.Report, jsonOut, indent bool, stdout io.Writer) error {
 	w := &errWriter{w: stdout}
 	if jsonOut {
 		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
+		if indent {
+			enc.SetIndent("", "  ")
+		}
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}

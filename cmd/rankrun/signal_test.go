@@ -66,20 +66,24 @@ func TestRunInterruptedBySignal(t *testing.T) {
 			stderr, err := cmd.StderrPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
-			// Progress first: every rank has started its loop.
+			// Progress first: every rank has started its loop and requests
+			// have finished (debug log lines), then the signal.
 			sc := bufio.NewScanner(stderr)
-			started := 0
-			for started < 5 && sc.Scan() {
-				if strings.Contains(sc.Text(), "executor starting") {
-					started++
-				}
+			started, finished := 0, 0
+			for (started < 5 || finished < 2) && sc.Scan() {
+				started += strings.Count(sc.Text(), "executor starting")
+				finished += strings.Count(sc.Text(), "requests finished")
 			}
 			require.Equal(t, 5, started, "every rank starts")
-			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			// Let requests complete (test pacing, not a wait for an event: the
-			// run goes on for minutes if nothing interrupts it).
-			time.Sleep(500 * time.Millisecond)
+			drained := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, stderr); close(drained) }()
 			require.NoError(t, cmd.Process.Signal(tc.sig))
+			select { // stderr closes when the process ends
+			case <-drained:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatal("rankrun did not end within 30 s of the signal")
+			}
 			code := waitExit(t, cmd, 30*time.Second)
 			assert.Equal(t, tc.code, code)
 
