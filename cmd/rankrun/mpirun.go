@@ -20,6 +20,13 @@ import (
 // the report must be out before then.
 const partialBound = 600 * time.Millisecond
 
+// ackBound bounds rank 0's acknowledgement that it printed the report.
+const ackBound = 400 * time.Millisecond
+
+// failureBound bounds a failing rank's note to rank 0 (2 KB: it goes
+// eagerly, so it is sent at once unless rank 0's MPI is stuck).
+const failureBound = 50 * time.Millisecond
+
 // runMPI runs this process's rank of an mpirun job. Rank 0 prints the
 // report. A failing rank prints what it measured with its error and aborts
 // the job, so mpirun ends non-zero within seconds instead of leaving its
@@ -99,8 +106,16 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	bctx, cancel := context.WithTimeout(context.Background(), partialBound)
 	defer cancel()
 	if isInt && w.Rank() != 0 {
-		_ = executor.SendPartial(bctx, w.Comm(), mine)
-		abortAfterInterrupt(w, code, err)
+		// After rank 0 has printed (it acknowledges) this rank waits for
+		// mpirun's kill like rank 0: a rank that exits or aborts first ends
+		// the teardown before mpirun has read rank 0's report. A rank 0
+		// that does not answer in time (frozen, say) is not waited for.
+		actx, acancel := context.WithTimeout(context.Background(), partialBound+ackBound)
+		defer acancel()
+		if executor.SendPartial(actx, w.Comm(), mine) == nil {
+			awaitKill()
+		}
+		return exitError{code: code}
 	}
 	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), err)
 	var te *comm.TimeoutError
@@ -110,7 +125,10 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	if !isInt && w.Rank() != 0 {
 		// One report per job, from world rank 0: the abort interrupts it,
 		// and it reports this error with what the ranks measured.
-		_ = executor.SendFailure(bctx, w.Comm(), err)
+		// Bounded short: a frozen rank 0 must not delay the abort.
+		nctx, ncancel := context.WithTimeout(bctx, failureBound)
+		_ = executor.SendFailure(nctx, w.Comm(), err)
+		ncancel()
 		w.Abort(code, err)
 	}
 	var rep *executor.Report
@@ -128,27 +146,31 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	}
 	o.brief = isInt
 	_ = o.finish(ctx, rep, err, stdout)
-	done(bctx)
+	dctx, dcancel := context.WithTimeout(context.Background(), ackBound)
+	defer dcancel()
+	done(dctx)
 	if isInt {
-		abortAfterInterrupt(w, code, err)
+		awaitKill()
+		return exitError{code: code}
 	}
 	w.Abort(code, err)
 	return exitError{code: code}
 }
 
 // drainBound is how long an interrupted rank leaves mpirun to forward what
-// it printed before the rank aborts the job itself. MPI_Abort makes mpirun
-// tear the job down and drop output it has not read yet (the report was
-// cut at ~10 KB when rank 0 aborted right after printing it); mpirun's own
-// SIGKILL, one second after it forwarded the signal, comes first and finds
-// the output read.
+// rank 0 printed before it exits. A rank that exits or aborts at once ends
+// the teardown before mpirun has read rank 0's report (it was cut at ~10
+// KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
+// signal, comes first. Interrupted ranks never call MPI_Abort: in a job
+// that a rank's abort is already tearing down, a second abort could hang
+// (a frozen rank 0 then kept the job for 18 s instead of 6).
 const drainBound = 3 * time.Second
 
-// abortAfterInterrupt ends an interrupted rank: mpirun's kill ends it
-// within the bound; a rank signalled directly (not through mpirun) aborts
-// the job at the bound. It does not return.
-func abortAfterInterrupt(w *mpi.World, code int, err error) {
+// awaitKill waits for mpirun's kill, at most drainBound: a rank signalled
+// directly (not through mpirun) then exits without MPI_Finalize, and mpirun
+// ends the job.
+func awaitKill() {
 	t := time.NewTimer(drainBound)
+	defer t.Stop()
 	<-t.C
-	w.Abort(code, err)
 }
