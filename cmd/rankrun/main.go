@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/rankrun/rankrun/comm"
 )
@@ -89,12 +90,15 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		if !quietRank() {
+		if quietRank() {
+			leaveLast()
+		} else {
 			fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
 		}
 		return 2
 	}
 	if errors.Is(err, comm.ErrUnderMPI) && quietRank() {
+		leaveLast()
 		return 1
 	}
 	var ee exitError
@@ -114,6 +118,18 @@ func exitCode(err error, stderr io.Writer) int {
 func quietRank() bool {
 	l := comm.DetectLaunch()
 	return l.UnderMPI && l.WorldRank > 0
+}
+
+// quietExitDelay: a quiet rank exits this much later than world rank 0
+// would. mpirun ends the job when the first rank exits non-zero, and a
+// quiet rank that left first killed rank 0 before it printed the refusal.
+const quietExitDelay = time.Second
+
+// leaveLast waits quietExitDelay, so world rank 0 prints and exits first.
+func leaveLast() {
+	t := time.NewTimer(quietExitDelay)
+	defer t.Stop()
+	<-t.C
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with

@@ -17,8 +17,9 @@ import (
 // partialBound bounds the exchange of partial reports after an interrupt.
 // mpirun forwards SIGINT and SIGTERM to every rank as SIGTERM and kills
 // what is left a second later (odls_base_sigkill_timeout, default 1 s):
-// the report must be out before then.
-const partialBound = 600 * time.Millisecond
+// the report must be out before then (on a loaded machine, raise it:
+// mpirun --mca odls_base_sigkill_timeout 3).
+const partialBound = 400 * time.Millisecond
 
 // ackBound bounds rank 0's acknowledgement that it printed the report.
 const ackBound = 400 * time.Millisecond
