@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-explore mutate test-mpi test-multinode bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -50,12 +50,14 @@ mutate:
 	$(GO) run ./cmd/mutate
 
 # The MPI backend's conformance suite under mpirun (np 2, 4, TCP), the CLI
-# under mpirun (np 5 equals in-process), scenarios under mpirun, and a rank
+# under mpirun (np 5 equals in-process; SIGINT to mpirun gives one partial
+# report; errors and refusals), scenarios under mpirun, and a rank
 # frozen with SIGSTOP in the default mode (the job ends within the
 # collective timeout, naming it).
 test-mpi: mpi-deps
 	@scripts/test-mpi.sh
 	@scripts/test-mpi-cli.sh
+	@scripts/test-cli-mpi.sh
 	@if [ -x scripts/test-mpi-scenarios.sh ]; then scripts/test-mpi-scenarios.sh; else echo "test-mpi: scripts/test-mpi-scenarios.sh missing" >&2; exit 1; fi
 	@scripts/test-mpi-freeze.sh
 
@@ -64,6 +66,12 @@ test-mpi: mpi-deps
 # root (ip netns add); elsewhere it says why it skipped.
 test-multinode:
 	@scripts/test-multinode.sh
+
+# 1,000,000 requests in-process and under mpirun, each ending with its
+# report; report size and peak memory against a 100,000-request run (slow:
+# tens of minutes on 2 cores; not part of make test).
+test-scale: mpi-deps
+	@scripts/test-cli-scale.sh
 
 bench: mpi-deps
 	@scripts/bench.sh

@@ -154,10 +154,10 @@ func (l *loop) check(ctx context.Context, a ProgressAction) (transceiver.Result,
 		l.rep.IdleReaped += len(res.Reaped)
 	}
 	for _, x := range res.Reaped {
-		l.rep.ReapDelayNs = append(l.rep.ReapDelayNs, x.Reaped.Sub(x.Terminal).Nanoseconds())
+		l.rep.ReapDelay.Add(x.Reaped.Sub(x.Terminal).Nanoseconds())
 		l.progressAt = l.clk.Now()
-		l.traceSpan("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(),
-			map[string]any{"bytes": x.Bytes, "reason": x.Reason})
+		l.traceAsync("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), fmt.Sprintf("rank%d-req%d", l.world.Rank(), x.ID),
+			x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(), map[string]any{"bytes": x.Bytes, "reason": x.Reason})
 		if l.isCtx() {
 			if err := l.releaseBlocks(x.ID); err != nil {
 				return res, err
@@ -202,6 +202,17 @@ func (l *loop) traceSpan(cat, name string, from, to int64, args map[string]any) 
 	}
 	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "X", TS: float64(from) / 1e3, Dur: float64(to-from) / 1e3,
 		PID: 0, TID: l.world.Rank(), Args: args})
+}
+
+// traceAsync records a span that may overlap the rank's others (a
+// transfer runs across iterations) as an async begin/end pair.
+func (l *loop) traceAsync(cat, name, id string, from, to int64, args map[string]any) {
+	if !l.cfg.Trace {
+		return
+	}
+	tid := l.world.Rank()
+	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "b", TS: float64(from) / 1e3, ID: id, TID: tid, Args: args},
+		TraceEvent{Name: name, Cat: cat, Ph: "e", TS: float64(to) / 1e3, ID: id, TID: tid})
 }
 
 // stallCheck ends the run with ErrStalled when work waits and nothing has
@@ -249,11 +260,11 @@ func (l *loop) endIteration(ctx context.Context, iterStart int64, busy bool, adm
 		return err
 	}
 	if busy {
-		l.rep.BusyStepNs = append(l.rep.BusyStepNs, step)
+		l.rep.BusyStep.Add(step)
 		l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": admitted})
 	} else {
 		l.rep.IdleIterations++
-		l.rep.IdleStepNs = append(l.rep.IdleStepNs, step)
+		l.rep.IdleStep.Add(step)
 		w, err := l.idleWait(ctx)
 		if err != nil {
 			return err

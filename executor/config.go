@@ -63,6 +63,10 @@ type Config struct {
 	Log *zap.Logger
 	// Trace records trace events (Chrome trace format) per rank.
 	Trace bool
+	// Records keeps every finished request's record for Report.Requests
+	// (per-request state on the GEN leaders; off by default, so a report's
+	// size does not grow with the number of requests).
+	Records bool
 	// Clock is the time source of the run: every timestamp, timed wait
 	// and modelled compute (clock.Real() when nil). Each rank of a
 	// simulated world gets its own.

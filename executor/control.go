@@ -3,6 +3,8 @@ package executor
 import (
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -90,6 +92,10 @@ func (l *loop) pumpCtl() error {
 				return fmt.Errorf("executor: done message for request %d reached world rank %d, which is not the router", r.ID, l.world.Rank())
 			}
 			l.router.finished(r.ID, r.Arrival)
+			if l.router.done%100 == 0 {
+				// Progress, for whoever watches the log (the CLI's signal tests).
+				l.log.Debug("requests finished", zap.Int("finished", l.router.done), zap.Int("of", len(l.router.reqs)))
+			}
 		}
 		if err := l.postCtl(); err != nil {
 			return err

@@ -79,9 +79,11 @@ func TestGenAttentionDPAgreesOnOtherIndicesTransfers(t *testing.T) {
 			cfg.Workload.OutputTokens = 16
 			cfg.Workload.Arrival = executor.Arrival{Kind: executor.Rate, Rate: 200}
 			cfg.DecodePerStep = time.Millisecond
+			cfg.Records = true
 			rep := run(t, cfg)
 			require.Empty(t, rep.Errors)
 			require.Equal(t, 8, rep.RequestsCompleted)
+			require.Len(t, rep.Requests, 8)
 			for _, q := range rep.Requests {
 				require.Positive(t, q.TransferDone, "request %d (gen dp %d) has no agreed transfer", q.ID, q.GenDP)
 				require.GreaterOrEqual(t, q.FirstToken, q.TransferDone, "request %d decoded before its KV arrived", q.ID)

@@ -63,7 +63,7 @@ func ParseFault(s string) (Fault, error) {
 	bad := func(format string, args ...any) (Fault, error) {
 		return Fault{}, fmt.Errorf("executor: fault %q: %s", s, fmt.Sprintf(format, args...))
 	}
-	head, opts, _ := strings.Cut(strings.TrimSpace(s), ",")
+	head, opts, hasOpts := strings.Cut(strings.TrimSpace(s), ",")
 	kind, where, ok := strings.Cut(head, "@")
 	if !ok {
 		return bad("want KIND@ROLE:RANK (for example fail-transfer@gen:1,req=3)")
@@ -93,12 +93,19 @@ func ParseFault(s string) (Fault, error) {
 		return bad("rank %q: must be a non-negative integer", rank)
 	}
 	f.Rank = r
-	if opts != "" {
+	if hasOpts {
+		seen := map[string]bool{}
 		for _, kv := range strings.Split(opts, ",") {
 			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
+			switch {
+			case kv == "":
+				return bad("an empty option (a stray comma?)")
+			case !ok:
 				return bad("option %q: want key=value", kv)
+			case seen[k]:
+				return bad("%s= given twice", k)
 			}
+			seen[k] = true
 			switch k {
 			case "req":
 				n, err := strconv.ParseUint(v, 10, 64)
@@ -134,10 +141,8 @@ func (f Fault) validate(c *Config) error {
 	if f.Rank >= n {
 		return fmt.Errorf("rank %d outside the %s instance's 0..%d", f.Rank, f.Role, n-1)
 	}
-	needReq := map[FaultKind]bool{FaultFailTransfer: true, FaultCorrupt: true, FaultDropAck: true, FaultTimeoutTransfer: true,
-		FaultCancel: true, FaultStall: true, FaultExit: true}
-	if needReq[f.Kind] && (f.Request == 0 || f.Request > request.ID(c.Workload.Requests)) {
-		return fmt.Errorf("req=%d: must name one of the workload's requests 1..%d", f.Request, c.Workload.Requests)
+	if err := f.validateOptions(c); err != nil {
+		return err
 	}
 	switch f.Kind {
 	case FaultFailTransfer, FaultDropAck:
@@ -153,9 +158,53 @@ func (f Fault) validate(c *Config) error {
 			return fmt.Errorf("%s needs for=DURATION", f.Kind)
 		}
 	case FaultShrinkPool:
-		if f.Blocks <= 0 {
-			return fmt.Errorf("shrink-pool needs blocks=N")
-		}
+		return f.validateShrink(c)
+	}
+	return nil
+}
+
+// validateOptions checks that each option given applies to the fault's
+// kind, and that req= is there where the kind needs it.
+func (f Fault) validateOptions(c *Config) error {
+	perRequest := f.Kind != FaultDelay && f.Kind != FaultShrinkPool
+	timed := f.Kind == FaultStall || f.Kind == FaultDelay
+	switch {
+	case perRequest && f.Request == 0:
+		return fmt.Errorf("req=N is required: %s applies to one request (1..%d)", f.Kind, c.Workload.Requests)
+	case perRequest && f.Request > request.ID(c.Workload.Requests):
+		return fmt.Errorf("req=%d: must name one of the workload's requests 1..%d", f.Request, c.Workload.Requests)
+	case !perRequest && f.Request != 0:
+		return fmt.Errorf("req= does not apply to %s (it acts on every request)", f.Kind)
+	case !timed && f.Duration != 0:
+		return fmt.Errorf("for= does not apply to %s (only to stall and delay)", f.Kind)
+	case f.Kind != FaultShrinkPool && f.Blocks != 0:
+		return fmt.Errorf("blocks= does not apply to %s (only to shrink-pool)", f.Kind)
+	}
+	return nil
+}
+
+// validateShrink checks a shrink-pool fault: it shrinks the rank's pool,
+// and the pool it leaves still holds the largest request (else the run
+// could only stall).
+func (f Fault) validateShrink(c *Config) error {
+	if f.Blocks <= 0 {
+		return fmt.Errorf("shrink-pool needs blocks=N")
+	}
+	l, pool := c.Ctx, c.CtxBlocks
+	if f.Role == topology.Generation {
+		l, pool = c.Gen, c.GenBlocks
+	}
+	if f.Blocks > pool {
+		return fmt.Errorf("blocks=%d: larger than the %s pool of %d blocks (--%s-blocks): shrink-pool can only shrink it", f.Blocks, f.Role, pool, f.Role)
+	}
+	s, err := l.Shard(c.Model, f.Rank)
+	if err != nil {
+		return err
+	}
+	tokens := c.Workload.maxTokens()
+	if need := s.BlocksFor(tokens); need > f.Blocks {
+		return fmt.Errorf("blocks=%d: a %d-token request needs %d blocks on %s rank %d, so it could never be admitted (the run would stall)",
+			f.Blocks, tokens, need, f.Role, f.Rank)
 	}
 	return nil
 }
@@ -205,3 +254,8 @@ func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 	}
 	return rf
 }
+
+// ValidateFault checks c.Faults[i] against the rest of c, the rule
+// Validate applies, for callers that name the fault their own way (the
+// CLI names its --fault flag).
+func (c *Config) ValidateFault(i int) error { return c.Faults[i].validate(c) }

@@ -154,6 +154,7 @@ func (g *genLoop) noteReaped(reaped []transceiver.Reaped, scope CheckScope) {
 		}
 		if rr := g.recs[x.ID]; rr != nil {
 			rr.Bytes += x.Bytes
+			rr.Verified += x.Verified
 			if x.Reason != "" {
 				rr.Reason = x.Reason
 			}
@@ -284,10 +285,10 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		delete(g.gen, id)
 		delete(g.recs, id)
 		g.progressAt = g.clk.Now()
+		g.rep.finished(*rr, g.leader, g.cfg.Records)
 		if !g.leader {
 			continue
 		}
-		g.rep.Requests = append(g.rep.Requests, *rr)
 		// msgDone carries the finish time in Arrival: the closed-loop
 		// client's next request arrives then.
 		if err := g.send(0, rec{Kind: msgDone, ID: id, Tokens: int64(rr.Tokens), Output: int64(rr.Output), Arrival: now}); err != nil {

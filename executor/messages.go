@@ -12,8 +12,9 @@ import (
 const (
 	tagMsg    = 1 // route, handoff, done: one record each
 	tagTick   = 2 // leader -> members: an idle wait is over
-	tagReport = 3 // every rank -> world rank 0 at the end: its RankReport
+	tagReport = 3 // every rank -> world rank 0 at the end: its RankReport's length
 	tagWake   = 4 // member -> leader: a transfer of mine is over, iterate
+	tagChunk  = 5 // the pieces of a RankReport whose length tagReport announced
 )
 
 // msgKind says what a record message is.

@@ -27,7 +27,8 @@ type RequestRecord struct {
 	Done         int64          `json:"done_ns"`
 	State        request.Status `json:"state"` // completed, failed, cancelled
 	Reason       string         `json:"reason,omitempty"`
-	Bytes        int64          `json:"bytes"`
+	Bytes        int64          `json:"bytes"`          // payload bytes the GEN leader received for it
+	Verified     int64          `json:"verified_bytes"` // of which it verified
 }
 
 // TTFT is arrival to first token.
@@ -46,7 +47,8 @@ type Dist struct {
 	Max  float64 `json:"max"`
 }
 
-// DistOf summarises durations given in nanoseconds.
+// DistOf summarises durations given in nanoseconds exactly (nearest rank):
+// the reference a Sketch's Dist is held to.
 func DistOf(ns []int64) Dist {
 	if len(ns) == 0 {
 		return Dist{}
@@ -66,13 +68,17 @@ func DistOf(ns []int64) Dist {
 	return Dist{N: len(s), P50: q(0.50), P90: q(0.90), P99: q(0.99), Mean: sum / float64(len(s)) / 1e6, Max: float64(s[len(s)-1]) / 1e6}
 }
 
-// TraceEvent is one Chrome trace-format event ("X" complete events).
+// TraceEvent is one Chrome trace-format event: "X" complete events on the
+// rank's own track, which nest (an iteration holds its compute and checks),
+// and "b"/"e" async pairs (ID set) for what overlaps them, a transfer from
+// its start to its reap, which trace viewers draw on tracks of their own.
 type TraceEvent struct {
 	Name string         `json:"name"`
 	Cat  string         `json:"cat"`
 	Ph   string         `json:"ph"`
-	TS   float64        `json:"ts"`  // microseconds since the start
-	Dur  float64        `json:"dur"` // microseconds
+	TS   float64        `json:"ts"`           // microseconds since the start
+	Dur  float64        `json:"dur"`          // microseconds ("X"; 0 otherwise)
+	ID   string         `json:"id,omitempty"` // async events
 	PID  int            `json:"pid"`
 	TID  int            `json:"tid"`
 	Args map[string]any `json:"args,omitempty"`
@@ -80,35 +86,101 @@ type TraceEvent struct {
 
 // RankReport is what one rank measured. World rank 0 collects them.
 type RankReport struct {
-	WorldRank      int     `json:"world_rank"`
-	Role           string  `json:"role"`
-	Rank           int     `json:"rank"`
-	Leader         bool    `json:"leader"`
-	Iterations     int     `json:"iterations"`
-	IdleIterations int     `json:"idle_iterations"`
-	IdleStepNs     []int64 `json:"idle_step_ns,omitempty"`
-	BusyStepNs     []int64 `json:"busy_step_ns,omitempty"`
-	ReapDelayNs    []int64 `json:"reap_delay_ns,omitempty"`
-	StatusChecks   int     `json:"status_checks"`
-	IdleCheckColl  int     `json:"idle_check_collectives"` // collectives entered by idle-path status checks
+	WorldRank      int    `json:"world_rank"`
+	Role           string `json:"role"`
+	Rank           int    `json:"rank"`
+	Leader         bool   `json:"leader"`
+	Iterations     int    `json:"iterations"`
+	IdleIterations int    `json:"idle_iterations"`
+	IdleStep       Sketch `json:"idle_step_ns"`
+	BusyStep       Sketch `json:"busy_step_ns"`
+	ReapDelay      Sketch `json:"reap_delay_ns"`
+	StatusChecks   int    `json:"status_checks"`
+	IdleCheckColl  int    `json:"idle_check_collectives"` // collectives entered by idle-path status checks
 	// AdmissionBlocked counts iterations in which requests waited and the
 	// group agreed that none fit its pools.
 	AdmissionBlocked int `json:"admission_blocked"`
 	// IdleReaped counts transfers reaped by the status checks of idle
 	// iterations (the idle policy's reaps, seed 001's fix among them).
-	IdleReaped     int             `json:"idle_reaped"`
-	Collectives    uint64          `json:"collectives"` // consensus collectives entered
-	MaxPollWaitNs  int64           `json:"max_poll_wait_ns"`
-	BytesSent      int64           `json:"bytes_sent"`
-	BytesReceived  int64           `json:"bytes_received"`
-	BytesVerified  int64           `json:"bytes_verified"`
-	PoolBlocks     int             `json:"pool_blocks"`
-	PeakUsed       int             `json:"peak_used"`
-	PeakPinned     int             `json:"peak_pinned"`
-	UsedAtEnd      int             `json:"used_at_end"`
-	PinnedAtEnd    int             `json:"pinned_at_end"`
-	CancelRefused  int             `json:"cancel_refused"`
-	InvariantError string          `json:"invariant_error,omitempty"`
-	Requests       []RequestRecord `json:"requests,omitempty"` // GEN leaders: the requests they finished
-	Trace          []TraceEvent    `json:"trace,omitempty"`
+	IdleReaped     int    `json:"idle_reaped"`
+	Collectives    uint64 `json:"collectives"` // consensus collectives entered
+	MaxPollWaitNs  int64  `json:"max_poll_wait_ns"`
+	BytesSent      int64  `json:"bytes_sent"`
+	BytesReceived  int64  `json:"bytes_received"`
+	BytesChecked   int64  `json:"bytes_checked"`   // every byte this GEN rank checked
+	BytesVerified  int64  `json:"bytes_verified"`  // checked, of requests that completed
+	BytesDiscarded int64  `json:"bytes_discarded"` // received for requests that failed or were cancelled
+	PoolBlocks     int    `json:"pool_blocks"`
+	PeakUsed       int    `json:"peak_used"`
+	PeakPinned     int    `json:"peak_pinned"`
+	UsedAtEnd      int    `json:"used_at_end"`
+	PinnedAtEnd    int    `json:"pinned_at_end"`
+	CancelRefused  int    `json:"cancel_refused"`
+	InvariantError string `json:"invariant_error,omitempty"`
+	// Finished tallies the requests a GEN leader finished: a size that
+	// does not grow with their number.
+	Finished RequestTally `json:"finished"`
+	// Requests holds every finished request's record (GEN leaders), only
+	// when Config.Records asks for them.
+	Requests []RequestRecord `json:"requests,omitempty"`
+	Trace    []TraceEvent    `json:"trace,omitempty"`
+}
+
+// RequestTally summarises finished requests: counts, the last completion
+// and the distributions the report shows, all mergeable.
+type RequestTally struct {
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	Cancelled int    `json:"cancelled"`
+	LastDone  int64  `json:"last_done_ns"` // the latest completion (ns since the start)
+	TTFT      Sketch `json:"ttft_ns"`
+	Handover  Sketch `json:"idle_handover_ns"`
+	Transfer  Sketch `json:"transfer_ns"`
+}
+
+func (t *RequestTally) add(q RequestRecord) {
+	switch q.State {
+	case request.Completed:
+		t.Completed++
+		t.TTFT.Add(q.FirstToken - q.Arrival)
+		t.LastDone = max(t.LastDone, q.Done)
+	case request.Failed:
+		t.Failed++
+	case request.Cancelled:
+		t.Cancelled++
+	}
+	if q.IdleArrival {
+		t.Handover.Add(q.PrefillStart - q.Arrival)
+	}
+	if q.TransferDone >= 0 {
+		t.Transfer.Add(q.TransferDone - q.PrefillEnd)
+	}
+}
+
+func (t *RequestTally) merge(o RequestTally) {
+	t.Completed += o.Completed
+	t.Failed += o.Failed
+	t.Cancelled += o.Cancelled
+	t.LastDone = max(t.LastDone, o.LastDone)
+	t.TTFT.Merge(o.TTFT)
+	t.Handover.Merge(o.Handover)
+	t.Transfer.Merge(o.Transfer)
+}
+
+// finished accounts for a request this GEN rank finished: its bytes
+// (verified only when it completed) and, on the leader, its tally and,
+// when asked for, its record.
+func (rr *RankReport) finished(q RequestRecord, leader, records bool) {
+	if q.State == request.Completed {
+		rr.BytesVerified += q.Verified
+	} else {
+		rr.BytesDiscarded += q.Bytes
+	}
+	if !leader {
+		return
+	}
+	rr.Finished.add(q)
+	if records {
+		rr.Requests = append(rr.Requests, q)
+	}
 }

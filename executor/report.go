@@ -1,14 +1,13 @@
 package executor
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/rankrun/rankrun/request"
 )
 
 // Report is the outcome of a run. Its JSON field names are stable: scripts
@@ -17,17 +16,20 @@ type Report struct {
 	// Backend ran the job: local, mpi or sim. Under sim every time figure
 	// is virtual and the report is the same for the same seed; the only
 	// host-dependent fields are named wall_*.
-	Backend           string           `json:"backend"`
-	Sim               *SimInfo         `json:"sim,omitempty"`
-	WallSeconds       float64          `json:"wall_seconds"`
-	Ctx               string           `json:"ctx"`
-	Gen               string           `json:"gen"`
-	Ranks             int              `json:"ranks"`
-	Mode              string           `json:"transfer_mode"`
-	Workload          string           `json:"workload"`
-	Replays           string           `json:"replays"`
-	Faults            []string         `json:"faults"`
-	DurationS         float64          `json:"duration_s"`
+	Backend     string   `json:"backend"`
+	Sim         *SimInfo `json:"sim,omitempty"`
+	WallSeconds float64  `json:"wall_seconds"`
+	Ctx         string   `json:"ctx"`
+	Gen         string   `json:"gen"`
+	Ranks       int      `json:"ranks"`
+	Mode        string   `json:"transfer_mode"`
+	Workload    string   `json:"workload"`
+	Replays     string   `json:"replays"`
+	Faults      []string `json:"faults"`
+	DurationS   float64  `json:"duration_s"`
+	// CompletionS is the start to the last completion: the interval of
+	// ThroughputRPS (throughput_rps x completion_s == requests_completed).
+	CompletionS       float64          `json:"completion_s"`
 	RequestsCompleted int              `json:"requests_completed"`
 	RequestsFailed    int              `json:"requests_failed"`
 	RequestsCancelled int              `json:"requests_cancelled"`
@@ -40,14 +42,20 @@ type Report struct {
 	TransferMs        Dist             `json:"transfer_ms"`
 	BytesMoved        int64            `json:"bytes_moved"`
 	BytesVerified     int64            `json:"bytes_verified"`
+	BytesDiscarded    int64            `json:"bytes_discarded"`
 	Collectives       uint64           `json:"collectives"`
 	IdleCollectives   int              `json:"idle_check_collectives"`
 	LeakedBlocks      int              `json:"leaked_blocks"`
 	PinnedBlocksAtEnd int              `json:"pinned_blocks_at_end"`
 	Instances         []InstanceReport `json:"instances"`
 	Errors            []string         `json:"errors"`
-	Requests          []RequestRecord  `json:"requests"`
-	Ranks_            []RankReport     `json:"rank_reports,omitempty"`
+	// Error is why the run ended early (nil: it ran to its end); the
+	// figures are then what the ranks measured up to it.
+	Error *RunError `json:"error"`
+	// Requests: every request's record, only with Config.Records (the CLI
+	// writes them to --requests-out as JSON Lines, never into the report).
+	Requests []RequestRecord `json:"-"`
+	Ranks_   []RankReport    `json:"rank_reports,omitempty"`
 }
 
 // SimInfo is how a simulated run was scheduled: the seed, strategy and link
@@ -90,8 +98,10 @@ type InstanceReport struct {
 
 // add folds one rank's report into its instance's.
 func (ir *InstanceReport) add(rr RankReport) {
-	ir.PeakKVUtil = max(ir.PeakKVUtil, float64(rr.PeakUsed)/float64(rr.PoolBlocks))
-	ir.PeakPinnedUtil = max(ir.PeakPinnedUtil, float64(rr.PeakPinned)/float64(rr.PoolBlocks))
+	if rr.PoolBlocks > 0 { // 0: the rank failed before it had a pool
+		ir.PeakKVUtil = max(ir.PeakKVUtil, float64(rr.PeakUsed)/float64(rr.PoolBlocks))
+		ir.PeakPinnedUtil = max(ir.PeakPinnedUtil, float64(rr.PeakPinned)/float64(rr.PoolBlocks))
+	}
 	ir.Iterations = max(ir.Iterations, rr.Iterations)
 	ir.IdleIterations = max(ir.IdleIterations, rr.IdleIterations)
 	ir.StatusChecks += rr.StatusChecks
@@ -111,60 +121,46 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
 			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
-		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}, Requests: []RequestRecord{}}
+		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}}
 	for _, f := range cfg.Faults {
 		r.Faults = append(r.Faults, f.String())
 	}
-	var ttft, handover, idleStep, busyStep, reap, transfer []int64
-	var last int64
-	inst := map[string]*InstanceReport{}
+	var idleStep, busyStep, reap Sketch
+	var done RequestTally
 	for _, role := range []string{"ctx", "gen"} {
 		l, blocks := cfg.Ctx, cfg.CtxBlocks
 		if role == "gen" {
 			l, blocks = cfg.Gen, cfg.GenBlocks
 		}
-		ir := InstanceReport{Role: role, Layout: l.String(), Ranks: l.Ranks(), PoolBlocks: blocks}
-		r.Instances = append(r.Instances, ir)
+		r.Instances = append(r.Instances, InstanceReport{Role: role, Layout: l.String(), Ranks: l.Ranks(), PoolBlocks: blocks})
 	}
-	inst["ctx"], inst["gen"] = &r.Instances[0], &r.Instances[1]
+	inst := map[string]*InstanceReport{"ctx": &r.Instances[0], "gen": &r.Instances[1]}
 	for _, rr := range reps {
-		inst[rr.Role].add(rr)
+		if in := inst[rr.Role]; in != nil {
+			in.add(rr)
+		}
 		r.BytesMoved += rr.BytesSent
 		r.BytesVerified += rr.BytesVerified
+		r.BytesDiscarded += rr.BytesDiscarded
 		r.Collectives += rr.Collectives
 		r.IdleCollectives += rr.IdleCheckColl
 		r.LeakedBlocks += rr.UsedAtEnd
 		r.PinnedBlocksAtEnd += rr.PinnedAtEnd
 		if rr.Role == "ctx" {
-			idleStep = append(idleStep, rr.IdleStepNs...)
+			idleStep.Merge(rr.IdleStep)
 		}
-		busyStep = append(busyStep, rr.BusyStepNs...)
-		reap = append(reap, rr.ReapDelayNs...)
+		busyStep.Merge(rr.BusyStep)
+		reap.Merge(rr.ReapDelay)
 		if rr.InvariantError != "" {
 			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.InvariantError))
 		}
-		for _, q := range rr.Requests {
-			r.Requests = append(r.Requests, q)
-			switch q.State {
-			case request.Completed:
-				r.RequestsCompleted++
-				ttft = append(ttft, q.FirstToken-q.Arrival)
-				last = max(last, q.Done)
-			case request.Failed:
-				r.RequestsFailed++
-			case request.Cancelled:
-				r.RequestsCancelled++
-			}
-			if q.IdleArrival {
-				handover = append(handover, q.PrefillStart-q.Arrival)
-			}
-			if q.TransferDone >= 0 {
-				transfer = append(transfer, q.TransferDone-q.PrefillEnd)
-			}
-		}
+		done.merge(rr.Finished)
+		r.Requests = append(r.Requests, rr.Requests...)
+		rr.Requests = nil // they travel once, in r.Requests
 		r.Ranks_ = append(r.Ranks_, rr)
 	}
-	slices.SortFunc(r.Requests, func(a, b RequestRecord) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(r.Requests, func(a, b RequestRecord) int { return cmp.Compare(a.ID, b.ID) })
+	r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled = done.Completed, done.Failed, done.Cancelled
 	if n := r.RequestsFailed + r.RequestsCancelled; n > 0 && len(cfg.Faults) == 0 {
 		// Nobody asked for failures: they are errors of the run.
 		r.Errors = append(r.Errors, fmt.Sprintf("%d requests failed or were cancelled with no fault injected", n))
@@ -173,11 +169,12 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		r.Errors = append(r.Errors, fmt.Sprintf("%d KV blocks still allocated at the end (%d pinned)", r.LeakedBlocks, r.PinnedBlocksAtEnd))
 	}
 	r.DurationS = elapsed.Seconds()
-	if last > 0 {
-		r.ThroughputRPS = float64(r.RequestsCompleted) / (float64(last) / 1e9)
+	if done.LastDone > 0 {
+		r.CompletionS = float64(done.LastDone) / 1e9
+		r.ThroughputRPS = float64(r.RequestsCompleted) / r.CompletionS
 	}
-	r.TTFTMs, r.IdleHandoverMs, r.IdleStepMs = DistOf(ttft), DistOf(handover), DistOf(idleStep)
-	r.BusyStepMs, r.ReapDelayMs, r.TransferMs = DistOf(busyStep), DistOf(reap), DistOf(transfer)
+	r.TTFTMs, r.IdleHandoverMs, r.IdleStepMs = done.TTFT.Dist(), done.Handover.Dist(), idleStep.Dist()
+	r.BusyStepMs, r.ReapDelayMs, r.TransferMs = busyStep.Dist(), reap.Dist(), done.Transfer.Dist()
 	return r
 }
 
@@ -185,7 +182,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 // or was cancelled without an injected fault is one), nothing leaked or
 // pinned, invariants held.
 func (r *Report) OK() bool {
-	return len(r.Errors) == 0 && r.LeakedBlocks == 0 && r.PinnedBlocksAtEnd == 0
+	return r.Error == nil && len(r.Errors) == 0 && r.LeakedBlocks == 0 && r.PinnedBlocksAtEnd == 0
 }
 
 // WriteText renders the human-readable report.
@@ -202,8 +199,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled in %.3f s\n", r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled, r.DurationS)
-	fmt.Fprintf(tw, "throughput\t%.1f requests/s\n", r.ThroughputRPS)
+	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled; the last completed at %.3f s of a %.3f s run\n",
+		r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled, r.CompletionS, r.DurationS)
+	fmt.Fprintf(tw, "throughput\t%.1f requests/s (%d completed / %.3f s)\n", r.ThroughputRPS, r.RequestsCompleted, r.CompletionS)
 	d := func(name string, x Dist) {
 		if x.N == 0 {
 			fmt.Fprintf(tw, "%s\t(no samples)\n", name)
@@ -216,19 +214,26 @@ func (r *Report) WriteText(w io.Writer) {
 	d("idle host step (ctx)", r.IdleStepMs)
 	d("transfer (prefill end -> agreed)", r.TransferMs)
 	d("reap delay", r.ReapDelayMs)
-	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified\n", FormatBytes(r.BytesMoved), FormatBytes(r.BytesVerified))
+	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified (of completed requests)", FormatBytes(r.BytesMoved), FormatBytes(r.BytesVerified))
+	if r.BytesDiscarded > 0 {
+		fmt.Fprintf(tw, ", %s discarded (of failed or cancelled ones)", FormatBytes(r.BytesDiscarded))
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
 	for _, in := range r.Instances {
 		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s\n",
 			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs))
 	}
 	fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
-	if len(r.Errors) == 0 {
+	if len(r.Errors) == 0 && r.Error == nil {
 		fmt.Fprintf(tw, "errors\tnone\n")
 	}
 	tw.Flush()
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	if r.Error != nil {
+		fmt.Fprintf(w, "%s: %s (figures up to then)\n", r.Error.Kind, r.Error.Message)
 	}
 }
 

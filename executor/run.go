@@ -3,10 +3,8 @@ package executor
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,6 +27,20 @@ import (
 // then every GEN rank). It is collective over world. World rank 0 returns
 // the merged Report; the other ranks return nil and their own error.
 func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) {
+	return runRank(ctx, world, cfg, nil)
+}
+
+// RunRankPartial is RunRank that also hands this rank's own report, and
+// how the rank ended, to keep (when not nil) before returning: what it
+// measured up to a failure, for a partial report.
+func RunRankPartial(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {
+	return runRank(ctx, world, cfg, keep)
+}
+
+func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {
+	if keep == nil {
+		keep = func(RankReport, error) {}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = comm.ClockOf(world) // a simulated world's virtual clock
 	}
@@ -63,9 +75,12 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) 
 	if runErr != nil {
 		// A failed rank does not wait for reports: its peers are being
 		// cancelled (in-process) or aborted (MPI) by the caller.
+		keep(rep, runErr)
 		return nil, runErr
 	}
-	return collect(ctx, world, ctl, &cfg, rep, t0)
+	r, err := collect(ctx, world, ctl, &cfg, rep, t0)
+	keep(rep, err)
+	return r, err
 }
 
 // newGroups splits world into this rank's instance, its executor group and
@@ -204,7 +219,7 @@ func (l *loop) finish(ctx context.Context) error {
 	}
 	st := l.tr.Stats()
 	l.rep.Collectives = st.Collectives
-	l.rep.BytesSent, l.rep.BytesReceived, l.rep.BytesVerified = st.BytesSent, st.BytesReceived, st.BytesVerified
+	l.rep.BytesSent, l.rep.BytesReceived, l.rep.BytesChecked = st.BytesSent, st.BytesReceived, st.BytesVerified
 	l.rep.MaxPollWaitNs = st.MaxPollWait.Nanoseconds()
 	l.rep.CancelRefused = st.CancelRefused
 	ps := l.pool.Stats()
@@ -226,48 +241,12 @@ func peerBound(world comm.Comm) time.Duration {
 	return comm.DefaultCollectiveTimeout
 }
 
-// collect sends every rank's report to world rank 0, which merges them.
-func collect(ctx context.Context, world, ctl comm.Comm, cfg *Config, rep RankReport, t0 time.Time) (*Report, error) {
-	rctx := ctx
-	if world.Rank() != 0 {
-		b, err := json.Marshal(rep)
-		if err != nil {
-			return nil, err
-		}
-		q, err := ctl.Isend(b, 0, tagReport)
-		if err != nil {
-			return nil, err
-		}
-		_, err = q.Wait(rctx)
-		return nil, err
-	}
-	reps := []RankReport{rep}
-	buf := make([]byte, 64<<20)
-	for range world.Size() - 1 {
-		q, err := ctl.Irecv(buf, comm.AnySource, tagReport)
-		if err != nil {
-			return nil, err
-		}
-		st, err := q.Wait(rctx)
-		if err != nil {
-			_ = q.Cancel()
-			return nil, fmt.Errorf("executor: collecting rank reports: %w", err)
-		}
-		var r RankReport
-		if err := json.Unmarshal(buf[:st.Len], &r); err != nil {
-			return nil, fmt.Errorf("executor: report of world rank %d: %w", st.Source, err)
-		}
-		reps = append(reps, r)
-	}
-	slices.SortFunc(reps, func(a, b RankReport) int { return a.WorldRank - b.WorldRank })
-	return buildReport(cfg, reps, clock.Since(cfg.Clock, t0)), nil
-}
-
 // RunSim runs a whole disaggregated run in the simulation backend: every
 // rank in this process, one at a time, in virtual time, under sc's seed,
 // strategy and link model. Every time figure of the report is virtual; the
 // same cfg and sc give the same report. It returns the simulation's result
-// too (schedule steps, virtual duration, a deadlock when there was one).
+// too (schedule steps, virtual duration, a deadlock when there was one). On
+// failure the report is partial, as RunLocal's.
 func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -275,15 +254,16 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 	}
 	cfg.Clock = nil // each rank takes its own virtual clock from its world
 	var rep *Report
+	out := newRankOutcomes(cfg.Ranks())
 	res := sim.Run(ctx, cfg.Ranks(), sc, func(ctx context.Context, c comm.Comm, _ clock.Clock) error {
-		r, err := RunRank(ctx, c, cfg)
+		r, err := runRank(ctx, c, cfg, func(rr RankReport, err error) { out.keep(ctx, c.Rank(), rr, err) })
 		if c.Rank() == 0 && r != nil {
 			rep = r
 		}
 		return err
 	})
 	if err := res.Err(); err != nil {
-		return nil, res, err
+		return out.partial(&cfg, err, res.Elapsed.Seconds()), res, err
 	}
 	return rep, res, nil
 }
@@ -291,22 +271,25 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 // RunLocal runs a whole disaggregated run in this process, one goroutine per
 // rank, checked when checked is true, and returns the merged report. On
 // failure it returns the first rank's error (the cause; the others were
-// cancelled by it).
+// cancelled by it) with a partial report: what every rank measured up to
+// then, its Error set.
 func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout time.Duration) (*Report, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	var rep *Report
+	out := newRankOutcomes(cfg.Ranks())
+	start := cfg.Clock.Now()
 	err := local.Run(ctx, cfg.Ranks(), local.Config{Checked: checked, Timeout: collectiveTimeout, Clock: cfg.Clock}, func(ctx context.Context, c comm.Comm) error {
-		r, err := RunRank(ctx, c, cfg)
+		r, err := runRank(ctx, c, cfg, func(rr RankReport, err error) { out.keep(ctx, c.Rank(), rr, err) })
 		if c.Rank() == 0 && r != nil {
 			rep = r
 		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return out.partial(&cfg, err, clock.Since(cfg.Clock, start).Seconds()), err
 	}
 	return rep, nil
 }

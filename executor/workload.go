@@ -59,7 +59,7 @@ func ParseArrival(s string) (Arrival, error) {
 	switch key {
 	case "rate", "poisson":
 		r, err := strconv.ParseFloat(val, 64)
-		if err != nil || r <= 0 || r > 1e7 {
+		if err != nil || !(r > 0 && r <= 1e7) { // NaN fails every comparison
 			return bad("the rate must be a number of requests per second in (0, 1e7]")
 		}
 		k := Rate
@@ -98,12 +98,17 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("executor: workload input tokens %d: must be at least 1", w.InputTokens)
 	case w.OutputTokens < 1:
 		return fmt.Errorf("executor: workload output tokens %d: must be at least 1 (the first token is the prefill's)", w.OutputTokens)
-	case w.InputJitter < 0 || w.InputJitter >= 1:
+	case !(w.InputJitter >= 0 && w.InputJitter < 1): // NaN too
 		return fmt.Errorf("executor: workload input jitter %g: must be in [0, 1)", w.InputJitter)
 	case w.Arrival.Kind == 0:
 		return fmt.Errorf("executor: workload arrival is not set")
 	}
 	return nil
+}
+
+// maxTokens is the longest input a request of the workload can have.
+func (w Workload) maxTokens() int {
+	return w.InputTokens + int(float64(w.InputTokens)*w.InputJitter)
 }
 
 // Req is one generated request.

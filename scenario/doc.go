@@ -1,9 +1,11 @@
 // Package scenario reads multi-rank regression scenarios from plain text
 // files and runs them in-process, checked, each under a deadline.
 //
-// A scenario file is one "key: value" pair per line ("#" starts a comment;
-// several pairs may share a line when separated by two or more spaces or a
-// tab). The run keys have the names and the syntax of the `rankrun run`
+// The file format is described in one place, scenario/FORMAT.md (keys,
+// values, defaults, expectations, figures). In short: a scenario file is
+// one "key: value" pair per line ("#" starts a comment; several pairs may
+// share a line when separated by two or more spaces or a tab: one space
+// joins them, and is refused with an error that says so). The run keys have the names and the syntax of the `rankrun run`
 // flags (ctx, gen, transfer, requests, input, output, arrival, ctx-blocks,
 // stall-timeout, fault, replay, ...), so a scenario reads like the command
 // line that reproduces it (Scenario.RunArgs prints that command line). The
@@ -29,7 +31,8 @@
 //	                                     bytes-verified == bytes-moved
 //
 // An "ok" outcome also always requires: no report errors, zero leaked and
-// zero pinned blocks at the end, every byte moved verified (unless a bound
+// zero pinned blocks at the end, every byte moved verified or, for a request
+// that failed, discarded (bytes-verified + bytes-discarded == bytes-moved; unless a bound
 // names bytes-verified itself, as a corruption scenario must), and every
 // request accounted for (completed + failed + cancelled == requests).
 //

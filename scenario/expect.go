@@ -100,6 +100,7 @@ var figures = func() map[string]figure {
 		"pinned":           {false, func(r *executor.Report) float64 { return float64(r.PinnedBlocksAtEnd) }, ""},
 		"bytes-moved":      {false, func(r *executor.Report) float64 { return float64(r.BytesMoved) }, ""},
 		"bytes-verified":   {false, func(r *executor.Report) float64 { return float64(r.BytesVerified) }, ""},
+		"bytes-discarded":  {false, func(r *executor.Report) float64 { return float64(r.BytesDiscarded) }, ""},
 		"collectives":      {false, func(r *executor.Report) float64 { return float64(r.Collectives) }, ""},
 		"idle-collectives": {false, func(r *executor.Report) float64 { return float64(r.IdleCollectives) }, ""},
 		"errors":           {false, func(r *executor.Report) float64 { return float64(len(r.Errors)) }, ""},
@@ -339,8 +340,8 @@ func (e *Expectation) check(o Outcome, requests int, timeout time.Duration) []st
 		if r.LeakedBlocks != 0 || r.PinnedBlocksAtEnd != 0 {
 			why = append(why, fmt.Sprintf("%d blocks leaked, %d pinned at the end", r.LeakedBlocks, r.PinnedBlocksAtEnd))
 		}
-		if r.BytesVerified != r.BytesMoved && !e.bounds("bytes-verified") {
-			why = append(why, fmt.Sprintf("%d bytes moved but %d verified", r.BytesMoved, r.BytesVerified))
+		if r.BytesVerified+r.BytesDiscarded != r.BytesMoved && !e.bounds("bytes-verified") {
+			why = append(why, fmt.Sprintf("%d bytes moved but %d verified and %d discarded (of failed requests)", r.BytesMoved, r.BytesVerified, r.BytesDiscarded))
 		}
 		if n := r.RequestsCompleted + r.RequestsFailed + r.RequestsCancelled; n != requests {
 			why = append(why, fmt.Sprintf("%d of %d requests accounted for", n, requests))

@@ -409,6 +409,24 @@ func stripComment(line string) string {
 	return line
 }
 
+// joinedKey is a key that a value holds after a single space ("tp=2 gen:
+// tp=4": two pairs one space apart), outside double quotes; "" if none.
+func joinedKey(v string) string {
+	in := false
+	fields := strings.FieldsFunc(v, func(r rune) bool {
+		if r == '"' {
+			in = !in
+		}
+		return !in && r == ' '
+	})
+	for _, f := range fields[min(1, len(fields)):] {
+		if k, ok := strings.CutSuffix(f, ":"); ok && keys[k] != nil {
+			return k
+		}
+	}
+	return ""
+}
+
 // ParseFile reads and parses one scenario file.
 func ParseFile(path string) (Scenario, error) {
 	f, err := os.Open(path)
@@ -445,6 +463,10 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 			set, ok := keys[k]
 			if !ok {
 				return s, bad(n, "unknown key %q: valid keys are %s", k, strings.Join(Keys(), ", "))
+			}
+			if other := joinedKey(v); other != "" {
+				return s, bad(n, "%s: the value %q holds another key %q: separate pairs on one line by two spaces or a tab (one space joins them; see scenario/FORMAT.md)",
+					k, v, other+":")
 			}
 			repeatable := k == "fault" || k == "replay" || strings.HasPrefix(k, "expect")
 			if prev, dup := seen[k]; dup && !repeatable {

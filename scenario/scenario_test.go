@@ -160,3 +160,23 @@ func FuzzParse(f *testing.F) {
 		require.Equal(t, s.RunArgs(true), again.RunArgs(true))
 	})
 }
+
+// Pairs on one line are separated by two spaces or a tab; one space is a
+// clear error naming the file, the line, both keys and the rule.
+func TestParsePairSeparator(t *testing.T) {
+	const head = "name: x\nexpect: ok\n"
+	for _, sep := range []string{"  ", "\t", " \t", "   "} {
+		s, err := scenario.Parse("t.txt", strings.NewReader(head+"ctx: tp=2"+sep+"gen: tp=4\n"))
+		require.NoError(t, err, "%q", sep)
+		require.Equal(t, "tp=2", s.Ctx)
+		require.Equal(t, "tp=4", s.Gen)
+	}
+	_, err := scenario.Parse("t.txt", strings.NewReader(head+"ctx: tp=2 gen: tp=4\n"))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "t.txt:3: ctx:")
+	require.Contains(t, err.Error(), `another key "gen:"`)
+	require.Contains(t, err.Error(), "two spaces or a tab")
+	// A colon inside a quoted value is not a key.
+	_, err = scenario.Parse("t.txt", strings.NewReader("name: x\nctx: tp=1  gen: tp=1\nexpect: error ErrStalled\nexpect: message contains \"a gen: b\"\n"))
+	require.NoError(t, err)
+}

@@ -3,8 +3,8 @@
 #
 #  1. bin/rankrun-mpi (go build -tags mpi) under mpirun -np 5 runs ctx tp=1 ->
 #     gen tp=4 with 32 requests, checked: every request completes, nothing
-#     leaks, bytes are verified, and the counts equal an in-process run of
-#     the same flags;
+#     leaks, bytes are verified, and the counts (and the --requests-out
+#     records) equal an in-process run of the same flags;
 #  2. the same layouts under mpirun -np 4 fail non-zero, naming 5 and 4;
 #  3. a binary built without MPI refuses to run under mpirun (never as N
 #     copies of rank 0).
@@ -31,24 +31,27 @@ $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
 $GO build -o "$tmp/rankrun" ./cmd/rankrun
 
 flags=(run --ctx tp=1 --gen tp=4 --requests 32 --json --checked)
+mpi_reqs=(--requests-out "$tmp/mpi.jsonl")
+local_reqs=(--requests-out "$tmp/local.jsonl")
 mpirun_() {
 	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none "$@"
 }
 
 echo "test-mpi-cli: mpirun -np 5 bin/rankrun-mpi ${flags[*]}"
-if ! mpirun_ -np 5 bin/rankrun-mpi "${flags[@]}" >"$tmp/mpi.json" 2>"$tmp/mpi.err"; then
+if ! mpirun_ -np 5 bin/rankrun-mpi "${flags[@]}" "${mpi_reqs[@]}" >"$tmp/mpi.json" 2>"$tmp/mpi.err"; then
 	cat "$tmp/mpi.err" >&2
 	fail "mpirun -np 5 exited non-zero"
 fi
 echo "test-mpi-cli: in-process run with the same flags"
-if ! "$tmp/rankrun" "${flags[@]}" >"$tmp/local.json" 2>"$tmp/local.err"; then
+if ! "$tmp/rankrun" "${flags[@]}" "${local_reqs[@]}" >"$tmp/local.json" 2>"$tmp/local.err"; then
 	cat "$tmp/local.err" >&2
 	fail "the in-process run exited non-zero"
 fi
 
-python3 - "$tmp/mpi.json" "$tmp/local.json" <<'PY' || fail "the MPI report does not hold (see above)"
+python3 - "$tmp/mpi.json" "$tmp/local.json" "$tmp/mpi.jsonl" "$tmp/local.jsonl" <<'PY' || fail "the MPI report does not hold (see above)"
 import json, sys
 mpi, local = (json.load(open(p)) for p in sys.argv[1:3])
+mpi_reqs, local_reqs = ([json.loads(l) for l in open(p)] for p in sys.argv[3:5])
 bad = []
 def want(cond, what):
     if not cond:
@@ -65,7 +68,9 @@ for k in ["ranks", "requests_completed", "requests_failed", "requests_cancelled"
           "bytes_verified", "leaked_blocks", "pinned_blocks_at_end"]:
     want(mpi[k] == local[k], f"{k}: mpirun {mpi[k]} != in-process {local[k]}")
 want(mpi["ttft_ms"]["n"] == local["ttft_ms"]["n"], "ttft_ms.n differs from the in-process run")
-want([r["state"] for r in mpi["requests"]] == [r["state"] for r in local["requests"]], "request states differ")
+want(len(mpi_reqs) == 32, f"{len(mpi_reqs)} records in --requests-out, not 32")
+want([r["state"] for r in mpi_reqs] == [r["state"] for r in local_reqs], "request states differ")
+want(mpi["error"] is None, f"error {mpi['error']}")
 for b in bad:
     print("test-mpi-cli:   " + b, file=sys.stderr)
 if bad:

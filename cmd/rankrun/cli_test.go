@@ -41,11 +41,19 @@ type runReport struct {
 	IdleHandoverMs    *dist           `json:"idle_handover_ms"`
 	BytesMoved        *int64          `json:"bytes_moved"`
 	BytesVerified     *int64          `json:"bytes_verified"`
+	BytesDiscarded    *int64          `json:"bytes_discarded"`
+	CompletionS       *float64        `json:"completion_s"`
+	Error             *runError       `json:"error"`
 	LeakedBlocks      *int            `json:"leaked_blocks"`
 	PinnedBlocksAtEnd *int            `json:"pinned_blocks_at_end"`
 	Errors            []string        `json:"errors"`
-	Requests          []requestRecord `json:"requests"`
 	RankReports       json.RawMessage `json:"rank_reports"`
+}
+
+type runError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Ranks   []int  `json:"ranks"`
 }
 
 type dist struct {
@@ -61,6 +69,20 @@ type requestRecord struct {
 	State string `json:"state"`
 }
 
+// readRequests reads a --requests-out file: one JSON record per line.
+func readRequests(t *testing.T, path string) []requestRecord {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out []requestRecord
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var q requestRecord
+		require.NoError(t, json.Unmarshal([]byte(line), &q), "line %d: %q", i+1, line)
+		out = append(out, q)
+	}
+	return out
+}
+
 // requireFields fails unless every field the tests rely on is present (a
 // renamed JSON field decodes as nil, not as zero).
 func requireFields(t *testing.T, r *runReport) {
@@ -71,6 +93,8 @@ func requireFields(t *testing.T, r *runReport) {
 	require.NotNil(t, r.ThroughputRPS, "throughput_rps")
 	require.NotNil(t, r.BytesMoved, "bytes_moved")
 	require.NotNil(t, r.BytesVerified, "bytes_verified")
+	require.NotNil(t, r.BytesDiscarded, "bytes_discarded")
+	require.NotNil(t, r.CompletionS, "completion_s")
 	require.NotNil(t, r.LeakedBlocks, "leaked_blocks")
 	require.NotNil(t, r.PinnedBlocksAtEnd, "pinned_blocks_at_end")
 	require.NotNil(t, r.Errors, "errors must be an array, also when empty")
@@ -112,7 +136,9 @@ func kvBytes(t *testing.T, gen string, requests, tokens int) int64 {
 
 func TestRunJSON(t *testing.T) {
 	const n = 24
-	code, out, errOut := cli(t, "run", "--ctx", "tp=1", "--gen", "tp=4", "--requests", strconv.Itoa(n), "--input", "256", "--checked", "--json")
+	reqs := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, out, errOut := cli(t, "run", "--ctx", "tp=1", "--gen", "tp=4", "--requests", strconv.Itoa(n), "--input", "256", "--checked", "--json",
+		"--requests-out", reqs)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	var r runReport
 	require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout is one JSON report:\n%s", out)
@@ -140,8 +166,13 @@ func TestRunJSON(t *testing.T) {
 	require.Greater(t, r.DurationS, 0.0)
 	assert.Greater(t, *r.ThroughputRPS, 0.0)
 	assert.GreaterOrEqual(t, *r.ThroughputRPS*r.DurationS, float64(n)*0.999, "throughput_rps x duration_s >= completed")
-	require.Len(t, r.Requests, n)
-	for i, q := range r.Requests {
+	assert.InDelta(t, float64(n), *r.ThroughputRPS**r.CompletionS, 1e-6, "throughput_rps x completion_s == completed")
+	assert.LessOrEqual(t, *r.CompletionS, r.DurationS)
+	assert.Nil(t, r.Error)
+	assert.NotContains(t, out, `"requests":`, "per-request records go to --requests-out only")
+	recs := readRequests(t, reqs)
+	require.Len(t, recs, n)
+	for i, q := range recs {
 		assert.Equal(t, uint64(i+1), q.ID)
 		assert.Equal(t, "completed", q.State, "request %d", q.ID)
 	}
@@ -157,7 +188,9 @@ func TestRunJSON(t *testing.T) {
 
 func TestRunJSONInjectedFailure(t *testing.T) {
 	const n = 12
-	code, out, errOut := cli(t, "run", "--requests", strconv.Itoa(n), "--checked", "--json", "--fault", "fail-transfer@gen:1,req=3")
+	reqs := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, out, errOut := cli(t, "run", "--requests", strconv.Itoa(n), "--checked", "--json", "--fault", "fail-transfer@gen:1,req=3",
+		"--requests-out", reqs)
 	var r runReport
 	require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout (exit %d, stderr %s):\n%s", code, errOut, out)
 	requireFields(t, &r)
@@ -166,16 +199,33 @@ func TestRunJSONInjectedFailure(t *testing.T) {
 	assert.Zero(t, *r.LeakedBlocks, "a failed request must free its blocks")
 	assert.Zero(t, *r.PinnedBlocksAtEnd)
 	checkDist(t, "ttft_ms", r.TTFTMs, n-1)
-	require.Len(t, r.Requests, n)
-	assert.Equal(t, "failed", r.Requests[2].State)
+	recs := readRequests(t, reqs)
+	require.Len(t, recs, n)
+	assert.Equal(t, "failed", recs[2].State)
+	// The failed request's bytes moved and were discarded, never verified.
+	perRequest := kvBytes(t, "tp=4", 1, 256)
+	assert.Equal(t, int64(n)*perRequest, *r.BytesMoved, "bytes_moved")
+	assert.Equal(t, int64(n-1)*perRequest, *r.BytesVerified, "bytes_verified: of the completed requests only")
+	assert.Equal(t, perRequest, *r.BytesDiscarded, "bytes_discarded: the failed request's")
 }
 
 func TestRunInjectedExitFails(t *testing.T) {
 	code, out, errOut := cli(t, "run", "--requests", "8", "--json", "--fault", "exit@gen:1,req=3")
 	assert.Equal(t, 1, code)
-	assert.Empty(t, out)
 	assert.Contains(t, errOut, "injected fault")
 	assert.NotContains(t, errOut, "goroutine ")
+	// Still one JSON report: what was measured, and why it ended.
+	var r runReport
+	require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout is one JSON report:\n%s", out)
+	require.NotNil(t, r.Error, "error object")
+	assert.Equal(t, "injected", r.Error.Kind)
+	assert.Contains(t, r.Error.Message, "gen rank 1 exits on request 3")
+	assert.Equal(t, []int{2}, r.Error.Ranks, "gen rank 1 is world rank 2")
+	requireFields(t, &r)
+	assert.Less(t, *r.RequestsCompleted, 8)
+	var ranks []map[string]any
+	require.NoError(t, json.Unmarshal(r.RankReports, &ranks))
+	assert.Len(t, ranks, 5, "every rank's figures up to the error")
 }
 
 func TestRunTrace(t *testing.T) {
@@ -197,7 +247,7 @@ func TestRunTrace(t *testing.T) {
 			require.Contains(t, ev, k, "event %d: %v", i, ev)
 		}
 		ph, _ := ev["ph"].(string)
-		require.Contains(t, []string{"M", "X"}, ph, "event %d", i)
+		require.Contains(t, []string{"M", "X", "b", "e"}, ph, "event %d", i)
 		_, ok := ev["ts"].(float64)
 		require.True(t, ok, "event %d: ts is a number", i)
 		tid := ev["tid"].(float64)
@@ -220,6 +270,7 @@ func TestRunTrace(t *testing.T) {
 	}
 	assert.Contains(t, threads[0], "ctx")
 	assert.Contains(t, threads[3], "gen")
+	requireNested(t, tr.TraceEvents)
 }
 
 // oneLine checks a usage failure: exit 2, one line on stderr naming the

@@ -53,40 +53,40 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 		fs.StringVar(&f.ctx, "ctx", "tp=1", "CTX (prefill) layout: tp=N,pp=N,cp=N,dp=N[,adp]")
 		fs.StringVar(&f.gen, "gen", "tp=4", "GEN (decode) layout, same syntax")
 	}
-	fs.IntVar(&f.layers, "layers", def.Layers, "model: transformer layers")
-	fs.IntVar(&f.heads, "kv-heads", def.KVHeads, "model: KV heads per layer")
-	fs.IntVar(&f.headDim, "head-dim", def.HeadDim, "model: elements per head per token")
-	fs.IntVar(&f.tpb, "tokens-per-block", def.TokensPerBlock, "model: tokens per KV block")
-	fs.IntVar(&f.elem, "elem-bytes", def.ElemBytes, "model: bytes per element")
-	fs.IntVar(&f.requests, "requests", 64, "workload: number of requests")
-	fs.IntVar(&f.input, "input", 256, "workload: input (prompt) tokens per request")
-	fs.Float64Var(&f.jitter, "input-jitter", 0, "workload: input lengths vary by +- this fraction, in [0,1)")
+	fs.IntVar(&f.layers, "layers", def.Layers, "model: transformer layers (>= 1)")
+	fs.IntVar(&f.heads, "kv-heads", def.KVHeads, "model: KV heads per layer (>= 1)")
+	fs.IntVar(&f.headDim, "head-dim", def.HeadDim, "model: elements per head per token (>= 1)")
+	fs.IntVar(&f.tpb, "tokens-per-block", def.TokensPerBlock, "model: tokens per KV block (>= 1)")
+	fs.IntVar(&f.elem, "elem-bytes", def.ElemBytes, "model: bytes per element (>= 1)")
+	fs.IntVar(&f.requests, "requests", 64, "workload: number of requests (>= 1)")
+	fs.IntVar(&f.input, "input", 256, "workload: input (prompt) tokens per request (>= 1)")
+	fs.Float64Var(&f.jitter, "input-jitter", 0, "workload: input lengths vary by +- this fraction, in [0,1) (0: all equal)")
 	fs.IntVar(&f.output, "output", 8, "workload: output tokens per request (>= 1)")
-	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: burst | rate=R | poisson=R (requests/s) | closed=C (C outstanding)")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults")
+	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7]) | closed=C (C >= 1 outstanding)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults (any value, 0 included)")
 	fs.StringVar(&f.transfer, "transfer", "async", "GEN transfer mode: async | sync")
 	fs.DurationVar(&f.prefill, "prefill-per-token", 0, "cost model: prefill time per input token (0: control plane only)")
-	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step")
-	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank")
-	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank")
-	fs.DurationVar(&f.slice, "sender-wait-slice", transceiver.DefaultSenderWaitSlice, "bound of the CTX status check's local poll")
-	fs.DurationVar(&f.genPoll, "gen-poll-interval", transceiver.DefaultGenPollInterval, "bound of the GEN status check's local poll")
-	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel")
-	fs.DurationVar(&f.idleTick, "idle-tick", executor.DefaultIdleTick, "longest idle wait between iterations (events end it sooner)")
-	fs.DurationVar(&f.stall, "stall-timeout", executor.DefaultStallTimeout, "waiting work with no progress this long ends the run (ErrStalled)")
+	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step (0: control plane only)")
+	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank (>= 1)")
+	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank (>= 1)")
+	fs.DurationVar(&f.slice, "sender-wait-slice", transceiver.DefaultSenderWaitSlice, "bound of the CTX status check's local poll (> 0)")
+	fs.DurationVar(&f.genPoll, "gen-poll-interval", transceiver.DefaultGenPollInterval, "bound of the GEN status check's local poll (> 0)")
+	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel (> 0)")
+	fs.DurationVar(&f.idleTick, "idle-tick", executor.DefaultIdleTick, "longest idle wait between iterations, events end it sooner (> 0)")
+	fs.DurationVar(&f.stall, "stall-timeout", executor.DefaultStallTimeout, "waiting work with no progress this long ends the run with ErrStalled (> 0)")
 	fs.BoolVar(&f.checked, "checked", false, "checked collectives: desync and timeout errors name call sites and ranks")
 	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout,
-		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived")
+		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0)")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (a run that reaches it ends with an error naming this flag)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
 	fs.StringVar(&f.hardware, "hardware", "zero", "sim: link model preset: "+strings.Join(sim.FabricNames(), " | "))
 	fs.Uint64Var(&f.scheduleSeed, "schedule-seed", 0, "sim: seed of the rank schedule (0: --seed); one seed, one run")
 	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
-	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d (d-1 priority change points)")
-	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order)")
+	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d >= 1 (d-1 priority change points)")
+	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order; 0: none)")
 }
 
 // simConfig is the simulation's configuration from the flags.
@@ -126,6 +126,9 @@ func replayNames() string {
 func (f *runFlags) config() (executor.Config, error) {
 	var c executor.Config
 	var err error
+	if err := f.checkFlags(); err != nil {
+		return c, err
+	}
 	if c.Ctx, err = topology.ParseLayout(f.ctx); err != nil {
 		return c, usagef("--ctx: %v", err)
 	}
@@ -148,6 +151,9 @@ func (f *runFlags) config() (executor.Config, error) {
 	c.Replays = executor.ReplaySet{}
 	for _, v := range f.replays {
 		for _, name := range strings.Split(v, ",") {
+			if name == "" {
+				return c, usagef("--replay %q: an empty name (a stray comma?)", v)
+			}
 			r, err := executor.ParseReplay(name)
 			if err != nil {
 				return c, usagef("--replay: %v", err)
@@ -162,6 +168,11 @@ func (f *runFlags) config() (executor.Config, error) {
 		}
 		c.Faults = append(c.Faults, ft)
 	}
+	for i, v := range f.faults {
+		if err := c.ValidateFault(i); err != nil {
+			return c, usagef("--fault %s: %v", v, err)
+		}
+	}
 	if f.timeout <= 0 {
 		return c, usagef("--timeout %v: must be positive", f.timeout)
 	}
@@ -172,5 +183,12 @@ func (f *runFlags) config() (executor.Config, error) {
 	if err := c.Validate(); err != nil {
 		return c, usageError{fmt.Errorf("%w", err)}
 	}
-	return c, nil
+	backend := f.backend
+	if backend == "auto" {
+		backend = "local"
+		if comm.DetectLaunch().UnderMPI {
+			backend = "mpi"
+		}
+	}
+	return c, checkSize(backend, &c)
 }

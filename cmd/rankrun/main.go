@@ -17,6 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
 )
 
 // usageError is a bad command line: exit code 2.
@@ -87,8 +90,16 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
+		if quietRank() {
+			leaveLast()
+		} else {
+			fmt.Fprintf(stderr, "rankrun: %v\n", ue.error)
+		}
 		return 2
+	}
+	if errors.Is(err, comm.ErrUnderMPI) && quietRank() {
+		leaveLast()
+		return 1
 	}
 	var ee exitError
 	if errors.As(err, &ee) {
@@ -99,6 +110,26 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "rankrun: %v\n", err)
 	return 1
+}
+
+// quietRank reports whether this process is a rank other than world rank 0
+// of an mpirun job: a refusal that every rank reaches alike (a bad command
+// line, a build without MPI) is printed once, by world rank 0.
+func quietRank() bool {
+	l := comm.DetectLaunch()
+	return l.UnderMPI && l.WorldRank > 0
+}
+
+// quietExitDelay: a quiet rank exits this much later than world rank 0
+// would. mpirun ends the job when the first rank exits non-zero, and a
+// quiet rank that left first killed rank 0 before it printed the refusal.
+const quietExitDelay = time.Second
+
+// leaveLast waits quietExitDelay, so world rank 0 prints and exits first.
+func leaveLast() {
+	t := time.NewTimer(quietExitDelay)
+	defer t.Stop()
+	<-t.C
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with

@@ -20,7 +20,7 @@ import (
 
 const scenarioExamples = `  rankrun scenario tests/multirank/testdata/*.txt
   rankrun scenario -v tests/multirank/testdata/replay-no-idle-reap.txt
-  rankrun scenario --print-run tests/multirank/testdata/fault-exit.txt             # "NP --ctx ... --gen ..."
+  rankrun scenario --print-run tests/multirank/testdata/fault-exit-gen.txt         # "NP --ctx ... --gen ..."
   rankrun scenario --print-run --with-replay tests/multirank/testdata/replay-local-error-collective.txt
 `
 
@@ -29,13 +29,14 @@ const scenarioExamples = `  rankrun scenario tests/multirank/testdata/*.txt
 func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("scenario FILE...", "Run multi-rank regression scenarios in-process (checked collectives, each run under a deadline).\n"+
 		"A scenario with replay-under-test runs twice: as written, and with the replay on.\n"+
-		"The file format is described in tests/multirank/testdata/README.txt.", scenarioExamples, stderr)
+		"The file format (keys, defaults, expectations, figures; pairs on one line are separated by two spaces or a tab)\n"+
+		"is described in one place: scenario/FORMAT.md.", scenarioExamples, stderr)
 	fs.Init("scenario", fs.ErrorHandling())
 	generate := fs.String("generate", "", "write a generated family of scenarios ("+strings.Join(scenario.Families, ", ")+") as files into --out, and run nothing")
 	outDir := fs.String("out", "", "with --generate: the directory to write the scenario files into")
 	only := fs.String("backend", "", "in-process backend to run on: local | sim (default: each backend the scenario names, or both)")
 	replayOn := fs.Bool("replay-on", false, "run only the variant with the replay under test on (under mpirun: the variant this job runs)")
-	printRun := fs.Bool("print-run", false, "print, per file, one line: the rank count (mpirun -np) then the equivalent `rankrun run` flags; run nothing")
+	printRun := fs.Bool("print-run", false, "print, per file, one line: the rank count (mpirun -np) then the equivalent rankrun run flags; run nothing")
 	withReplay := fs.Bool("with-replay", false, "with --print-run: the flags of the run with the replay under test on")
 	verbose := fs.Bool("v", false, "print the figures of passing scenarios too")
 	logLevel := fs.String("log-level", "error", "log level of the runs on stderr: debug | info | warn | error")

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/mpi"
+	"github.com/rankrun/rankrun/executor"
+)
+
+// partialBound bounds the exchange of partial reports after an interrupt.
+// mpirun forwards SIGINT and SIGTERM to every rank as SIGTERM and kills
+// what is left a second later (odls_base_sigkill_timeout, default 1 s):
+// the report must be out before then (on a loaded machine, raise it:
+// mpirun --mca odls_base_sigkill_timeout 3).
+const partialBound = 400 * time.Millisecond
+
+// ackBound bounds rank 0's acknowledgement that it printed the report.
+const ackBound = 400 * time.Millisecond
+
+// failureBound bounds a failing rank's note to rank 0 (2 KB: it goes
+// eagerly, so it is sent at once unless rank 0's MPI is stuck).
+const failureBound = 50 * time.Millisecond
+
+// runMPI runs this process's rank of an mpirun job. Rank 0 prints the
+// report. A failing rank prints what it measured with its error and aborts
+// the job, so mpirun ends non-zero within seconds instead of leaving its
+// peers waiting. After a signal (mpirun sends it to every rank) the ranks
+// send their partial reports to rank 0, which prints one partial report.
+func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer) error {
+	if !mpi.Available() {
+		_, err := mpi.Init(mpi.Config{})
+		return fmt.Errorf("%w (make build-mpi builds bin/rankrun-mpi)", err)
+	}
+	w, err := mpi.Init(mpi.Config{Checked: f.checked, Timeout: f.collTimeout})
+	if err != nil {
+		return err
+	}
+	if err := w.RequireSize(cfg.Ranks()); err != nil {
+		err = fmt.Errorf("ctx %s (%d ranks) + gen %s (%d ranks) need mpirun -np %d: %w", cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks(), err)
+		if w.Rank() == 0 {
+			fmt.Fprintf(stderr, "rankrun: %v\n", err)
+		}
+		return exitError{code: w.Finalize(2)}
+	}
+	cfg.Log = cfg.Log.With(zap.Int("world_rank", w.Rank()))
+	start := time.Now()
+	sctx, stop := interruptible(context.Background())
+	defer stop()
+	ctx, cancel := f.runContext(sctx)
+	defer cancel()
+	var mine executor.RankReport
+	rep, err := executor.RunRankPartial(ctx, w.Comm(), cfg, func(rr executor.RankReport, _ error) { mine = rr })
+	if err != nil {
+		return mpiFailed(ctx, w, cfg, f, o, mine, f.runError(ctx, err), time.Since(start), stdout, stderr)
+	}
+	// Agree on the exit code before rank 0 prints: writing a large report
+	// to mpirun's pty can block until mpirun drains it, and peers already
+	// waiting in Finalize would keep mpirun from running.
+	code := 0
+	if w.Rank() == 0 {
+		if err := o.writeFiles(rep); err != nil {
+			fmt.Fprintf(stderr, "rankrun: %v\n", err)
+			code = 1
+		}
+		if !rep.OK() {
+			code = 1
+		}
+	}
+	final := w.Finalize(code)
+	if w.Rank() == 0 {
+		if err := (outputs{json: o.json}).finish(ctx, rep, nil, stdout); err != nil { // the files are written
+			var ee exitError
+			if errors.As(err, &ee) {
+				if ee.msg != "" {
+					fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+				}
+			} else {
+				fmt.Fprintf(stderr, "rankrun: %v\n", err)
+				final = max(final, 1)
+			}
+		}
+	}
+	return exitError{code: final}
+}
+
+// mpiFailed ends a rank whose run failed; the job prints one report, from
+// world rank 0. Interrupted (mpirun forwards a signal to every rank, and
+// tears the job down with one when a rank aborts): rank 0 gathers the other
+// ranks' partial reports (bounded) and prints one brief report; the others
+// send theirs. Any other error on a rank other than 0: it sends its error
+// to rank 0 and aborts the job, whose teardown interrupts rank 0, which
+// reports that error. On rank 0: it prints what it measured with the error.
+func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlags, o outputs, mine executor.RankReport, err error,
+	elapsed time.Duration, stdout, stderr io.Writer) error {
+	ie, isInt := interrupted(ctx, err)
+	code := 1
+	if isInt {
+		code = ie.code()
+	}
+	bctx, cancel := context.WithTimeout(context.Background(), partialBound)
+	defer cancel()
+	if isInt && w.Rank() != 0 {
+		// After rank 0 has printed (it acknowledges) this rank waits for
+		// mpirun's kill like rank 0: a rank that exits or aborts first ends
+		// the teardown before mpirun has read rank 0's report. A rank 0
+		// that does not answer in time (frozen, say) is not waited for.
+		actx, acancel := context.WithTimeout(context.Background(), partialBound+ackBound)
+		defer acancel()
+		if executor.SendPartial(actx, w.Comm(), mine) == nil {
+			awaitKill()
+		}
+		return exitError{code: code}
+	}
+	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), err)
+	var te *comm.TimeoutError
+	if errors.As(err, &te) {
+		fmt.Fprintf(stderr, "flight recorder:\n%s", te.FlightLog())
+	}
+	if !isInt && w.Rank() != 0 {
+		// One report per job, from world rank 0: the abort interrupts it,
+		// and it reports this error with what the ranks measured.
+		// Bounded short: a frozen rank 0 must not delay the abort.
+		nctx, ncancel := context.WithTimeout(bctx, failureBound)
+		_ = executor.SendFailure(nctx, w.Comm(), err)
+		ncancel()
+		w.Abort(code, err)
+	}
+	var rep *executor.Report
+	done := func(context.Context) {}
+	if isInt {
+		rep, done = executor.CollectPartial(bctx, w.Comm(), cfg, mine, err, elapsed)
+	} else {
+		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
+	}
+	rep.Backend, rep.WallSeconds = "mpi", elapsed.Seconds()
+	if !isInt {
+		f.markError(ctx, rep, err)
+	} else if rep.Error.Kind != "interrupted" {
+		code = 1 // a rank failed: its abort interrupted this one
+	}
+	o.brief = isInt
+	_ = o.finish(ctx, rep, err, stdout)
+	dctx, dcancel := context.WithTimeout(context.Background(), ackBound)
+	defer dcancel()
+	done(dctx)
+	if isInt {
+		awaitKill()
+		return exitError{code: code}
+	}
+	w.Abort(code, err)
+	return exitError{code: code}
+}
+
+// drainBound is how long an interrupted rank leaves mpirun to forward what
+// rank 0 printed before it exits. A rank that exits or aborts at once ends
+// the teardown before mpirun has read rank 0's report (it was cut at ~10
+// KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
+// signal, comes first. Interrupted ranks never call MPI_Abort: in a job
+// that a rank's abort is already tearing down, a second abort could hang
+// (a frozen rank 0 then kept the job for 18 s instead of 6).
+const drainBound = 3 * time.Second
+
+// awaitKill waits for mpirun's kill, at most drainBound: a rank signalled
+// directly (not through mpirun) then exits without MPI_Finalize, and mpirun
+// ends the job.
+func awaitKill() {
+	t := time.NewTimer(drainBound)
+	defer t.Stop()
+	<-t.C
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rankrun/rankrun/executor"
+)
+
+// outputs are where one run's results go: the report on stdout (text or
+// JSON), and optionally a trace and the per-request records.
+type outputs struct {
+	json     bool
+	trace    string // --trace FILE: Chrome trace of the run
+	requests string // --requests-out FILE: one JSON record per request
+	// brief: the report without rank_reports, JSON unindented. After a
+	// signal mpirun forwards only ~10 KB more of a rank's output (it stops
+	// reading while it tears the job down): the report must fit.
+	brief bool
+}
+
+// check fails before the run, not after it, on a path that cannot be
+// written or one given twice.
+func (o outputs) check() error {
+	if o.trace != "" && o.trace == o.requests {
+		return usagef("--requests-out %s: the same file as --trace", o.requests)
+	}
+	for _, p := range []struct{ flag, path string }{{"--trace", o.trace}, {"--requests-out", o.requests}} {
+		if p.path == "" {
+			continue
+		}
+		if err := checkWritable(p.path); err != nil {
+			return usagef("%s: %v", p.flag, err)
+		}
+	}
+	return nil
+}
+
+// finish writes what the run left, whole or partial: the trace, the
+// request records and the report (each also after a run error: what was
+// measured up to it). A failed write is an error of the command. The
+// result is the exit: 128 + signal after an interrupt, 1 after a run
+// error, a failed write or a report with errors or leaks, else 0.
+func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error, stdout io.Writer) error {
+	var errs []error
+	if rep != nil {
+		errs = append(errs, o.writeFiles(rep))
+		if o.brief {
+			rep.Ranks_ = nil
+		}
+		if err := printReport(rep, o.json, !o.brief, stdout); err != nil {
+			errs = append(errs, fmt.Errorf("writing the report to stdout: %w", err))
+		}
+	}
+	werr := errors.Join(errs...)
+	if ie, ok := interrupted(ctx, runErr); ok {
+		msg := ie.Error() + ": the report is partial"
+		if werr != nil {
+			msg += "; " + werr.Error()
+		}
+		return exitError{code: ie.code(), msg: msg}
+	}
+	if runErr != nil || werr != nil {
+		return errors.Join(runErr, werr)
+	}
+	if !rep.OK() {
+		return exitError{code: 1, msg: fmt.Sprintf("run ended with %d errors, %d leaked blocks", len(rep.Errors), rep.LeakedBlocks)}
+	}
+	return nil
+}
+
+// writeFiles writes the trace and the request records, when asked for,
+// then drops the trace events from rep (the report carries none).
+func (o outputs) writeFiles(rep *executor.Report) error {
+	var errs []error
+	if o.trace != "" {
+		errs = append(errs, writeTrace(o.trace, rep))
+	}
+	if o.requests != "" {
+		errs = append(errs, writeRequests(o.requests, rep.Requests))
+	}
+	for i := range rep.Ranks_ {
+		rep.Ranks_[i].Trace = nil
+	}
+	return errors.Join(errs...)
+}
+
+// emit prints the report and writes the trace; a report with errors or
+// leaks makes the exit code 1.
+func emit(rep *executor.Report, jsonOut bool, traceFile string, stdout io.Writer) error {
+	return outputs{json: jsonOut, trace: traceFile}.finish(context.Background(), rep, nil, stdout)
+}
+
+// errWriter keeps the first write error, so a report written in many
+// small writes fails as a whole.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func printReport(rep *executor.Report, jsonOut, indent bool, stdout io.Writer) error {
+	w := &errWriter{w: stdout}
+	if jsonOut {
+		enc := json.NewEncoder(w)
+		if indent {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(w)
+	}
+	return w.err
+}
+
+func newLogger(level string, stderr io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: must be debug, info, warn or error", level)
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout(time.StampMicro)
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(stderr), lvl)
+	return zap.New(core), nil
+}
+
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// writeFile writes path through a temporary file in its directory and a
+// rename, so a reader never sees half a file, even after an interrupt.
+func writeFile(flag, path string, write func(w io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	err = write(bw)
+	err = errors.Join(err, bw.Flush(), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	return nil
+}
+
+// writeRequests writes one JSON object per request and line (JSON Lines).
+func writeRequests(path string, recs []executor.RequestRecord) error {
+	return writeFile("--requests-out", path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for i := range recs {
+			if err := enc.Encode(&recs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeTrace writes the run in the Chrome trace event format: one track
+// (thread) per rank, named after its role and instance rank; transfers
+// are async events, drawn on tracks of their own.
+func writeTrace(path string, rep *executor.Report) error {
+	// Metadata events carry ts 0: the format does not need it, but strict
+	// readers of the trace event format expect every event to have one.
+	type meta struct {
+		Name string         `json:"name"`
+		Ph   string         `json:"ph"`
+		TS   float64        `json:"ts"`
+		PID  int            `json:"pid"`
+		TID  int            `json:"tid"`
+		Args map[string]any `json:"args"`
+	}
+	events := []any{meta{Name: "process_name", Ph: "M", Args: map[string]any{"name": fmt.Sprintf("rankrun ctx %s -> gen %s", rep.Ctx, rep.Gen)}}}
+	for _, rr := range rep.Ranks_ {
+		events = append(events, meta{Name: "thread_name", Ph: "M", TID: rr.WorldRank,
+			Args: map[string]any{"name": fmt.Sprintf("%s rank %d (world %d)", rr.Role, rr.Rank, rr.WorldRank)}})
+		for _, ev := range rr.Trace {
+			events = append(events, ev)
+		}
+	}
+	return writeFile("--trace", path, func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
+	})
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// One rule for every input: a bad value is a usage error (exit 2) of one
+// line that names the flag and the rule. These checks run before the
+// configuration is built, so no message names an internal field; the
+// executor's own Validate stays as the backstop for library callers.
+
+// checkFlags checks every count, duration and number flag by its name.
+func (f *runFlags) checkFlags() error {
+	for _, d := range []struct {
+		flag   string
+		v      time.Duration
+		zeroOK bool // 0 has a meaning, said in -h
+	}{
+		{"prefill-per-token", f.prefill, true}, {"decode-per-step", f.decode, true}, {"msg-jitter", f.msgJitter, true},
+		{"sender-wait-slice", f.slice, false}, {"gen-poll-interval", f.genPoll, false}, {"transfer-timeout", f.xferTimeout, false},
+		{"idle-tick", f.idleTick, false}, {"stall-timeout", f.stall, false}, {"timeout", f.timeout, false},
+		{"collective-timeout", f.collTimeout, false},
+	} {
+		switch {
+		case d.v < 0 && d.zeroOK:
+			return usagef("--%s %v: must not be negative (0: none)", d.flag, d.v)
+		case d.v <= 0 && !d.zeroOK:
+			return usagef("--%s %v: must be positive", d.flag, d.v)
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{
+		{"layers", f.layers}, {"kv-heads", f.heads}, {"head-dim", f.headDim}, {"tokens-per-block", f.tpb}, {"elem-bytes", f.elem},
+		{"requests", f.requests}, {"input", f.input}, {"output", f.output}, {"ctx-blocks", f.ctxBlocks}, {"gen-blocks", f.genBlocks},
+		{"pct-depth", f.pctDepth},
+	} {
+		if c.v < 1 {
+			return usagef("--%s %d: must be at least 1", c.flag, c.v)
+		}
+	}
+	if !(f.jitter >= 0 && f.jitter < 1) { // NaN and Inf too
+		return usagef("--input-jitter %v: must be a number in [0, 1)", f.jitter)
+	}
+	if f.transfer != "async" && f.transfer != "sync" {
+		return usagef("--transfer %q: must be async or sync", f.transfer)
+	}
+	if strings.Contains(f.arrival, ",") {
+		return usagef("--arrival %q: one pattern per run (burst, rate=R, poisson=R or closed=C); rankrun sweep takes several", f.arrival)
+	}
+	return nil
+}
+
+// checkSize refuses a world that the backend cannot run, and pools that
+// the host cannot hold, before anything is allocated.
+func checkSize(backend string, c *executor.Config) error {
+	limit := map[string]int{"local": local.MaxRanks, "sim": sim.MaxRanks}[backend]
+	if limit > 0 && c.Ranks() > limit {
+		return usagef("--ctx %s + --gen %s: %d ranks, but the %s backend runs at most %d in one process (the sim backend up to %d; or run under mpirun)",
+			c.Ctx, c.Gen, c.Ranks(), backend, limit, sim.MaxRanks)
+	}
+	var inProcess int64
+	for _, side := range []struct {
+		flag   string
+		l      topology.Layout
+		blocks int
+	}{{"--ctx-blocks", c.Ctx, c.CtxBlocks}, {"--gen-blocks", c.Gen, c.GenBlocks}} {
+		s, err := side.l.Shard(c.Model, 0)
+		if err != nil {
+			return usagef("%s: %v", side.flag, err)
+		}
+		if int64(side.blocks) > gpu.MaxPoolBytes/int64(s.BlockBytes()) {
+			return usagef("%s %d: with %d-byte blocks a pool is above the %s limit per rank", side.flag, side.blocks,
+				s.BlockBytes(), executor.FormatBytes(gpu.MaxPoolBytes))
+		}
+		per := int64(side.blocks) * int64(s.BlockBytes())
+		if mem := hostMemory(); mem > 0 && per > mem {
+			return usagef("%s %d: a pool of %s per rank, more than this host's %s of memory", side.flag, side.blocks,
+				executor.FormatBytes(per), executor.FormatBytes(mem))
+		}
+		inProcess += per * int64(side.l.Ranks())
+	}
+	if mem := hostMemory(); backend != "mpi" && mem > 0 && inProcess > mem {
+		return usagef("--ctx-blocks %d, --gen-blocks %d: the %d ranks' pools take %s in this process, more than this host's %s of memory",
+			c.CtxBlocks, c.GenBlocks, c.Ranks(), executor.FormatBytes(inProcess), executor.FormatBytes(mem))
+	}
+	return nil
+}
+
+// hostMemory is the host's physical memory in bytes (0: unknown).
+func hostMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil && kb > 0 && kb < math.MaxInt64/1024 {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

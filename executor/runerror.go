@@ -1,0 +1,136 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// ErrInterrupted is the cause of a run cancelled on purpose (a signal, in
+// the CLI): its report is partial and says so.
+var ErrInterrupted = errors.New("executor: interrupted")
+
+// RunError is why a run ended early, in its report: a kind a script can
+// switch on, the message, and the world ranks that failed or that the
+// failure names (a collective's missing ranks).
+type RunError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Ranks   []int  `json:"ranks"`
+}
+
+// Error kinds, most specific first.
+var errorKinds = []struct {
+	err  error
+	kind string
+}{
+	{ErrInterrupted, "interrupted"},
+	{comm.ErrDesync, "desync"},
+	{comm.ErrCollectiveTimeout, "collective-timeout"},
+	{ErrStalled, "stalled"},
+	{ErrInjected, "injected"},
+	{sim.ErrDeadlock, "deadlock"},
+	{ErrConfig, "config"},
+	{context.DeadlineExceeded, "timeout"},
+	{context.Canceled, "cancelled"},
+}
+
+// ErrorKind names the kind of a run error ("error" when none fits).
+func ErrorKind(err error) string {
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	return "error"
+}
+
+// NewRunError describes err; failed lists the world ranks whose own
+// error it is (not those cancelled because of it). The missing ranks of a
+// collective timeout are named too.
+func NewRunError(err error, failed []int) *RunError {
+	ranks := slices.Clone(failed)
+	var te *comm.TimeoutError
+	if errors.As(err, &te) {
+		for _, m := range te.Missing {
+			if m >= 0 && m < len(te.WorldRanks) {
+				m = te.WorldRanks[m]
+			} else if te.WorldRanks == nil && te.Group != "world" {
+				continue // a group rank with no known world rank
+			}
+			ranks = append(ranks, m)
+		}
+	}
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	if ranks == nil {
+		ranks = []int{}
+	}
+	return &RunError{Kind: ErrorKind(err), Message: err.Error(), Ranks: ranks}
+}
+
+// rankOutcomes collects what each rank of an in-process run measured and
+// how it ended, so a run that fails still has a (partial) report.
+type rankOutcomes struct {
+	reps   []RankReport
+	failed []bool // ended on an error of its own
+	ended  []bool
+}
+
+func newRankOutcomes(n int) *rankOutcomes {
+	return &rankOutcomes{reps: make([]RankReport, n), failed: make([]bool, n), ended: make([]bool, n)}
+}
+
+// keep records world rank r's report and whether it ended on an error of
+// its own: one it met before its run was cancelled (ctx: the rank's
+// context; an in-process world cancels the others at the first error, so
+// theirs are consequences). Each rank writes only its own entries, and
+// they are read after every rank has returned.
+func (o *rankOutcomes) keep(ctx context.Context, r int, rep RankReport, err error) {
+	o.reps[r], o.ended[r] = rep, true
+	o.failed[r] = err != nil && ctx.Err() == nil && !errors.Is(err, ErrInterrupted) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// partial builds the report of a failed run from what every rank
+// measured, with the error that ended it.
+func (o *rankOutcomes) partial(cfg *Config, err error, elapsed float64) *Report {
+	var reps []RankReport
+	var failed []int
+	for r, ok := range o.ended {
+		if !ok {
+			continue
+		}
+		rr := o.reps[r]
+		if rr.Role == "" {
+			// The rank failed before it measured anything.
+			role, rank := topology.RoleOf(cfg.Ctx, cfg.Gen, r)
+			rr.WorldRank, rr.Role, rr.Rank = r, role.String(), rank
+		}
+		reps = append(reps, rr)
+		if o.failed[r] {
+			failed = append(failed, r)
+		}
+	}
+	rep := buildReport(cfg, reps, 0)
+	rep.DurationS = elapsed
+	rep.Error = NewRunError(err, failed)
+	rep.Errors = append(rep.Errors, err.Error())
+	return rep
+}
+
+// PartialOf is the partial report of a run as one rank saw it: its own
+// figures and the error that ended it (under MPI a failing rank cannot
+// wait for its peers' reports).
+func PartialOf(cfg Config, worldRank int, mine RankReport, err error, elapsed time.Duration) *Report {
+	cfg.Defaults()
+	out := newRankOutcomes(cfg.Ranks())
+	if worldRank >= 0 && worldRank < cfg.Ranks() {
+		out.keep(context.Background(), worldRank, mine, err)
+	}
+	return out.partial(&cfg, err, elapsed.Seconds())
+}
