@@ -35,6 +35,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	f.noteSet(fs)
 	cfg, err := f.config()
 	if err != nil {
 		return err
@@ -122,6 +123,7 @@ func runMPI(cfg executor.Config, f runFlags, jsonOut bool, traceFile string, std
 	}
 	final := w.Finalize(code)
 	if w.Rank() == 0 {
+		rep.Compute = describeCompute(&cfg)
 		if err := emit(rep, jsonOut, "", stdout); err != nil {
 			var ee exitError
 			if errors.As(err, &ee) {
@@ -174,7 +176,7 @@ func (f runFlags) runInProcess(backend string, cfg executor.Config) (*executor.R
 		}
 		rep.Backend, rep.Sim = "sim", &executor.SimInfo{Seed: sc.Seed, Strategy: sc.Strategy.String(), Hardware: sc.Fabric.Name,
 			Steps: res.Steps, Schedule: fmt.Sprintf("%016x", res.Schedule)}
-		rep.WallSeconds = time.Since(start).Seconds()
+		rep.WallSeconds, rep.Compute = time.Since(start).Seconds(), describeCompute(&cfg)
 		return rep, nil
 	}
 	ctx, cancel := f.runContext()
@@ -183,7 +185,7 @@ func (f runFlags) runInProcess(backend string, cfg executor.Config) (*executor.R
 	if err != nil {
 		return nil, f.runError(ctx, err)
 	}
-	rep.Backend, rep.WallSeconds = "local", time.Since(start).Seconds()
+	rep.Backend, rep.WallSeconds, rep.Compute = "local", time.Since(start).Seconds(), describeCompute(&cfg)
 	return rep, nil
 }
 

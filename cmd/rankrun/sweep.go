@@ -72,6 +72,8 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	f.noteSet(fs)
+	f.sweepSample = true
 	// A sweep runs every rank in this process. Started by mpirun it would
 	// run as N independent copies: refuse, whatever the build.
 	if l := comm.DetectLaunch(); l.UnderMPI {
