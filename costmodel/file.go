@@ -42,8 +42,17 @@ func ResolveHardware(v string) (Hardware, error) {
 // shared_experts, expert_ffn, dense_layers). act_bytes defaults to 2 and
 // precision to bf16; an unknown field is an error.
 func LoadModel(path string) (Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Model{}, err
+	}
+	return DecodeModel(path, b)
+}
+
+// DecodeModel is LoadModel of the bytes b, read from path (named in errors).
+func DecodeModel(path string, b []byte) (Model, error) {
 	m := Model{ActBytes: 2, Precision: "bf16"}
-	if err := decodeFile(path, &m); err != nil {
+	if err := decodeJSON(path, b, &m); err != nil {
 		return Model{}, err
 	}
 	if m.Name == "" {
@@ -82,8 +91,17 @@ type linkFile struct {
 // and fabric {ranks_per_node, intra and inter {latency: "3us", bandwidth:
 // bytes/s}}. An unknown field is an error.
 func LoadHardware(path string) (Hardware, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Hardware{}, err
+	}
+	return DecodeHardware(path, b)
+}
+
+// DecodeHardware is LoadHardware of the bytes b, read from path.
+func DecodeHardware(path string, b []byte) (Hardware, error) {
 	var f hardwareFile
-	if err := decodeFile(path, &f); err != nil {
+	if err := decodeJSON(path, b, &f); err != nil {
 		return Hardware{}, err
 	}
 	h := Hardware{Name: f.Name, PeakFLOPs: f.PeakFLOPs, HBMBandwidth: f.HBMBandwidth, HBMCapacity: f.HBMCapacity,
@@ -108,7 +126,7 @@ func LoadHardware(path string) (Hardware, error) {
 		l.out.Latency = d
 	}
 	if !h.Compute() {
-		return Hardware{}, fmt.Errorf("%s: %w: hardware %q: hbm_bandwidth = 0: a hardware file needs compute figures (peak_flops, hbm_bandwidth, hbm_capacity)",
+		return Hardware{}, fmt.Errorf("%s: %w: hardware %q: no peak_flops, hbm_bandwidth or hbm_capacity: a hardware file needs compute figures (peak_flops, hbm_bandwidth, hbm_capacity)",
 			path, ErrInvalid, h.Name)
 	}
 	if err := h.Validate(); err != nil {
@@ -117,12 +135,9 @@ func LoadHardware(path string) (Hardware, error) {
 	return h, nil
 }
 
-// decodeFile decodes the one JSON object of path into v, strictly.
-func decodeFile(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
+// decodeJSON decodes the one JSON object b (read from path) into v,
+// strictly: unknown fields and trailing values are errors.
+func decodeJSON(path string, b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

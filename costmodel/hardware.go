@@ -43,7 +43,9 @@ type Hardware struct {
 
 // Compute reports whether h carries compute figures (the zero preset does
 // not: control plane and links only).
-func (h Hardware) Compute() bool { return h.HBMBandwidth > 0 }
+func (h Hardware) Compute() bool {
+	return h.HBMBandwidth != 0 || h.HBMCapacity != 0 || len(h.PeakFLOPs) > 0
+}
 
 // ComputeEffOrDefault is ComputeEff, or DefaultComputeEff when unset.
 func (h Hardware) ComputeEffOrDefault() float64 { return h.computeEff() }
@@ -74,7 +76,7 @@ func (h Hardware) Validate() error {
 	bad := func(field, rule string, v any) error {
 		return fmt.Errorf("%w: hardware %q: %s = %v: %s", ErrInvalid, h.Name, field, v, rule)
 	}
-	if !h.Compute() && len(h.PeakFLOPs) == 0 && h.HBMCapacity == 0 {
+	if !h.Compute() {
 		return h.validateFabric()
 	}
 	if len(h.PeakFLOPs) == 0 {
