@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/topology"
 )
 
 func TestPresetsValidate(t *testing.T) {
@@ -161,4 +163,15 @@ func FuzzDecodeHardware(f *testing.F) {
 			require.NoError(t, h.Validate())
 		}
 	})
+}
+
+// The model cards' memory claims: gpt-oss-120b (MXFP4 experts) runs on one
+// 80 GB GPU; Llama-3-70B in bf16 does not, and needs two.
+func TestPresetFits(t *testing.T) {
+	h100 := Hardwares["h100-nvlink-ib400"]
+	one := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	two := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	assert.NoError(t, Placement{Model: Models["gpt-oss-120b"], HW: h100}.Fits(one))
+	assert.Error(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(one))
+	assert.NoError(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(two))
 }
