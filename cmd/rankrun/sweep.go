@@ -53,7 +53,9 @@ func (r *sweepRun) gpus() int { return r.ctx.Ranks() + r.gen.Ranks() }
 func (r *sweepRun) rep() *executor.Report { return r.reps[0] }
 
 // failedAt reports whether repeat i errored, leaked or pinned blocks.
-func (r *sweepRun) failedAt(i int) bool { return r.errs[i] != nil || r.reps[i] == nil || !r.reps[i].OK() }
+func (r *sweepRun) failedAt(i int) bool {
+	return r.errs[i] != nil || r.reps[i] == nil || !r.reps[i].OK()
+}
 
 // failed reports whether any repeat failed.
 func (r *sweepRun) failed() bool {
@@ -417,4 +419,3 @@ func probeWritable(path string) error {
 	}
 	return os.Remove(path)
 }
-

@@ -65,7 +65,7 @@ func quantile(xs []float64, q float64) float64 {
 // range of TTFT p99.
 type summary struct {
 	cellStats
-	failedRuns       int
+	failedRuns             int
 	ttftP99Min, ttftP99Max float64
 }
 
