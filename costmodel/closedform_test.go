@@ -131,6 +131,18 @@ func TestDecodeClosedForm(t *testing.T) {
 	bytes := (m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + ctx*m.KVBytesPerToken()
 	want := time.Duration(math.Round(bytes / (hw.HBMBandwidth * DefaultMemoryEff) * 1e9))
 	assert.InDelta(t, want, p.Decode([]Seq{{Tokens: ctx}}), 1)
+
+	// Over TP=2 each rank reads half the weights and half the KV heads of
+	// a long context, plus two allreduces of one token's activations per
+	// layer.
+	l2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	p2 := Placement{Model: m, HW: hw, Ctx: l2, Gen: l2}
+	const long = 32768
+	bytes = ((m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + long*m.KVBytesPerToken()) / 2
+	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
+	// The GEN ranks follow the CTX ones: world ranks 2 and 3, one node.
+	want = time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + time.Duration(2*m.Layers)*ar
+	assert.InDelta(t, want, p2.Decode([]Seq{{Tokens: long}}), 1)
 }
 
 // An MoE decode step reads only the experts its batch touches: one token

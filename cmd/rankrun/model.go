@@ -44,6 +44,11 @@ func (f *runFlags) hardwareProfile() (costmodel.Hardware, error) {
 // per-token flags made it.
 func (f *runFlags) applyModel(c *executor.Config) error {
 	if f.model == "" {
+		// --hardware names the links of any backend's run (and is checked
+		// whatever the backend), the compute only with --model.
+		if _, err := f.hardwareProfile(); err != nil {
+			return err
+		}
 		for _, n := range []string{"compute-eff", "memory-eff", "kv-sample"} {
 			if f.set[n] {
 				return usagef("--%s applies to the cost model: give --model too", n)
