@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -47,7 +49,7 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 	panel := func(title, ylabel string, pick func(series) plotter.XYs, withFailed bool) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text, p.Y.Label.Text, p.X.Label.Text = title, ylabel, "arrival rate (requests/s)"
-		p.X.Tick.Marker = evenTicks{}
+		p.X.Tick.Marker = sw.rateTicks()
 		top := 0.0
 		for i, s := range lines {
 			xy := pick(s)
@@ -128,4 +130,21 @@ func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
 	p.Y.Max = math.Max(top*1.2, 1e-3)
 	rotateTicks(p, true)
 	return p, nil
+}
+
+// rateTicks marks the swept rates on the X axis, each label with the same
+// decimals.
+func (sw sweepWriter) rateTicks() plot.ConstantTicks {
+	var ticks plot.ConstantTicks
+	prec := 0
+	for _, r := range sw.rates() {
+		if i := strings.IndexByte(r, '.'); i >= 0 {
+			prec = max(prec, len(r)-i-1)
+		}
+	}
+	for _, r := range sw.rates() {
+		v, _ := strconv.ParseFloat(r, 64)
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', prec, 64)})
+	}
+	return ticks
 }
