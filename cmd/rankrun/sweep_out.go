@@ -3,13 +3,18 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/rankrun/rankrun/executor"
 )
@@ -21,6 +26,40 @@ type sweepWriter struct {
 	gpus  int    // the --gpus budget, 0 for --pair sweeps
 	title string // the workload and the compute model, for every output
 	short string // the same in a line a plot can hold
+}
+
+// finish prints the table, writes the outputs asked for, and fails the
+// sweep when any run failed.
+func (sw sweepWriter) finish(stdout io.Writer, csvOut, jsonOut, plotOut string) error {
+	if err := sw.table(stdout); err != nil {
+		return err
+	}
+	var errs []error
+	if csvOut != "" {
+		errs = append(errs, sw.csv(csvOut))
+	}
+	if jsonOut != "" {
+		errs = append(errs, writeSweepJSON(jsonOut, sw.runs))
+	}
+	if plotOut != "" {
+		errs = append(errs, sw.plot(plotOut))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	bad, total := 0, 0
+	for _, r := range sw.runs {
+		for i := range r.reps {
+			total++
+			if r.failedAt(i) {
+				bad++
+			}
+		}
+	}
+	if bad > 0 {
+		return exitError{code: 1, msg: fmt.Sprintf("sweep: %d of %d runs failed or leaked KV blocks (see the error lines)", bad, total)}
+	}
+	return nil
 }
 
 // sweepTitle names what every cell of the sweep shares: the workload but
@@ -269,4 +308,80 @@ func writeSweepJSON(path string, runs []*sweepRun) error {
 		return fmt.Errorf("--json: %w", err)
 	}
 	return nil
+}
+
+// newSweepBar returns a progress bar on stderr when stderr is a terminal,
+// else nil.
+func newSweepBar(n int, stderr io.Writer) *progressbar.ProgressBar {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("sweep"),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetRenderBlankState(true))
+}
+
+// failedReport stands for a run that returned an error instead of a report,
+// so that every output has one entry per run.
+func failedReport(cfg *executor.Config, err error) *executor.Report {
+	msg := "no report"
+	if err != nil {
+		msg = err.Error()
+	}
+	w := cfg.Workload
+	return &executor.Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
+		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", w.Requests, w.InputTokens, w.OutputTokens, w.Arrival),
+		Replays:  cfg.Replays.String(), Faults: []string{}, Errors: []string{msg}, Requests: []executor.RequestRecord{}}
+}
+
+// checkSweepOutputs checks every output path before anything runs: each can
+// be written, none is given twice, and the plot's extension is known.
+func checkSweepOutputs(csvPath, jsonPath, plotPath string) error {
+	seen := map[string]string{}
+	for _, o := range []struct{ flag, path string }{{"--csv", csvPath}, {"--json", jsonPath}, {"--plot", plotPath}} {
+		if o.path == "" {
+			continue
+		}
+		if o.flag == "--plot" {
+			if ext := strings.ToLower(filepath.Ext(o.path)); ext != ".svg" && ext != ".png" {
+				return usagef("--plot %s: the file name must end in .svg or .png", o.path)
+			}
+		}
+		abs, err := filepath.Abs(o.path)
+		if err != nil {
+			abs = o.path
+		}
+		if prev, ok := seen[abs]; ok {
+			return usagef("%s %s: the same file as %s", o.flag, o.path, prev)
+		}
+		seen[abs] = o.flag
+		if err := probeWritable(o.path); err != nil {
+			return usagef("%s: %v", o.flag, err)
+		}
+	}
+	return nil
+}
+
+// probeWritable checks that path can be written, leaving no file behind
+// that was not there before.
+func probeWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Remove(path)
 }
