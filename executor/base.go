@@ -66,6 +66,7 @@ type loop struct {
 	seen       int   // requests taken in so far
 	waiting    []rec // taken in, not admitted (identical on every rank of the group)
 	batchBuf   []byte
+	seqBuf     []Seq               // the compute model's batch, reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
 

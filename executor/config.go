@@ -39,7 +39,11 @@ type Config struct {
 	Workload Workload
 	Mode     transceiver.Mode
 
-	// Compute cost model (zero: control plane only).
+	// Compute cost model. Compute (nil: none) times each prefill batch and
+	// decode step from the layouts and the batch; PrefillPerToken and
+	// DecodePerStep, when non-zero, override it with a constant per
+	// prompt token and per step. All zero: control plane only.
+	Compute         Compute
 	PrefillPerToken time.Duration
 	DecodePerStep   time.Duration
 

@@ -84,7 +84,9 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 	for _, r := range batch {
 		tokens += r.Tokens
 	}
-	if err := c.sleep(ctx, time.Duration(tokens)*c.cfg.PrefillPerToken); err != nil {
+	var d time.Duration
+	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
+	if err := c.sleep(ctx, d); err != nil {
 		return err
 	}
 	for i := range batch {

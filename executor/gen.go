@@ -237,15 +237,16 @@ func (g *genLoop) decoding() int {
 // that are done or failed (freeing their blocks here), and reports whether
 // it did any work.
 func (g *genLoop) decode(ctx context.Context) (bool, error) {
-	var active int
+	g.seqBuf = g.seqBuf[:0]
 	for _, id := range g.order {
 		if q := g.gen[id]; q.received && q.status == request.Pending {
-			active++
+			g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
 		}
 	}
+	active := len(g.seqBuf)
 	if active > 0 {
 		start := g.now()
-		if err := g.sleep(ctx, g.cfg.DecodePerStep); err != nil {
+		if err := g.sleep(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
 			return false, err
 		}
 		g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)

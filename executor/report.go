@@ -24,6 +24,7 @@ type Report struct {
 	Ranks       int      `json:"ranks"`
 	Mode        string   `json:"transfer_mode"`
 	Workload    string   `json:"workload"`
+	Compute     string   `json:"compute,omitempty"` // the compute cost model, "" with none
 	Replays     string   `json:"replays"`
 	Faults      []string `json:"faults"`
 	DurationS   float64  `json:"duration_s"`
@@ -196,6 +197,9 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "workload: %s; replays: %s", r.Workload, r.Replays)
 	if len(r.Faults) > 0 {
 		fmt.Fprintf(w, "; faults: %s", strings.Join(r.Faults, " "))
+	}
+	if r.Compute != "" {
+		fmt.Fprintf(w, "\ncompute: %s", r.Compute)
 	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

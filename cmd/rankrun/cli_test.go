@@ -368,24 +368,28 @@ func TestSweep(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	assert.Empty(t, errOut, "no progress bar when stderr is not a terminal")
 
-	// The table: a header and one row per pair and workload.
+	// The table: the workload every cell shares, a header and one row per
+	// pair and workload.
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	require.Len(t, lines, 1+6, out)
-	for _, col := range []string{"pair", "workload", "completed/failed", "throughput rps", "TTFT p50 ms", "TTFT p99 ms",
-		"idle handover p99 ms", "peak KV ctx/gen", "bytes verified", "leaked blocks"} {
-		assert.Contains(t, lines[0], col)
+	require.Len(t, lines, 2+6, out)
+	assert.Equal(t, "sweep: 12 requests, 256 input tokens, 8 output tokens", lines[0])
+	for _, col := range []string{"pair", "workload", "status", "completed/failed", "throughput rps", "per GPU rps", "TTFT p50 ms", "TTFT p99 ms",
+		"TPOT p50 ms", "SLO met", "idle handover p99 ms", "peak KV ctx/gen", "bytes verified", "leaked blocks"} {
+		assert.Contains(t, lines[1], col)
 	}
 	pairs := []string{"tp=1/tp=4", "dp=2,adp/tp=2", "tp=2,pp=2/tp=2"}
 	for i, p := range pairs {
 		for j, a := range []string{"closed=2", "burst"} {
-			f := strings.Fields(lines[1+2*i+j])
-			require.Len(t, f, 10, lines[1+2*i+j])
+			f := strings.Fields(lines[2+2*i+j])
+			require.Len(t, f, 14, lines[2+2*i+j])
 			assert.Equal(t, p, f[0])
 			assert.Equal(t, a, f[1])
-			assert.Equal(t, strconv.Itoa(n)+"/0", f[2])
-			assert.Equal(t, "0", f[9], "leaked blocks")
+			assert.Equal(t, "ok", f[2])
+			assert.Equal(t, strconv.Itoa(n)+"/0", f[3])
+			assert.Equal(t, "0", f[13], "leaked blocks")
 		}
 	}
+	assert.NotContains(t, out, "goodput", "no rate, no goodput")
 
 	// CSV.
 	fh, err := os.Open(csvPath)
@@ -464,7 +468,13 @@ func TestSweepFailureWritesWhatWasMeasured(t *testing.T) {
 	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 3)
-	assert.Contains(t, recs[1][len(recs[1])-1], "injected fault")
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	assert.Contains(t, recs[1][col["error"]], "injected fault")
+	assert.Equal(t, "failed", recs[1][col["status"]], "a failed cell is marked failed")
+	assert.Contains(t, out, "FAILED")
 	b, err = os.ReadFile(jsonPath)
 	require.NoError(t, err)
 	var reps []runReport

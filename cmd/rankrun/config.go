@@ -38,6 +38,12 @@ type runFlags struct {
 	strategy     string
 	pctDepth     int
 	msgJitter    time.Duration
+	// The cost model (model.go).
+	model                 string
+	computeEff, memoryEff float64
+	kvSample              int
+	sweepSample           bool            // a sweep: --kv-sample 0 samples
+	set                   map[string]bool // flags the command line set
 }
 
 // multiFlag is a repeatable flag that also splits on commas where the
@@ -82,7 +88,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
-	fs.StringVar(&f.hardware, "hardware", "zero", "sim: link model preset: "+strings.Join(sim.FabricNames(), " | "))
+	f.registerModel(fs)
 	fs.Uint64Var(&f.scheduleSeed, "schedule-seed", 0, "sim: seed of the rank schedule (0: --seed); one seed, one run")
 	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
 	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d >= 1 (d-1 priority change points)")
@@ -91,10 +97,11 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 
 // simConfig is the simulation's configuration from the flags.
 func (f *runFlags) simConfig() (sim.Config, error) {
-	fab, err := sim.ParseFabric(f.hardware)
+	hw, err := f.hardwareProfile()
 	if err != nil {
-		return sim.Config{}, usagef("--hardware: %v", err)
+		return sim.Config{}, err
 	}
+	fab := hw.Fabric
 	st, err := sim.ParseStrategy(f.strategy)
 	if err != nil {
 		return sim.Config{}, usagef("--strategy: %v", err)
@@ -111,7 +118,7 @@ func (f *runFlags) simConfig() (sim.Config, error) {
 	}
 	// The run's --timeout is virtual in simulation.
 	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.checked, Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
-		Deadline: f.timeout}, nil
+		Deadline: f.timeout, PayloadScale: f.payloadScale()}, nil
 }
 
 func replayNames() string {
@@ -178,6 +185,9 @@ func (f *runFlags) config() (executor.Config, error) {
 	}
 	if f.collTimeout <= 0 {
 		return c, usagef("--collective-timeout %v: must be positive", f.collTimeout)
+	}
+	if err := f.applyModel(&c); err != nil {
+		return c, err
 	}
 	c.Defaults()
 	if err := c.Validate(); err != nil {

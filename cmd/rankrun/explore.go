@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/explore"
 	"github.com/rankrun/rankrun/scenario"
@@ -38,6 +39,7 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	f.noteSet(fs)
 	if *seeds < 1 {
 		return usagef("--seeds %d: must be at least 1", *seeds)
 	}
@@ -112,7 +114,18 @@ func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
 	s.CtxBlocks, s.GenBlocks = f.ctxBlocks, f.genBlocks
 	s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
 	s.IdleTick, s.StallTimeout, s.CollectiveTimeout, s.Timeout = f.idleTick, f.stall, f.collTimeout, f.timeout
-	s.Hardware = f.hardware
+	// A scenario names a fabric preset; it has no model key.
+	if f.model != "" {
+		return scenario.Scenario{}, usagef("--model: explore runs a scenario, which has no cost model key; drop --model (use --prefill-per-token / --decode-per-step)")
+	}
+	hw, err := f.hardwareProfile()
+	if err != nil {
+		return scenario.Scenario{}, err
+	}
+	if costmodel.IsFile(f.hardware) {
+		return scenario.Scenario{}, usagef("--hardware %s: explore takes a preset name, not a file", f.hardware)
+	}
+	s.Hardware = hw.Name
 	for _, r := range executor.Replays {
 		if cfg.Replays.On(r) {
 			s.Replays = append(s.Replays, r)

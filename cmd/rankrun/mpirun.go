@@ -65,6 +65,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	// waiting in Finalize would keep mpirun from running.
 	code := 0
 	if w.Rank() == 0 {
+		rep.Compute = describeCompute(&cfg)
 		if err := o.writeFiles(rep); err != nil {
 			fmt.Fprintf(stderr, "rankrun: %v\n", err)
 			code = 1
@@ -139,7 +140,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	} else {
 		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
 	}
-	rep.Backend, rep.WallSeconds = "mpi", elapsed.Seconds()
+	rep.Backend, rep.WallSeconds, rep.Compute = "mpi", elapsed.Seconds(), describeCompute(&cfg)
 	if !isInt {
 		f.markError(ctx, rep, err)
 	} else if rep.Error.Kind != "interrupted" {

@@ -39,6 +39,7 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	f.noteSet(fs)
 	cfg, err := f.config()
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 		err = f.runError(ctx, err)
 	}
 	if rep != nil {
-		rep.Backend, rep.WallSeconds = backend, time.Since(start).Seconds()
+		rep.Backend, rep.WallSeconds, rep.Compute = backend, time.Since(start).Seconds(), describeCompute(&cfg)
 		f.markError(ctx, rep, err)
 	}
 	return rep, err

@@ -1,30 +1,18 @@
 package main
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
-	"strconv"
+	"runtime"
 	"strings"
-	"text/tabwriter"
+	"sync"
 
-	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+	"go.uber.org/zap"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -33,27 +21,54 @@ const sweepExamples = `  rankrun sweep                                          
   rankrun sweep --pair tp=1/tp=4 --pair tp=2/tp=2 --pair "dp=2,adp/tp=2" --requests 128
   rankrun sweep --pair tp=1/tp=4 --arrival closed=1 --arrival closed=8 --arrival rate=500 --csv out.csv
   rankrun sweep --pair tp=1/tp=1 --pair tp=2,pp=2/tp=4 --json sweep.json --plot sweep.svg
+  rankrun sweep --backend sim --model llama-3-8b --hardware h100 --gpus 8 --input 1024 --output 64 --requests 24 \
+      --arrival poisson=2,poisson=4,poisson=8 --slo-ttft 200ms --slo-tpot 20ms --plot grid.svg   # placement search
+  rankrun sweep --backend sim --pair tp=1/tp=1 --arrival poisson=50 --repeat 5         # the spread of one cell
 `
 
 // defaultPairs are swept when no --pair is given.
 var defaultPairs = []string{"tp=1/tp=1", "tp=1/tp=4", "tp=2/tp=2"}
 
-// sweepRun is one point of a sweep: a layout pair under one arrival pattern.
+// sweepRun is one cell of a sweep: a layout pair under one arrival pattern,
+// run --repeat times.
 type sweepRun struct {
-	pair    string // CTX/GEN, normalised
-	arrival string
-	cfg     executor.Config
-	rep     *executor.Report // always set after the run (synthesised on error)
-	err     error            // the run's own error, if it returned one
+	pair     string // CTX/GEN, normalised
+	ctx, gen topology.Layout
+	arrival  string
+	rate     float64 // requests/s of a rate or poisson arrival, else 0
+	cfg      executor.Config
+	reps     []*executor.Report // one per repeat, always set after the run (synthesised on error)
+	errs     []error            // each repeat's own error, if it returned one
+	stats    []cellStats
+	summary  summary
 }
 
-// failed reports whether the run errored, leaked or pinned blocks.
-func (r *sweepRun) failed() bool { return r.err != nil || r.rep == nil || !r.rep.OK() }
+func (r *sweepRun) gpus() int { return r.ctx.Ranks() + r.gen.Ranks() }
+
+// rep is the first repeat's report.
+func (r *sweepRun) rep() *executor.Report { return r.reps[0] }
+
+// failedAt reports whether repeat i errored, leaked or pinned blocks.
+func (r *sweepRun) failedAt(i int) bool {
+	return r.errs[i] != nil || r.reps[i] == nil || !r.reps[i].OK()
+}
+
+// failed reports whether any repeat failed.
+func (r *sweepRun) failed() bool {
+	for i := range r.reps {
+		if r.failedAt(i) {
+			return true
+		}
+	}
+	return false
+}
 
 func sweepCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sweep", "Run each layout pair (--pair CTX/GEN) under each arrival pattern (--arrival), one after another\n"+
-		"in this process, and print a table; optionally write CSV, JSON (one report per run) and a plot.\n"+
-		"Without --pair: "+strings.Join(defaultPairs, " ")+". Without --arrival: closed=4.", sweepExamples, stderr)
+	fs := newFlagSet("sweep", "Run each layout pair (--pair CTX/GEN, or every pair of a GPU budget: --gpus N) under each arrival pattern\n"+
+		"(--arrival), in this process, and print a table; optionally write CSV, JSON (one report per run) and a plot.\n"+
+		"With rate or poisson arrivals it also prints each pair's goodput per GPU (the highest rate at which --slo-share\n"+
+		"of requests meet --slo-ttft and --slo-tpot) and names the best placement.\n"+
+		"Without --pair or --gpus: "+strings.Join(defaultPairs, " ")+". Without --arrival: closed=4.", sweepExamples, stderr)
 	var f runFlags
 	// The shared flags, except --arrival, which the sweep makes repeatable.
 	shared := flag.NewFlagSet("shared", flag.ContinueOnError)
@@ -63,13 +78,21 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 			fs.Var(fl.Value, fl.Name, fl.Usage)
 		}
 	})
+	var g gridFlags
+	g.register(fs)
 	var pairs, arrivals multiFlag
 	fs.Var(&pairs, "pair", "layout pair CTX/GEN to run (repeatable), e.g. tp=1/tp=4 or \"dp=2,adp/tp=2\"")
 	fs.Var(&arrivals, "arrival", "workload arrival pattern to run (repeatable; also comma-separated): burst | rate=R | poisson=R | closed=C")
 	csvOut := fs.String("csv", "", "write one CSV row per run to this file")
 	jsonOut := fs.String("json", "", "write the runs' reports (a JSON array; no rank reports or traces) to this file")
-	plotOut := fs.String("plot", "", "draw TTFT p99 and throughput per layout pair to this file (.svg or .png)")
+	plotOut := fs.String("plot", "", "draw the sweep to this file (.svg or .png): TTFT p99 and throughput per pair, or with two or more rates "+
+		"TTFT p99, TPOT and throughput per GPU against the rate and the goodput per GPU of the best pairs")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f.noteSet(fs)
+	f.sweepSample = true
+	if err := g.validate(); err != nil {
 		return err
 	}
 	// A sweep runs every rank in this process. Started by mpirun it would
@@ -78,52 +101,17 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("sweep runs all its ranks in this process but was started by mpirun (rank %d of %d): "+
 			"run the sweep without mpirun (under mpirun use rankrun run)", l.WorldRank, l.WorldSize)
 	}
-	if len(pairs) == 0 {
-		pairs = defaultPairs
+	arrs, err := sweepArrivals(arrivals)
+	if err != nil {
+		return err
 	}
-	var arrs []string
-	for _, v := range arrivals {
-		for _, a := range strings.Split(v, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				arrs = append(arrs, a)
-			}
-		}
+	layoutPairs, err := f.sweepPairs(&g, pairs)
+	if err != nil {
+		return err
 	}
-	if len(arrivals) == 0 {
-		arrs = []string{"closed=4"}
-	}
-	if len(arrs) == 0 {
-		return usagef("--arrival: no arrival pattern given")
-	}
-
-	// Every configuration is checked before the first run.
-	var runs []*sweepRun
-	for _, p := range pairs {
-		ctxSpec, genSpec, ok := strings.Cut(p, "/")
-		if !ok || strings.Contains(genSpec, "/") {
-			return usagef("--pair %q: want CTX/GEN, two layouts separated by one slash (e.g. tp=1/tp=4)", p)
-		}
-		cl, err := topology.ParseLayout(ctxSpec)
-		if err != nil {
-			return usagef("--pair %q: ctx: %v", p, err)
-		}
-		gl, err := topology.ParseLayout(genSpec)
-		if err != nil {
-			return usagef("--pair %q: gen: %v", p, err)
-		}
-		for _, a := range arrs {
-			rf := f
-			rf.ctx, rf.gen, rf.arrival = ctxSpec, genSpec, a
-			cfg, err := rf.config()
-			if err != nil {
-				var ue usageError
-				if errors.As(err, &ue) {
-					return usagef("--pair %q, --arrival %s: %v", p, a, ue.error)
-				}
-				return err
-			}
-			runs = append(runs, &sweepRun{pair: cl.String() + "/" + gl.String(), arrival: cfg.Workload.Arrival.String(), cfg: cfg})
-		}
+	runs, err := f.sweepRuns(layoutPairs, arrs, g.repeat)
+	if err != nil {
+		return err
 	}
 	if err := checkSweepOutputs(*csvOut, *jsonOut, *plotOut); err != nil {
 		return err
@@ -141,328 +129,185 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if backend == "mpi" {
 		return usagef("sweep: --backend mpi: a sweep runs in this process (local or sim); run each point under mpirun with rankrun run")
 	}
-	bar := newSweepBar(len(runs), stderr)
-	for _, r := range runs {
-		if bar != nil {
-			bar.Describe(fmt.Sprintf("%s %s", r.pair, r.arrival))
-		}
-		r.cfg.Log = log
-		r.rep, r.err = f.runInProcess(backend, r.cfg)
-		if r.rep == nil {
-			r.rep = failedReport(&r.cfg, r.err)
-		}
-		r.rep.Ranks_ = nil // no per-rank reports or traces in a sweep's outputs
-		if bar != nil {
-			_ = bar.Add(1)
+	if g.jobs > 1 && backend != "sim" {
+		return usagef("--jobs %d: only --backend sim runs cells at once (wall-clock figures of the local backend would share the CPUs)", g.jobs)
+	}
+	f.runSweep(runs, backend, g, log, stderr)
+
+	sw := sweepWriter{runs: runs, slo: g.slo, gpus: g.gpus}
+	sw.title, sw.short = sweepTitle(runs)
+	return sw.finish(stdout, *csvOut, *jsonOut, *plotOut)
+}
+
+// sweepArrivals splits the --arrival values (closed=4 when none).
+func sweepArrivals(arrivals multiFlag) ([]string, error) {
+	if len(arrivals) == 0 {
+		return []string{"closed=4"}, nil
+	}
+	var arrs []string
+	for _, v := range arrivals {
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				arrs = append(arrs, a)
+			}
 		}
 	}
+	if len(arrs) == 0 {
+		return nil, usagef("--arrival: no arrival pattern given")
+	}
+	return arrs, nil
+}
+
+// sweepPairs is the layout pairs to run: --pair's, the grid of --gpus, or
+// the defaults.
+func (f *runFlags) sweepPairs(g *gridFlags, pairs multiFlag) ([][2]string, error) {
+	if g.gpus == 0 {
+		for _, n := range []string{"ctx-dims", "gen-dims"} {
+			if f.set[n] {
+				return nil, usagef("--%s applies to --gpus", n)
+			}
+		}
+		if len(pairs) == 0 {
+			pairs = defaultPairs
+		}
+		var out [][2]string
+		for _, p := range pairs {
+			ctxSpec, genSpec, ok := strings.Cut(p, "/")
+			if !ok || strings.Contains(genSpec, "/") {
+				return nil, usagef("--pair %q: want CTX/GEN, two layouts separated by one slash (e.g. tp=1/tp=4)", p)
+			}
+			if _, err := topology.ParseLayout(ctxSpec); err != nil {
+				return nil, usagef("--pair %q: ctx: %v", p, err)
+			}
+			if _, err := topology.ParseLayout(genSpec); err != nil {
+				return nil, usagef("--pair %q: gen: %v", p, err)
+			}
+			out = append(out, [2]string{ctxSpec, genSpec})
+		}
+		return out, nil
+	}
+	if len(pairs) > 0 {
+		return nil, usagef("--gpus and --pair: give one of them (--gpus generates the pairs)")
+	}
+	geom := topology.Model{Layers: f.layers, KVHeads: f.heads, HeadDim: f.headDim, TokensPerBlock: f.tpb, ElemBytes: f.elem}
+	var place *costmodel.Placement
+	if f.model != "" {
+		m, err := costmodel.ResolveModel(f.model)
+		if err != nil {
+			return nil, usagef("--model: %v", err)
+		}
+		hw, err := f.hardwareProfile()
+		if err != nil {
+			return nil, err
+		}
+		place, geom = &costmodel.Placement{Model: m, HW: hw}, m.Geometry(f.tpb)
+	}
+	grid, err := g.gridPairs(geom, place)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][2]string, len(grid))
+	for i, p := range grid {
+		out[i] = [2]string{p[0].String(), p[1].String()}
+	}
+	return out, nil
+}
+
+// sweepRuns builds and checks every cell's configuration before the first
+// run.
+func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*sweepRun, error) {
+	var runs []*sweepRun
+	for _, p := range pairs {
+		for _, a := range arrs {
+			rf := *f
+			rf.ctx, rf.gen, rf.arrival = p[0], p[1], a
+			cfg, err := rf.config()
+			if err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return nil, usagef("--pair %q, --arrival %s: %v", p[0]+"/"+p[1], a, ue.error)
+				}
+				return nil, err
+			}
+			r := &sweepRun{pair: cfg.Ctx.String() + "/" + cfg.Gen.String(), ctx: cfg.Ctx, gen: cfg.Gen, arrival: cfg.Workload.Arrival.String(), cfg: cfg,
+				reps: make([]*executor.Report, repeat), errs: make([]error, repeat)}
+			if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {
+				r.rate = cfg.Workload.Arrival.Rate
+			}
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+// runSweep runs every repeat of every cell, g.jobs at a time, and fills
+// each cell's statistics.
+func (f *runFlags) runSweep(runs []*sweepRun, backend string, g gridFlags, log *zap.Logger, stderr io.Writer) {
+	type task struct {
+		r *sweepRun
+		i int
+	}
+	var tasks []task
+	for _, r := range runs {
+		for i := range r.reps {
+			tasks = append(tasks, task{r, i})
+		}
+	}
+	jobs := g.jobs
+	if jobs == 0 {
+		jobs = 1
+		if backend == "sim" {
+			jobs = runtime.GOMAXPROCS(0)
+		}
+	}
+	bar := newSweepBar(len(tasks), stderr)
+	next := make(chan task)
+	var wg sync.WaitGroup
+	for range min(jobs, len(tasks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range next {
+				f.runRepeat(t.r, t.i, backend, log)
+				if bar != nil {
+					bar.Describe(fmt.Sprintf("%s %s", t.r.pair, t.r.arrival))
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+	for _, t := range tasks {
+		next <- t
+	}
+	close(next)
+	wg.Wait()
 	if bar != nil {
 		_ = bar.Finish()
 	}
-
-	writeSweepTable(stdout, runs)
-	var errs []error
-	if *csvOut != "" {
-		errs = append(errs, writeSweepCSV(*csvOut, runs))
-	}
-	if *jsonOut != "" {
-		errs = append(errs, writeSweepJSON(*jsonOut, runs))
-	}
-	if *plotOut != "" {
-		errs = append(errs, writeSweepPlot(*plotOut, runs))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	bad := 0
 	for _, r := range runs {
-		if r.failed() {
-			bad++
+		r.stats = make([]cellStats, len(r.reps))
+		for i, rep := range r.reps {
+			r.stats[i] = statsOf(rep, r.failedAt(i), r.gpus(), r.cfg.Workload.Requests, g.slo)
 		}
-	}
-	if bad > 0 {
-		return exitError{code: 1, msg: fmt.Sprintf("sweep: %d of %d runs failed or leaked KV blocks (see the error lines)", bad, len(runs))}
-	}
-	return nil
-}
-
-// newSweepBar returns a progress bar on stderr when stderr is a terminal,
-// else nil.
-func newSweepBar(n int, stderr io.Writer) *progressbar.ProgressBar {
-	f, ok := stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("sweep"),
-		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetRenderBlankState(true))
-}
-
-// failedReport stands for a run that returned an error instead of a report,
-// so that every output has one entry per run.
-func failedReport(cfg *executor.Config, err error) *executor.Report {
-	msg := "no report"
-	if err != nil {
-		msg = err.Error()
-	}
-	w := cfg.Workload
-	return &executor.Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
-		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", w.Requests, w.InputTokens, w.OutputTokens, w.Arrival),
-		Replays:  cfg.Replays.String(), Faults: []string{}, Errors: []string{msg}, Requests: []executor.RequestRecord{}}
-}
-
-// checkSweepOutputs checks every output path before anything runs: each can
-// be written, none is given twice, and the plot's extension is known.
-func checkSweepOutputs(csvPath, jsonPath, plotPath string) error {
-	seen := map[string]string{}
-	for _, o := range []struct{ flag, path string }{{"--csv", csvPath}, {"--json", jsonPath}, {"--plot", plotPath}} {
-		if o.path == "" {
-			continue
-		}
-		if o.flag == "--plot" {
-			if ext := strings.ToLower(filepath.Ext(o.path)); ext != ".svg" && ext != ".png" {
-				return usagef("--plot %s: the file name must end in .svg or .png", o.path)
-			}
-		}
-		abs, err := filepath.Abs(o.path)
-		if err != nil {
-			abs = o.path
-		}
-		if prev, ok := seen[abs]; ok {
-			return usagef("%s %s: the same file as %s", o.flag, o.path, prev)
-		}
-		seen[abs] = o.flag
-		if err := probeWritable(o.path); err != nil {
-			return usagef("%s: %v", o.flag, err)
-		}
-	}
-	return nil
-}
-
-// probeWritable checks that path can be written, leaving no file behind
-// that was not there before.
-func probeWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory", path)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Remove(path)
-}
-
-func writeSweepTable(w io.Writer, runs []*sweepRun) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pair\tworkload\tcompleted/failed\tthroughput rps\tTTFT p50 ms\tTTFT p99 ms\tidle handover p99 ms\tpeak KV ctx/gen\tbytes verified\tleaked blocks\t")
-	for _, r := range runs {
-		rep := r.rep
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%.1f\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.pair, r.arrival, rep.RequestsCompleted, rep.RequestsFailed,
-			rep.ThroughputRPS, distMs(rep.TTFTMs, rep.TTFTMs.P50), distMs(rep.TTFTMs, rep.TTFTMs.P99),
-			distMs(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), peakKV(rep), rep.BytesVerified, rep.LeakedBlocks)
-	}
-	_ = tw.Flush()
-	for _, r := range runs {
-		for _, e := range r.rep.Errors {
-			fmt.Fprintf(w, "error: %s %s: %s\n", r.pair, r.arrival, e)
-		}
+		r.summary = summarise(r.stats)
 	}
 }
 
-func distMs(d executor.Dist, v float64) string {
-	if d.N == 0 {
-		return "-"
+// runRepeat runs repeat i of r: seeds --seed+i (and --schedule-seed+i when
+// set).
+func (f *runFlags) runRepeat(r *sweepRun, i int, backend string, log *zap.Logger) {
+	rf := *f
+	rf.seed += uint64(i)
+	if rf.scheduleSeed != 0 {
+		rf.scheduleSeed += uint64(i)
 	}
-	return strconv.FormatFloat(v, 'f', 3, 64)
-}
-
-func peakKV(rep *executor.Report) string {
-	ctx, gen := instanceUtil(rep)
-	if math.IsNaN(ctx) {
-		return "-"
+	cfg := r.cfg
+	cfg.Log = log
+	cfg.Workload.Seed = rf.seed
+	rep, err := rf.runInProcess(backend, cfg)
+	if rep == nil {
+		rep = failedReport(&cfg, err)
 	}
-	return fmt.Sprintf("%.1f%%/%.1f%%", 100*ctx, 100*gen)
-}
-
-// instanceUtil returns the peak KV utilisation of the CTX and GEN sides, NaN
-// when the report has none.
-func instanceUtil(rep *executor.Report) (ctx, gen float64) {
-	ctx, gen = math.NaN(), math.NaN()
-	for _, in := range rep.Instances {
-		switch in.Role {
-		case "ctx":
-			ctx = in.PeakKVUtil
-		case "gen":
-			gen = in.PeakKVUtil
-		}
-	}
-	return ctx, gen
-}
-
-var sweepCSVHeader = []string{"ctx", "gen", "arrival", "requests_completed", "requests_failed", "requests_cancelled",
-	"throughput_rps", "ttft_p50_ms", "ttft_p99_ms", "idle_handover_p50_ms", "idle_handover_p99_ms",
-	"peak_kv_util_ctx", "peak_kv_util_gen", "bytes_verified", "leaked_blocks", "pinned_blocks_at_end", "duration_s", "error"}
-
-func writeSweepCSV(path string, runs []*sweepRun) error {
-	var b strings.Builder
-	cw := csv.NewWriter(&b)
-	_ = cw.Write(sweepCSVHeader)
-	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	opt := func(d executor.Dist, v float64) string {
-		if d.N == 0 {
-			return ""
-		}
-		return num(v)
-	}
-	for _, r := range runs {
-		rep := r.rep
-		ctx, gen := instanceUtil(rep)
-		util := func(v float64) string {
-			if math.IsNaN(v) {
-				return ""
-			}
-			return num(v)
-		}
-		_ = cw.Write([]string{rep.Ctx, rep.Gen, r.arrival, strconv.Itoa(rep.RequestsCompleted), strconv.Itoa(rep.RequestsFailed),
-			strconv.Itoa(rep.RequestsCancelled), num(rep.ThroughputRPS), opt(rep.TTFTMs, rep.TTFTMs.P50), opt(rep.TTFTMs, rep.TTFTMs.P99),
-			opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P50), opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), util(ctx), util(gen),
-			strconv.FormatInt(rep.BytesVerified, 10), strconv.Itoa(rep.LeakedBlocks), strconv.Itoa(rep.PinnedBlocksAtEnd),
-			num(rep.DurationS), strings.Join(rep.Errors, "; ")})
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		return fmt.Errorf("--csv: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("--csv: %w", err)
-	}
-	return nil
-}
-
-func writeSweepJSON(path string, runs []*sweepRun) error {
-	reps := make([]*executor.Report, len(runs))
-	for i, r := range runs {
-		reps[i] = r.rep
-	}
-	b, err := json.MarshalIndent(reps, "", "  ")
-	if err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	return nil
-}
-
-// writeSweepPlot draws two panels side by side: TTFT p99 and throughput per
-// layout pair, one bar per workload in each group.
-func writeSweepPlot(path string, runs []*sweepRun) error {
-	var pairs, arrs []string
-	idx := func(list *[]string, s string) int {
-		for i, x := range *list {
-			if x == s {
-				return i
-			}
-		}
-		*list = append(*list, s)
-		return len(*list) - 1
-	}
-	for _, r := range runs {
-		idx(&pairs, r.pair)
-		idx(&arrs, r.arrival)
-	}
-	ttft := make([]plotter.Values, len(arrs))
-	rps := make([]plotter.Values, len(arrs))
-	for i := range arrs {
-		ttft[i], rps[i] = make(plotter.Values, len(pairs)), make(plotter.Values, len(pairs))
-	}
-	for _, r := range runs {
-		a, p := idx(&arrs, r.arrival), idx(&pairs, r.pair)
-		ttft[a][p], rps[a][p] = r.rep.TTFTMs.P99, r.rep.ThroughputRPS
-	}
-	panel := func(title, ylabel string, vals []plotter.Values) (*plot.Plot, error) {
-		p := plot.New()
-		p.Title.Text = title
-		p.Y.Label.Text = ylabel
-		p.X.Label.Text = "layout pair (ctx/gen)"
-		p.Y.Min = 0
-		width := vg.Points(math.Min(24, 120/float64(len(arrs))))
-		for i, v := range vals {
-			bc, err := plotter.NewBarChart(v, width)
-			if err != nil {
-				return nil, err
-			}
-			bc.Color = plotutil.Color(i)
-			bc.LineStyle.Width = 0
-			bc.Offset = vg.Length(float64(i)-float64(len(vals)-1)/2) * width
-			p.Add(bc)
-			if len(vals) > 1 {
-				p.Legend.Add(arrs[i], bc)
-			}
-		}
-		// Headroom above the tallest bar for the legend, and room either
-		// side of the outer groups.
-		top := 0.0
-		for _, v := range vals {
-			for _, x := range v {
-				top = math.Max(top, x)
-			}
-		}
-		if top > 0 {
-			p.Y.Max = top * 1.3
-		}
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Legend.XOffs = vg.Inch / 8
-		p.NominalX(pairs...)
-		p.X.Min, p.X.Max = -0.6, float64(len(pairs))-0.4
-		if len(pairs) > 3 {
-			p.X.Tick.Label.Rotation = math.Pi / 6
-			p.X.Tick.Label.XAlign = draw.XRight
-			p.X.Tick.Label.YAlign = draw.YCenter
-		}
-		return p, nil
-	}
-	left, err := panel("TTFT p99", "ms", ttft)
-	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	right, err := panel("Throughput", "requests/s", rps)
-	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	w, h := 12*vg.Inch, 4.5*vg.Inch
-	var canvas vg.CanvasWriterTo
-	if strings.ToLower(filepath.Ext(path)) == ".png" {
-		canvas = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
-	} else {
-		canvas = vgsvg.New(w, h)
-	}
-	dc := draw.New(canvas)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 2, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8,
-		PadLeft: vg.Inch / 8, PadRight: vg.Inch / 4}
-	cells := plot.Align([][]*plot.Plot{{left, right}}, tiles, dc)
-	left.Draw(cells[0][0])
-	right.Draw(cells[0][1])
-	out, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	if _, err := canvas.WriteTo(out); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("--plot: %w", err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	return nil
+	rep.Ranks_ = nil // no per-rank reports or traces in a sweep's outputs
+	r.reps[i], r.errs[i] = rep, err
 }

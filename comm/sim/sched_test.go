@@ -199,3 +199,33 @@ func TestLinkModel(t *testing.T) {
 	require.NoError(t, res.Err())
 	require.Equal(t, want, arDone, "the allreduce completes exactly at its modelled time")
 }
+
+// PayloadScale charges the links for N times each message's bytes, exactly:
+// 10 us + 4 x 1 MB / 1 GB/s.
+func TestPayloadScale(t *testing.T) {
+	f := sim.Fabric{Name: "test", Intra: sim.Link{Latency: 10 * time.Microsecond, Bandwidth: 1e9}}
+	for _, tc := range []struct {
+		scale int
+		want  time.Duration
+	}{{0, 1010 * time.Microsecond}, {1, 1010 * time.Microsecond}, {4, 4010 * time.Microsecond}} {
+		var got time.Duration
+		res := sim.Run(t.Context(), 2, sim.Config{Seed: 1, Fabric: f, PayloadScale: tc.scale}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+			t0 := clk.Now()
+			if c.Rank() == 0 {
+				_, err := c.Isend(make([]byte, 1_000_000), 1, 9)
+				return err
+			}
+			q, err := c.Irecv(make([]byte, 1_000_000), 0, 9)
+			if err != nil {
+				return err
+			}
+			_, err = q.Wait(ctx)
+			got = clock.Since(clk, t0)
+			return err
+		})
+		require.NoError(t, res.Err())
+		require.Equal(t, tc.want, got, "scale %d", tc.scale)
+	}
+	res := sim.Run(t.Context(), 1, sim.Config{PayloadScale: -1}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
+	require.ErrorIs(t, res.Err(), comm.ErrBadArgument)
+}

@@ -43,6 +43,12 @@ type Config struct {
 	Timeout time.Duration
 	// Fabric is the link model (the zero Fabric: no cost).
 	Fabric Fabric
+	// PayloadScale makes every point-to-point message count this many
+	// times its length on the links (0 or 1: as is). A run that carries a
+	// sample of each KV head's elements (rankrun --kv-sample N moves
+	// HeadDim/N of them) charges the links for the full bytes; the few
+	// control messages are charged N times too, nanoseconds on any preset.
+	PayloadScale int
 	// Jitter adds a seeded delay in [0, Jitter) to every message (messages
 	// between one pair on one communicator still arrive in order).
 	Jitter time.Duration
@@ -68,6 +74,9 @@ func (c *Config) fill() error {
 	}
 	if c.Depth <= 0 {
 		c.Depth = 3
+	}
+	if c.PayloadScale < 0 {
+		return fmt.Errorf("%w: sim: payload scale %d must not be negative", comm.ErrBadArgument, c.PayloadScale)
 	}
 	if c.Jitter < 0 || c.Deadline < 0 || c.Timeout < 0 {
 		return fmt.Errorf("%w: sim: jitter %v, deadline %v and timeout %v must not be negative", comm.ErrBadArgument, c.Jitter, c.Deadline, c.Timeout)

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// registerModel adds the cost model's flags: --model, --hardware and the
+// efficiency and sampling knobs.
+func (f *runFlags) registerModel(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "cost model: model preset ("+strings.Join(costmodel.ModelNames(), " | ")+
+		") or a JSON file; prefill and decode times then come from the model, the layouts and --hardware, and the KV geometry from the model")
+	fs.StringVar(&f.hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
+		") or a JSON file; the sim backend's link model, and with --model the compute figures")
+	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultComputeEff))
+	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
+	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
+		"(1: every byte; 0: 1 for run, HeadDim/4 for sweep)")
+}
+
+// noteSet records which flags the command line set.
+func (f *runFlags) noteSet(fs *flag.FlagSet) {
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+}
+
+// hardwareProfile resolves --hardware (a preset, an alias or a file).
+func (f *runFlags) hardwareProfile() (costmodel.Hardware, error) {
+	h, err := costmodel.ResolveHardware(f.hardware)
+	if err != nil {
+		return h, usagef("--hardware: %v", err)
+	}
+	return h, nil
+}
+
+// applyModel fills c's compute model, KV geometry and pool sizes from
+// --model and --hardware. Without --model it leaves c as the geometry and
+// per-token flags made it.
+func (f *runFlags) applyModel(c *executor.Config) error {
+	if f.model == "" {
+		// --hardware names the links of any backend's run (and is checked
+		// whatever the backend), the compute only with --model.
+		if _, err := f.hardwareProfile(); err != nil {
+			return err
+		}
+		for _, n := range []string{"compute-eff", "memory-eff", "kv-sample"} {
+			if f.set[n] {
+				return usagef("--%s applies to the cost model: give --model too", n)
+			}
+		}
+		return nil
+	}
+	for _, n := range []string{"layers", "kv-heads", "head-dim", "elem-bytes"} {
+		if f.set[n] {
+			return usagef("--%s: the model defines the KV geometry; drop --%s or --model", n, n)
+		}
+	}
+	m, err := costmodel.ResolveModel(f.model)
+	if err != nil {
+		return usagef("--model: %v", err)
+	}
+	hw, err := f.hardwareProfile()
+	if err != nil {
+		return err
+	}
+	if !hw.Compute() {
+		return usagef("--model %s: --hardware %s has no compute figures (it models links only): pick %s or a hardware file",
+			f.model, f.hardware, strings.Join(computeHardware(), ", "))
+	}
+	for _, e := range []struct {
+		name string
+		v    float64
+		to   *float64
+	}{{"compute-eff", f.computeEff, &hw.ComputeEff}, {"memory-eff", f.memoryEff, &hw.MemoryEff}} {
+		if !f.set[e.name] {
+			continue
+		}
+		if !(e.v > 0 && e.v <= 1) {
+			return usagef("--%s %v: must be in (0, 1]", e.name, e.v)
+		}
+		*e.to = e.v
+	}
+	p := costmodel.Placement{Model: m, HW: hw, Ctx: c.Ctx, Gen: c.Gen}
+	if err := p.Validate(); err != nil {
+		return usagef("--model %s on --hardware %s: %v", f.model, f.hardware, err)
+	}
+	full := m.Geometry(f.tpb)
+	if err := full.Validate(); err != nil {
+		return usagef("--model %s: %v", f.model, err)
+	}
+	sample, err := f.sample(m)
+	if err != nil {
+		return err
+	}
+	c.Model = full
+	c.Model.HeadDim /= sample
+	c.Compute = placementCompute{p}
+	// Pools: what the HBM left after the weights holds, of the full
+	// geometry, but never more than the whole workload needs.
+	for _, side := range []struct {
+		name   string
+		l      topology.Layout
+		blocks *int
+	}{{"ctx", c.Ctx, &c.CtxBlocks}, {"gen", c.Gen, &c.GenBlocks}} {
+		if f.set[side.name+"-blocks"] {
+			continue
+		}
+		*side.blocks = max(1, min(p.KVBlocks(side.l, full), workloadBlocks(c, side.l, full)))
+	}
+	return nil
+}
+
+// sample is the --kv-sample divisor of the head dim.
+func (f *runFlags) sample(m costmodel.Model) (int, error) {
+	n := f.kvSample
+	if n == 0 {
+		n = 1
+		if f.sweepSample && f.backend == "sim" {
+			n = max(1, m.HeadDim/4)
+		}
+	}
+	if n < 1 || m.HeadDim%n != 0 {
+		return 0, usagef("--kv-sample %d: must be a positive divisor of the model's head dim (%d)", n, m.HeadDim)
+	}
+	if n > 1 && f.backend != "sim" {
+		return 0, usagef("--kv-sample %d: only the sim backend can charge the links for bytes it does not carry; use --backend sim or --kv-sample 1", n)
+	}
+	return n, nil
+}
+
+// workloadBlocks is the most blocks a rank of l can need: every request of
+// the workload at its longest.
+func workloadBlocks(c *executor.Config, l topology.Layout, geom topology.Model) int {
+	s, err := l.Shard(geom, 0)
+	if err != nil {
+		return 1
+	}
+	w := c.Workload
+	longest := w.InputTokens + int(float64(w.InputTokens)*w.InputJitter) + w.OutputTokens
+	return s.BlocksFor(longest) * w.Requests
+}
+
+func computeHardware() []string {
+	var out []string
+	for _, n := range costmodel.HardwareNames() {
+		if h, _ := costmodel.ParseHardware(n); h.Compute() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// placementCompute is the executor's compute hook over a Placement.
+type placementCompute struct{ p costmodel.Placement }
+
+func (c placementCompute) Prefill(batch []executor.Seq) time.Duration {
+	return c.p.Prefill(seqs(batch))
+}
+
+func (c placementCompute) Decode(batch []executor.Seq) time.Duration {
+	return c.p.Decode(seqs(batch))
+}
+
+func seqs(batch []executor.Seq) []costmodel.Seq {
+	out := make([]costmodel.Seq, len(batch))
+	for i, q := range batch {
+		out[i] = costmodel.Seq{Tokens: q.Tokens, DP: q.DP}
+	}
+	return out
+}
+
+// payloadScale is the sim's link charge per carried byte: the --kv-sample
+// divisor (config has checked it).
+func (f *runFlags) payloadScale() int {
+	if f.model == "" {
+		return 1
+	}
+	m, err := costmodel.ResolveModel(f.model)
+	if err != nil {
+		return 1
+	}
+	n, err := f.sample(m)
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+// describeCompute is the report's compute line for cfg ("" with no cost
+// model at all).
+func describeCompute(cfg *executor.Config) string {
+	var parts []string
+	if pc, ok := cfg.Compute.(placementCompute); ok {
+		m, h := pc.p.Model, pc.p.HW
+		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%%)", m.Name, h.Name, h.Peak(m.Precision)/1e12, m.Precision,
+			100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault())
+		if n := m.HeadDim / max(1, cfg.Model.HeadDim); n > 1 {
+			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
+		}
+		parts = append(parts, s)
+	}
+	if cfg.PrefillPerToken > 0 {
+		parts = append(parts, fmt.Sprintf("prefill %v per token", cfg.PrefillPerToken))
+	}
+	if cfg.DecodePerStep > 0 {
+		parts = append(parts, fmt.Sprintf("decode %v per step", cfg.DecodePerStep))
+	}
+	if len(parts) > 1 && cfg.Compute != nil {
+		parts = append(parts, "the constants override the model")
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/rankrun/rankrun/executor"
+)
+
+// sweepWriter renders a finished sweep: its table, CSV and plot.
+type sweepWriter struct {
+	runs  []*sweepRun
+	slo   slo
+	gpus  int    // the --gpus budget, 0 for --pair sweeps
+	title string // the workload and the compute model, for every output
+	short string // the same in a line a plot can hold
+}
+
+// finish prints the table, writes the outputs asked for, and fails the
+// sweep when any run failed.
+func (sw sweepWriter) finish(stdout io.Writer, csvOut, jsonOut, plotOut string) error {
+	if err := sw.table(stdout); err != nil {
+		return err
+	}
+	var errs []error
+	if csvOut != "" {
+		errs = append(errs, sw.csv(csvOut))
+	}
+	if jsonOut != "" {
+		errs = append(errs, writeSweepJSON(jsonOut, sw.runs))
+	}
+	if plotOut != "" {
+		errs = append(errs, sw.plot(plotOut))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	bad, total := 0, 0
+	for _, r := range sw.runs {
+		for i := range r.reps {
+			total++
+			if r.failedAt(i) {
+				bad++
+			}
+		}
+	}
+	if bad > 0 {
+		return exitError{code: 1, msg: fmt.Sprintf("sweep: %d of %d runs failed or leaked KV blocks (see the error lines)", bad, total)}
+	}
+	return nil
+}
+
+// sweepTitle names what every cell of the sweep shares: the workload but
+// its arrival, the cost model, the repeats; short is a shorter form for
+// plots.
+func sweepTitle(runs []*sweepRun) (title, short string) {
+	if len(runs) == 0 {
+		return "", ""
+	}
+	c := &runs[0].cfg
+	w := c.Workload
+	s := fmt.Sprintf("%d requests, %d input tokens", w.Requests, w.InputTokens)
+	if w.InputJitter > 0 {
+		s += fmt.Sprintf(" (+-%g%%)", 100*w.InputJitter)
+	}
+	s += fmt.Sprintf(", %d output tokens", w.OutputTokens)
+	short = s
+	if pc, ok := c.Compute.(placementCompute); ok {
+		short += fmt.Sprintf("; %s on %s", pc.p.Model.Name, pc.p.HW.Name)
+	}
+	if d := describeCompute(c); d != "" {
+		s += "; " + d
+	}
+	if n := len(runs[0].reps); n > 1 {
+		s += fmt.Sprintf("; medians of %d repeats", n)
+		short += fmt.Sprintf("; medians of %d repeats", n)
+	}
+	return s, short
+}
+
+func (sw sweepWriter) repeats() int { return len(sw.runs[0].reps) }
+
+// table prints one row per cell, then the goodput of each pair and the best
+// placement when any cell has a rate, then every error.
+func (sw sweepWriter) table(w io.Writer) error {
+	fmt.Fprintf(w, "sweep: %s\n", sw.title)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	spread := sw.repeats() > 1
+	head := "pair\tworkload\tstatus\tcompleted/failed\tthroughput rps\tper GPU rps\tTTFT p50 ms\tTTFT p99 ms\t"
+	if spread {
+		head += "TTFT p99 min..max ms\t"
+	}
+	fmt.Fprintln(tw, head+"TPOT p50 ms\tSLO met\tidle handover p99 ms\tpeak KV ctx/gen\tbytes verified\tleaked blocks\t")
+	for _, r := range sw.runs {
+		rep, s := r.rep(), r.summary
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%.1f\t%s\t%s\t%s\t", r.pair, r.arrival, status(r), rep.RequestsCompleted, rep.RequestsFailed,
+			s.tput, fixed(s.tputPerGPU, 2), fixed(s.ttftP50, 3), fixed(s.ttftP99, 3))
+		if spread {
+			fmt.Fprintf(tw, "%s..%s\t", fixed(s.ttftP99Min, 3), fixed(s.ttftP99Max, 3))
+		}
+		fmt.Fprintf(tw, "%s\t%.0f%%\t%s\t%s\t%d\t%d\t\n", fixed(s.tpotP50, 3), 100*s.attain,
+			distMs(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), peakKV(rep), rep.BytesVerified, rep.LeakedBlocks)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sw.goodputTable(w)
+	for _, r := range sw.runs {
+		for i, rep := range r.reps {
+			for _, e := range rep.Errors {
+				if spread {
+					fmt.Fprintf(w, "error: %s %s (repeat %d): %s\n", r.pair, r.arrival, i+1, e)
+				} else {
+					fmt.Fprintf(w, "error: %s %s: %s\n", r.pair, r.arrival, e)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// goodputTable prints the best pairs by goodput per GPU and names the best
+// placement; nothing when no cell has a rate.
+func (sw sweepWriter) goodputTable(w io.Writer) {
+	gs := sw.goodputs()
+	if gs == nil {
+		return
+	}
+	best := ranked(gs)
+	const top = 10
+	fmt.Fprintf(w, "\ngoodput per GPU: the highest rate at which %s, over GPUs (rates swept: %s)\n", sw.slo, strings.Join(sw.rates(), " "))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rank\tpair\tGPUs\tgoodput rps\tper GPU rps\t")
+	for i, g := range best[:min(top, len(best))] {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t\n", i+1, g.pair, g.gpus, g.rate, g.perGPU)
+	}
+	_ = tw.Flush()
+	if len(best) > top {
+		fmt.Fprintf(w, "(%d more pairs: --csv has them all)\n", len(best)-top)
+	}
+	budget := ""
+	if sw.gpus > 0 {
+		budget = fmt.Sprintf(" for %d GPUs", sw.gpus)
+	}
+	if b := best[0]; b.perGPU > 0 {
+		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU\n", budget, b.pair, b.gpus, b.rate, b.perGPU)
+	} else {
+		fmt.Fprintf(w, "best placement%s: none: no pair meets the SLO at any rate swept (lower the rates or loosen --slo-*)\n", budget)
+	}
+}
+
+// goodputs is every pair's goodput, nil when no cell has a rate.
+func (sw sweepWriter) goodputs() []goodput {
+	for _, r := range sw.runs {
+		if r.rate > 0 {
+			return goodputs(sw.runs, sw.slo)
+		}
+	}
+	return nil
+}
+
+// rates lists the swept rates in order of first appearance.
+func (sw sweepWriter) rates() []string {
+	var out []string
+	seen := map[float64]bool{}
+	for _, r := range sw.runs {
+		if r.rate > 0 && !seen[r.rate] {
+			seen[r.rate] = true
+			out = append(out, strconv.FormatFloat(r.rate, 'g', -1, 64))
+		}
+	}
+	return out
+}
+
+func status(r *sweepRun) string {
+	n := 0
+	for i := range r.reps {
+		if r.failedAt(i) {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return "ok"
+	case len(r.reps) == 1:
+		return "FAILED"
+	}
+	return fmt.Sprintf("FAILED(%d/%d)", n, len(r.reps))
+}
+
+func fixed(v float64, prec int) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func distMs(d executor.Dist, v float64) string {
+	if d.N == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func peakKV(rep *executor.Report) string {
+	ctx, gen := instanceUtil(rep)
+	if math.IsNaN(ctx) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%/%.1f%%", 100*ctx, 100*gen)
+}
+
+// instanceUtil returns the peak KV utilisation of the CTX and GEN sides, NaN
+// when the report has none.
+func instanceUtil(rep *executor.Report) (ctx, gen float64) {
+	ctx, gen = math.NaN(), math.NaN()
+	for _, in := range rep.Instances {
+		switch in.Role {
+		case "ctx":
+			ctx = in.PeakKVUtil
+		case "gen":
+			gen = in.PeakKVUtil
+		}
+	}
+	return ctx, gen
+}
+
+var sweepCSVHeader = []string{"ctx", "gen", "arrival", "requests_completed", "requests_failed", "requests_cancelled",
+	"throughput_rps", "ttft_p50_ms", "ttft_p99_ms", "idle_handover_p50_ms", "idle_handover_p99_ms",
+	"peak_kv_util_ctx", "peak_kv_util_gen", "bytes_verified", "leaked_blocks", "pinned_blocks_at_end", "duration_s", "error",
+	"status", "repeat", "gpus", "throughput_per_gpu_rps", "tpot_p50_ms", "slo_attainment", "goodput_rps", "goodput_per_gpu_rps"}
+
+// csv writes one row per run (each repeat its own row); the goodput columns
+// are the pair's.
+func (sw sweepWriter) csv(path string) error {
+	var b strings.Builder
+	cw := csv.NewWriter(&b)
+	_ = cw.Write(sweepCSVHeader)
+	num := func(v float64) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	opt := func(d executor.Dist, v float64) string {
+		if d.N == 0 {
+			return ""
+		}
+		return num(v)
+	}
+	gp := map[string]goodput{}
+	for _, g := range sw.goodputs() {
+		gp[g.pair] = g
+	}
+	for _, r := range sw.runs {
+		for i, rep := range r.reps {
+			ctx, gen := instanceUtil(rep)
+			st, g := r.stats[i], gp[r.pair]
+			ok := "ok"
+			if r.failedAt(i) {
+				ok = "failed"
+			}
+			goodRate, goodPer := "", ""
+			if _, has := gp[r.pair]; has {
+				goodRate, goodPer = num(g.rate), num(g.perGPU)
+			}
+			_ = cw.Write([]string{rep.Ctx, rep.Gen, r.arrival, strconv.Itoa(rep.RequestsCompleted), strconv.Itoa(rep.RequestsFailed),
+				strconv.Itoa(rep.RequestsCancelled), num(rep.ThroughputRPS), opt(rep.TTFTMs, rep.TTFTMs.P50), opt(rep.TTFTMs, rep.TTFTMs.P99),
+				opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P50), opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), num(ctx), num(gen),
+				strconv.FormatInt(rep.BytesVerified, 10), strconv.Itoa(rep.LeakedBlocks), strconv.Itoa(rep.PinnedBlocksAtEnd),
+				num(rep.DurationS), strings.Join(rep.Errors, "; "),
+				ok, strconv.Itoa(i + 1), strconv.Itoa(r.gpus()), num(st.tputPerGPU), num(st.tpotP50), num(st.attain), goodRate, goodPer})
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("--csv: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("--csv: %w", err)
+	}
+	return nil
+}
+
+// writeSweepJSON writes every run's report (each repeat's), in order.
+func writeSweepJSON(path string, runs []*sweepRun) error {
+	var reps []*executor.Report
+	for _, r := range runs {
+		reps = append(reps, r.reps...)
+	}
+	b, err := json.MarshalIndent(reps, "", "  ")
+	if err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}
+
+// newSweepBar returns a progress bar on stderr when stderr is a terminal,
+// else nil.
+func newSweepBar(n int, stderr io.Writer) *progressbar.ProgressBar {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("sweep"),
+		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
+		progressbar.OptionSetRenderBlankState(true))
+}
+
+// failedReport stands for a run that returned an error instead of a report,
+// so that every output has one entry per run.
+func failedReport(cfg *executor.Config, err error) *executor.Report {
+	msg := "no report"
+	if err != nil {
+		msg = err.Error()
+	}
+	w := cfg.Workload
+	return &executor.Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
+		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", w.Requests, w.InputTokens, w.OutputTokens, w.Arrival),
+		Replays:  cfg.Replays.String(), Faults: []string{}, Errors: []string{msg}, Requests: []executor.RequestRecord{}}
+}
+
+// checkSweepOutputs checks every output path before anything runs: each can
+// be written, none is given twice, and the plot's extension is known.
+func checkSweepOutputs(csvPath, jsonPath, plotPath string) error {
+	seen := map[string]string{}
+	for _, o := range []struct{ flag, path string }{{"--csv", csvPath}, {"--json", jsonPath}, {"--plot", plotPath}} {
+		if o.path == "" {
+			continue
+		}
+		if o.flag == "--plot" {
+			if ext := strings.ToLower(filepath.Ext(o.path)); ext != ".svg" && ext != ".png" {
+				return usagef("--plot %s: the file name must end in .svg or .png", o.path)
+			}
+		}
+		abs, err := filepath.Abs(o.path)
+		if err != nil {
+			abs = o.path
+		}
+		if prev, ok := seen[abs]; ok {
+			return usagef("%s %s: the same file as %s", o.flag, o.path, prev)
+		}
+		seen[abs] = o.flag
+		if err := probeWritable(o.path); err != nil {
+			return usagef("%s: %v", o.flag, err)
+		}
+	}
+	return nil
+}
+
+// probeWritable checks that path can be written, leaving no file behind
+// that was not there before.
+func probeWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Remove(path)
+}

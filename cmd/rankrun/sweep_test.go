@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// readCSV returns a CSV file's rows as maps by header.
+func readCSV(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	require.NoError(t, err)
+	require.NotEmpty(t, recs)
+	var out []map[string]string
+	for _, rec := range recs[1:] {
+		m := map[string]string{}
+		for i, h := range recs[0] {
+			m[h] = rec[i]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// The grid of a 3-GPU budget: every pair of at most 3 ranks in all, each
+// side's layouts of at most 2 ranks from topology.Enumerate, CTX from tp,
+// pp, cp, dp and GEN from tp, pp, dp (a dense model: no adp), under two
+// rates; goodput per GPU per pair and the best placement, in the table and
+// the CSV alike.
+func TestSweepGrid(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, svgPath := filepath.Join(dir, "g.csv"), filepath.Join(dir, "g.svg")
+	code, out, errOut := cli(t, "sweep", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--gpus", "3",
+		"--requests", "4", "--input", "256", "--output", "4", "--arrival", "poisson=5,poisson=50", "--slo-ttft", "40ms", "--slo-tpot", "20ms",
+		"--csv", csvPath, "--plot", svgPath)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+
+	// The pairs, restated from the rule.
+	geom := costmodel.Models["llama-3-8b"].Geometry(16)
+	var want []string
+	for _, c := range topology.Enumerate(geom, 2) {
+		for _, g := range topology.Enumerate(geom, 2) {
+			if c.Ranks()+g.Ranks() <= 3 && !c.AttentionDP && !g.AttentionDP && g.CP == 1 {
+				want = append(want, c.String()+"/"+g.String())
+			}
+		}
+	}
+	require.Len(t, want, 8)
+	rows := readCSV(t, csvPath)
+	require.Len(t, rows, 2*len(want))
+	best, bestPairs := -1.0, map[string]bool{}
+	for i, r := range rows {
+		pair := r["ctx"] + "/" + r["gen"]
+		assert.Equal(t, want[i/2], pair, "row %d", i)
+		assert.Equal(t, "ok", r["status"])
+		gpus, err := strconv.Atoi(r["gpus"])
+		require.NoError(t, err)
+		tput, _ := strconv.ParseFloat(r["throughput_rps"], 64)
+		perGPU, _ := strconv.ParseFloat(r["throughput_per_gpu_rps"], 64)
+		assert.InDelta(t, tput/float64(gpus), perGPU, 1e-9)
+		g, err := strconv.ParseFloat(r["goodput_per_gpu_rps"], 64)
+		require.NoError(t, err, "row %d", i)
+		if g > best {
+			best, bestPairs = g, map[string]bool{}
+		}
+		if g == best {
+			bestPairs[pair] = true
+		}
+		assert.Contains(t, out, pair)
+	}
+	require.Positive(t, best)
+	assert.Contains(t, out, "goodput per GPU: the highest rate at which >= 90% of requests within TTFT 40ms and TPOT 20ms")
+	named := regexp.MustCompile(`best placement for 3 GPUs: (\S+) \(3 GPUs\)`).FindStringSubmatch(out)
+	require.Len(t, named, 2, out)
+	assert.True(t, bestPairs[named[1]], "%s has the highest goodput per GPU of the CSV (%v)", named[1], bestPairs)
+	svg, err := os.ReadFile(svgPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "Goodput per GPU")
+	assert.Contains(t, string(svg), "4 requests, 256 input tokens, 4 output tokens; llama-3-8b on h100-nvlink-ib400")
+
+	// An SLO nobody meets names no placement.
+	code, out, errOut = cli(t, "sweep", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--gpus", "2",
+		"--requests", "2", "--input", "64", "--output", "2", "--arrival", "poisson=5", "--slo-ttft", "1us")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "best placement for 2 GPUs: none")
+}
+
+// Goodput is DistServe's: the highest rate at which the share is met; a
+// failed cell never meets it; pairs rank by goodput per GPU.
+func TestGoodputs(t *testing.T) {
+	l1, l2 := topology.MustParseLayout("tp=1"), topology.MustParseLayout("tp=2")
+	cell := func(pair string, ctx, gen topology.Layout, rate, attain float64, failed bool) *sweepRun {
+		r := &sweepRun{pair: pair, ctx: ctx, gen: gen, rate: rate}
+		r.summary.attain, r.summary.failed, r.summary.ttftP99 = attain, failed, 1
+		return r
+	}
+	runs := []*sweepRun{
+		cell("a", l1, l1, 2, 1, false), cell("a", l1, l1, 4, 0.95, false), cell("a", l1, l1, 8, 0.5, false),
+		cell("b", l2, l2, 2, 1, false), cell("b", l2, l2, 4, 1, false), cell("b", l2, l2, 8, 1, true),
+		cell("c", l1, l1, 2, 0.1, false),
+	}
+	gs := goodputs(runs, slo{Share: 0.9})
+	require.Len(t, gs, 3)
+	assert.Equal(t, goodput{pair: "a", gpus: 2, rate: 4, perGPU: 2, p99: 1}, gs[0])
+	assert.InDelta(t, 4, gs[1].rate, 0, "b: the failed cell at 8 does not count")
+	assert.InDelta(t, 1, gs[1].perGPU, 0)
+	assert.Zero(t, gs[2].rate, "c never meets the share")
+	assert.Equal(t, []string{"a", "b", "c"}, []string{ranked(gs)[0].pair, ranked(gs)[1].pair, ranked(gs)[2].pair})
+}
+
+// --repeat N runs each cell N times with seeds --seed, --seed+1, ...: the
+// table reports the median TTFT p99 and its range, the CSV every repeat.
+func TestSweepRepeat(t *testing.T) {
+	csvPath := filepath.Join(t.TempDir(), "r.csv")
+	code, out, errOut := cli(t, "sweep", "--backend", "sim", "--pair", "tp=1/tp=1", "--arrival", "poisson=2000", "--requests", "16",
+		"--prefill-per-token", "2us", "--decode-per-step", "200us", "--repeat", "3", "--csv", csvPath)
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	assert.Contains(t, lines[0], "medians of 3 repeats")
+	require.Contains(t, lines[1], "TTFT p99 min..max ms")
+	rows := readCSV(t, csvPath)
+	require.Len(t, rows, 3)
+	var p99s []float64
+	for i, r := range rows {
+		assert.Equal(t, strconv.Itoa(i+1), r["repeat"])
+		v, err := strconv.ParseFloat(r["ttft_p99_ms"], 64)
+		require.NoError(t, err)
+		p99s = append(p99s, v)
+	}
+	sorted := slices.Clone(p99s)
+	slices.Sort(sorted)
+	assert.Less(t, sorted[0], sorted[2], "different seeds, different arrivals: a spread to report")
+	f := strings.Fields(lines[2])
+	assert.Equal(t, strconv.FormatFloat(sorted[1], 'f', 3, 64), f[7], "TTFT p99: the median repeat")
+	assert.Equal(t, strconv.FormatFloat(sorted[0], 'f', 3, 64)+".."+strconv.FormatFloat(sorted[2], 'f', 3, 64), f[8])
+}
+
+// A plot names the workload (in its title, and the arrival in the legend)
+// with one arrival pattern too, and marks a failed cell as failed: per
+// pair in the bar plot, as a cross in the legend of the rate plot.
+func TestSweepPlotMarksFailures(t *testing.T) {
+	l1, l2 := topology.MustParseLayout("tp=1"), topology.MustParseLayout("tp=2")
+	cfg := executor.Config{Workload: executor.Workload{Requests: 6, InputTokens: 256, OutputTokens: 8}}
+	cell := func(pair string, ctx, gen topology.Layout, arrival string, rate float64, failed bool) *sweepRun {
+		r := &sweepRun{pair: pair, ctx: ctx, gen: gen, arrival: arrival, rate: rate, cfg: cfg, reps: make([]*executor.Report, 1)}
+		r.summary.failed, r.summary.attain, r.summary.ttftP99, r.summary.tpotP50, r.summary.tput = failed, 1, 10, 1, 5
+		return r
+	}
+	sw := sweepWriter{runs: []*sweepRun{cell("tp=1/tp=1", l1, l1, "closed=4", 0, false), cell("tp=1/tp=2", l1, l2, "closed=4", 0, true)},
+		slo: slo{TTFT: 1, TPOT: 1, Share: 0.9}}
+	sw.title, sw.short = sweepTitle(sw.runs)
+	dir := t.TempDir()
+	bars := filepath.Join(dir, "bars.svg")
+	require.NoError(t, sw.plot(bars))
+	svg, err := os.ReadFile(bars)
+	require.NoError(t, err)
+	s := string(svg)
+	assert.Contains(t, s, ">6 requests, 256 input tokens, 8 output tokens<")
+	assert.Contains(t, s, ">closed=4<", "the one arrival pattern is in the legend")
+	assert.Equal(t, 2, strings.Count(s, ">failed<"), "one mark per panel for the failed pair")
+
+	sw.runs = []*sweepRun{cell("tp=1/tp=1", l1, l1, "poisson=1", 1, false), cell("tp=1/tp=1", l1, l1, "poisson=2", 2, true),
+		cell("tp=1/tp=2", l1, l2, "poisson=1", 1, false), cell("tp=1/tp=2", l1, l2, "poisson=2", 2, false)}
+	rates := filepath.Join(dir, "rates.svg")
+	require.NoError(t, sw.plot(rates))
+	svg, err = os.ReadFile(rates)
+	require.NoError(t, err)
+	s = string(svg)
+	assert.Contains(t, s, ">tp=1/tp=1 failed<", "the failed cell's cross is in the legend")
+	assert.Contains(t, s, ">Goodput per GPU")
+}
+
+// Every label of an axis has the same number of decimals.
+func TestEvenTicks(t *testing.T) {
+	for _, r := range [][2]float64{{0, 1}, {0, 7.5}, {0, 160}, {0, 0.003}, {0.5, 2.25}, {0, 1e6}} {
+		var decimals []int
+		for _, tk := range (evenTicks{}).Ticks(r[0], r[1]) {
+			if tk.Label == "" {
+				continue
+			}
+			assert.NotContains(t, tk.Label, "e", "%v: %q", r, tk.Label)
+			d := 0
+			if i := strings.IndexByte(tk.Label, '.'); i >= 0 {
+				d = len(tk.Label) - i - 1
+			}
+			decimals = append(decimals, d)
+			v, err := strconv.ParseFloat(tk.Label, 64)
+			require.NoError(t, err)
+			assert.InDelta(t, tk.Value, v, math.Abs(tk.Value)*1e-9+1e-12, "%v: the label is the value", r)
+		}
+		require.NotEmpty(t, decimals, "%v", r)
+		for _, d := range decimals {
+			assert.Equal(t, decimals[0], d, "%v: %v", r, decimals)
+		}
+	}
+}
+
+// statsOf: TPOT is (done - first token) / (output - 1); a request meets
+// the SLO when both bounds hold; a failed run meets nothing.
+func TestStatsOf(t *testing.T) {
+	rep := &executor.Report{ThroughputRPS: 8, Requests: []executor.RequestRecord{
+		{Output: 5, Arrival: 0, FirstToken: 10e6, Done: 50e6, State: request.Completed}, // TTFT 10 ms, TPOT 10 ms
+		{Output: 5, Arrival: 0, FirstToken: 30e6, Done: 70e6, State: request.Completed}, // TTFT 30 ms: misses
+		{Output: 3, Arrival: 0, FirstToken: 10e6, Done: 70e6, State: request.Completed}, // TPOT 30 ms: misses
+		{Output: 5, Arrival: 0, FirstToken: 5e6, Done: 25e6, State: request.Completed},  // TTFT 5, TPOT 5
+	}}
+	s := statsOf(rep, false, 4, 5, slo{TTFT: 20e6, TPOT: 20e6, Share: 0.9})
+	assert.InDelta(t, 2.0, s.tputPerGPU, 0)
+	assert.InDelta(t, 2.0/5, s.attain, 1e-12, "2 of the workload's 5 requests met it (one never completed)")
+	assert.InDelta(t, 10.0, s.tpotP50, 1e-9)
+	assert.Zero(t, statsOf(rep, true, 4, 5, slo{TTFT: 20e6, TPOT: 20e6}).attain)
+}
+
+func TestSweepGridBadInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"gpus and pair", []string{"--gpus", "4", "--pair", "tp=1/tp=1"}, []string{"--gpus and --pair"}},
+		{"one gpu", []string{"--gpus", "1"}, []string{"--gpus 1", "at least 2"}},
+		{"share", []string{"--slo-share", "0"}, []string{"--slo-share 0", "(0, 1]"}},
+		{"ttft", []string{"--slo-ttft", "-1s"}, []string{"--slo-ttft -1s", "positive"}},
+		{"repeat", []string{"--repeat", "0"}, []string{"--repeat 0", "[1, 1000]"}},
+		{"dims", []string{"--gpus", "4", "--ctx-dims", "tp,ep"}, []string{"--ctx-dims", `"ep"`}},
+		{"dims without gpus", []string{"--gen-dims", "tp"}, []string{"--gen-dims", "--gpus"}},
+		{"jobs on local", []string{"--jobs", "2"}, []string{"--jobs 2", "--backend sim"}},
+		{"no pair fits", []string{"--gpus", "2", "--model", "llama-3-70b", "--hardware", "h100"}, []string{"--gpus 2", "no CTX/GEN pair"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := cli(t, append([]string{"sweep", "--requests", "2"}, c.args...)...)
+			oneLine(t, code, out, errOut, c.want...)
+		})
+	}
+}

@@ -1,0 +1,185 @@
+package costmodel
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// computeHW is every hardware preset with compute figures.
+func computeHW(t *testing.T) []Hardware {
+	t.Helper()
+	var out []Hardware
+	for _, n := range sortedKeys(Hardwares) {
+		if h := Hardwares[n]; h.Compute() {
+			out = append(out, h)
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+// tpLayouts is tp=1, 2, 4, 8 where m's weights fit and its heads split.
+func tpLayouts(p Placement) []topology.Layout {
+	var out []topology.Layout
+	for tp := 1; tp <= 8; tp *= 2 {
+		l := topology.Layout{TP: tp, PP: 1, CP: 1, DP: 1}
+		if l.ValidateFor(p.Model.Geometry(16)) == nil && p.Fits(l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A single request's prefill is, for a request long enough to be
+// compute-bound, its FLOPs over TP x peak x efficiency plus two TP
+// allreduces of its activations per layer, to the nanosecond. The FLOPs are
+// written out here independently of the model's code: 2 per active
+// parameter per token, less the LM head, which runs once for the last
+// token; causal attention 2*Heads*HeadDim*n*(n+1) per layer.
+func TestPrefillClosedForm(t *testing.T) {
+	const n = 8192
+	for _, hw := range computeHW(t) {
+		for _, name := range ModelNames() {
+			m := Models[name]
+			p := Placement{Model: m, HW: hw}
+			ls := tpLayouts(p)
+			if len(ls) == 0 {
+				continue
+			}
+			for _, l := range ls {
+				p.Ctx, p.Gen = l, l
+				lm := float64(m.Vocab) * float64(m.Hidden)
+				flops := 2*(m.ActiveParams()-lm)*n + 2*lm + 2*float64(m.Layers*m.Heads*m.HeadDim)*n*(n+1)
+				compute := flops / (float64(l.TP) * hw.Peak(m.Precision) * DefaultComputeEff)
+				members := make([]int, l.TP)
+				for i := range members {
+					members[i] = i
+				}
+				ar := hw.Fabric.Collective(comm.KindAllreduce, members, n*m.Hidden*m.ActBytes)
+				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar
+				// The precondition: this request is compute-bound.
+				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
+				require.Greater(t, w.flops/(hw.Peak(m.Precision)*DefaultComputeEff), w.bytes/(hw.HBMBandwidth*DefaultMemoryEff), "%s %s %s", hw.Name, name, l)
+				got := p.Prefill([]Seq{{Tokens: n}})
+				assert.InDelta(t, want, got, 1, "%s on %s, %s: prefill of %d tokens", name, hw.Name, l, n)
+			}
+		}
+	}
+}
+
+// Doubling TP never more than halves a prefill or a decode step (the work
+// at most halves, the collectives only add), for any batch.
+func TestTPNeverMoreThanHalves(t *testing.T) {
+	batches := [][]Seq{{{Tokens: 1}}, {{Tokens: 128}}, {{Tokens: 4096}}, {{Tokens: 32768}},
+		{{Tokens: 100}, {Tokens: 2000}, {Tokens: 7}}, make([]Seq, 64)}
+	for i := range batches[5] {
+		batches[5][i] = Seq{Tokens: 512 + 37*i}
+	}
+	for _, hw := range computeHW(t) {
+		for _, name := range ModelNames() {
+			p := Placement{Model: Models[name], HW: hw}
+			ls := tpLayouts(p)
+			for i := 1; i < len(ls); i++ {
+				one, two := p, p
+				one.Ctx, one.Gen = ls[i-1], ls[i-1]
+				two.Ctx, two.Gen = ls[i], ls[i]
+				for _, b := range batches {
+					assert.GreaterOrEqual(t, 2*two.Prefill(b), one.Prefill(b), "%s on %s: prefill %s vs %s, %d requests", name, hw.Name, ls[i], ls[i-1], len(b))
+					assert.GreaterOrEqual(t, 2*two.Decode(b), one.Decode(b), "%s on %s: decode %s vs %s, %d requests", name, hw.Name, ls[i], ls[i-1], len(b))
+				}
+			}
+		}
+	}
+}
+
+// At batch 1 a decode step reads every weight of its rank (the active
+// experts of an MoE) and its KV for a handful of FLOPs per byte: memory
+// time exceeds compute time on every preset, for any layout that holds the
+// model and contexts up to 32k tokens.
+func TestDecodeBatch1MemoryBound(t *testing.T) {
+	for _, hw := range computeHW(t) {
+		for _, name := range ModelNames() {
+			p := Placement{Model: Models[name], HW: hw}
+			for _, l := range tpLayouts(p) {
+				for _, ctx := range []int{1, 1024, 32768} {
+					w := p.side(l, 0).decodeWork(0, []Seq{{Tokens: ctx}})
+					c := w.flops / (hw.Peak(p.Model.Precision) * DefaultComputeEff)
+					mem := w.bytes / (hw.HBMBandwidth * DefaultMemoryEff)
+					assert.Greater(t, mem, c, "%s on %s %s, context %d: compute %.3g s, memory %.3g s", name, hw.Name, l, ctx, c, mem)
+				}
+			}
+		}
+	}
+}
+
+// A batch-1 decode step of a dense model on one GPU is, exactly, its
+// weights (all but the input embedding) plus the KV of its context over the
+// achieved HBM bandwidth.
+func TestDecodeClosedForm(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	m := Models["llama-3-8b"]
+	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	p := Placement{Model: m, HW: hw, Ctx: l, Gen: l}
+	const ctx = 2000
+	bytes := (m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + ctx*m.KVBytesPerToken()
+	want := time.Duration(math.Round(bytes / (hw.HBMBandwidth * DefaultMemoryEff) * 1e9))
+	assert.InDelta(t, want, p.Decode([]Seq{{Tokens: ctx}}), 1)
+
+	// Over TP=2 each rank reads half the weights and half the KV heads of
+	// a long context, plus two allreduces of one token's activations per
+	// layer.
+	l2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	p2 := Placement{Model: m, HW: hw, Ctx: l2, Gen: l2}
+	const long = 32768
+	bytes = ((m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + long*m.KVBytesPerToken()) / 2
+	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
+	// The GEN ranks follow the CTX ones: world ranks 2 and 3, one node.
+	want = time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + time.Duration(2*m.Layers)*ar
+	assert.InDelta(t, want, p2.Decode([]Seq{{Tokens: long}}), 1)
+}
+
+// An MoE decode step reads only the experts its batch touches: one token
+// reads the active ones, a large batch nearly all.
+func TestDecodeMoEReadsTouchedExperts(t *testing.T) {
+	m := Models["gpt-oss-120b"]
+	hw := Hardwares["h100-nvlink-ib400"]
+	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	s := Placement{Model: m, HW: hw, Ctx: l, Gen: l}.side(l, 0)
+	one := s.ffnBytes(true, 1)
+	assert.InDelta(t, m.routerParams()*m.WeightBytes+float64(m.ActiveExperts)*m.expertParams()*m.expertBytes(), one, 1)
+	all := m.routerParams()*m.WeightBytes + float64(m.Experts)*m.expertParams()*m.expertBytes()
+	assert.InDelta(t, all, s.ffnBytes(true, 4096), all*1e-6)
+	assert.Less(t, s.ffnBytes(true, 8), s.ffnBytes(true, 64))
+}
+
+// Pipelining: a single request gains nothing from PP (its stages run one
+// after another, plus the activation sends), a batch of PP requests gains
+// the pipeline's overlap: (2 PP - 1) / PP^2 of the unpipelined time for
+// equal requests, plus the sends.
+func TestPrefillPipeline(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	m := Models["llama-3-8b"]
+	one := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	pp2 := topology.Layout{TP: 1, PP: 2, CP: 1, DP: 1}
+	p1 := Placement{Model: m, HW: hw, Ctx: one, Gen: one}
+	p2 := Placement{Model: m, HW: hw, Ctx: pp2, Gen: pp2}
+	const n = 4096
+	send := hw.Fabric.Intra.Time(n * m.Hidden * m.ActBytes)
+	single := p1.Prefill([]Seq{{Tokens: n}})
+	// The LM head sits on the last stage only: the two stages differ by it.
+	assert.InDelta(t, single+send, p2.Prefill([]Seq{{Tokens: n}}), 2)
+	pair := []Seq{{Tokens: n}, {Tokens: n}}
+	s := p2.side(pp2, 0)
+	t0, t1 := s.prefillStage(0, pair[:1]), s.prefillStage(1, pair[:1])
+	// Stage 0 runs both, then stage 1 runs the second after its send.
+	want := max(t0+t0+send, t0+send+t1) + t1
+	assert.Equal(t, want, p2.Prefill(pair))
+	assert.Less(t, p2.Prefill(pair), p1.Prefill(pair), "two requests pipeline over two stages")
+}

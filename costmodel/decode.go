@@ -1,0 +1,89 @@
+package costmodel
+
+import "time"
+
+// decode is the time of one decode step of batch by this side's executor
+// group, pipelined in steady state: every stage runs each micro-batch once
+// per step, and a micro-batch goes round every stage once, so the step is
+// the larger of the busiest stage's sum and the slowest round trip.
+func (s side) decode(batch []Seq) time.Duration {
+	if len(batch) == 0 {
+		return 0
+	}
+	mbs := s.micro(batch)
+	t, send := s.stageTimes(mbs, s.decodeStage)
+	var busiest, trip time.Duration
+	for pp := range s.l.PP {
+		var sum time.Duration
+		for j := range mbs {
+			sum += t[pp][j]
+		}
+		busiest = max(busiest, sum)
+	}
+	for j := range mbs {
+		var sum time.Duration
+		for pp := range s.l.PP {
+			sum += t[pp][j] + send[pp][j]
+		}
+		trip = max(trip, sum)
+	}
+	return max(busiest, trip)
+}
+
+// decodeStage is one step of micro-batch mb on stage pp: one new token per
+// request, the stage's work by the roofline plus its collectives.
+func (s side) decodeStage(pp int, mb []Seq) time.Duration {
+	nl := float64(s.m.Layers / s.l.PP)
+	act := float64(len(mb)) * float64(s.m.Hidden*s.m.ActBytes)
+	var per time.Duration
+	if s.l.CP > 1 {
+		per += s.allreduce(s.cpMembers(mb[0].DP, pp), act)
+	}
+	if !s.l.AttentionDP {
+		w := s.decodeWork(pp, mb)
+		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
+		return seconds(s.roofline(w.flops, w.bytes)) + time.Duration(nl)*per
+	}
+	// Attention-DP: each DP index's attention on its own ranks (in
+	// parallel: the slowest counts), then the FFN over every rank.
+	var slowest float64
+	for _, part := range byDP(mb) {
+		w := s.decodeAttn(pp, part)
+		slowest = max(slowest, s.roofline(w.flops, w.bytes))
+	}
+	f := s.decodeFFN(pp, mb)
+	per += s.allreduce(s.ffnMembers(pp), act)
+	return seconds(slowest+s.roofline(f.flops, f.bytes)) + time.Duration(nl)*per
+}
+
+// decodeWork is one rank's work in one decode step of mb on stage pp
+// (without attention-DP): attention and FFN together.
+func (s side) decodeWork(pp int, mb []Seq) work {
+	w := s.decodeAttn(pp, mb)
+	w.add(s.decodeFFN(pp, mb))
+	return w
+}
+
+// decodeAttn is the attention of one step: projections per token (not
+// split over CP: each CP rank holds the weights), QK^T and AV over each
+// request's context (4*Heads*HeadDim FLOPs per context token), reading the
+// rank's KV of those contexts (split over CP).
+func (s side) decodeAttn(pp int, part []Seq) work {
+	m := s.m
+	nl := float64(m.Layers / s.l.PP)
+	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
+	return work{nl * (2*m.AttnParams()*float64(len(part)) + 4*float64(m.Heads*m.HeadDim)*ctx/cp) / split,
+		nl * (m.AttnParams()*m.WeightBytes/split + ctx/cp*s.kvBytesPerTokenLayer())}
+}
+
+// decodeFFN is the FFN (and on the last stage the LM head) of one step:
+// one token per request.
+func (s side) decodeFFN(pp int, mb []Seq) work {
+	dense, moe := s.layerKinds(pp)
+	b := float64(len(mb))
+	w := s.ffnWork(dense, moe, b, s.ffnSplit())
+	if pp == s.l.PP-1 {
+		w.add(s.lmHead(b))
+	}
+	return w
+}

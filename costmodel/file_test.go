@@ -1,0 +1,177 @@
+package costmodel
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+func TestPresetsValidate(t *testing.T) {
+	for _, n := range ModelNames() {
+		m := Models[n]
+		assert.Equal(t, n, m.Name)
+		assert.NoError(t, m.Validate(), n)
+		assert.NotEmpty(t, m.Source, n)
+	}
+	for _, n := range HardwareNames() {
+		h, err := ParseHardware(n)
+		require.NoError(t, err, n)
+		assert.NoError(t, h.Validate(), n)
+		assert.NotEmpty(t, h.Source, n)
+	}
+	// Every fabric preset of the sim backend is a hardware preset: one
+	// --hardware name picks compute and links.
+	for _, n := range []string{"zero", "h100-nvlink-ib400", "h200-nvlink-ib400", "gb200-nvl72"} {
+		h, err := ParseHardware(n)
+		require.NoError(t, err)
+		assert.Equal(t, n, h.Fabric.Name)
+	}
+	h, err := ParseHardware("h100")
+	require.NoError(t, err)
+	assert.Equal(t, "h100-nvlink-ib400", h.Name)
+}
+
+// The presets' parameter counts are their model cards'.
+func TestPresetParams(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		total, active  float64 // billions, from the model card
+		totalTolerance float64
+	}{
+		{"llama-3-8b", 8.03, 8.03, 0.01},
+		{"llama-3-70b", 70.6, 70.6, 0.01},
+		{"deepseek-moe-16b", 16.4, 2.8, 0.01},
+		{"gpt-oss-120b", 116.8, 5.1, 0.01},
+	} {
+		m := Models[c.name]
+		assert.InEpsilon(t, c.total, m.Params()/1e9, c.totalTolerance, c.name)
+		if m.MoE() {
+			// Active parameters: the cards count differently (embeddings
+			// in or out); within 10%.
+			assert.InEpsilon(t, c.active, m.ActiveParams()/1e9, 0.10, c.name)
+		}
+	}
+}
+
+const goodModel = `{"name": "tiny", "layers": 4, "hidden": 256, "heads": 8, "kv_heads": 2, "head_dim": 32, "ffn": 1024,
+ "vocab": 1000, "weight_bytes": 2, "kv_bytes": 2}`
+
+const goodHardware = `{"name": "my-gpu", "peak_flops": {"bf16": 1e15}, "hbm_bandwidth": 4e12, "hbm_capacity": 96e9,
+ "compute_eff": 0.5, "fabric": {"ranks_per_node": 4, "intra": {"latency": "2us", "bandwidth": 4e11},
+ "inter": {"latency": "6us", "bandwidth": 5e10}}}`
+
+func TestLoadFiles(t *testing.T) {
+	dir := t.TempDir()
+	mp, hp := filepath.Join(dir, "m.json"), filepath.Join(dir, "h.json")
+	require.NoError(t, os.WriteFile(mp, []byte(goodModel), 0o644))
+	require.NoError(t, os.WriteFile(hp, []byte(goodHardware), 0o644))
+	m, err := ResolveModel(mp)
+	require.NoError(t, err)
+	assert.Equal(t, 2, m.ActBytes, "act_bytes defaults to 2")
+	assert.Equal(t, "bf16", m.Precision)
+	assert.Equal(t, 4, m.Geometry(16).Layers)
+	h, err := ResolveHardware(hp)
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Microsecond, h.Fabric.Intra.Latency)
+	assert.Equal(t, 4, h.Fabric.RanksPerNode)
+	assert.InDelta(t, 0.5, h.ComputeEffOrDefault(), 0)
+	assert.InDelta(t, DefaultMemoryEff, h.MemoryEffOrDefault(), 0)
+}
+
+// Every bad input is one error line naming the field and the rule (or the
+// line of a syntax error), wrapping ErrInvalid.
+func TestLoadBadInput(t *testing.T) {
+	edit := func(doc, from, to string) string {
+		require.Contains(t, doc, from)
+		return strings.Replace(doc, from, to, 1)
+	}
+	for _, c := range []struct {
+		name, doc string
+		hardware  bool
+		want      []string
+	}{
+		{"syntax", "{\n\"layers\": 4,\n}", false, []string{":3:", "invalid character"}},
+		{"unknown field", edit(goodModel, `"ffn"`, `"fnn"`), false, []string{"unknown field", "fnn"}},
+		{"wrong type", edit(goodModel, `"layers": 4`, `"layers": "4"`), false, []string{"layers", "want a int"}},
+		{"zero layers", edit(goodModel, `"layers": 4`, `"layers": 0`), false, []string{"layers = 0", "[1, 1048576]"}},
+		{"heads", edit(goodModel, `"heads": 8`, `"heads": 7`), false, []string{"heads = 7", "multiple of kv_heads"}},
+		{"weight bytes", edit(goodModel, `"weight_bytes": 2`, `"weight_bytes": -1`), false, []string{"weight_bytes", "(0, 8]"}},
+		{"precision", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "precision": "fp16"`), false, []string{"precision", "bf16, fp8, fp4"}},
+		{"experts", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "active_experts": 2`), false, []string{"experts = 0", "must be set"}},
+		{"active experts", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "experts": 4, "active_experts": 5, "expert_ffn": 64`), false,
+			[]string{"active_experts = 5", "[1, experts (4)]"}},
+		{"two values", goodModel + goodModel, false, []string{"more than one JSON value"}},
+		{"no peak", edit(goodHardware, `{"bf16": 1e15}`, `{}`), true, []string{"peak_flops", "at least one precision"}},
+		{"bad precision", edit(goodHardware, `"bf16": 1e15`, `"fp16": 1e15`), true, []string{"peak_flops", `"fp16"`}},
+		{"negative bandwidth", edit(goodHardware, `"hbm_bandwidth": 4e12`, `"hbm_bandwidth": -4e12`), true, []string{"hbm_bandwidth", "positive"}},
+		{"no compute", `{"name": "links"}`, true, []string{"no peak_flops", "compute figures"}},
+		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "(0, 1]"}},
+		{"latency", edit(goodHardware, `"2us"`, `"2 parsecs"`), true, []string{"fabric.intra.latency", "duration"}},
+		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", ">= 0"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			if c.hardware {
+				_, err = DecodeHardware("x.json", []byte(c.doc))
+			} else {
+				_, err = DecodeModel("x.json", []byte(c.doc))
+			}
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrInvalid), "%v", err)
+			msg := err.Error()
+			assert.True(t, strings.HasPrefix(msg, "x.json"), "names the file: %s", msg)
+			assert.NotContains(t, msg, "\n")
+			for _, w := range c.want {
+				assert.Contains(t, msg, w)
+			}
+		})
+	}
+	_, err := ResolveModel("no-such-model")
+	assert.ErrorContains(t, err, "llama-3-8b")
+	_, err = ResolveHardware("no-such-gpu")
+	assert.ErrorContains(t, err, "h100")
+}
+
+// Decoders never panic, and whatever they accept validates.
+func FuzzDecodeModel(f *testing.F) {
+	f.Add([]byte(goodModel))
+	f.Add([]byte(`{"layers": 1e30}`))
+	f.Add([]byte(`{"experts": 8, "active_experts": 9}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeModel("f.json", b)
+		if err == nil {
+			require.NoError(t, m.Validate())
+			_ = m.Params()
+		}
+	})
+}
+
+func FuzzDecodeHardware(f *testing.F) {
+	f.Add([]byte(goodHardware))
+	f.Add([]byte(`{"peak_flops": {"bf16": NaN}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := DecodeHardware("f.json", b)
+		if err == nil {
+			require.NoError(t, h.Validate())
+		}
+	})
+}
+
+// The model cards' memory claims: gpt-oss-120b (MXFP4 experts) runs on one
+// 80 GB GPU; Llama-3-70B in bf16 does not, and needs two.
+func TestPresetFits(t *testing.T) {
+	h100 := Hardwares["h100-nvlink-ib400"]
+	one := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	two := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	assert.NoError(t, Placement{Model: Models["gpt-oss-120b"], HW: h100}.Fits(one))
+	assert.Error(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(one))
+	assert.NoError(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(two))
+}

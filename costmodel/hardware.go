@@ -1,0 +1,179 @@
+package costmodel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rankrun/rankrun/comm/sim"
+)
+
+// Default efficiency factors: the achieved fraction of peak a model's
+// kernels reach. They are parameters (Hardware.ComputeEff, MemoryEff; a
+// hardware file or --compute-eff / --memory-eff set them).
+const (
+	// DefaultComputeEff: TensorRT-LLM v0.5 prefilled 2048 tokens of
+	// LLaMA-7B in FP8 on one H100 in 36 ms (docs/source/performance.md,
+	// "Low Latency"), 40% of the H100's dense FP8 peak by this model's
+	// FLOP count. Fitted on that one row; the other rows of the table
+	// check it (published_test.go).
+	DefaultComputeEff = 0.40
+	// DefaultMemoryEff: the fraction of HBM bandwidth a decode step's
+	// weight and KV reads reach. 0.8 is an assumption of this model (the
+	// order of what bandwidth-bound kernels reach on HBM3), not fitted.
+	DefaultMemoryEff = 0.80
+)
+
+// Hardware is one GPU of a cluster and the links between them: dense peak
+// FLOPs by matmul precision, HBM bandwidth and capacity, the achieved
+// fractions of both, and the fabric (sim.Fabric: NVLink within a node,
+// InfiniBand across) the sim backend's link model uses too.
+type Hardware struct {
+	Name         string
+	PeakFLOPs    map[string]float64 // dense FLOP/s per GPU by precision (bf16, fp8, fp4)
+	HBMBandwidth float64            // bytes/s per GPU
+	HBMCapacity  float64            // bytes per GPU
+	ComputeEff   float64            // achieved fraction of PeakFLOPs (0: DefaultComputeEff)
+	MemoryEff    float64            // achieved fraction of HBMBandwidth (0: DefaultMemoryEff)
+	Fabric       sim.Fabric
+	Source       string
+}
+
+// Compute reports whether h carries compute figures (the zero preset does
+// not: control plane and links only).
+func (h Hardware) Compute() bool {
+	return h.HBMBandwidth != 0 || h.HBMCapacity != 0 || len(h.PeakFLOPs) > 0
+}
+
+// ComputeEffOrDefault is ComputeEff, or DefaultComputeEff when unset.
+func (h Hardware) ComputeEffOrDefault() float64 { return h.computeEff() }
+
+// MemoryEffOrDefault is MemoryEff, or DefaultMemoryEff when unset.
+func (h Hardware) MemoryEffOrDefault() float64 { return h.memoryEff() }
+
+// computeEff and memoryEff apply the defaults.
+func (h Hardware) computeEff() float64 {
+	if h.ComputeEff > 0 {
+		return h.ComputeEff
+	}
+	return DefaultComputeEff
+}
+
+func (h Hardware) memoryEff() float64 {
+	if h.MemoryEff > 0 {
+		return h.MemoryEff
+	}
+	return DefaultMemoryEff
+}
+
+// Peak is the dense peak for precision, 0 when h has none.
+func (h Hardware) Peak(precision string) float64 { return h.PeakFLOPs[precision] }
+
+// Validate names the first field that breaks its rule.
+func (h Hardware) Validate() error {
+	bad := func(field, rule string, v any) error {
+		return fmt.Errorf("%w: hardware %q: %s = %v: %s", ErrInvalid, h.Name, field, v, rule)
+	}
+	if !h.Compute() {
+		return h.validateFabric()
+	}
+	if len(h.PeakFLOPs) == 0 {
+		return bad("peak_flops", "needs at least one precision (bf16, fp8, fp4)", "{}")
+	}
+	for _, p := range sortedKeys(h.PeakFLOPs) {
+		if !slices.Contains(Precisions, p) {
+			return bad("peak_flops", "precisions are bf16, fp8 and fp4", fmt.Sprintf("%q", p))
+		}
+		if !finitePositive(h.PeakFLOPs[p]) {
+			return bad("peak_flops."+p, "must be a positive number (FLOP/s)", h.PeakFLOPs[p])
+		}
+	}
+	switch {
+	case !finitePositive(h.HBMBandwidth):
+		return bad("hbm_bandwidth", "must be a positive number (bytes/s)", h.HBMBandwidth)
+	case !finitePositive(h.HBMCapacity):
+		return bad("hbm_capacity", "must be a positive number (bytes)", h.HBMCapacity)
+	case h.ComputeEff < 0 || h.ComputeEff > 1 || math.IsNaN(h.ComputeEff):
+		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
+	case h.MemoryEff < 0 || h.MemoryEff > 1 || math.IsNaN(h.MemoryEff):
+		return bad("memory_eff", "must be in (0, 1] (0: the default)", h.MemoryEff)
+	}
+	return h.validateFabric()
+}
+
+func (h Hardware) validateFabric() error {
+	for _, l := range []struct {
+		name string
+		l    sim.Link
+	}{{"intra", h.Fabric.Intra}, {"inter", h.Fabric.Inter}} {
+		if l.l.Latency < 0 {
+			return fmt.Errorf("%w: hardware %q: fabric.%s.latency = %v: must not be negative", ErrInvalid, h.Name, l.name, l.l.Latency)
+		}
+		if l.l.Bandwidth < 0 || math.IsNaN(l.l.Bandwidth) || math.IsInf(l.l.Bandwidth, 0) {
+			return fmt.Errorf("%w: hardware %q: fabric.%s.bandwidth = %v: must be a finite number >= 0 (bytes/s; 0: infinite)",
+				ErrInvalid, h.Name, l.name, l.l.Bandwidth)
+		}
+	}
+	if h.Fabric.RanksPerNode < 0 {
+		return fmt.Errorf("%w: hardware %q: fabric.ranks_per_node = %d: must not be negative (0: one node)", ErrInvalid, h.Name, h.Fabric.RanksPerNode)
+	}
+	return nil
+}
+
+// Hardwares are the hardware presets, keyed by the sim backend's fabric
+// names (so one --hardware name picks compute and links); Aliases add the
+// short names. Figures are per GPU, dense (the datasheets' headline
+// numbers for tensor cores are with 2:4 sparsity, twice these).
+var Hardwares = map[string]Hardware{
+	"zero": {Name: "zero", Fabric: sim.Fabrics["zero"], Source: "no compute figures: the control plane only"},
+	// NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: BF16 1,979
+	// and FP8 3,958 TFLOPS with sparsity (989 and 1,979 dense), GPU
+	// memory 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s.
+	"h100-nvlink-ib400": {Name: "h100-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
+		HBMBandwidth: 3.35e12, HBMCapacity: 80e9, Fabric: sim.Fabrics["h100-nvlink-ib400"],
+		Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 80 GB HBM3 at 3.35 TB/s; links: " +
+			sim.Fabrics["h100-nvlink-ib400"].Source},
+	// NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: the same
+	// tensor cores as H100 SXM (BF16 1,979 / FP8 3,958 TFLOPS sparse),
+	// 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s.
+	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
+		HBMBandwidth: 4.8e12, HBMCapacity: 141e9, Fabric: sim.Fabrics["h200-nvlink-ib400"],
+		Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 141 GB HBM3e at 4.8 TB/s; links: " +
+			sim.Fabrics["h200-nvlink-ib400"].Source},
+	// NVIDIA GB200 NVL72 datasheet, per rack of 72 Blackwell GPUs: FP4
+	// 1,440 PFLOPS, FP8 720 PFLOPS, BF16 360 PFLOPS (with sparsity), up to
+	// 13.4 TB HBM3e at 576 TB/s. Per GPU and dense: 10 / 5 / 2.5 PFLOPS,
+	// 186 GB at 8 TB/s.
+	"gb200-nvl72": {Name: "gb200-nvl72", PeakFLOPs: map[string]float64{"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15},
+		HBMBandwidth: 8e12, HBMCapacity: 186e9, Fabric: sim.Fabrics["gb200-nvl72"],
+		Source: "NVIDIA GB200 NVL72 datasheet: 360 / 720 / 1,440 PFLOPS BF16 / FP8 / FP4 sparse per 72 GPUs, 13.4 TB HBM3e at 576 TB/s; links: " +
+			sim.Fabrics["gb200-nvl72"].Source},
+}
+
+// Aliases are short names of the hardware presets.
+var Aliases = map[string]string{"h100": "h100-nvlink-ib400", "h200": "h200-nvlink-ib400", "gb200": "gb200-nvl72"}
+
+// HardwareNames lists the presets and their aliases, sorted.
+func HardwareNames() []string {
+	names := sortedKeys(Hardwares)
+	for a := range Aliases {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ParseHardware returns the named preset (or alias); the error lists the
+// valid names.
+func ParseHardware(name string) (Hardware, error) {
+	if full, ok := Aliases[name]; ok {
+		name = full
+	}
+	h, ok := Hardwares[name]
+	if !ok {
+		return Hardware{}, fmt.Errorf("costmodel: unknown hardware %q (valid: %s, or a JSON file)", name, strings.Join(HardwareNames(), ", "))
+	}
+	return h, nil
+}

@@ -1,0 +1,173 @@
+package costmodel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+// ErrInvalid: a model or hardware description breaks a rule. The message
+// names the field and the rule.
+var ErrInvalid = errors.New("costmodel: invalid description")
+
+// Model describes a decoder-only transformer: its shape, the bytes of its
+// weights and KV cache, and its experts. Attention is grouped-query (Heads
+// query heads share KVHeads key/value heads of HeadDim elements); every FFN
+// is gated (three matrices: gate, up, down). An MoE layer has Experts routed
+// experts of ExpertFFN intermediate size, ActiveExperts of them per token,
+// plus SharedExperts always active; its first DenseLayers layers have a
+// dense FFN of size FFN instead.
+type Model struct {
+	Name    string `json:"name"`
+	Layers  int    `json:"layers"`
+	Hidden  int    `json:"hidden"`
+	Heads   int    `json:"heads"`
+	KVHeads int    `json:"kv_heads"`
+	HeadDim int    `json:"head_dim"`
+	FFN     int    `json:"ffn"` // dense FFN intermediate size
+	Vocab   int    `json:"vocab"`
+
+	// WeightBytes per parameter (2 bf16, 1 fp8); ExpertWeightBytes for
+	// the routed and shared experts when they differ (0: WeightBytes),
+	// e.g. 4.25 bits for MXFP4 experts.
+	WeightBytes       float64 `json:"weight_bytes"`
+	ExpertWeightBytes float64 `json:"expert_weight_bytes,omitempty"`
+	KVBytes           int     `json:"kv_bytes"`  // bytes per KV element
+	ActBytes          int     `json:"act_bytes"` // bytes per activation element in collectives
+	// Precision of the matrix multiplies: bf16, fp8 or fp4. It picks the
+	// hardware's peak.
+	Precision string `json:"precision"`
+
+	Experts       int `json:"experts,omitempty"` // routed experts per MoE layer (0: dense)
+	ActiveExperts int `json:"active_experts,omitempty"`
+	SharedExperts int `json:"shared_experts,omitempty"`
+	ExpertFFN     int `json:"expert_ffn,omitempty"`
+	DenseLayers   int `json:"dense_layers,omitempty"` // leading layers with a dense FFN (MoE models)
+
+	Source string `json:"source,omitempty"`
+}
+
+// Precisions are the matrix-multiply precisions a model may name.
+var Precisions = []string{"bf16", "fp8", "fp4"}
+
+// Validate names the first field that breaks its rule.
+func (m Model) Validate() error {
+	bad := func(field, rule string, v any) error {
+		return fmt.Errorf("%w: model %q: %s = %v: %s", ErrInvalid, m.Name, field, v, rule)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim},
+		{"vocab", m.Vocab}, {"kv_bytes", m.KVBytes}, {"act_bytes", m.ActBytes}} {
+		if f.v < 1 || f.v > 1<<20 {
+			return bad(f.name, "must be an integer in [1, 1048576]", f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ffn", m.FFN}, {"experts", m.Experts}, {"active_experts", m.ActiveExperts}, {"shared_experts", m.SharedExperts},
+		{"expert_ffn", m.ExpertFFN}, {"dense_layers", m.DenseLayers}} {
+		if f.v < 0 || f.v > 1<<20 {
+			return bad(f.name, "must be an integer in [0, 1048576]", f.v)
+		}
+	}
+	switch {
+	case m.Heads%m.KVHeads != 0:
+		return bad("heads", fmt.Sprintf("must be a multiple of kv_heads (%d)", m.KVHeads), m.Heads)
+	case !finitePositive(m.WeightBytes) || m.WeightBytes > 8:
+		return bad("weight_bytes", "must be a number in (0, 8]", m.WeightBytes)
+	case m.ExpertWeightBytes != 0 && (!finitePositive(m.ExpertWeightBytes) || m.ExpertWeightBytes > 8):
+		return bad("expert_weight_bytes", "must be 0 (as weight_bytes) or a number in (0, 8]", m.ExpertWeightBytes)
+	case !slices.Contains(Precisions, m.Precision):
+		return bad("precision", "must be one of bf16, fp8, fp4", fmt.Sprintf("%q", m.Precision))
+	case m.Experts == 0 && (m.ActiveExperts != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0):
+		return bad("experts", "must be set (> 0) when active_experts, shared_experts, expert_ffn or dense_layers is", m.Experts)
+	case m.Experts == 0 && m.FFN == 0:
+		return bad("ffn", "a dense model needs ffn > 0", m.FFN)
+	case m.Experts > 0 && (m.ActiveExperts < 1 || m.ActiveExperts > m.Experts):
+		return bad("active_experts", fmt.Sprintf("must be in [1, experts (%d)]", m.Experts), m.ActiveExperts)
+	case m.Experts > 0 && m.ExpertFFN < 1:
+		return bad("expert_ffn", "an MoE model needs expert_ffn > 0", m.ExpertFFN)
+	case m.DenseLayers > m.Layers:
+		return bad("dense_layers", fmt.Sprintf("must be at most layers (%d)", m.Layers), m.DenseLayers)
+	case m.DenseLayers > 0 && m.FFN == 0:
+		return bad("ffn", "dense_layers > 0 needs ffn > 0", m.FFN)
+	}
+	return nil
+}
+
+func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+// MoE reports whether the model has routed experts.
+func (m Model) MoE() bool { return m.Experts > 0 }
+
+// moeLayers is the number of layers with experts.
+func (m Model) moeLayers() int {
+	if !m.MoE() {
+		return 0
+	}
+	return m.Layers - m.DenseLayers
+}
+
+func (m Model) expertBytes() float64 {
+	if m.ExpertWeightBytes > 0 {
+		return m.ExpertWeightBytes
+	}
+	return m.WeightBytes
+}
+
+// AttnParams is the parameters of one layer's attention: Q and O
+// (Hidden x Heads*HeadDim each), K and V (Hidden x KVHeads*HeadDim each).
+func (m Model) AttnParams() float64 {
+	h := float64(m.Hidden)
+	return 2*h*float64(m.Heads*m.HeadDim) + 2*h*float64(m.KVHeads*m.HeadDim)
+}
+
+// denseFFNParams is one dense gated FFN: 3 x Hidden x FFN.
+func (m Model) denseFFNParams() float64 { return 3 * float64(m.Hidden) * float64(m.FFN) }
+
+// expertParams is one expert: 3 x Hidden x ExpertFFN.
+func (m Model) expertParams() float64 { return 3 * float64(m.Hidden) * float64(m.ExpertFFN) }
+
+// routerParams is one MoE layer's router: Hidden x Experts.
+func (m Model) routerParams() float64 { return float64(m.Hidden) * float64(m.Experts) }
+
+// Params is every parameter: layers, the input embedding and the LM head
+// (untied, Vocab x Hidden each).
+func (m Model) Params() float64 {
+	p := float64(m.Layers)*m.AttnParams() + float64(m.Layers-m.moeLayers())*m.denseFFNParams()
+	p += float64(m.moeLayers()) * (m.routerParams() + float64(m.Experts+m.SharedExperts)*m.expertParams())
+	return p + 2*float64(m.Vocab)*float64(m.Hidden)
+}
+
+// ActiveParams is the parameters one token's forward pass multiplies by:
+// every layer's attention, dense FFN or router plus its active and shared
+// experts, and the LM head (the embedding is a lookup).
+func (m Model) ActiveParams() float64 {
+	p := float64(m.Layers)*m.AttnParams() + float64(m.Layers-m.moeLayers())*m.denseFFNParams()
+	p += float64(m.moeLayers()) * (m.routerParams() + float64(m.ActiveExperts+m.SharedExperts)*m.expertParams())
+	return p + float64(m.Vocab)*float64(m.Hidden)
+}
+
+// WeightBytesTotal is the bytes of every weight.
+func (m Model) WeightBytesTotal() float64 {
+	experts := float64(m.moeLayers()) * float64(m.Experts+m.SharedExperts) * m.expertParams()
+	return (m.Params()-experts)*m.WeightBytes + experts*m.expertBytes()
+}
+
+// KVBytesPerToken is the KV cache of one token over every layer: K and V,
+// KVHeads x HeadDim elements each.
+func (m Model) KVBytesPerToken() float64 {
+	return float64(m.Layers) * 2 * float64(m.KVHeads*m.HeadDim*m.KVBytes)
+}
+
+// Geometry is the KV-cache geometry the runtime moves for this model, with
+// tokensPerBlock tokens per block.
+func (m Model) Geometry(tokensPerBlock int) topology.Model {
+	return topology.Model{Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim, TokensPerBlock: tokensPerBlock, ElemBytes: m.KVBytes}
+}

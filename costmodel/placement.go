@@ -1,0 +1,204 @@
+package costmodel
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// Seq is one request of a batch: its tokens (prefill: the prompt; decode:
+// the context so far, prompt plus generated) and its DP index.
+type Seq struct {
+	Tokens int
+	DP     int
+}
+
+// Placement is one run's layouts on one world: CTX ranks [0, Ctx.Ranks()),
+// GEN ranks after them, world ranks in order on the nodes of HW.Fabric.
+// Its methods are pure and safe for concurrent use.
+type Placement struct {
+	Model    Model
+	HW       Hardware
+	Ctx, Gen topology.Layout
+}
+
+// Validate checks the model, the hardware (it must carry compute figures
+// and a peak for the model's precision) and that both layouts hold the
+// model's weights (Fits).
+func (p Placement) Validate() error {
+	if err := p.Model.Validate(); err != nil {
+		return err
+	}
+	if err := p.HW.Validate(); err != nil {
+		return err
+	}
+	if !p.HW.Compute() {
+		return fmt.Errorf("%w: hardware %q has no compute figures: pick a GPU (h100, h200, gb200) or a hardware file", ErrInvalid, p.HW.Name)
+	}
+	if p.HW.Peak(p.Model.Precision) == 0 {
+		return fmt.Errorf("%w: hardware %q has no %s peak (model %q computes in %s)", ErrInvalid, p.HW.Name, p.Model.Precision, p.Model.Name, p.Model.Precision)
+	}
+	for _, s := range []struct {
+		name string
+		l    topology.Layout
+	}{{"ctx", p.Ctx}, {"gen", p.Gen}} {
+		if err := p.Fits(s.l); err != nil {
+			return fmt.Errorf("%s layout %s: %w", s.name, s.l, err)
+		}
+	}
+	return nil
+}
+
+// WeightShare is the fraction of HBM a rank's weights may take; the rest is
+// the KV cache's and the activations'.
+const WeightShare = 0.9
+
+// Fits reports (as an error naming both sizes) whether a rank of layout l
+// holds more weights than WeightShare of its HBM.
+func (p Placement) Fits(l topology.Layout) error {
+	w := p.side(l, 0).weightsPerRank()
+	if limit := WeightShare * p.HW.HBMCapacity; w > limit {
+		return fmt.Errorf("%w: %.1f GB of %s weights per rank exceed %.0f%% of the %.0f GB of HBM of %s",
+			ErrInvalid, w/1e9, p.Model.Name, 100*WeightShare, p.HW.HBMCapacity/1e9, p.HW.Name)
+	}
+	return nil
+}
+
+// Prefill is how long the CTX executor group of batch takes to prefill it.
+func (p Placement) Prefill(batch []Seq) time.Duration {
+	return p.side(p.Ctx, 0).prefill(batch)
+}
+
+// Decode is how long the GEN executor group of batch takes for one decode
+// step of every request in it.
+func (p Placement) Decode(batch []Seq) time.Duration {
+	return p.side(p.Gen, p.Ctx.Ranks()).decode(batch)
+}
+
+// side is one instance on the world: its layout and first world rank.
+type side struct {
+	m     Model
+	hw    Hardware
+	l     topology.Layout
+	first int
+}
+
+func (p Placement) side(l topology.Layout, first int) side {
+	return side{m: p.Model, hw: p.HW, l: l, first: first}
+}
+
+// world maps instance ranks to world ranks.
+func (s side) world(c topology.Coord) int { return s.first + s.l.RankOf(c) }
+
+// tpMembers is the TP group at (dp, pp), CP index 0, in world ranks.
+func (s side) tpMembers(dp, pp int) []int {
+	out := make([]int, s.l.TP)
+	for i := range out {
+		out[i] = s.world(topology.Coord{DP: dp, PP: pp, TP: i})
+	}
+	return out
+}
+
+// cpMembers is the CP group at (dp, pp), TP index 0.
+func (s side) cpMembers(dp, pp int) []int {
+	out := make([]int, s.l.CP)
+	for i := range out {
+		out[i] = s.world(topology.Coord{DP: dp, PP: pp, CP: i})
+	}
+	return out
+}
+
+// ffnMembers is the group an attention-DP FFN spans at stage pp: every TP
+// and DP index, CP index 0.
+func (s side) ffnMembers(pp int) []int {
+	out := make([]int, 0, s.l.TP*s.l.DP)
+	for dp := range s.l.DP {
+		for tp := range s.l.TP {
+			out = append(out, s.world(topology.Coord{DP: dp, PP: pp, TP: tp}))
+		}
+	}
+	return out
+}
+
+// link is the link from stage pp to stage pp+1 of DP index dp.
+func (s side) link(dp, pp int) sim.Link {
+	return s.hw.Fabric.Between(s.world(topology.Coord{DP: dp, PP: pp}), s.world(topology.Coord{DP: dp, PP: pp + 1}))
+}
+
+func (s side) allreduce(members []int, bytes float64) time.Duration {
+	return s.hw.Fabric.Collective(comm.KindAllreduce, members, int(math.Ceil(bytes)))
+}
+
+func (s side) allgather(members []int, bytes float64) time.Duration {
+	return s.hw.Fabric.Collective(comm.KindAllgather, members, int(math.Ceil(bytes)))
+}
+
+// kvHeadsPerRank is the KV heads a rank holds: split over TP (one each,
+// duplicated, when TP exceeds them), all of them under attention-DP.
+func (s side) kvHeadsPerRank() int {
+	if s.l.AttentionDP {
+		return s.m.KVHeads
+	}
+	return max(1, s.m.KVHeads/s.l.TP)
+}
+
+// attnSplit is how many ranks split one DP index's attention: TP, or 1
+// under attention-DP (every rank holds every head).
+func (s side) attnSplit() float64 {
+	if s.l.AttentionDP {
+		return 1
+	}
+	return float64(s.l.TP)
+}
+
+// ffnSplit is how many ranks split the FFN (experts included): TP, or
+// TP x DP under attention-DP.
+func (s side) ffnSplit() float64 {
+	if s.l.AttentionDP {
+		return float64(s.l.TP * s.l.DP)
+	}
+	return float64(s.l.TP)
+}
+
+// weightsPerRank is the bytes of weights one rank holds: its stage's
+// layers (attention over attnSplit, FFN and experts over ffnSplit) and, on
+// every rank to be safe, the embedding and LM head over TP.
+func (s side) weightsPerRank() float64 {
+	m := s.m
+	moe := float64(m.moeLayers()) / float64(s.l.PP)
+	dense := float64(m.Layers)/float64(s.l.PP) - moe
+	w := float64(m.Layers) / float64(s.l.PP) * m.AttnParams() * m.WeightBytes / s.attnSplit()
+	w += dense * m.denseFFNParams() * m.WeightBytes / s.ffnSplit()
+	w += moe * (m.routerParams()*m.WeightBytes + float64(m.Experts+m.SharedExperts)*m.expertParams()*m.expertBytes()) / s.ffnSplit()
+	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
+}
+
+// roofline is the time of flops and bytes on one rank: the larger of the
+// compute and the memory time.
+func (s side) roofline(flops, bytes float64) float64 {
+	c := flops / (s.hw.Peak(s.m.Precision) * s.hw.computeEff())
+	b := bytes / (s.hw.HBMBandwidth * s.hw.memoryEff())
+	return math.Max(c, b)
+}
+
+func seconds(v float64) time.Duration { return time.Duration(math.Round(v * 1e9)) }
+
+// KVBlocks is how many KV blocks of geom a rank of l has room for: the
+// WeightShare of its HBM less its weights (the rest is left to
+// activations), over the bytes of one of its blocks. It is 0 when the
+// weights leave nothing or l cannot hold geom.
+func (p Placement) KVBlocks(l topology.Layout, geom topology.Model) int {
+	sh, err := l.Shard(geom, 0)
+	if err != nil {
+		return 0
+	}
+	room := WeightShare*p.HW.HBMCapacity - p.side(l, 0).weightsPerRank()
+	if room <= 0 {
+		return 0
+	}
+	return int(math.Min(room/float64(sh.BlockBytes()), 1<<30))
+}

@@ -1,0 +1,93 @@
+package costmodel
+
+import "time"
+
+// prefill is the time of one prefill of batch by this side's executor
+// group: the batch's micro-batches through the PP stages, each stage's
+// work by the roofline plus its collectives, finished when the last
+// micro-batch leaves the last stage (a pipeline with no bound on what waits
+// between stages: finish[pp][j] = max(finish[pp-1][j] + send, finish[pp][j-1]) + t).
+func (s side) prefill(batch []Seq) time.Duration {
+	if len(batch) == 0 {
+		return 0
+	}
+	mbs := s.micro(batch)
+	t, send := s.stageTimes(mbs, s.prefillStage)
+	prev := make([]time.Duration, len(mbs)) // finish times on the previous stage
+	for pp := range s.l.PP {
+		var free time.Duration // when stage pp is free
+		for j := range mbs {
+			ready := time.Duration(0)
+			if pp > 0 {
+				ready = prev[j] + send[pp-1][j]
+			}
+			free = max(ready, free) + t[pp][j]
+			prev[j] = free
+		}
+	}
+	return prev[len(mbs)-1]
+}
+
+// prefillStage is micro-batch mb on stage pp: the stage's work by the
+// roofline plus its collectives (per layer: two TP allreduces of the
+// activations, or one over the FFN's ranks under attention-DP; a CP
+// allgather of the layer's KV).
+func (s side) prefillStage(pp int, mb []Seq) time.Duration {
+	nl := float64(s.m.Layers / s.l.PP)
+	all := tokens(mb)
+	act := all / float64(s.l.CP) * float64(s.m.Hidden*s.m.ActBytes)
+	var per time.Duration
+	if s.l.CP > 1 {
+		per += s.allgather(s.cpMembers(mb[0].DP, pp), all*s.kvBytesPerTokenLayer())
+	}
+	if !s.l.AttentionDP {
+		w := s.prefillWork(pp, mb)
+		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
+		return seconds(s.roofline(w.flops, w.bytes)) + time.Duration(nl)*per
+	}
+	var slowest float64
+	for _, part := range byDP(mb) {
+		w := s.prefillAttn(pp, part)
+		slowest = max(slowest, s.roofline(w.flops, w.bytes))
+	}
+	f := s.prefillFFN(pp, mb)
+	per += s.allreduce(s.ffnMembers(pp), act)
+	return seconds(slowest+s.roofline(f.flops, f.bytes)) + time.Duration(nl)*per
+}
+
+// prefillWork is one rank's work prefilling mb on stage pp (without
+// attention-DP).
+func (s side) prefillWork(pp int, mb []Seq) work {
+	w := s.prefillAttn(pp, mb)
+	w.add(s.prefillFFN(pp, mb))
+	return w
+}
+
+// prefillAttn is the attention of a prefill: projections 2*A FLOPs per
+// token, causal QK^T and AV 2*Heads*HeadDim*n*(n+1) per request of n
+// tokens, per layer, all split over CP; the weights read once and the KV
+// written.
+func (s side) prefillAttn(pp int, part []Seq) work {
+	m := s.m
+	nl := float64(m.Layers / s.l.PP)
+	var core float64
+	for _, q := range part {
+		n := float64(q.Tokens)
+		core += 2 * float64(m.Heads*m.HeadDim) * n * (n + 1)
+	}
+	t, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
+	return work{nl * (2*m.AttnParams()*t + core) / (split * cp),
+		nl * (m.AttnParams()*m.WeightBytes/split + t/cp*s.kvBytesPerTokenLayer())}
+}
+
+// prefillFFN is the FFN of a prefill over every token (split over the FFN's
+// ranks and CP) and, on the last stage, the LM head for each request's last
+// token.
+func (s side) prefillFFN(pp int, mb []Seq) work {
+	dense, moe := s.layerKinds(pp)
+	w := s.ffnWork(dense, moe, tokens(mb), s.ffnSplit()*float64(s.l.CP))
+	if pp == s.l.PP-1 {
+		w.add(s.lmHead(float64(len(mb))))
+	}
+	return w
+}

@@ -1,0 +1,125 @@
+package costmodel
+
+import (
+	"math"
+	"time"
+)
+
+// work is what one rank does in one stage: FLOPs and HBM bytes, timed
+// together by the roofline (compute and memory overlap within a stage).
+type work struct{ flops, bytes float64 }
+
+func (w *work) add(o work) { w.flops += o.flops; w.bytes += o.bytes }
+
+func (w work) scale(f float64) work { return work{w.flops * f, w.bytes * f} }
+
+// layerKinds is how many dense-FFN and MoE layers stage pp holds.
+func (s side) layerKinds(pp int) (dense, moe float64) {
+	per := s.m.Layers / s.l.PP
+	lo, hi := pp*per, (pp+1)*per
+	if !s.m.MoE() {
+		return float64(per), 0
+	}
+	d := max(0, min(hi, s.m.DenseLayers)-lo)
+	return float64(d), float64(per - d)
+}
+
+// ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by.
+func (s side) ffnFLOPsPerToken(moe bool) float64 {
+	m := s.m
+	if !moe {
+		return 2 * m.denseFFNParams()
+	}
+	return 2 * (m.routerParams() + float64(m.ActiveExperts+m.SharedExperts)*m.expertParams())
+}
+
+// ffnBytes is the FFN weight bytes a batch of tokens reads in one layer:
+// a dense FFN whole; of an MoE layer the router, the shared experts and
+// the routed experts the batch touches (E(1-(1-k/E)^tokens) expected with
+// uniform routing).
+func (s side) ffnBytes(moe bool, tokens float64) float64 {
+	m := s.m
+	if !moe {
+		return m.denseFFNParams() * m.WeightBytes
+	}
+	touched := float64(m.Experts) * (1 - math.Pow(1-float64(m.ActiveExperts)/float64(m.Experts), tokens))
+	return m.routerParams()*m.WeightBytes + (touched+float64(m.SharedExperts))*m.expertParams()*m.expertBytes()
+}
+
+// ffnWork is the FFN of nl layers (dense or MoE) for tokens, split over
+// ranks (FLOPs over flopSplit, weights over ffnSplit).
+func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
+	var w work
+	for _, k := range []struct {
+		n   float64
+		moe bool
+	}{{dense, false}, {moe, true}} {
+		if k.n == 0 {
+			continue
+		}
+		w.add(work{k.n * s.ffnFLOPsPerToken(k.moe) * tokens / flopSplit, k.n * s.ffnBytes(k.moe, tokens) / s.ffnSplit()})
+	}
+	return w
+}
+
+// lmHead is the LM head over TP for rows tokens (prefill: one per
+// request; decode: one per request per step).
+func (s side) lmHead(rows float64) work {
+	vh := float64(s.m.Vocab) * float64(s.m.Hidden)
+	return work{2 * vh * rows / float64(s.l.TP), vh * s.m.WeightBytes / float64(s.l.TP)}
+}
+
+// kvBytesPerTokenLayer is the KV of one token in one layer on one rank.
+func (s side) kvBytesPerTokenLayer() float64 {
+	return 2 * float64(s.kvHeadsPerRank()*s.m.HeadDim*s.m.KVBytes)
+}
+
+// byDP groups a micro-batch by DP index, in order of first appearance.
+func byDP(batch []Seq) [][]Seq {
+	var out [][]Seq
+	idx := map[int]int{}
+	for _, q := range batch {
+		i, ok := idx[q.DP]
+		if !ok {
+			i = len(out)
+			idx[q.DP] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], q)
+	}
+	return out
+}
+
+// micro splits batch round robin into min(PP, len(batch)) micro-batches.
+func (s side) micro(batch []Seq) [][]Seq {
+	m := min(s.l.PP, len(batch))
+	out := make([][]Seq, m)
+	for i, q := range batch {
+		out[i%m] = append(out[i%m], q)
+	}
+	return out
+}
+
+func tokens(batch []Seq) float64 {
+	var t float64
+	for _, q := range batch {
+		t += float64(q.Tokens)
+	}
+	return t
+}
+
+// stageTimes is t[pp][j], the time of micro-batch j on stage pp, and
+// send[pp][j], its activations' trip from stage pp to pp+1.
+func (s side) stageTimes(micro [][]Seq, stage func(pp int, mb []Seq) time.Duration) (t, send [][]time.Duration) {
+	t, send = make([][]time.Duration, s.l.PP), make([][]time.Duration, s.l.PP)
+	for pp := range s.l.PP {
+		t[pp], send[pp] = make([]time.Duration, len(micro)), make([]time.Duration, len(micro))
+		for j, mb := range micro {
+			t[pp][j] = stage(pp, mb)
+			if pp+1 < s.l.PP {
+				send[pp][j] = s.link(mb[0].DP, pp).Time(int(tokens(mb)) * s.m.Hidden * s.m.ActBytes)
+			}
+		}
+	}
+	return t, send
+}

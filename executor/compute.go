@@ -1,0 +1,48 @@
+package executor
+
+import "time"
+
+// Seq is one request of a compute batch: its tokens (prefill: the prompt;
+// decode: the context so far, prompt plus tokens generated) and its DP
+// index on the side that computes.
+type Seq struct {
+	Tokens int
+	DP     int
+}
+
+// Compute is a compute cost model: how long one executor group takes to
+// prefill a batch and to run one decode step. The executor sleeps what it
+// answers through its clock (virtual time under the sim backend). Both
+// methods must be pure and safe for concurrent use: every rank of a group
+// asks with the same batch and must get the same answer. The batch slice is
+// the caller's and is reused after the call.
+type Compute interface {
+	Prefill(batch []Seq) time.Duration
+	Decode(batch []Seq) time.Duration
+}
+
+// prefillTime is the modelled time of a CTX batch: PrefillPerToken when
+// set (an explicit override), else Compute's answer, else nothing.
+func (c *Config) prefillTime(batch []rec, buf []Seq) (time.Duration, []Seq) {
+	if c.PrefillPerToken > 0 || c.Compute == nil {
+		var tokens int64
+		for _, r := range batch {
+			tokens += r.Tokens
+		}
+		return time.Duration(tokens) * c.PrefillPerToken, buf
+	}
+	buf = buf[:0]
+	for _, r := range batch {
+		buf = append(buf, Seq{Tokens: int(r.Tokens), DP: int(r.CtxDP)})
+	}
+	return c.Compute.Prefill(buf), buf
+}
+
+// decodeTime is the modelled time of one GEN decode step over batch:
+// DecodePerStep when set, else Compute's answer, else nothing.
+func (c *Config) decodeTime(batch []Seq) time.Duration {
+	if c.DecodePerStep > 0 || c.Compute == nil {
+		return c.DecodePerStep
+	}
+	return c.Compute.Decode(batch)
+}
