@@ -22,15 +22,18 @@ type modelReport struct {
 	TTFTMs        struct {
 		P50 float64 `json:"p50"`
 	} `json:"ttft_ms"`
-	Errors   []string `json:"errors"`
-	Requests []struct {
-		Tokens       int   `json:"input_tokens"`
-		Output       int   `json:"output_tokens"`
-		PrefillStart int64 `json:"prefill_start_ns"`
-		PrefillEnd   int64 `json:"prefill_end_ns"`
-		FirstToken   int64 `json:"first_token_ns"`
-		Done         int64 `json:"done_ns"`
-	} `json:"requests"`
+	Errors   []string       `json:"errors"`
+	Requests []modelRequest `json:"-"` // from --requests-out
+}
+
+// modelRequest is the part of a --requests-out record these tests read.
+type modelRequest struct {
+	Tokens       int   `json:"input_tokens"`
+	Output       int   `json:"output_tokens"`
+	PrefillStart int64 `json:"prefill_start_ns"`
+	PrefillEnd   int64 `json:"prefill_end_ns"`
+	FirstToken   int64 `json:"first_token_ns"`
+	Done         int64 `json:"done_ns"`
 }
 
 // tpot is the mean time per output token after the first, in ms.
@@ -48,12 +51,19 @@ func simModel(t *testing.T, args ...string) modelReport {
 	t.Helper()
 	// Every byte still moves and is verified, 1/32 of each head's
 	// elements (--kv-sample): the race detector makes full heads slow.
-	base := []string{"run", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--json", "--kv-sample", "32"}
+	records := filepath.Join(t.TempDir(), "requests.jsonl")
+	base := []string{"run", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--json", "--kv-sample", "32", "--requests-out", records}
 	code, out, errOut := cli(t, append(base, args...)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	var r modelReport
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
 	require.Empty(t, r.Errors)
+	lines, err := os.ReadFile(records)
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(lines)), "\n") {
+		r.Requests = append(r.Requests, modelRequest{})
+		require.NoError(t, json.Unmarshal([]byte(line), &r.Requests[len(r.Requests)-1]), line)
+	}
 	return r
 }
 

@@ -303,6 +303,7 @@ func (f *runFlags) runRepeat(r *sweepRun, i int, backend string, log *zap.Logger
 	}
 	cfg := r.cfg
 	cfg.Log = log
+	cfg.Records = true // statsOf reads every request's TTFT and TPOT
 	cfg.Workload.Seed = rf.seed
 	rep, err := rf.runInProcess(backend, cfg)
 	if rep == nil {
