@@ -443,7 +443,13 @@ must_fail() {
 	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || bad+=("exit $rc: mpirun hung until its timeout")
 	[ "$cut_us" -le $((CUT_BOUND * 1000000)) ] || bad+=("the job ended ${cut_s} s after the cut, bound ${CUT_BOUND} s")
 	[ -z "$left_procs" ] || bad+=("${CLEAN_BOUND} s after the cut, processes left on the hosts: $left_procs")
-	for r in 0 1 2 3; do [ ! -s "$work/fault.out.$r" ] || bad+=("world rank $r printed a report"); done
+	# One report per job, from world rank 0, naming the error (issue 13:
+	# a run that fails still reports what it measured); no other rank prints.
+	for r in 1 2 3; do [ ! -s "$work/fault.out.$r" ] || bad+=("world rank $r printed a report"); done
+	if [ -s "$work/fault.out.0" ]; then
+		python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); sys.exit(0 if r.get("error") else 1)' "$work/fault.out.0" ||
+			bad+=("world rank 0's report has no error object")
+	fi
 	first=$(grep -m1 -E '^rankrun: world rank [0-9]+: ' "$work/fault.err" || true)
 	if [ "$need_named" = yes ]; then
 		# A rank on h1 (whose stderr mpirun still gets) names the ranks of
