@@ -20,8 +20,27 @@ mpi_setup() {
 		exit 0
 	fi
 	if [ "${2:-}" = python3 ]; then
+		ensure_tools python3:python3
 		command -v python3 >/dev/null 2>&1 || fail "python3 is needed to check the JSON reports"
 	fi
+	ensure_tools pgrep:procps
 	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 	export OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+}
+
+# ensure_tools CMD:PACKAGE...: installs the Debian package of every command
+# that is missing, when root with apt-get (a fresh machine's package lists
+# are empty: update first); otherwise leaves the caller to say what is
+# missing.
+ensure_tools() {
+	local t missing=()
+	for t in "$@"; do
+		command -v "${t%%:*}" >/dev/null 2>&1 || missing+=("${t#*:}")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "${MPI_SCRIPT:-scripts}: installing ${missing[*]}" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 || true
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2 || true
+	fi
 }

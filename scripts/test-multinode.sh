@@ -111,6 +111,7 @@ skip() {
 	echo "test-multinode: SKIPPED: $*" >&2
 	exit 0
 }
+ensure_tools ip:iproute2 unshare:util-linux timeout:coreutils
 for tool in ip unshare timeout; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
 		[ "${CI:-}" != true ] || fail "$tool not found and CI=true (install iproute2 / util-linux / coreutils)"

@@ -146,16 +146,28 @@ func TestTransferMovesEveryByte(t *testing.T) {
 // frozen clock proves a poll ended on an event (a wait on a deadline would
 // never end, and the test would fail at its bound), and an advanced one
 // gives exact poll times.
+// checkBound bounds one status check of TestPollSeed000 in real time.
+const checkBound = 5 * time.Second
+
 func TestPollSeed000(t *testing.T) {
 	const slice = 2 * time.Second
 	frozen := func(ctxL, genL string) (setupOpts, *clock.Manual) {
 		m := clock.NewManual(time.Unix(1_000_000, 0))
 		return setupOpts{ctx: ctxL, gen: genL, slice: slice, genPoll: slice, clock: m, bound: 20 * time.Second}, m
 	}
+	// check runs one status check under its own bound: on a frozen clock
+	// a check that waits for an event that never comes ends only there,
+	// and may still return a plausible result (the consensus completes
+	// once every rank is in it), so reaching the bound is the failure.
 	check := func(ctx context.Context, r *rank, atLeast int) (transceiver.Result, int64, error) {
 		before := r.world.n.Load()
-		res, err := r.tr.CheckContextTransferStatus(ctx, atLeast)
+		cctx, cancel := context.WithTimeout(ctx, checkBound)
+		defer cancel()
+		res, err := r.tr.CheckContextTransferStatus(cctx, atLeast)
 		n := r.world.n.Load() - before
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return res, n, errorf("the status check (at least %d) ran into its %v bound on a frozen clock: it waited for sessions that cannot end (%+v, %v)", atLeast, checkBound, res, err)
+		}
 		if err == nil {
 			err = release(r, res.Reaped)
 		}
