@@ -93,7 +93,10 @@ type Request interface {
 	Wait(ctx context.Context) (Status, error)
 	// Cancel withdraws a receive that has not matched yet; after Cancel
 	// returns nil the buffer is free. Cancelling a send, or a receive that
-	// already matched, returns an error wrapping ErrNotCancelled.
+	// already matched, returns an error wrapping ErrNotCancelled. A
+	// receive that had matched may still be arriving (over MPI, Cancel
+	// waits a bounded time for it): then Test says whether it is done,
+	// and until it is its buffer stays in use.
 	Cancel() error
 }
 

@@ -173,7 +173,7 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 		}
 	}
 	rep := out.partial(&cfg, runErr, elapsed.Seconds())
-	applyFailures(ctx, world, rep)
+	applyFailures(ctx, world, rep, len(heard) < world.Size()-1)
 	done := func(ctx context.Context) {
 		for _, r := range heard {
 			if q, err := world.Isend([]byte{1}, r, tagPartialDone); err == nil {
@@ -185,8 +185,16 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 }
 
 // applyFailures makes the partial report name the error a failing rank
-// sent (SendFailure) instead of the interrupt it caused, if one came.
-func applyFailures(ctx context.Context, world comm.Comm, rep *Report) {
+// sent (SendFailure) instead of the interrupt it caused, if one came. A
+// failing rank sends no partial report, so notes are waited for (until
+// ctx ends) only when some rank is missing; with every report in, only
+// notes that have already arrived are read, and rank 0 prints at once.
+func applyFailures(ctx context.Context, world comm.Comm, rep *Report, missing bool) {
+	if !missing {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		cancel() // each receive tests once, then gives up
+	}
 	buf := make([]byte, failureNote)
 	for {
 		st, err := recvWait(ctx, world, buf, comm.AnySource, tagFailure)

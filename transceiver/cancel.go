@@ -26,12 +26,27 @@ func (t *Transceiver) withdrawFrom(s *session, peer int) {
 	}
 }
 
-// withdrawAll withdraws every unmatched receive (shutdown only).
-func (t *Transceiver) withdrawAll(s *session) {
+// withdrawAll withdraws every unmatched receive of s (at shutdown, or
+// when s failed to start). A peer with a receive that had matched and is
+// still arriving after its Cancel (the backend bounds that wait: a sender
+// frozen mid-message never finishes) goes in stuck, and its other
+// receives, in this session and the next, are left as they are: Close
+// costs one such bound per stuck peer, not one per receive.
+func (t *Transceiver) withdrawAll(s *session, stuck map[int]bool) {
 	for i := range s.frags {
-		if fs := &s.frags[i]; fs.posted && !fs.done {
-			t.withdrawFrom(s, fs.peer)
+		fs := &s.frags[i]
+		if !fs.posted || fs.done || stuck[fs.peer] {
+			continue
 		}
+		if err := fs.req.Cancel(); err != nil {
+			if _, done, _ := fs.req.Test(); !done {
+				stuck[fs.peer] = true
+			}
+			continue // matched: it completes as a receive
+		}
+		fs.done, fs.withdrawn = true, true
+		t.bufs.put(fs.msg) // nothing writes a withdrawn receive
+		fs.msg = nil
 	}
 }
 

@@ -47,7 +47,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 		fs.msg = t.bufs.get(HeaderSize + payload)
 		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
 		if err != nil {
-			t.withdrawAll(s)
+			t.withdrawAll(s, map[int]bool{})
 			t.endLease(s)
 			return fmt.Errorf("transceiver: post fragment receive for request %d: %w", req.ID, err)
 		}

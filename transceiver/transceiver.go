@@ -169,8 +169,9 @@ func (t *Transceiver) Close() error {
 		}
 		t.ctl = nil
 	}
+	stuck := map[int]bool{}
 	for _, s := range t.order {
-		t.withdrawAll(s)
+		t.withdrawAll(s, stuck)
 	}
 	if n := len(t.sessions); n > 0 {
 		errs = append(errs, fmt.Errorf("transceiver: %s rank %d closed with %d sessions in flight: %v", t.cfg.Role, t.cfg.Rank, n, t.InFlight()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -147,7 +148,18 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		code = 1 // a rank failed: its abort interrupted this one
 	}
 	o.brief = isInt
-	_ = o.finish(ctx, rep, err, stdout)
+	if ferr := o.finish(ctx, rep, err, stdout); ferr != nil {
+		// The run error is printed already; say what else failed (the
+		// trace, the records, stdout) or that the report is partial.
+		var ee exitError
+		if errors.As(ferr, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+			}
+		} else if rest := strings.TrimPrefix(ferr.Error(), err.Error()); strings.TrimSpace(rest) != "" {
+			fmt.Fprintf(stderr, "rankrun: %s\n", strings.TrimSpace(rest))
+		}
+	}
 	dctx, dcancel := context.WithTimeout(context.Background(), ackBound)
 	defer dcancel()
 	done(dctx)
