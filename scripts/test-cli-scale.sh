@@ -17,11 +17,11 @@ export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
 mpi_setup test-cli-scale python3
 [ -x /usr/bin/time ] || fail "/usr/bin/time is needed (apt-get install time)"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${SCALE_KEEP:-}" ] && cp -r "$tmp" "$SCALE_KEEP"; rm -rf "$tmp"' EXIT
 mkdir -p bin
 $GO build -o bin/rankrun ./cmd/rankrun
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
-flags=(run --layers 1 --kv-heads 1 --head-dim 8 --arrival closed=256 --json)
+flags=(run --layers 1 --kv-heads 1 --head-dim 8 --arrival closed=256 --json --timeout 1h) # the default 10 min ends the mpirun run (~25 min)
 
 measure() { # NAME N CMD...: runs CMD, report in $tmp/NAME.json, "seconds maxrss_kb" lines in $tmp/NAME.time
 	local name=$1
