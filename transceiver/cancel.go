@@ -14,16 +14,23 @@ import (
 func (t *Transceiver) withdrawFrom(s *session, peer int) {
 	for i := range s.frags {
 		fs := &s.frags[i]
-		if fs.peer != peer || !fs.posted || fs.done {
-			continue
+		if fs.peer == peer && fs.posted && !fs.done {
+			_ = t.withdraw(fs) // matched: it completes as a receive
 		}
-		if err := fs.req.Cancel(); err != nil {
-			continue // matched: it completes as a receive
-		}
-		fs.done, fs.withdrawn = true, true
-		t.bufs.put(fs.msg) // nothing writes a withdrawn receive
-		fs.msg = nil
 	}
+}
+
+// withdraw cancels one posted receive and, when it was withdrawn, frees
+// its buffer (nothing writes a withdrawn receive). An error means it had
+// matched: it completes as a receive.
+func (t *Transceiver) withdraw(fs *fragState) error {
+	if err := fs.req.Cancel(); err != nil {
+		return err
+	}
+	fs.done, fs.withdrawn = true, true
+	t.bufs.put(fs.msg)
+	fs.msg = nil
+	return nil
 }
 
 // withdrawAll withdraws every unmatched receive of s (at shutdown, or
@@ -38,15 +45,11 @@ func (t *Transceiver) withdrawAll(s *session, stuck map[int]bool) {
 		if !fs.posted || fs.done || stuck[fs.peer] {
 			continue
 		}
-		if err := fs.req.Cancel(); err != nil {
+		if t.withdraw(fs) != nil {
 			if _, done, _ := fs.req.Test(); !done {
 				stuck[fs.peer] = true
 			}
-			continue // matched: it completes as a receive
 		}
-		fs.done, fs.withdrawn = true, true
-		t.bufs.put(fs.msg) // nothing writes a withdrawn receive
-		fs.msg = nil
 	}
 }
 

@@ -141,14 +141,7 @@ func (t *Transceiver) terminalWords() ([]int64, error) {
 				t.unquiesced++
 				continue
 			}
-			st := consensus.Completed
-			switch s.state {
-			case StateCancelled:
-				st = consensus.Cancelled
-			case StateFailed:
-				st = consensus.Failed
-			}
-			t.held[i] = consensus.Word(consensus.WordID(w), st, true)
+			t.held[i] = consensus.Word(consensus.WordID(w), s.vote(), true)
 		}
 	}
 	return t.held, nil

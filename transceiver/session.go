@@ -100,22 +100,27 @@ func (t *Transceiver) compactOrder() {
 	t.held = slices.DeleteFunc(t.held, func(w int64) bool { return t.sessions[request.ID(consensus.WordID(w))] == nil })
 }
 
+// vote is the local outcome a terminal session reports in the status
+// check.
+func (s *session) vote() consensus.State {
+	switch s.state {
+	case StateCancelled:
+		return consensus.Cancelled
+	case StateFailed:
+		return consensus.Failed
+	}
+	return consensus.Completed
+}
+
 // hold adds a session that just became terminal to the held words (its
 // contribution to the next status checks), keeping them ascending by id.
 func (t *Transceiver) hold(s *session) {
-	st := consensus.Completed
-	switch s.state {
-	case StateCancelled:
-		st = consensus.Cancelled
-	case StateFailed:
-		st = consensus.Failed
-	}
 	id := uint64(s.req.ID)
 	quiesced := !s.inFlight()
 	if !quiesced {
 		t.unquiesced++
 	}
-	w := consensus.Word(id, st, quiesced)
+	w := consensus.Word(id, s.vote(), quiesced)
 	i, _ := slices.BinarySearchFunc(t.held, id, func(w int64, id uint64) int { return cmp.Compare(consensus.WordID(w), id) })
 	t.held = slices.Insert(t.held, i, w)
 }
