@@ -33,35 +33,18 @@ func (s side) decode(batch []Seq) time.Duration {
 // decodeStage is one step of micro-batch mb on stage pp: one new token per
 // request, the stage's work by the roofline plus its collectives.
 func (s side) decodeStage(pp int, mb []Seq) time.Duration {
-	nl := float64(s.m.Layers / s.l.PP)
 	act := float64(len(mb)) * float64(s.m.Hidden*s.m.ActBytes)
 	var per time.Duration
 	if s.l.CP > 1 {
 		per += s.allreduce(s.cpMembers(mb[0].DP, pp), act)
 	}
-	if !s.l.AttentionDP {
-		w := s.decodeWork(pp, mb)
-		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
-		return seconds(s.roofline(w.flops, w.bytes)) + time.Duration(nl)*per
-	}
-	// Attention-DP: each DP index's attention on its own ranks (in
-	// parallel: the slowest counts), then the FFN over every rank.
-	var slowest float64
-	for _, part := range byDP(mb) {
-		w := s.decodeAttn(pp, part)
-		slowest = max(slowest, s.roofline(w.flops, w.bytes))
-	}
-	f := s.decodeFFN(pp, mb)
-	per += s.allreduce(s.ffnMembers(pp), act)
-	return seconds(slowest+s.roofline(f.flops, f.bytes)) + time.Duration(nl)*per
+	return s.stageTime(pp, mb, act, per, s.decodeAttn, s.decodeFFN)
 }
 
 // decodeWork is one rank's work in one decode step of mb on stage pp
 // (without attention-DP): attention and FFN together.
 func (s side) decodeWork(pp int, mb []Seq) work {
-	w := s.decodeAttn(pp, mb)
-	w.add(s.decodeFFN(pp, mb))
-	return w
+	return sum(pp, mb, s.decodeAttn, s.decodeFFN)
 }
 
 // decodeAttn is the attention of one step: projections per token (not

@@ -33,34 +33,19 @@ func (s side) prefill(batch []Seq) time.Duration {
 // activations, or one over the FFN's ranks under attention-DP; a CP
 // allgather of the layer's KV).
 func (s side) prefillStage(pp int, mb []Seq) time.Duration {
-	nl := float64(s.m.Layers / s.l.PP)
 	all := tokens(mb)
 	act := all / float64(s.l.CP) * float64(s.m.Hidden*s.m.ActBytes)
 	var per time.Duration
 	if s.l.CP > 1 {
 		per += s.allgather(s.cpMembers(mb[0].DP, pp), all*s.kvBytesPerTokenLayer())
 	}
-	if !s.l.AttentionDP {
-		w := s.prefillWork(pp, mb)
-		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
-		return seconds(s.roofline(w.flops, w.bytes)) + time.Duration(nl)*per
-	}
-	var slowest float64
-	for _, part := range byDP(mb) {
-		w := s.prefillAttn(pp, part)
-		slowest = max(slowest, s.roofline(w.flops, w.bytes))
-	}
-	f := s.prefillFFN(pp, mb)
-	per += s.allreduce(s.ffnMembers(pp), act)
-	return seconds(slowest+s.roofline(f.flops, f.bytes)) + time.Duration(nl)*per
+	return s.stageTime(pp, mb, act, per, s.prefillAttn, s.prefillFFN)
 }
 
 // prefillWork is one rank's work prefilling mb on stage pp (without
 // attention-DP).
 func (s side) prefillWork(pp int, mb []Seq) work {
-	w := s.prefillAttn(pp, mb)
-	w.add(s.prefillFFN(pp, mb))
-	return w
+	return sum(pp, mb, s.prefillAttn, s.prefillFFN)
 }
 
 // prefillAttn is the attention of a prefill: projections 2*A FLOPs per

@@ -123,3 +123,33 @@ func (s side) stageTimes(micro [][]Seq, stage func(pp int, mb []Seq) time.Durati
 	}
 	return t, send
 }
+
+// stageTime is micro-batch mb on stage pp given its attention and FFN
+// work: without attention-DP one rank does both (the roofline of their
+// sum) with two TP allreduces of act per layer; with it each DP index's
+// attention runs on its own ranks (in parallel: the slowest counts), then
+// the FFN over every rank with one allreduce of act per layer. per is the
+// layer's other collectives (CP).
+func (s side) stageTime(pp int, mb []Seq, act float64, per time.Duration, attn, ffn func(int, []Seq) work) time.Duration {
+	nl := time.Duration(s.m.Layers / s.l.PP)
+	if !s.l.AttentionDP {
+		w := sum(pp, mb, attn, ffn)
+		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
+		return seconds(s.roofline(w.flops, w.bytes)) + nl*per
+	}
+	var slowest float64
+	for _, part := range byDP(mb) {
+		w := attn(pp, part)
+		slowest = max(slowest, s.roofline(w.flops, w.bytes))
+	}
+	f := ffn(pp, mb)
+	per += s.allreduce(s.ffnMembers(pp), act)
+	return seconds(slowest+s.roofline(f.flops, f.bytes)) + nl*per
+}
+
+// sum is attention and FFN together: one rank's whole work on mb.
+func sum(pp int, mb []Seq, attn, ffn func(int, []Seq) work) work {
+	w := attn(pp, mb)
+	w.add(ffn(pp, mb))
+	return w
+}
