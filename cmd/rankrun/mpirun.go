@@ -77,16 +77,8 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	}
 	final := w.Finalize(code)
 	if w.Rank() == 0 {
-		if err := (outputs{json: o.json}).finish(ctx, rep, nil, stdout); err != nil { // the files are written
-			var ee exitError
-			if errors.As(err, &ee) {
-				if ee.msg != "" {
-					fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
-				}
-			} else {
-				fmt.Fprintf(stderr, "rankrun: %v\n", err)
-				final = max(final, 1)
-			}
+		if sayFinish(stderr, (outputs{json: o.json}).finish(ctx, rep, nil, stdout), nil) { // the files are written
+			final = max(final, 1)
 		}
 	}
 	return exitError{code: final}
@@ -148,18 +140,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		code = 1 // a rank failed: its abort interrupted this one
 	}
 	o.brief = isInt
-	if ferr := o.finish(ctx, rep, err, stdout); ferr != nil {
-		// The run error is printed already; say what else failed (the
-		// trace, the records, stdout) or that the report is partial.
-		var ee exitError
-		if errors.As(ferr, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
-			}
-		} else if rest := strings.TrimPrefix(ferr.Error(), err.Error()); strings.TrimSpace(rest) != "" {
-			fmt.Fprintf(stderr, "rankrun: %s\n", strings.TrimSpace(rest))
-		}
-	}
+	sayFinish(stderr, o.finish(ctx, rep, err, stdout), err) // err is printed already
 	dctx, dcancel := context.WithTimeout(context.Background(), ackBound)
 	defer dcancel()
 	done(dctx)
@@ -187,4 +168,30 @@ func awaitKill() {
 	t := time.NewTimer(drainBound)
 	defer t.Stop()
 	<-t.C
+}
+
+// sayFinish prints what the error of outputs.finish adds to printed, the
+// run error already on stderr (nil: none): an exit message (an interrupt,
+// a report with errors), or what else failed (the trace, the records,
+// stdout). It reports whether something else failed.
+func sayFinish(stderr io.Writer, ferr, printed error) bool {
+	var ee exitError
+	if ferr == nil {
+		return false
+	}
+	if errors.As(ferr, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+		}
+		return false
+	}
+	msg := ferr.Error()
+	if printed != nil { // finish joins the run error and its own
+		msg = strings.TrimSpace(strings.TrimPrefix(msg, printed.Error()))
+	}
+	if msg == "" {
+		return false
+	}
+	fmt.Fprintf(stderr, "rankrun: %s\n", msg)
+	return true
 }
