@@ -86,13 +86,18 @@ done
 # C reference loop (comm/mpi/cref, linked into the test binary) and the Go
 # loop in the same processes, VSC_CHUNKS of each, so load moves both alike.
 VSC_CHUNKS=${VSC_CHUNKS:-15}
+# samejob BENCH CHUNKS NP: runs BENCH of the MPI test binary CHUNKS times
+# under mpirun -np NP; rank 0's output is in $tmp/o/1/rank.0/stdout.
+samejob() {
+	rm -rf "$tmp/o"
+	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$3" "$tmp/mpi.test" \
+		-test.run '^$' -test.bench "^$1\$" -test.benchtime "$2x" >/dev/null)
+}
 vsc=$tmp/vsc.txt
 : >"$vsc"
 for np in $NPS; do
 	echo "bench-mpi: same-job comparison, np=$np, $VSC_CHUNKS chunks each" >&2
-	rm -rf "$tmp/o"
-	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$np" "$tmp/mpi.test" \
-		-test.run '^$' -test.bench '^BenchmarkVsC$' -test.benchtime "${VSC_CHUNKS}x" >/dev/null)
+	samejob BenchmarkVsC "$VSC_CHUNKS" "$np"
 	awk -v np="$np" '/^BenchmarkVsC\// {
 		name = $1; sub(/^BenchmarkVsC\//, "", name); sub(/-[0-9]+$/, "", name)
 		r = 0; best = 0; c = 0; g = 0
@@ -113,9 +118,7 @@ status=$tmp/status.txt
 : >"$status"
 for np in $NPS; do
 	echo "bench-mpi: status check vs bare allgather, np=$np, $STATUS_CHUNKS chunks each" >&2
-	rm -rf "$tmp/o"
-	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$np" "$tmp/mpi.test" \
-		-test.run '^$' -test.bench '^BenchmarkStatusVsBare$' -test.benchtime "${STATUS_CHUNKS}x" >/dev/null)
+	samejob BenchmarkStatusVsBare "$STATUS_CHUNKS" "$np"
 	awk -v np="$np" '/^BenchmarkStatusVsBare\// {
 		name = $1; sub(/^BenchmarkStatusVsBare\/ids=/, "", name); sub(/-[0-9]+$/, "", name)
 		cb = 0; ck = 0; bare = 0
