@@ -108,6 +108,25 @@ func Unwrap(c Comm) Comm {
 	}
 }
 
+// LenderOf returns the outermost Lender of c and the communicators it
+// wraps (checked mode records what it forwards), or nil where the backend
+// does not lend bytes.
+func LenderOf(c Comm) Lender {
+	for {
+		if l, ok := c.(Lender); ok {
+			if l.LendsBytes() {
+				return l
+			}
+			return nil
+		}
+		w, ok := c.(Wrapper)
+		if !ok {
+			return nil
+		}
+		c = w.Unwrap()
+	}
+}
+
 // IsChecked reports whether c is in checked mode (under any wrappers).
 func IsChecked(c Comm) bool {
 	for {
@@ -339,6 +358,25 @@ func unpackBytes(buf []byte, v []int64) ([]byte, error) {
 // (MPI, where progress needs polling) are polled with a short back-off.
 type Notifier interface {
 	Notify() <-chan struct{}
+}
+
+// Progresser is an optional capability of a backend whose point-to-point
+// bytes move only while the process calls into it (MPI: a large message
+// travels in fragments, each waiting for a progress call on both sides).
+// Progress drives it for up to budget, returning early when a request
+// completes; false means nothing is in flight (there was nothing to drive).
+// A caller waiting for bytes it knows are moving calls it instead of
+// sleeping between polls, as MPI_Wait would spin.
+type Progresser interface {
+	Progress(budget time.Duration) bool
+}
+
+// ProgresserOf returns the progresser of the backend under c, or nil.
+func ProgresserOf(c Comm) Progresser {
+	if p, ok := Unwrap(c).(Progresser); ok {
+		return p
+	}
+	return nil
 }
 
 // NotifierOf returns c's notifier (looking through checked mode), or nil.

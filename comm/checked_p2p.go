@@ -5,6 +5,7 @@ package comm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -29,6 +30,53 @@ func (c *checked) Irecv(buf []byte, src, tag int) (Request, error) {
 	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
+
+// LendsBytes implements Lender: what the backend underneath does.
+func (c *checked) LendsBytes() bool {
+	l, ok := c.raw.(Lender)
+	return ok && l.LendsBytes()
+}
+
+// IsendParts implements Lender, recorded as a send.
+func (c *checked) IsendParts(parts [][]byte, dest, tag int) (Request, error) {
+	l, ok := c.raw.(Lender)
+	if !ok || !l.LendsBytes() {
+		return nil, fmt.Errorf("%w: IsendParts: backend %T does not lend bytes", ErrBadArgument, c.raw)
+	}
+	var path Path
+	path.capture()
+	req, err := l.IsendParts(parts, dest, tag)
+	if err != nil {
+		return nil, err
+	}
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindSend, dest, tag, &path)
+	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
+}
+
+// IrecvLoan implements Lender, recorded as a receive.
+func (c *checked) IrecvLoan(src, tag int) (Loan, error) {
+	l, ok := c.raw.(Lender)
+	if !ok || !l.LendsBytes() {
+		return nil, fmt.Errorf("%w: IrecvLoan: backend %T does not lend bytes", ErrBadArgument, c.raw)
+	}
+	var path Path
+	path.capture()
+	req, err := l.IrecvLoan(src, tag)
+	if err != nil {
+		return nil, err
+	}
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
+	return &checkedLoan{checkedReq: checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, loan: req}, nil
+}
+
+// checkedLoan is a recorded loan.
+type checkedLoan struct {
+	checkedReq
+	loan Loan
+}
+
+func (l *checkedLoan) Parts() [][]byte { return l.loan.Parts() }
+func (l *checkedLoan) Release()        { l.loan.Release() }
 
 // checkedReq ends the flight record of a point-to-point request when it
 // completes.

@@ -100,6 +100,43 @@ type Request interface {
 	Cancel() error
 }
 
+// Lender is an optional capability of a backend whose ranks share one
+// address space (comm/local): a message may be sent as parts, straight from
+// where its bytes lie, and received as a loan of the sender's bytes, so that
+// the receiver copies them where they belong on its own goroutine, in one
+// pass with whatever it checks, instead of the backend copying them into a
+// receive buffer first. This is what a one-sided read of registered memory
+// (RDMA, NVLink) gives a real KV transfer. Either side may also use the
+// plain calls: a plain Irecv matching IsendParts gets the parts copied one
+// after the other, and a loan matching a plain Isend lends its one buffer.
+// A wrapper (checked mode) implements the methods whatever it wraps, and
+// says through LendsBytes whether the backend underneath does.
+type Lender interface {
+	// LendsBytes reports whether IsendParts and IrecvLoan are available.
+	LendsBytes() bool
+	// IsendParts sends the concatenation of parts. The parts belong to the
+	// request until it is done, which is when the receiver has released
+	// them (a plain receive releases them at once).
+	IsendParts(parts [][]byte, dest, tag int) (Request, error)
+	// IrecvLoan posts a receive that, once Test reports done, lends the
+	// message's bytes (Loan.Parts) until Release.
+	IrecvLoan(src, tag int) (Loan, error)
+}
+
+// Loan is a receive posted with IrecvLoan.
+type Loan interface {
+	Request
+	// Parts returns the message, in order, once Test or Wait reported it
+	// done; nil before. The slices are the sender's: read them, never
+	// write, and not after Release.
+	Parts() [][]byte
+	// Release gives the bytes back; the sender's request completes. It may
+	// be called more than once. Cancel on a loan that matched returns
+	// ErrNotCancelled, as for any matched receive, and keeps the loan: the
+	// receiver still releases it.
+	Release()
+}
+
 // Gathered receives the result of AllgatherInt64s. Its buffers are reused
 // between calls, so a steady-state allgather does not allocate.
 type Gathered struct {

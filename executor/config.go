@@ -38,6 +38,8 @@ type Config struct {
 	Model    topology.Model
 	Workload Workload
 	Mode     transceiver.Mode
+	// Verify is how GEN checks the KV bytes it receives (full when zero).
+	Verify transceiver.Verify
 
 	// Compute cost model. Compute (nil: none) times each prefill batch and
 	// decode step from the layouts and the batch; PrefillPerToken and

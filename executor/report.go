@@ -23,6 +23,7 @@ type Report struct {
 	Gen         string   `json:"gen"`
 	Ranks       int      `json:"ranks"`
 	Mode        string   `json:"transfer_mode"`
+	Verify      string   `json:"verify"`
 	Workload    string   `json:"workload"`
 	Compute     string   `json:"compute,omitempty"` // the compute cost model, "" with none
 	Replays     string   `json:"replays"`
@@ -119,7 +120,7 @@ func (ir *InstanceReport) add(rr RankReport) {
 }
 
 func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report {
-	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
+	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(), Verify: cfg.Verify.String(),
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
 			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
 		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}}
@@ -188,7 +189,7 @@ func (r *Report) OK() bool {
 
 // WriteText renders the human-readable report.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer", r.Ctx, r.Gen, r.Ranks, r.Mode)
+	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer, verify %s", r.Ctx, r.Gen, r.Ranks, r.Mode, r.Verify)
 	if r.Sim != nil {
 		fmt.Fprintf(w, ", simulated (seed %d, %s schedule, %s links; every time is virtual; %.2f s of wall time)",
 			r.Sim.Seed, r.Sim.Strategy, r.Sim.Hardware, r.WallSeconds)

@@ -54,6 +54,7 @@ type benchOpts struct {
 	ctxBlocks int
 	genBlocks int
 	checked   bool
+	verify    transceiver.Verify
 	faults    func(role topology.Role, rank int) *transceiver.Faults
 	noXcvr    bool // groups only, no transceiver
 }
@@ -93,7 +94,7 @@ func withRanks(b *testing.B, o benchOpts, body func(ctx context.Context, r *benc
 		}
 		r.tr, err = transceiver.New(transceiver.Config{Role: g.Role, Ctx: ctxL, Gen: genL, Model: o.model, Rank: g.Rank,
 			World: c, Scope: g.Scope, Pool: r.pool, SenderWaitSlice: time.Second, GenPollInterval: time.Second,
-			TransferTimeout: time.Hour, Faults: faults})
+			TransferTimeout: time.Hour, Faults: faults, Verify: o.verify})
 		if err != nil {
 			return err
 		}
@@ -321,7 +322,9 @@ const xferGen = 4
 
 func BenchmarkTransfer(b *testing.B) {
 	for _, sz := range xferSizes {
-		b.Run("frag="+sz.name+"/transfer", func(b *testing.B) { benchTransfer(b, sz.tokens) })
+		b.Run("frag="+sz.name+"/transfer", func(b *testing.B) { benchTransfer(b, sz.tokens, transceiver.VerifyFull) })
+		b.Run("frag="+sz.name+"/transfer-checksum", func(b *testing.B) { benchTransfer(b, sz.tokens, transceiver.VerifyChecksum) })
+		b.Run("frag="+sz.name+"/transfer-off", func(b *testing.B) { benchTransfer(b, sz.tokens, transceiver.VerifyOff) })
 		b.Run("frag="+sz.name+"/p2p", func(b *testing.B) { benchBareP2P(b, sz.tokens) })
 		b.Run("frag="+sz.name+"/memmove", func(b *testing.B) { benchMemmove(b, sz.tokens) })
 	}
@@ -334,7 +337,7 @@ func fragBytes(tokens int) int {
 // benchTransfer: per op, GEN posts the receive (untimed), CTX prefills
 // (untimed), then, timed from CTX rank 0: StartSend and status checks until
 // the request is reaped (every GEN rank acknowledged a verified fragment).
-func benchTransfer(b *testing.B, tokens int) {
+func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	blocks := xferModel.Blocks(tokens)
 	bytes := int64(fragBytes(tokens)) * xferGen
 	b.SetBytes(bytes)
@@ -342,7 +345,7 @@ func benchTransfer(b *testing.B, tokens int) {
 	n := b.N
 	var xfer atomic.Int64
 	var moved atomic.Int64
-	o := benchOpts{ctx: "tp=1", gen: fmt.Sprintf("tp=%d", xferGen), model: xferModel, ctxBlocks: blocks, genBlocks: blocks}
+	o := benchOpts{ctx: "tp=1", gen: fmt.Sprintf("tp=%d", xferGen), model: xferModel, ctxBlocks: blocks, genBlocks: blocks, verify: verify}
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
 		var total time.Duration
 		for i := range n + 1 { // the first is a warm-up

@@ -6,8 +6,9 @@ package transceiver
 // transceiver's goroutine; not safe for concurrent use.
 type bufPool struct {
 	free  map[int][][]byte
-	bytes int // bytes held
-	limit int // most bytes to hold
+	lists [][][]byte // part lists of lending sends, emptied
+	bytes int        // bytes held
+	limit int        // most bytes to hold
 }
 
 // defaultBufLimit bounds the bytes kept for reuse per transceiver.
@@ -33,4 +34,25 @@ func (p *bufPool) put(b []byte) {
 	}
 	p.free[len(b)] = append(p.free[len(b)], b)
 	p.bytes += cap(b)
+}
+
+// getParts returns an empty part list with room for n parts.
+func (p *bufPool) getParts(n int) [][]byte {
+	for i := len(p.lists) - 1; i >= 0; i-- {
+		if l := p.lists[i]; cap(l) >= n {
+			p.lists[i] = p.lists[len(p.lists)-1]
+			p.lists = p.lists[:len(p.lists)-1]
+			return l
+		}
+	}
+	return make([][]byte, 0, n)
+}
+
+// putParts keeps l for reuse (at most a few lists), dropping its slices.
+func (p *bufPool) putParts(l [][]byte) {
+	if l == nil || len(p.lists) >= 16 {
+		return
+	}
+	clear(l)
+	p.lists = append(p.lists, l[:0])
 }

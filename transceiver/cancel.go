@@ -48,6 +48,11 @@ func (t *Transceiver) withdrawAll(s *session, stuck map[int]bool) {
 		if t.withdraw(fs) != nil {
 			if _, done, _ := fs.req.Test(); !done {
 				stuck[fs.peer] = true
+			} else if fs.loan != nil {
+				// Matched, never to be read: give the sender its bytes
+				// back, or its send never completes.
+				fs.loan.Release()
+				fs.loan = nil
 			}
 		}
 	}

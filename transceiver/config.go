@@ -44,6 +44,45 @@ func ParseMode(s string) (Mode, error) {
 	return Async, fmt.Errorf("transceiver: transfer mode %q: must be async or sync", s)
 }
 
+// Verify is how a GEN rank checks the KV bytes it receives. Every mode
+// checks the header, the fragment's geometry and its length.
+type Verify uint8
+
+// Verify modes.
+const (
+	// VerifyFull checks every byte against the KV pattern while copying it
+	// into the destination blocks (the default).
+	VerifyFull Verify = iota
+	// VerifyChecksum checks a CRC-32C of the payload that the CTX rank
+	// computed over what it sent, computed again over what was copied.
+	VerifyChecksum
+	// VerifyOff copies only.
+	VerifyOff
+)
+
+func (v Verify) String() string {
+	switch v {
+	case VerifyChecksum:
+		return "checksum"
+	case VerifyOff:
+		return "off"
+	}
+	return "full"
+}
+
+// ParseVerify parses "full", "checksum" or "off".
+func ParseVerify(s string) (Verify, error) {
+	switch s {
+	case "full", "":
+		return VerifyFull, nil
+	case "checksum":
+		return VerifyChecksum, nil
+	case "off":
+		return VerifyOff, nil
+	}
+	return VerifyFull, fmt.Errorf("transceiver: verify %q: must be full, checksum or off", s)
+}
+
 // Sentinel errors.
 var (
 	ErrConfig    = errors.New("transceiver: bad configuration")
@@ -96,8 +135,11 @@ type Config struct {
 	// TransferTimeout is the overall deadline of one transfer, after which
 	// it is cancelled (default 60 s).
 	TransferTimeout time.Duration
-	Replays         Replays
-	Log             *zap.Logger
+	// Verify is how GEN checks received bytes (VerifyFull when zero); it
+	// must be the same on every rank.
+	Verify  Verify
+	Replays Replays
+	Log     *zap.Logger
 	// Clock is the time source of every timestamp, deadline and timed
 	// wait (clock.Real() when nil).
 	Clock clock.Clock
@@ -152,6 +194,9 @@ func (c *Config) fill() error {
 	}
 	if c.TransferTimeout <= 0 {
 		c.TransferTimeout = DefaultTransferTimeout
+	}
+	if c.Verify > VerifyOff {
+		return fmt.Errorf("%w: Verify %d: must be VerifyFull, VerifyChecksum or VerifyOff", ErrConfig, c.Verify)
 	}
 	if c.Log == nil {
 		c.Log = zap.NewNop()

@@ -2,6 +2,7 @@ package transceiver_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +54,19 @@ func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error)
 		return nil, err
 	}
 	return &counting{Comm: child, n: c.n}, nil
+}
+
+// packing hides the backend's lending (comm.LenderOf finds a Lender that
+// does not lend) and keeps its other capabilities reachable.
+type packing struct{ comm.Comm }
+
+func (p packing) Unwrap() comm.Comm { return p.Comm }
+func (packing) LendsBytes() bool    { return false }
+func (packing) IsendParts([][]byte, int, int) (comm.Request, error) {
+	return nil, errors.New("packing: IsendParts called although LendsBytes is false")
+}
+func (packing) IrecvLoan(int, int) (comm.Loan, error) {
+	return nil, errors.New("packing: IrecvLoan called although LendsBytes is false")
 }
 
 // groups are one rank's communicators: its instance and its consensus
@@ -108,6 +122,10 @@ type setupOpts struct {
 	replays    transceiver.Replays
 	faults     func(role topology.Role, rank int) *transceiver.Faults
 	collTimout time.Duration
+	verify     transceiver.Verify
+	// pack hides the backend's lending, so the packed path (MPI's and the
+	// simulator's) runs in-process.
+	pack bool
 	// clock is every rank's clock (the real one when nil). A frozen
 	// clock.Manual proves a wait ended on an event: a wait on a deadline
 	// would never end, and the test would fail at its own bound.
@@ -136,6 +154,10 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 	defer cancel()
 	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: true, Timeout: o.collTimout}, func(ctx context.Context, c comm.Comm) error {
 		world := newCounting(c)
+		var xworld comm.Comm = world
+		if o.pack {
+			xworld = packing{world}
+		}
 		g, err := setupGroups(ctx, world, ctxL, genL)
 		if err != nil {
 			return err
@@ -158,8 +180,8 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 			faults = o.faults(g.Role, g.Rank)
 		}
 		tr, err := transceiver.New(transceiver.Config{Role: g.Role, Ctx: ctxL, Gen: genL, Model: testModel, Rank: g.Rank,
-			World: world, Scope: g.Scope, Pool: pool, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
-			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults, Clock: o.clock})
+			World: xworld, Scope: g.Scope, Pool: pool, SenderWaitSlice: o.slice, GenPollInterval: o.genPoll,
+			TransferTimeout: o.timeout, Replays: o.replays, Faults: faults, Clock: o.clock, Verify: o.verify})
 		if err != nil {
 			return err
 		}

@@ -27,6 +27,13 @@ func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 
 
 const patternStep = 0xD6E8FEB86659FD93
 
+// patternStep times 2, 3 and 4, modulo 2^64 (the unrolled check's strides).
+const (
+	patternStep2 = 0xadd1fd70ccb3fb26
+	patternStep3 = 0x84bafc29330df8b9
+	patternStep4 = 0x5ba3fae19967f64c
+)
+
 // littleEndian: the machine stores words as the pattern defines them, so
 // aligned segments can be filled and checked a word at a time.
 var littleEndian = func() bool {
@@ -143,4 +150,65 @@ func Prefill(pool *gpu.Pool, s topology.Shard, id request.ID) {
 		// not after the scheduler's 10 ms preemption slice.
 		runtime.Gosched()
 	}
+}
+
+// copyCheckRun copies src into dst (one run: heads [headLo, headHi) of
+// tpb tokens, hb bytes each, the first token being request token token0)
+// and checks, in the same pass, that every segment holds the pattern of
+// (req, layer, kv, head, token). On a mismatch it stops and returns that
+// head and token (within the block) with ok false.
+func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	dst = dst[:len(src)]
+	dw, sw := words(dst), words(src)
+	nw := hb / 8
+	if dw == nil || sw == nil || hb%8 != 0 {
+		copy(dst, src)
+		for head = headLo; head < headHi; head++ {
+			for tok = range tpb {
+				at := ((head-headLo)*tpb + tok) * hb
+				if !checkSegment(dst[at:at+hb], patternSeed(req, layer, kv, head, token0+tok)) {
+					return head, tok, false
+				}
+			}
+		}
+		return 0, 0, true
+	}
+	k := 0
+	for head = headLo; head < headHi; head++ {
+		for tok = range tpb {
+			if copyCheckWords(dw[k:k+nw], sw[k:k+nw], patternSeed(req, layer, kv, head, token0+tok)) != 0 {
+				return head, tok, false
+			}
+			k += nw
+		}
+	}
+	return 0, 0, true
+}
+
+// copyCheckWords copies src into dst and returns the OR of every word's
+// difference from the pattern w, w+step, ...: zero when all match. Four
+// words a step, on independent chains, run about half again as fast as one.
+func copyCheckWords(dst, src []uint64, w uint64) uint64 {
+	var b0, b1 uint64
+	dst = dst[:len(src)] // one bounds check, not one a word
+	w1, w2, w3 := w+patternStep, w+patternStep2, w+patternStep3
+	i := 0
+	for ; i+4 <= len(src); i += 4 {
+		s := src[i : i+4 : i+4]
+		d := dst[i : i+4 : i+4]
+		v0, v1, v2, v3 := s[0], s[1], s[2], s[3]
+		d[0], d[1], d[2], d[3] = v0, v1, v2, v3
+		b0 |= (v0 ^ w) | (v1 ^ w1)
+		b1 |= (v2 ^ w2) | (v3 ^ w3)
+		w += patternStep4
+		w1 += patternStep4
+		w2 += patternStep4
+		w3 += patternStep4
+	}
+	for ; i < len(src); i++ {
+		dst[i] = src[i]
+		b0 |= src[i] ^ w
+		w += patternStep
+	}
+	return b0 | b1
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"time"
 
@@ -44,14 +43,12 @@ func (t *Transceiver) StartReceive(req Request) error {
 			s.frags = append(s.frags, fs)
 			continue
 		}
-		fs.msg = t.bufs.get(HeaderSize + payload)
-		q, err := t.cfg.World.Irecv(fs.msg, fs.peer, s.dataTag)
-		if err != nil {
+		if err := t.postReceive(&fs); err != nil {
 			t.withdrawAll(s, map[int]bool{})
 			t.endLease(s)
 			return fmt.Errorf("transceiver: post fragment receive for request %d: %w", req.ID, err)
 		}
-		fs.req, fs.posted = q, true
+		fs.posted = true
 		s.frags = append(s.frags, fs)
 	}
 	t.addSession(s)
@@ -98,15 +95,15 @@ func (t *Transceiver) progressRecv(s *session) {
 			if done {
 				fs.done = true
 				status := CodeOK
+				parts, free := t.received(fs, st)
 				if err == nil {
-					err = t.acceptFragment(s, fs, fs.msg[:st.Len])
+					err = t.acceptFragment(s, fs, parts)
 				}
+				free()
 				if err != nil {
 					status = CodeVerify
 					s.fail(err.Error())
 				}
-				t.bufs.put(fs.msg)
-				fs.msg = nil
 				if t.cfg.Faults == nil || !t.cfg.Faults.DropAck[s.req.ID] {
 					_ = t.sendControl(fs.peer, Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status})
 				}
@@ -139,50 +136,6 @@ func (t *Transceiver) progressRecv(s *session) {
 	default:
 		t.setTerminal(s, StateTransferred, "")
 	}
-}
-
-// acceptFragment checks a received fragment's header against what was
-// expected, verifies every byte of the pattern and unpacks it.
-func (t *Transceiver) acceptFragment(s *session, fs *fragState, msg []byte) error {
-	h, payload, err := DecodeMessage(msg)
-	if err != nil {
-		return fmt.Errorf("fragment from ctx rank %d: %w", fs.f.CtxRank, err)
-	}
-	f := fs.f
-	if h.Kind != KindFragment || request.ID(h.RequestID) != s.req.ID || int(h.LayerLo) != f.LayerLo || int(h.LayerHi) != f.LayerHi ||
-		int(h.HeadLo) != f.HeadLo || int(h.HeadHi) != f.HeadHi || int(h.BlockMod) != f.BlockMod || int(h.BlockRem) != f.BlockRem {
-		return fmt.Errorf("fragment from ctx rank %d: header %+v does not match the expected %s of request %d", f.CtxRank, h, f, s.req.ID)
-	}
-	if len(payload) != fs.payload {
-		return fmt.Errorf("fragment from ctx rank %d: %d payload bytes, expected %d", f.CtxRank, len(payload), fs.payload)
-	}
-	t.stats.BytesReceived += int64(len(payload))
-	s.bytes += int64(len(payload))
-	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
-	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
-	pos := 0
-	for b := f.BlockRem; b < totalBlocks; b += f.BlockMod {
-		local, ok := t.shard.LocalBlock(b)
-		if !ok {
-			return fmt.Errorf("fragment %s covers block %d that gen rank %d does not hold", f, b, t.cfg.Rank)
-		}
-		blk := t.cfg.Pool.Block(s.blocks[local])
-		for layer := f.LayerLo; layer < f.LayerHi; layer++ {
-			for kv := topology.K; kv <= topology.V; kv++ {
-				off := t.shard.Offset(layer, kv, f.HeadLo, 0)
-				copy(blk[off:off+run], payload[pos:pos+run])
-				pos += run
-			}
-		}
-		if l, kv, head, tok, ok := VerifyBlock(blk, t.shard, uint64(s.req.ID), b, f.LayerLo, f.LayerHi, f.HeadLo, f.HeadHi); !ok {
-			return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
-				s.req.ID, b, f.CtxRank, l, kv, head, tok)
-		}
-		runtime.Gosched() // see Prefill: let woken ranks run between blocks
-	}
-	s.verified += int64(len(payload))
-	t.stats.BytesVerified += int64(len(payload))
-	return nil
 }
 
 // ReceiveSync blocks this GEN rank in a rank-local receive until request

@@ -1,9 +1,7 @@
 package transceiver
 
 import (
-	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 
 	"github.com/rankrun/rankrun/topology"
@@ -74,7 +72,8 @@ func (t *Transceiver) progressSend(s *session) {
 			if _, done, err := fs.req.Test(); done {
 				fs.done = true
 				t.bufs.put(fs.msg)
-				fs.msg = nil
+				t.bufs.putParts(fs.parts)
+				fs.msg, fs.parts = nil, nil
 				if err != nil {
 					s.fail(err.Error())
 				}
@@ -105,52 +104,4 @@ func (t *Transceiver) progressSend(s *session) {
 	case t.clk.Now().After(s.deadline):
 		t.tryCancel(s, "transfer deadline passed")
 	}
-}
-
-func (t *Transceiver) postFragment(s *session, fs *fragState) error {
-	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
-	payload := t.mapping.FragmentBytes(fs.f, fs.f.BlockCount(totalBlocks))
-	msg := t.bufs.get(HeaderSize + payload)
-	p := msg[HeaderSize:HeaderSize]
-	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
-	for b := fs.f.BlockRem; b < totalBlocks; b += fs.f.BlockMod {
-		local, ok := t.shard.LocalBlock(b)
-		if !ok {
-			return fmt.Errorf("fragment %s covers block %d that ctx rank %d does not hold", fs.f, b, t.cfg.Rank)
-		}
-		blk := t.cfg.Pool.Block(s.blocks[local])
-		for layer := fs.f.LayerLo; layer < fs.f.LayerHi; layer++ {
-			for kv := topology.K; kv <= topology.V; kv++ {
-				off := t.shard.Offset(layer, kv, fs.f.HeadLo, 0)
-				p = append(p, blk[off:off+run]...)
-			}
-		}
-		runtime.Gosched() // see Prefill: let woken ranks run between blocks
-	}
-	if len(p) != payload {
-		return fmt.Errorf("fragment %s packed %d bytes, expected %d", fs.f, len(p), payload)
-	}
-	if t.cfg.Faults != nil && t.cfg.Faults.CorruptFragment[s.req.ID] && payload > 0 {
-		p[payload/2] ^= 0xFF
-	}
-	h := Header{Kind: KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
-		LayerLo: uint16(fs.f.LayerLo), LayerHi: uint16(fs.f.LayerHi), HeadLo: uint16(fs.f.HeadLo), HeadHi: uint16(fs.f.HeadHi),
-		BlockMod: uint16(fs.f.BlockMod), BlockRem: uint16(fs.f.BlockRem), BlockCount: uint32(totalBlocks)}
-	// The payload is already in place after the header: write the header
-	// in front of it instead of copying the payload again.
-	h.PayloadLen = uint32(payload)
-	if err := h.Put(msg[:HeaderSize]); err != nil {
-		return fmt.Errorf("fragment header: %w", err)
-	}
-	q, err := t.cfg.World.Isend(msg, fs.peer, fs.dataTag)
-	if err != nil {
-		return fmt.Errorf("send fragment to world rank %d: %w", fs.peer, err)
-	}
-	fs.msg, fs.req, fs.posted, fs.payload = msg, q, true, payload
-	s.bytes += int64(payload)
-	t.stats.BytesSent += int64(payload)
-	if s.state < StateTransferring {
-		s.state = StateTransferring
-	}
-	return nil
 }

@@ -17,9 +17,11 @@ import (
 
 type fragState struct {
 	f       topology.Fragment
-	peer    int    // world rank of the other side
-	dataTag int    // -1 until known (CTX)
-	msg     []byte // CTX: the packed message; GEN: the receive buffer
+	peer    int       // world rank of the other side
+	dataTag int       // -1 until known (CTX)
+	msg     []byte    // CTX: the packed message (or, lending, its header); GEN: the receive buffer
+	parts   [][]byte  // CTX, lending: header then the runs, straight from the blocks
+	loan    comm.Loan // GEN, lending: the receive (also req)
 	req     comm.Request
 	posted  bool
 	done    bool // CTX: send completed; GEN: received and checked

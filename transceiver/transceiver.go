@@ -53,6 +53,8 @@ type Transceiver struct {
 	finished    map[request.ID]bool
 	finishedQ   []request.ID
 	bufs        bufPool
+	lender      comm.Lender     // World, where it lends bytes (nil: pack and copy)
+	progress    comm.Progresser // World's backend, where bytes move only while called
 	closed      bool
 	clk         clock.Clock
 	waiter      clock.Waiter
@@ -85,6 +87,8 @@ func New(cfg Config) (*Transceiver, error) {
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}
+	t.lender = comm.LenderOf(cfg.World)
+	t.progress = comm.ProgresserOf(cfg.World)
 	if err := t.postControl(); err != nil {
 		return nil, err
 	}

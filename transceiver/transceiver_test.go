@@ -57,6 +57,33 @@ func release(r *rank, reaped []transceiver.Reaped) error {
 // this rank's group, returning what was reaped. The loop condition is an
 // agreed value, so every rank of the group leaves it together.
 func drain(ctx context.Context, r *rank, want int) ([]transceiver.Reaped, error) {
+	return drainWith(ctx, r, want, nil)
+}
+
+// heldBytesOK checks, independently of the transceiver's own verification,
+// that a GEN rank's blocks of every completed request hold the KV pattern.
+func heldBytesOK(r *rank, reaped []transceiver.Reaped) error {
+	if r.role != topology.Generation {
+		return nil
+	}
+	sh := r.tr.Shard()
+	for _, x := range reaped {
+		if x.Status != request.Completed {
+			continue
+		}
+		for j, b := range r.pool.Blocks(x.ID) {
+			blk := j*sh.CP + sh.CPIndex
+			if l, kv, h, tok, ok := transceiver.VerifyBlock(r.pool.Block(b), sh, uint64(x.ID), blk, sh.LayerLo, sh.LayerHi, sh.HeadLo, sh.HeadHi); !ok {
+				return errorf("gen rank %d: request %d block %d: layer %d %v head %d token %d does not hold the pattern", r.groups.Rank, x.ID, blk, l, kv, h, tok)
+			}
+		}
+	}
+	return nil
+}
+
+// drainWith is drain with check called on every batch of reaped requests
+// before their blocks are released.
+func drainWith(ctx context.Context, r *rank, want int, check func(*rank, []transceiver.Reaped) error) ([]transceiver.Reaped, error) {
 	var all []transceiver.Reaped
 	for len(all) < want {
 		if ctx.Err() != nil {
@@ -71,6 +98,11 @@ func drain(ctx context.Context, r *rank, want int) ([]transceiver.Reaped, error)
 		}
 		if err != nil {
 			return all, err
+		}
+		if check != nil {
+			if err := check(r, res.Reaped); err != nil {
+				return all, err
+			}
 		}
 		if err := release(r, res.Reaped); err != nil {
 			return all, err
@@ -97,49 +129,71 @@ func requests(n int) []transceiver.Request {
 	return out
 }
 
+// TestTransferMovesEveryByte: every byte lands where it belongs (checked
+// on the GEN blocks by the test itself) whether the bytes are lent or
+// packed, and each verify mode counts what it verified.
 func TestTransferMovesEveryByte(t *testing.T) {
-	for _, tc := range []struct{ ctx, gen string }{
+	type layouts struct{ ctx, gen string }
+	all := []layouts{
 		{"tp=1", "tp=4"},
 		{"tp=4", "tp=1"},
 		{"tp=2,pp=2", "tp=4"},
 		{"tp=2", "tp=2,pp=2"},
 		{"tp=1", "tp=8"}, // more GEN ranks than heads... 8 heads: one each
-	} {
-		t.Run(tc.ctx+"->"+tc.gen, func(t *testing.T) {
-			reqs := requests(12)
-			runRanks(t, setupOpts{ctx: tc.ctx, gen: tc.gen}, func(ctx context.Context, r *rank) error {
-				for _, q := range reqs {
-					var err error
-					if r.role == topology.Generation {
-						err = startRecv(r, q)
-					} else if err = prefill(r, q); err == nil {
-						err = r.tr.StartSend(q)
-					}
-					if err != nil {
-						return err
-					}
-				}
-				reaped, err := drain(ctx, r, len(reqs))
-				if err != nil {
-					return err
-				}
-				var verified int64
-				for _, x := range reaped {
-					if x.Status != request.Completed {
-						return errorf("%s rank %d: request %d ended %s: %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
-					}
-					verified += x.Verified
-				}
-				st := r.tr.Stats()
-				if r.role == topology.Generation {
-					if verified == 0 || verified != st.BytesReceived || st.BytesVerified != st.BytesReceived {
-						return errorf("gen rank %d: verified %d of %d received bytes", r.groups.Rank, st.BytesVerified, st.BytesReceived)
-					}
-				}
-				return nil
-			})
-		})
 	}
+	for _, pack := range []bool{false, true} {
+		for _, v := range []transceiver.Verify{transceiver.VerifyFull, transceiver.VerifyChecksum, transceiver.VerifyOff} {
+			cases := all
+			if pack || v != transceiver.VerifyFull {
+				cases = all[:3]
+			}
+			for _, tc := range cases {
+				t.Run(fmt.Sprintf("pack=%v/verify=%s/%s->%s", pack, v, tc.ctx, tc.gen), func(t *testing.T) {
+					moveEveryByte(t, setupOpts{ctx: tc.ctx, gen: tc.gen, pack: pack, verify: v})
+				})
+			}
+		}
+	}
+}
+
+func moveEveryByte(t *testing.T, o setupOpts) {
+	reqs := requests(12)
+	runRanks(t, o, func(ctx context.Context, r *rank) error {
+		for _, q := range reqs {
+			var err error
+			if r.role == topology.Generation {
+				err = startRecv(r, q)
+			} else if err = prefill(r, q); err == nil {
+				err = r.tr.StartSend(q)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		reaped, err := drainWith(ctx, r, len(reqs), heldBytesOK)
+		if err != nil {
+			return err
+		}
+		var verified int64
+		for _, x := range reaped {
+			if x.Status != request.Completed {
+				return errorf("%s rank %d: request %d ended %s: %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
+			}
+			verified += x.Verified
+		}
+		st := r.tr.Stats()
+		if r.role == topology.Generation {
+			want := st.BytesReceived
+			if o.verify == transceiver.VerifyOff {
+				want = 0
+			}
+			if st.BytesReceived == 0 || verified != want || st.BytesVerified != want {
+				return errorf("gen rank %d, verify %s: verified %d (sessions say %d) of %d received bytes, want %d",
+					r.groups.Rank, o.verify, st.BytesVerified, verified, st.BytesReceived, want)
+			}
+		}
+		return nil
+	})
 }
 
 // The seven cases of seed 000's bounded-poll tests, on a manual clock: a

@@ -278,27 +278,28 @@ func EncodeMessage(dst []byte, h Header, payload []byte) []byte {
 	return append(dst, payload...)
 }
 
-// DecodeMessage parses one whole message. It returns the header and the
-// payload, a sub-slice of msg (not a copy). Every error wraps ErrMalformed
-// and names the problem; no input makes it panic.
-func DecodeMessage(msg []byte) (Header, []byte, error) {
+// DecodeHeader decodes and validates the header at the start of msg
+// without looking at what follows it (DecodeMessage checks the payload's
+// length and checksum; a receiver that checks them while copying the
+// payload elsewhere calls this).
+func DecodeHeader(msg []byte) (Header, error) {
 	var h Header
 	if len(msg) < HeaderSize {
-		return h, nil, fmt.Errorf("%w: truncated header: need %d bytes, have %d", ErrMalformed, HeaderSize, len(msg))
+		return h, fmt.Errorf("%w: truncated header: need %d bytes, have %d", ErrMalformed, HeaderSize, len(msg))
 	}
 	b := msg[:HeaderSize]
 	le := binary.LittleEndian
 	if [4]byte(b[offMagic:offMagic+4]) != wireMagic {
-		return h, nil, fmt.Errorf("%w: bad magic %q, want %q", ErrMalformed, b[offMagic:offMagic+4], wireMagic[:])
+		return h, fmt.Errorf("%w: bad magic %q, want %q", ErrMalformed, b[offMagic:offMagic+4], wireMagic[:])
 	}
 	if v := b[offVersion]; v != WireVersion {
-		return h, nil, fmt.Errorf("%w: unknown version %d (this build reads %d)", ErrMalformed, v, WireVersion)
+		return h, fmt.Errorf("%w: unknown version %d (this build reads %d)", ErrMalformed, v, WireVersion)
 	}
 	if got, want := le.Uint32(b[offHeaderCRC:]), headerCRC(b); got != want {
-		return h, nil, fmt.Errorf("%w: header checksum mismatch: header says %#08x, computed %#08x", ErrMalformed, got, want)
+		return h, fmt.Errorf("%w: header checksum mismatch: header says %#08x, computed %#08x", ErrMalformed, got, want)
 	}
 	if le.Uint16(b[offReserved1:]) != 0 || !allZero(b[offReserved2:offHeaderCRC]) {
-		return h, nil, fmt.Errorf("%w: reserved header bytes are not zero", ErrMalformed)
+		return h, fmt.Errorf("%w: reserved header bytes are not zero", ErrMalformed)
 	}
 	h = Header{
 		Kind:       Kind(b[offKind]),
@@ -318,6 +319,17 @@ func DecodeMessage(msg []byte) (Header, []byte, error) {
 		PayloadCRC: le.Uint32(b[offPayloadCRC:]),
 	}
 	if err := h.Validate(); err != nil {
+		return Header{}, err
+	}
+	return h, nil
+}
+
+// DecodeMessage parses one whole message. It returns the header and the
+// payload, a sub-slice of msg (not a copy). Every error wraps ErrMalformed
+// and names the problem; no input makes it panic.
+func DecodeMessage(msg []byte) (Header, []byte, error) {
+	h, err := DecodeHeader(msg)
+	if err != nil {
 		return Header{}, nil, err
 	}
 	payload := msg[HeaderSize:]

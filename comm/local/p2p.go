@@ -22,7 +22,11 @@ type request struct {
 	box    *mailbox
 	send   bool
 	buf    []byte
-	peer   int // recv: wanted source (or AnySource); send: sender rank
+	parts  [][]byte // send: IsendParts's message (buf is nil)
+	loan   bool     // recv: posted by IrecvLoan
+	lent   *request // loan: the send whose bytes it holds until Release
+	got    [][]byte // loan: the message, once matched
+	peer   int      // recv: wanted source (or AnySource); send: sender rank
 	tag    int
 	done   chan struct{}
 	notify chan struct{} // the poster\'s notifier
@@ -90,19 +94,133 @@ func matches(recv *request, src, tag int) bool {
 	return (recv.peer == comm.AnySource || recv.peer == src) && (recv.tag == comm.AnyTag || recv.tag == tag)
 }
 
-// deliver copies send into recv and completes both. Caller holds the box.
-func deliver(send, recv *request) {
-	n := copy(recv.buf, send.buf)
-	recv.st = comm.Status{Source: send.peer, Tag: send.tag, Len: n}
-	if len(send.buf) > len(recv.buf) {
-		recv.err = fmt.Errorf("%w: %d-byte message from rank %d tag %d into a %d-byte buffer",
-			comm.ErrTruncated, len(send.buf), send.peer, send.tag, len(recv.buf))
+// message returns a send's bytes as parts.
+func (q *request) message() [][]byte {
+	if q.parts != nil {
+		return q.parts
 	}
-	send.st = comm.Status{Source: send.peer, Tag: send.tag, Len: len(send.buf)}
+	return [][]byte{q.buf}
+}
+
+func partsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
+// deliver copies send into recv and completes both; a loan instead gets
+// the sender's bytes, and the send completes when the loan is released.
+// Caller holds the box.
+func deliver(send, recv *request) {
+	size := len(send.buf)
+	if send.parts != nil {
+		size = partsLen(send.parts)
+	}
+	send.st = comm.Status{Source: send.peer, Tag: send.tag, Len: size}
+	if recv.loan {
+		recv.st = send.st
+		recv.got, recv.lent = send.message(), send
+		close(recv.done)
+		poke(recv.notify)
+		return
+	}
+	n := 0
+	for _, p := range send.message() {
+		n += copy(recv.buf[n:], p)
+	}
+	recv.st = comm.Status{Source: send.peer, Tag: send.tag, Len: n}
+	if size > len(recv.buf) {
+		recv.err = fmt.Errorf("%w: %d-byte message from rank %d tag %d into a %d-byte buffer",
+			comm.ErrTruncated, size, send.peer, send.tag, len(recv.buf))
+	}
 	close(recv.done)
 	close(send.done)
 	poke(recv.notify)
 	poke(send.notify)
+}
+
+// Parts implements comm.Loan.
+func (q *request) Parts() [][]byte {
+	select {
+	case <-q.done:
+		return q.got
+	default:
+		return nil
+	}
+}
+
+// Release implements comm.Loan: the lending send completes.
+func (q *request) Release() {
+	b := q.box
+	b.mu.Lock()
+	send := q.lent
+	q.lent, q.got = nil, nil
+	b.mu.Unlock()
+	if send != nil {
+		close(send.done)
+		poke(send.notify)
+	}
+}
+
+// LendsBytes implements comm.Lender: goroutine ranks share memory.
+func (c *rankComm) LendsBytes() bool { return true }
+
+// IsendParts implements comm.Lender.
+func (c *rankComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, error) {
+	if err := c.usable("IsendParts"); err != nil {
+		return nil, err
+	}
+	if err := comm.CheckArgs(c, "IsendParts", dest, tag, false); err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		parts = [][]byte{}
+	}
+	return c.post(&request{box: &c.g.boxes[dest], send: true, parts: parts, peer: c.rank, tag: tag}), nil
+}
+
+// IrecvLoan implements comm.Lender.
+func (c *rankComm) IrecvLoan(src, tag int) (comm.Loan, error) {
+	if err := c.usable("IrecvLoan"); err != nil {
+		return nil, err
+	}
+	if err := comm.CheckArgs(c, "IrecvLoan", src, tag, true); err != nil {
+		return nil, err
+	}
+	q := &request{box: &c.g.boxes[c.rank], loan: true, peer: src, tag: tag}
+	c.post(q)
+	return q, nil
+}
+
+// post matches q against the other side's list of its mailbox, or queues
+// it there.
+func (c *rankComm) post(q *request) *request {
+	q.done, q.notify = make(chan struct{}), c.w.notify[c.WorldRank()]
+	b := q.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if q.send {
+		for i, recv := range b.recvs {
+			if matches(recv, c.rank, q.tag) {
+				b.recvs = append(b.recvs[:i], b.recvs[i+1:]...)
+				deliver(q, recv)
+				return q
+			}
+		}
+		b.sends = append(b.sends, q)
+		return q
+	}
+	for i, send := range b.sends {
+		if matches(q, send.peer, send.tag) {
+			b.sends = append(b.sends[:i], b.sends[i+1:]...)
+			deliver(send, q)
+			return q
+		}
+	}
+	b.recvs = append(b.recvs, q)
+	return q
 }
 
 func poke(ch chan struct{}) {
@@ -122,20 +240,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: Isend: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
-	b := &c.g.boxes[dest]
-	q := &request{box: b, send: true, buf: buf, peer: c.rank, tag: tag, done: make(chan struct{}), notify: c.w.notify[c.WorldRank()]}
-	b.mu.Lock()
-	for i, recv := range b.recvs {
-		if matches(recv, c.rank, tag) {
-			b.recvs = append(b.recvs[:i], b.recvs[i+1:]...)
-			deliver(q, recv)
-			b.mu.Unlock()
-			return q, nil
-		}
-	}
-	b.sends = append(b.sends, q)
-	b.mu.Unlock()
-	return q, nil
+	return c.post(&request{box: &c.g.boxes[dest], send: true, buf: buf, peer: c.rank, tag: tag}), nil
 }
 
 func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
@@ -148,18 +253,5 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: Irecv: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
-	b := &c.g.boxes[c.rank]
-	q := &request{box: b, buf: buf, peer: src, tag: tag, done: make(chan struct{}), notify: c.w.notify[c.WorldRank()]}
-	b.mu.Lock()
-	for i, send := range b.sends {
-		if matches(q, send.peer, send.tag) {
-			b.sends = append(b.sends[:i], b.sends[i+1:]...)
-			deliver(send, q)
-			b.mu.Unlock()
-			return q, nil
-		}
-	}
-	b.recvs = append(b.recvs, q)
-	b.mu.Unlock()
-	return q, nil
+	return c.post(&request{box: &c.g.boxes[c.rank], buf: buf, peer: src, tag: tag}), nil
 }

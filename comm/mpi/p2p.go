@@ -278,3 +278,23 @@ func (r *request) pollCancelledLocked() bool {
 // cancelBound is how long Cancel waits for a receive that had matched to
 // finish arriving before it gives up and leaves the receive in flight.
 const cancelBound = 200 * time.Millisecond
+
+// Progress implements comm.Progresser: it spins MPI's progress engine on
+// the oldest incomplete point-to-point request for up to budget (which
+// moves every request's bytes, not that one's only), and returns early
+// when that request completes. False when none is in flight.
+func (c *mpiComm) Progress(budget time.Duration) bool {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.finalized {
+		return false
+	}
+	for _, r := range e.inflight {
+		if !r.done && !r.cancelling {
+			r.testLocked(true, C.int64_t(budget.Nanoseconds()))
+			return true
+		}
+	}
+	return false
+}

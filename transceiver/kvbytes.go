@@ -1,0 +1,269 @@
+package transceiver
+
+// KV bytes on both sides of a fragment. The CTX rank gathers the
+// fragment's runs from its blocks: where the backend lends bytes
+// (comm.Lender: ranks in one address space) it sends the runs where they
+// lie, otherwise it packs them after the header into one message, with a
+// CRC-32C computed run by run while they are still in cache when
+// Config.Verify is VerifyChecksum. The GEN rank copies every run into its
+// blocks in one pass with its check: the KV pattern of each token for
+// VerifyFull, the CRC for VerifyChecksum, nothing for VerifyOff. Whatever
+// the mode, the header, the geometry and the length are checked.
+
+import (
+	"fmt"
+	"hash/crc32"
+	"runtime"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// eachRun calls fn with every run of fragment f in wire order: for each of
+// the fragment's blocks (request block b, held at blk), for each layer, K
+// then V, heads [HeadLo, HeadHi) of every token, blk[off:off+run]. side
+// names the rank in the error of a block it does not hold.
+func (t *Transceiver) eachRun(s *session, f topology.Fragment, side string, fn func(b int, blk []byte, layer int, kv topology.KV, off int) error) error {
+	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
+	for b := f.BlockRem; b < totalBlocks; b += f.BlockMod {
+		local, ok := t.shard.LocalBlock(b)
+		if !ok {
+			return fmt.Errorf("fragment %s covers block %d that %s rank %d does not hold", f, b, side, t.cfg.Rank)
+		}
+		blk := t.cfg.Pool.Block(s.blocks[local])
+		for layer := f.LayerLo; layer < f.LayerHi; layer++ {
+			for kv := topology.K; kv <= topology.V; kv++ {
+				if err := fn(b, blk, layer, kv, t.shard.Offset(layer, kv, f.HeadLo, 0)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// postFragment gathers fragment fs of s and posts its send.
+func (t *Transceiver) postFragment(s *session, fs *fragState) error {
+	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
+	payload := t.mapping.FragmentBytes(fs.f, fs.f.BlockCount(totalBlocks))
+	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
+	corrupt := t.cfg.Faults != nil && t.cfg.Faults.CorruptFragment[s.req.ID] && payload > 0
+	// A corrupted fragment is packed: the fault flips a byte of a copy,
+	// never of the CTX rank's own blocks.
+	lend := t.lender != nil && !corrupt
+	sum := t.cfg.Verify == VerifyChecksum
+	var msg []byte
+	var parts [][]byte
+	if lend {
+		msg = t.bufs.get(HeaderSize)
+		runs := 0
+		if run > 0 {
+			runs = payload / run
+		}
+		parts = append(t.bufs.getParts(1+runs), msg)
+	} else {
+		msg = t.bufs.get(HeaderSize + payload)
+	}
+	p := msg[HeaderSize:HeaderSize]
+	var crc uint32
+	n := 0
+	err := t.eachRun(s, fs.f, "ctx", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
+		r := blk[off : off+run]
+		if lend {
+			parts = append(parts, r)
+		} else {
+			at := len(p)
+			p = append(p, r...)
+			r = p[at:]
+			if layer == fs.f.LayerHi-1 && kv == topology.V {
+				runtime.Gosched() // see Prefill: let woken ranks run between blocks
+			}
+		}
+		if sum {
+			crc = crc32.Update(crc, castagnoli, r)
+		}
+		n += len(r)
+		return nil
+	})
+	if err == nil && n != payload {
+		err = fmt.Errorf("fragment %s packed %d bytes, expected %d", fs.f, n, payload)
+	}
+	if err != nil {
+		t.bufs.put(msg)
+		t.bufs.putParts(parts)
+		return err
+	}
+	if corrupt {
+		p[payload/2] ^= 0xFF // after the checksum: corrupted on the way
+	}
+	h := Header{Kind: KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
+		LayerLo: uint16(fs.f.LayerLo), LayerHi: uint16(fs.f.LayerHi), HeadLo: uint16(fs.f.HeadLo), HeadHi: uint16(fs.f.HeadHi),
+		BlockMod: uint16(fs.f.BlockMod), BlockRem: uint16(fs.f.BlockRem), BlockCount: uint32(totalBlocks),
+		PayloadLen: uint32(payload)}
+	if sum {
+		h.Flags, h.PayloadCRC = FlagPayloadCRC, crc
+	}
+	// The payload is already in place after the header (or lent): write
+	// the header in front of it instead of copying the payload again.
+	if err := h.Put(msg[:HeaderSize]); err != nil {
+		return fmt.Errorf("fragment header: %w", err)
+	}
+	var req comm.Request
+	if lend {
+		req, err = t.lender.IsendParts(parts, fs.peer, fs.dataTag)
+	} else {
+		req, err = t.cfg.World.Isend(msg, fs.peer, fs.dataTag)
+	}
+	if err != nil {
+		t.bufs.put(msg)
+		t.bufs.putParts(parts)
+		return fmt.Errorf("send fragment to world rank %d: %w", fs.peer, err)
+	}
+	fs.msg, fs.parts, fs.req, fs.posted, fs.payload = msg, parts, req, true, payload
+	s.bytes += int64(payload)
+	t.stats.BytesSent += int64(payload)
+	if s.state < StateTransferring {
+		s.state = StateTransferring
+	}
+	return nil
+}
+
+// postReceive posts the receive of fragment fs: a loan where the backend
+// lends bytes, else a buffer for the whole message.
+func (t *Transceiver) postReceive(fs *fragState) error {
+	if t.lender != nil {
+		l, err := t.lender.IrecvLoan(fs.peer, fs.dataTag)
+		if err != nil {
+			return err
+		}
+		fs.loan, fs.req = l, l
+		return nil
+	}
+	fs.msg = t.bufs.get(HeaderSize + fs.payload)
+	q, err := t.cfg.World.Irecv(fs.msg, fs.peer, fs.dataTag)
+	if err != nil {
+		t.bufs.put(fs.msg)
+		fs.msg = nil
+		return err
+	}
+	fs.req = q
+	return nil
+}
+
+// received is what a completed fragment receive holds, and frees it once
+// read: the loan goes back to the sender, the buffer to the pool.
+func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, free func()) {
+	if fs.loan != nil {
+		l := fs.loan
+		return l.Parts(), func() { l.Release(); fs.loan = nil }
+	}
+	msg := fs.msg
+	return [][]byte{msg[:st.Len]}, func() { t.bufs.put(msg); fs.msg = nil }
+}
+
+// acceptFragment checks a received fragment's header against what was
+// expected and copies its runs into the destination blocks, each in one
+// pass with the check Config.Verify asks for.
+func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte) error {
+	in := partReader{parts: parts}
+	f := fs.f
+	hb, ok := in.next(HeaderSize)
+	if !ok {
+		return fmt.Errorf("fragment from ctx rank %d: %w: truncated header: %d bytes", f.CtxRank, ErrMalformed, in.size())
+	}
+	h, err := DecodeHeader(hb)
+	if err != nil {
+		return fmt.Errorf("fragment from ctx rank %d: %w", f.CtxRank, err)
+	}
+	if h.Kind != KindFragment || request.ID(h.RequestID) != s.req.ID || int(h.LayerLo) != f.LayerLo || int(h.LayerHi) != f.LayerHi ||
+		int(h.HeadLo) != f.HeadLo || int(h.HeadHi) != f.HeadHi || int(h.BlockMod) != f.BlockMod || int(h.BlockRem) != f.BlockRem {
+		return fmt.Errorf("fragment from ctx rank %d: header %+v does not match the expected %s of request %d", f.CtxRank, h, f, s.req.ID)
+	}
+	if got := in.size(); got != fs.payload || int(h.PayloadLen) != got {
+		return fmt.Errorf("fragment from ctx rank %d: %d payload bytes (header says %d), expected %d", f.CtxRank, got, h.PayloadLen, fs.payload)
+	}
+	sum := t.cfg.Verify == VerifyChecksum
+	if flagged := h.Flags&FlagPayloadCRC != 0; flagged != sum {
+		return fmt.Errorf("fragment from ctx rank %d: payload checksum sent %v, but this rank verifies %s (every rank must use the same --verify)",
+			f.CtxRank, flagged, t.cfg.Verify)
+	}
+	t.stats.BytesReceived += int64(fs.payload)
+	s.bytes += int64(fs.payload)
+	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
+	var crc uint32
+	err = t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
+		src, _ := in.next(run)
+		dst := blk[off : off+run]
+		switch t.cfg.Verify {
+		case VerifyFull:
+			if head, tok, ok := copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb); !ok {
+				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
+					s.req.ID, b, f.CtxRank, layer, kv, head, tok)
+			}
+		case VerifyChecksum:
+			copy(dst, src)
+			crc = crc32.Update(crc, castagnoli, dst)
+		default:
+			copy(dst, src)
+		}
+		if layer == f.LayerHi-1 && kv == topology.V {
+			runtime.Gosched() // see Prefill: let woken ranks run between blocks
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sum && crc != h.PayloadCRC {
+		return fmt.Errorf("request %d fragment from ctx rank %d: payload checksum %#08x, header says %#08x", s.req.ID, f.CtxRank, crc, h.PayloadCRC)
+	}
+	if t.cfg.Verify != VerifyOff {
+		s.verified += int64(fs.payload)
+		t.stats.BytesVerified += int64(fs.payload)
+	}
+	return nil
+}
+
+// partReader reads a message given as parts, in order.
+type partReader struct {
+	parts   [][]byte
+	cur     []byte
+	scratch []byte
+}
+
+// size is the number of bytes left.
+func (r *partReader) size() int {
+	n := len(r.cur)
+	for _, p := range r.parts {
+		n += len(p)
+	}
+	return n
+}
+
+// next returns the next n bytes: a view where they lie in one part, a
+// copy where they straddle parts; false if fewer than n are left.
+func (r *partReader) next(n int) ([]byte, bool) {
+	for len(r.cur) == 0 && len(r.parts) > 0 {
+		r.cur, r.parts = r.parts[0], r.parts[1:]
+	}
+	if len(r.cur) >= n {
+		b := r.cur[:n]
+		r.cur = r.cur[n:]
+		return b, true
+	}
+	if r.size() < n {
+		return nil, false
+	}
+	r.scratch = r.scratch[:0]
+	for len(r.scratch) < n {
+		for len(r.cur) == 0 {
+			r.cur, r.parts = r.parts[0], r.parts[1:]
+		}
+		k := min(n-len(r.scratch), len(r.cur))
+		r.scratch = append(r.scratch, r.cur[:k]...)
+		r.cur = r.cur[k:]
+	}
+	return r.scratch, true
+}
