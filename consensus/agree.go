@@ -102,12 +102,18 @@ var ErrUnsorted = errors.New("consensus: words not strictly ascending by id")
 //
 // Agree is a collective: see Gatherer.
 func (g *Gatherer) Agree(ctx context.Context, scope []comm.Comm, mine []int64) ([]Decision, error) {
-	for i := 1; i < len(mine); i++ {
-		if mine[i-1]>>flagBits >= mine[i]>>flagBits {
-			return nil, fmt.Errorf("%w: id %d after %d", ErrUnsorted, WordID(mine[i]), WordID(mine[i-1]))
-		}
-	}
-	g.acc = append(g.acc[:0], mine...)
+	return g.agree(ctx, scope, mine, false)
+}
+
+// AgreeVotes is Agree over words kept in order by construction: it skips
+// Agree's check of the order, a pass over every word of every status check.
+func (g *Gatherer) AgreeVotes(ctx context.Context, scope []comm.Comm, mine *Votes) ([]Decision, error) {
+	return g.agree(ctx, scope, mine.words, true)
+}
+
+// agree is Agree; sorted says mine is known to be strictly ascending.
+func (g *Gatherer) agree(ctx context.Context, scope []comm.Comm, mine []int64, sorted bool) ([]Decision, error) {
+	cur, checked := mine, sorted // cur: the carried words (mine until the first fold)
 	for hop, c := range scope {
 		if c == nil {
 			return nil, fmt.Errorf("consensus: agree: hop %d of %d: nil communicator", hop, len(scope))
@@ -115,16 +121,25 @@ func (g *Gatherer) Agree(ctx context.Context, scope []comm.Comm, mine []int64) (
 		if c.Size() == 1 {
 			continue
 		}
-		g.send = append(append(g.send[:0], voteMagic|int64(len(g.acc))), g.acc...)
+		if err := g.vote(cur, !checked); err != nil {
+			return nil, err
+		}
+		checked = true
 		if err := g.allgather(ctx, c); err != nil {
 			return nil, wrapHop("agree", hop, len(scope), c, err)
 		}
 		if err := g.fold(c.Size()); err != nil {
 			return nil, wrapHop("agree", hop, len(scope), c, err)
 		}
+		cur = g.acc
+	}
+	if !checked {
+		if err := ascending(mine); err != nil {
+			return nil, err
+		}
 	}
 	g.dec = g.dec[:0]
-	for _, w := range g.acc {
+	for _, w := range cur {
 		d := Decision{ID: WordID(w), Quiesced: w&fQuiesced != 0}
 		switch {
 		case w&fCancelled != 0:
@@ -139,10 +154,50 @@ func (g *Gatherer) Agree(ctx context.Context, scope []comm.Comm, mine []int64) (
 	return g.dec, nil
 }
 
-// fold replaces g.acc by the intersection (by id) of every rank's gathered
+// vote writes g.send: the vote header (magic and length), then words, in
+// one pass that also checks, when check is set, that the words are
+// strictly ascending by id (this rank's own words, on the first hop).
+func (g *Gatherer) vote(words []int64, check bool) error {
+	n := len(words) + 1
+	if cap(g.send) < n {
+		g.send = make([]int64, n, n+n/2)
+	}
+	send := g.send[:n]
+	send[0] = voteMagic | int64(len(words))
+	body := send[1:]
+	body = body[:len(words)]
+	if !check {
+		copy(body, words)
+	} else {
+		prev := int64(-1)
+		for i, w := range words {
+			id := w >> flagBits
+			if id <= prev {
+				return fmt.Errorf("%w: id %d after %d", ErrUnsorted, WordID(w), prev)
+			}
+			prev = id
+			body[i] = w
+		}
+	}
+	g.send = send
+	return nil
+}
+
+// ascending checks that words are strictly ascending by id.
+func ascending(words []int64) error {
+	for i := 1; i < len(words); i++ {
+		if words[i-1]>>flagBits >= words[i]>>flagBits {
+			return fmt.Errorf("%w: id %d after %d", ErrUnsorted, WordID(words[i]), WordID(words[i-1]))
+		}
+	}
+	return nil
+}
+
+// fold sets g.acc to the intersection (by id) of every rank's gathered
 // words, tallies combined. Each contribution is checked by its header (the
 // vote magic and its length): data of a different allgather is malformed,
-// not misread. Words are read only as far as the intersection needs.
+// not misread. Words are read only as far as the intersection needs, and
+// only the ids every rank holds are written.
 func (g *Gatherer) fold(size int) error {
 	for r := range size {
 		v := g.got.Of(r)
@@ -150,19 +205,20 @@ func (g *Gatherer) fold(size int) error {
 			return fmt.Errorf("%w: rank %d: not a status-check vote (%d values)", ErrMalformedVote, r, len(v))
 		}
 	}
-	g.acc = append(g.acc[:0], g.got.Of(0)[1:]...)
-	for r := 1; r < size && len(g.acc) > 0; r++ {
-		g.acc = intersectWords(g.acc, g.got.Of(r)[1:])
+	g.acc = intersectWords(g.acc[:0], g.got.Of(0)[1:], g.got.Of(1)[1:])
+	for r := 2; r < size && len(g.acc) > 0; r++ {
+		g.acc = intersectWords(g.acc[:0], g.acc, g.got.Of(r)[1:])
 	}
 	return nil
 }
 
-// intersectWords keeps, in place, the words of acc whose id b also holds,
-// each with the tallies of both combined. Both are ascending by id; each
-// side gallops past the ids the other lacks, so disjoint runs cost their
-// logarithm.
-func intersectWords(acc, b []int64) []int64 {
-	n, i, j := 0, 0, 0
+// intersectWords appends to dst the words of acc whose id b also holds,
+// each with the tallies of both combined, and returns it. Both are
+// ascending by id; dst may be acc[:0] (it is written no faster than acc is
+// read). Each side gallops past the ids the other lacks, so disjoint runs
+// cost their logarithm.
+func intersectWords(dst, acc, b []int64) []int64 {
+	i, j := 0, 0
 	for i < len(acc) && j < len(b) {
 		ai, bj := acc[i]>>flagBits, b[j]>>flagBits
 		switch {
@@ -171,11 +227,11 @@ func intersectWords(acc, b []int64) []int64 {
 		case ai > bj:
 			j = gallop(b, j, ai)
 		default:
-			acc[n] = ai<<flagBits | combine(acc[i]&flagMask, b[j]&flagMask)
-			n, i, j = n+1, i+1, j+1
+			dst = append(dst, ai<<flagBits|combine(acc[i]&flagMask, b[j]&flagMask))
+			i, j = i+1, j+1
 		}
 	}
-	return acc[:n]
+	return dst
 }
 
 // gallop returns the first index at or after lo whose id is >= id (s[lo]'s

@@ -418,9 +418,14 @@ func TestIntersectWordsMatchesBrute(t *testing.T) {
 				want = append(want, int64(WordID(w))<<flagBits|combine(w&flagMask, wb&flagMask))
 			}
 		}
-		got := intersectWords(slices.Clone(a), b)
-		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
-			t.Fatalf("case %d: %d words x %d: got %d, want %d", i, len(a), len(b), len(got), len(want))
+		// Into a separate buffer, and in place (dst = acc[:0]).
+		got := intersectWords(nil, a, b)
+		inPlace := slices.Clone(a)
+		inPlace = intersectWords(inPlace[:0], inPlace, b)
+		for _, g := range [][]int64{got, inPlace} {
+			if !slices.Equal(g, want) && !(len(g) == 0 && len(want) == 0) {
+				t.Fatalf("case %d: %d words x %d: got %d, want %d", i, len(a), len(b), len(g), len(want))
+			}
 		}
 	}
 }

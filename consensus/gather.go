@@ -33,7 +33,7 @@ var ErrMalformedVote = errors.New("consensus: malformed vote from a peer")
 type Gatherer struct {
 	send   []int64
 	got    comm.Gathered
-	acc    []int64 // the carried words: this rank's, then each hop's fold
+	acc    []int64 // the carried words after a hop's fold
 	dec    []Decision
 	nColls atomic.Uint64
 }

@@ -132,7 +132,7 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 	if err != nil {
 		return res, err
 	}
-	decided, err := t.gather.Agree(ctx, scope, words)
+	decided, err := t.gather.AgreeVotes(ctx, scope, words)
 	if err != nil {
 		return res, fmt.Errorf("transceiver: %s rank %d status consensus: %w", t.cfg.Role, t.cfg.Rank, err)
 	}
@@ -150,19 +150,19 @@ func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Dura
 // both the ready ids and their outcome; the words are kept as sessions
 // end (hold), and only the quiesced flags of sessions that ended with a
 // write in flight are refreshed.
-func (t *Transceiver) terminalWords() ([]int64, error) {
+func (t *Transceiver) terminalWords() (*consensus.Votes, error) {
 	if t.unquiesced > 0 {
 		t.unquiesced = 0
-		for i, w := range t.held {
+		for _, w := range t.held.Words() {
 			s := t.sessions[request.ID(consensus.WordID(w))]
 			if s.inFlight() {
 				t.unquiesced++
 				continue
 			}
-			t.held[i] = consensus.Word(consensus.WordID(w), s.vote(), true)
+			t.held.Put(consensus.Word(consensus.WordID(w), s.vote(), true)) // same id: replaced in place
 		}
 	}
-	return t.held, nil
+	return &t.held, nil
 }
 
 // apply ends the sessions whose outcome the group agreed and no rank still

@@ -1,7 +1,6 @@
 package transceiver
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -99,7 +98,7 @@ func (t *Transceiver) dropSession(s *session) {
 
 func (t *Transceiver) compactOrder() {
 	t.order = slices.DeleteFunc(t.order, func(s *session) bool { return s.dropped })
-	t.held = slices.DeleteFunc(t.held, func(w int64) bool { return t.sessions[request.ID(consensus.WordID(w))] == nil })
+	t.held.Keep(func(w int64) bool { return t.sessions[request.ID(consensus.WordID(w))] != nil })
 }
 
 // vote is the local outcome a terminal session reports in the status
@@ -122,9 +121,7 @@ func (t *Transceiver) hold(s *session) {
 	if !quiesced {
 		t.unquiesced++
 	}
-	w := consensus.Word(id, s.vote(), quiesced)
-	i, _ := slices.BinarySearchFunc(t.held, id, func(w int64, id uint64) int { return cmp.Compare(consensus.WordID(w), id) })
-	t.held = slices.Insert(t.held, i, w)
+	t.held.Put(consensus.Word(id, s.vote(), quiesced))
 }
 
 func (t *Transceiver) setTerminal(s *session, st State, reason string) {

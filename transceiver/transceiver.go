@@ -34,7 +34,7 @@ type Transceiver struct {
 	// held: a consensus word per terminal session not yet reaped, ascending
 	// by id (this rank's vote, kept as sessions end); unquiesced counts
 	// those whose word says a write is still in flight.
-	held       []int64
+	held       consensus.Votes
 	unquiesced int
 	// CTX: request info that arrived before the session existed.
 	pendingInfo map[request.ID][]Header

@@ -41,7 +41,7 @@ var catalogue = []mutant{
 	// runtime uses (Agree's fold).
 	{name: "ready-ids-union", file: "consensus/agree.go",
 		old: "\t\tcase ai < bj:\n\t\t\ti = gallop(acc, i, bj) // ids of acc that b lacks: not ready\n",
-		new: "\t\tcase ai < bj:\n\t\t\tacc[n] = acc[i]\n\t\t\tn, i = n+1, i+1\n",
+		new: "\t\tcase ai < bj:\n\t\t\tdst = append(dst, acc[i])\n\t\t\ti++\n",
 		why: "an id is ready when some rank (not every rank) has it over"},
 	{name: "cancelled-intersection", file: "consensus/agree.go",
 		old: "f |= (fa | fb) & fCancelled", new: "f |= (fa & fb) & fCancelled",
@@ -100,6 +100,9 @@ var catalogue = []mutant{
 		also: []edit{{"comm/local/p2p.go", "\tif send != nil {\n\t\tclose(send.done)\n", "\tif send != nil {\n"}},
 		why:  "a lending send completes before the receiver has read the bytes (the sender may reuse its blocks mid-read)",
 		pkgs: []string{"./comm/local"}},
+	{name: "votes-put-appends", file: "consensus/votes.go",
+		old: "\tv.words = slices.Insert(v.words, i, w)\n", new: "\tv.words = append(v.words, w)\n",
+		why: "a session's word goes to the end of the votes: AgreeVotes, which trusts their order, misses ready ids"},
 	{name: "collectives-uncounted", file: "consensus/gather.go",
 		old: "\tg.nColls.Add(1)\n", new: "",
 		why: "status-check collectives are not counted (the idle-collective figures read 0)"},
