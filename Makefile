@@ -21,7 +21,7 @@ mpi-deps:
 	@scripts/ensure-mpi.sh
 
 run: build
-	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64 --checked
+	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64
 
 test: test-go test-explore test-mpi test-multinode
 

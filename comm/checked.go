@@ -53,14 +53,34 @@ const stampMagic = 0x52524e // "RRN"
 // position-independent one.
 var anchor = reflect.ValueOf(NewChecked).Pointer()
 
+// Stamper is an optional capability of an in-process backend (comm/local):
+// checked mode's stamp rides the collective's own round, which compares
+// every rank's before combining anything, instead of checked mode gathering
+// [stamp | payload] from every rank. SetStamp gives the stamp of this
+// rank's next collective on the communicator (that call only); after it
+// returns, StampsAgreed says whether every rank gave an equal stamp. When
+// they differ the collective returns without error and without a result,
+// on every rank alike, and checked mode names the desync.
+type Stamper interface {
+	SetStamp(stamp []int64)
+	StampsAgreed() bool
+}
+
+func stamperOf(c Comm) Stamper {
+	s, _ := c.(Stamper)
+	return s
+}
+
 type checked struct {
 	raw     Comm
+	stamper Stamper // raw's, when it compares stamps in its rounds
 	cfg     CheckConfig
 	bounded bool       // the backend bounds its collectives (Bounded)
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
 	path    Path     // of the collective in progress
+	stamp   [stampLen]int64
 	send    []int64  // stamp, then payload: the one backend collective's input
 	bsend   []int64  // Bcast: root's length and bytes as words
 	gather  Gathered // every rank's stamp and payload
@@ -73,7 +93,7 @@ type checked struct {
 // Over a Bounded backend the backend's bound applies, unless cfg.Timeout
 // asks for a shorter one: then checked mode bounds each collective itself.
 func NewChecked(raw Comm, cfg CheckConfig) Comm {
-	return &checked{raw: raw, cfg: cfg.filled(), bounded: cfg.backendBounds(raw)}
+	return &checked{raw: raw, cfg: cfg.filled(), bounded: cfg.backendBounds(raw), stamper: stamperOf(raw)}
 }
 
 func (cfg CheckConfig) filled() CheckConfig {
@@ -181,7 +201,13 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 	if c.path.n > 0 {
 		inner = c.path.pcs[0]
 	}
-	s := [stampLen]int64{stampMagic, int64(c.seq), int64(kind), c.path.hash(), inner, shape}
+	c.stamp = [stampLen]int64{stampMagic, int64(c.seq), int64(kind), c.path.hash(), inner, shape}
+	s := c.stamp
+	if c.stamper != nil {
+		// The caller's own backend collective carries the stamp.
+		c.stamper.SetStamp(c.stamp[:])
+		return id, tctx, cancel, nil
+	}
 	c.send = append(append(c.send[:0], s[:]...), payload...)
 	if err := c.raw.AllgatherInt64s(tctx, c.send, &c.gather); err != nil {
 		return id, tctx, cancel, c.fail(ctx, tctx, id, c.entry(kind, shape), err)
@@ -213,6 +239,20 @@ func (c *checked) stampsAgree() bool {
 	return true
 }
 
+// stampedEnd finishes a collective whose stamp rode the backend's round
+// (c.stamper): err is the backend call's; stamps that differ are a desync,
+// named on every rank alike (they all saw the same stamps).
+func (c *checked) stampedEnd(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, shape int64, err error) error {
+	if err == nil && !c.stamper.StampsAgreed() {
+		err = c.desync(tctx, c.stamp)
+		cancel()
+		c.broken = err
+		c.cfg.Recorder.End(id, err)
+		return err
+	}
+	return c.end(ctx, tctx, cancel, id, kind, shape, err)
+}
+
 // payload is rank r's contribution after its stamp.
 func (c *checked) payload(r int) []int64 { return c.gather.Of(r)[stampLen:] }
 
@@ -238,11 +278,17 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 		cancel()
 		return nil, err
 	}
+	if c.stamper != nil {
+		// A stamped barrier first: a Split round combines no stamps.
+		if err := c.raw.Barrier(tctx); err != nil || !c.stamper.StampsAgreed() {
+			return nil, c.stampedEnd(ctx, tctx, cancel, id, KindSplit, 0, err)
+		}
+	}
 	child, err := c.raw.Split(tctx, color, key)
 	if err = c.end(ctx, tctx, cancel, id, KindSplit, 0, err); err != nil {
 		return nil, err
 	}
-	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && TimeoutOf(child) > 0}, nil
+	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && TimeoutOf(child) > 0, stamper: stamperOf(child)}, nil
 }
 
 func (c *checked) Barrier(ctx context.Context) error {
@@ -254,6 +300,9 @@ func (c *checked) Barrier(ctx context.Context) error {
 	if err != nil {
 		cancel()
 		return err
+	}
+	if c.stamper != nil {
+		return c.stampedEnd(ctx, tctx, cancel, id, KindBarrier, 0, c.raw.Barrier(tctx))
 	}
 	// The exchange synchronised every rank; a barrier needs nothing more.
 	return c.end(ctx, tctx, cancel, id, KindBarrier, 0, nil)
@@ -275,6 +324,9 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	if err != nil {
 		cancel()
 		return err
+	}
+	if c.stamper != nil {
+		return c.stampedEnd(ctx, tctx, cancel, id, KindAllreduce, shape, c.raw.AllreduceInt64(tctx, op, in, out))
 	}
 	// The stamps agree, so every contribution has len(in) values and the
 	// same op: reduce them here, in rank order, as every rank does.
@@ -298,6 +350,9 @@ func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered
 		cancel()
 		return err
 	}
+	if c.stamper != nil {
+		return c.stampedEnd(ctx, tctx, cancel, id, KindAllgather, 0, c.raw.AllgatherInt64s(tctx, in, out))
+	}
 	flat := out.ResetFunc(c.raw.Size(), func(r int) int { return c.gather.Counts[r] - stampLen })
 	for r := range c.raw.Size() {
 		copy(flat[out.offs[r]:], c.payload(r))
@@ -316,13 +371,17 @@ func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	// Root contributes its length and bytes, packed into words; the
 	// others only their stamps.
 	c.bsend = c.bsend[:0]
-	if c.raw.Rank() == root {
+	if c.raw.Rank() == root && c.stamper == nil {
 		c.bsend = appendBytes(append(c.bsend, int64(len(data))), data)
 	}
 	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), &path, c.bsend)
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if c.stamper != nil {
+		got, err := c.raw.Bcast(tctx, root, data)
+		return got, c.stampedEnd(ctx, tctx, cancel, id, KindBcast, int64(root), err)
 	}
 	if c.raw.Rank() == root {
 		return data, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), nil)

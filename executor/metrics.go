@@ -90,6 +90,7 @@ type RankReport struct {
 	Role           string `json:"role"`
 	Rank           int    `json:"rank"`
 	Leader         bool   `json:"leader"`
+	Checked        bool   `json:"checked"` // this rank's collectives ran in checked mode
 	Iterations     int    `json:"iterations"`
 	IdleIterations int    `json:"idle_iterations"`
 	IdleStep       Sketch `json:"idle_step_ns"`

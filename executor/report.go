@@ -24,6 +24,7 @@ type Report struct {
 	Ranks       int      `json:"ranks"`
 	Mode        string   `json:"transfer_mode"`
 	Verify      string   `json:"verify"`
+	Checked     bool     `json:"checked"` // collectives ran in checked mode (the CLI's default)
 	Workload    string   `json:"workload"`
 	Compute     string   `json:"compute,omitempty"` // the compute cost model, "" with none
 	Replays     string   `json:"replays"`
@@ -124,6 +125,9 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
 			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
 		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}}
+	for _, rr := range reps {
+		r.Checked = r.Checked || rr.Checked
+	}
 	for _, f := range cfg.Faults {
 		r.Faults = append(r.Faults, f.String())
 	}
@@ -189,7 +193,11 @@ func (r *Report) OK() bool {
 
 // WriteText renders the human-readable report.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer, verify %s", r.Ctx, r.Gen, r.Ranks, r.Mode, r.Verify)
+	collectives := "unchecked"
+	if r.Checked {
+		collectives = "checked"
+	}
+	fmt.Fprintf(w, "rankrun: ctx %s -> gen %s, %d ranks, %s transfer, verify %s, %s collectives", r.Ctx, r.Gen, r.Ranks, r.Mode, r.Verify, collectives)
 	if r.Sim != nil {
 		fmt.Fprintf(w, ", simulated (seed %d, %s schedule, %s links; every time is virtual; %.2f s of wall time)",
 			r.Sim.Seed, r.Sim.Strategy, r.Sim.Hardware, r.WallSeconds)

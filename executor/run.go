@@ -219,6 +219,7 @@ func (l *loop) finish(ctx context.Context) error {
 	}
 	st := l.tr.Stats()
 	l.rep.Collectives = st.Collectives
+	l.rep.Checked = l.audit
 	l.rep.BytesSent, l.rep.BytesReceived, l.rep.BytesChecked = st.BytesSent, st.BytesReceived, st.BytesVerified
 	l.rep.MaxPollWaitNs = st.MaxPollWait.Nanoseconds()
 	l.rep.CancelRefused = st.CancelRefused

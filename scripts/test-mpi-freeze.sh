@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A frozen rank under mpirun, in the default (unchecked) mode, ends the job
-# within the collective timeout plus a few seconds, naming the rank.
+# A frozen rank under mpirun, checked (the default) or --unchecked, ends the
+# job within the collective timeout plus a few seconds, naming the rank.
 #
-# For each world rank in FREEZE_RANKS: mpirun -np 3 bin/rankrun-mpi run
-# (ctx tp=1 -> gen tp=2, a workload of tens of seconds, --collective-timeout
-# COLL_TIMEOUT, no --checked), then SIGSTOP that rank's process mid-run. The
+# For each mode in FREEZE_MODES and each world rank in FREEZE_RANKS: mpirun
+# -np 3 bin/rankrun-mpi run (ctx tp=1 -> gen tp=2, a workload of tens of
+# seconds, --collective-timeout COLL_TIMEOUT), then SIGSTOP that rank's process mid-run. The
 # job must end non-zero (not by the script's own timeout) within
 # COLL_TIMEOUT + FREEZE_SLACK seconds of the freeze, stderr must name the
 # frozen rank by its world rank (the timeout's "never arrived" list), and
@@ -22,6 +22,7 @@ COLL_TIMEOUT=${COLL_TIMEOUT:-3}     # seconds: --collective-timeout
 FREEZE_SLACK=${FREEZE_SLACK:-5}     # seconds allowed past it: inspection, abort, mpirun teardown
 FREEZE_AFTER=${FREEZE_AFTER:-2}     # seconds of run before the freeze
 FREEZE_RANKS=${FREEZE_RANKS:-"2 1 0"} # world ranks to freeze, one job each (2, 1: gen ranks 1, 0; 0: the ctx rank)
+FREEZE_MODES=${FREEZE_MODES:-"unchecked checked"} # unchecked: --unchecked; checked: the default
 # Freezing the only CTX rank (world rank 0, also the router) leaves the GEN
 # ranks idle, outside any collective with it: their leader's liveness probe
 # (executor probeIfStuck: no progress for the collective timeout with work
@@ -71,9 +72,10 @@ rank_pid() {
 
 results=()
 failed=0
-freeze_case() { # WORLD_RANK
-	local frozen=$1 bad=() rc=0 pid="" t0 wall deadline
+freeze_case() { # WORLD_RANK MODE
+	local frozen=$1 mode=$2 bad=() rc=0 pid="" t0 wall deadline
 	local args=(run --ctx tp=1 --gen tp=2 --requests 5000 --arrival rate=500 --collective-timeout "${COLL_TIMEOUT}s")
+	[ "$mode" = checked ] || args+=(--unchecked)
 	echo "test-mpi-freeze: world rank $frozen: mpirun -np 3 bin/rankrun-mpi ${args[*]}, SIGSTOP after ${FREEZE_AFTER}s"
 	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none -np 3 \
 		"$tmp/rankrun-mpi" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
@@ -88,7 +90,7 @@ freeze_case() { # WORLD_RANK
 		wait "$mpirun_pid" || true
 		mpirun_pid=
 		tail -c 2000 "$tmp/err" >&2
-		record FAIL "freeze world rank $frozen" 0 "no process for world rank $frozen"
+		record FAIL "freeze world rank $frozen $mode" 0 "no process for world rank $frozen"
 		return
 	fi
 	sleep "$FREEZE_AFTER"
@@ -150,17 +152,17 @@ PY
 	local pending=0
 	case " $PENDING_RANKS " in *" $frozen "*) pending=1 ;; esac
 	if [ ${#bad[@]} -eq 0 ] && [ "$pending" = 1 ]; then
-		record XPASS "freeze world rank $frozen" "$wall" "passes now: remove $frozen from PENDING_RANKS. exit $rc: $first"
+		record XPASS "freeze world rank $frozen $mode" "$wall" "passes now: remove $frozen from PENDING_RANKS. exit $rc: $first"
 	elif [ ${#bad[@]} -eq 0 ]; then
-		record ok "freeze world rank $frozen" "$wall" "exit $rc: $first"
+		record ok "freeze world rank $frozen $mode" "$wall" "exit $rc: $first"
 	elif [ "$pending" = 1 ]; then
 		printf '    (expected until the executor bounds its idle waits) %s\n' "${bad[@]}" >&2
-		record XFAIL "freeze world rank $frozen" "$wall" "${bad[0]}"
+		record XFAIL "freeze world rank $frozen $mode" "$wall" "${bad[0]}"
 	else
 		printf '    %s\n' "${bad[@]}" >&2
 		echo "--- stderr (tail) ---" >&2
 		tail -c 4000 "$tmp/err" >&2
-		record FAIL "freeze world rank $frozen" "$wall" "${bad[0]}"
+		record FAIL "freeze world rank $frozen $mode" "$wall" "${bad[0]}"
 	fi
 	cp "$tmp/err" "$tmp/err.rank$frozen"
 	[ -z "${FREEZE_KEEP:-}" ] || cp "$tmp/err" "$FREEZE_KEEP.rank$frozen.err"
@@ -175,12 +177,14 @@ cleanup_ranks() {
 	done
 }
 record() { # STATUS NAME WALL DETAIL
-	results+=("$(printf '%-5s %-24s %6ss after the freeze  %s' "$1" "$2" "$3" "$4")")
+	results+=("$(printf '%-5s %-34s %6ss after the freeze  %s' "$1" "$2" "$3" "$4")")
 	case $1 in ok | XFAIL | XPASS) ;; *) failed=$((failed + 1)) ;; esac
 }
 
-for r in $FREEZE_RANKS; do
-	freeze_case "$r"
+for m in $FREEZE_MODES; do
+	for r in $FREEZE_RANKS; do
+		freeze_case "$r" "$m"
+	done
 done
 
 echo

@@ -631,3 +631,38 @@ func TestParseBytes(t *testing.T) {
 		assert.Error(t, err, in)
 	}
 }
+
+// Checked collectives are the default; --unchecked (or --checked=false)
+// turns them off, and the report says which ran, with the verify mode.
+func TestCheckedIsTheDefault(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		checked bool
+		verify  string
+	}{
+		{nil, true, "full"},
+		{[]string{"--unchecked"}, false, "full"},
+		{[]string{"--checked=false"}, false, "full"},
+		{[]string{"--verify", "checksum"}, true, "checksum"},
+		{[]string{"--unchecked", "--verify", "off"}, false, "off"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := cli(t, append([]string{"run", "--requests", "8", "--json"}, tc.args...)...)
+			require.Equal(t, 0, code, errOut)
+			var rep struct {
+				Checked       *bool  `json:"checked"`
+				Verify        string `json:"verify"`
+				BytesVerified int64  `json:"bytes_verified"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			require.NotNil(t, rep.Checked, "the report has no checked field")
+			require.Equal(t, tc.checked, *rep.Checked)
+			require.Equal(t, tc.verify, rep.Verify)
+			if tc.verify == "off" {
+				require.Zero(t, rep.BytesVerified)
+			} else {
+				require.Positive(t, rep.BytesVerified)
+			}
+		})
+	}
+}

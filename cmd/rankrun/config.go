@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,8 @@ type runFlags struct {
 	ctxBlocks, genBlocks              int
 	slice, genPoll, xferTimeout       time.Duration
 	idleTick, stall                   time.Duration
-	checked                           bool
+	checked                           bool // resolved by checkFlags: on unless --unchecked (or --checked=false)
+	checkedSet, unchecked             bool // --checked given explicitly; --unchecked given
 	collTimeout                       time.Duration
 	replays, faults                   multiFlag
 	timeout                           time.Duration
@@ -82,7 +84,9 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel (> 0)")
 	fs.DurationVar(&f.idleTick, "idle-tick", executor.DefaultIdleTick, "longest idle wait between iterations, events end it sooner (> 0)")
 	fs.DurationVar(&f.stall, "stall-timeout", executor.DefaultStallTimeout, "waiting work with no progress this long ends the run with ErrStalled (> 0)")
-	fs.BoolVar(&f.checked, "checked", false, "checked collectives: desync and timeout errors name call sites and ranks")
+	f.checked = true
+	fs.Var(&explicitBool{v: &f.checked, set: &f.checkedSet}, "checked", "checked collectives, the default: desync and timeout errors name call sites and ranks")
+	fs.BoolVar(&f.unchecked, "unchecked", false, "turn checked collectives off: cheaper collectives; a desync is then named only where the backend sees it, without call sites")
 	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout,
 		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0)")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
@@ -207,3 +211,24 @@ func (f *runFlags) config() (executor.Config, error) {
 	}
 	return c, checkSize(backend, &c)
 }
+
+// explicitBool is a boolean flag that records whether it was given.
+type explicitBool struct{ v, set *bool }
+
+func (b *explicitBool) String() string {
+	if b.v == nil {
+		return "true"
+	}
+	return strconv.FormatBool(*b.v)
+}
+
+func (b *explicitBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("must be true or false")
+	}
+	*b.v, *b.set = v, true
+	return nil
+}
+
+func (b *explicitBool) IsBoolFlag() bool { return true }

@@ -38,6 +38,8 @@ func TestRunOneRuleForEveryInput(t *testing.T) {
 		{"zero layers", []string{"--layers", "0"}, []string{"--layers 0"}},
 		{"zero requests", []string{"--requests", "0"}, []string{"--requests 0"}},
 		{"empty transfer", []string{"--transfer", ""}, []string{`--transfer ""`, "async or sync"}},
+		{"bad verify", []string{"--verify", "crc"}, []string{"--verify", `"crc"`, "full, checksum or off"}},
+		{"checked and unchecked", []string{"--checked", "--unchecked"}, []string{"--checked and --unchecked", "give one"}},
 		{"arrival list", []string{"--arrival", "closed=1,,closed=2"}, []string{"--arrival", "one pattern"}},
 		{"empty replay item", []string{"--replay", "unclamped-poll,,no-idle-reap"}, []string{"--replay", "empty"}},
 		{"empty fault option", []string{"--fault", "fail-transfer@gen:1,req=3,"}, []string{"--fault", "empty option"}},

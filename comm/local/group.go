@@ -52,7 +52,7 @@ func newGroup(w *world, name string, members []int) *group {
 // result to the caller. A rank that waits longer than the world's
 // collective timeout (on w's clock, through the caller's waiter) breaks the
 // group with a *comm.TimeoutError naming the ranks that never arrived.
-func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kind, deposit func()) error {
+func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64, kind comm.Kind, deposit func()) error {
 	g.mu.Lock()
 	if g.broken != nil {
 		err := g.broken
@@ -63,6 +63,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, kind comm.Kin
 		return fmt.Errorf("%w (group %q): %w", comm.ErrBroken, g.name, err)
 	}
 	deposit()
+	g.r.Stamp[r] = stamp
 	g.arrived++
 	g.waiting[r] = true
 	if g.arrived == len(g.members) {

@@ -17,6 +17,7 @@ type rankComm struct {
 	rank   int
 	splits int // Splits called on this communicator (equal on every member)
 	closed atomic.Bool
+	stamp  []int64 // checked mode's stamp for the next collective (comm.Stamper)
 	// waiter times this rank's collectives on the group (collectives of
 	// one communicator are made one at a time: their order is the contract).
 	waiter clock.Waiter
@@ -61,13 +62,15 @@ func (c *rankComm) usable(op string) error {
 }
 
 func (c *rankComm) Barrier(ctx context.Context) error {
+	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
 	if err := c.usable("Barrier"); err != nil {
 		return err
 	}
-	return c.g.round(ctx, c.rank, c.waiter, comm.KindBarrier, func() { c.g.r.Kind[c.rank] = comm.KindBarrier })
+	return c.g.round(ctx, c.rank, c.waiter, stamp, comm.KindBarrier, func() { c.g.r.Kind[c.rank] = comm.KindBarrier })
 }
 
 func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
+	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
 	if err := c.usable("AllreduceInt64"); err != nil {
 		return err
 	}
@@ -79,7 +82,7 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, comm.KindAllreduce, func() {
+	err := g.round(ctx, r, c.waiter, stamp, comm.KindAllreduce, func() {
 		g.r.Kind[r] = comm.KindAllreduce
 		g.r.Op[r] = op
 		g.r.In[r] = in
@@ -92,6 +95,7 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 }
 
 func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gathered) error {
+	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
 	if err := c.usable("AllgatherInt64s"); err != nil {
 		return err
 	}
@@ -100,7 +104,7 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, comm.KindAllgather, func() {
+	err := g.round(ctx, r, c.waiter, stamp, comm.KindAllgather, func() {
 		g.r.Kind[r] = comm.KindAllgather
 		g.r.In[r] = in
 	})
@@ -113,6 +117,7 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 }
 
 func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
+	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
 	if err := c.usable("Bcast"); err != nil {
 		return nil, err
 	}
@@ -121,7 +126,7 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, comm.KindBcast, func() {
+	err := g.round(ctx, r, c.waiter, stamp, comm.KindBcast, func() {
 		g.r.Kind[r] = comm.KindBcast
 		g.r.Root[r] = root
 		g.r.Bytes[r] = data
@@ -136,6 +141,7 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 }
 
 func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error) {
+	c.takeStamp() // a Split round is never stamped (checked mode stamps a barrier before it)
 	if err := c.usable("Split"); err != nil {
 		return nil, err
 	}
@@ -144,7 +150,7 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, comm.KindSplit, func() {
+	err := g.round(ctx, r, c.waiter, nil, comm.KindSplit, func() {
 		g.r.Kind[r] = comm.KindSplit
 		g.r.Color[r] = color
 		g.r.Key[r] = key
@@ -180,4 +186,19 @@ func (c *rankComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 // with reason.
 func (c *rankComm) Abort(code int, reason error) {
 	c.w.abort(fmt.Errorf("local: rank %d aborted the world (code %d): %w", c.g.members[c.rank], code, reason))
+}
+
+// SetStamp implements comm.Stamper: the stamp rides this rank's next
+// collective on c, and the round compares every rank's.
+func (c *rankComm) SetStamp(s []int64) { c.stamp = s }
+
+// StampsAgreed implements comm.Stamper: whether every rank gave the same
+// stamp to the last collective (the round's result stays valid until this
+// rank's next collective).
+func (c *rankComm) StampsAgreed() bool { return c.g.r.Agreed }
+
+func (c *rankComm) takeStamp() []int64 {
+	s := c.stamp
+	c.stamp = nil
+	return s
 }

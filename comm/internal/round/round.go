@@ -23,6 +23,14 @@ type Round struct {
 	Bytes [][]byte
 	Color []int
 	Key   []int
+	// Stamp is checked mode's stamp of each rank's collective, where the
+	// backend compares stamps in the round itself (comm.Stamper); nil
+	// when the rank gave none.
+	Stamp [][]int64
+	// Agreed: every rank gave the same stamp (or none did). When they
+	// differ the round combines nothing and reports no error: checked
+	// mode names the desync.
+	Agreed bool
 
 	Ints   []int64       // Allreduce
 	Gather comm.Gathered // Allgather
@@ -36,13 +44,27 @@ type Round struct {
 // New returns a round for a group of n ranks.
 func New(n int) *Round {
 	return &Round{Kind: make([]comm.Kind, n), Op: make([]comm.ReduceOp, n), In: make([][]int64, n),
-		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n)}
+		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n), Stamp: make([][]int64, n)}
 }
 
 // Combine computes the round's result from every rank's contribution
 // (members: the world rank of each group rank); a mismatch between ranks
 // (different kinds, shapes or roots) is an error wrapping comm.ErrDesync.
 func (r *Round) Combine(group string, members []int) error {
+	// Stamps first: ranks whose stamps differ may be in different
+	// collectives, whose contributions must not be combined.
+	r.Agreed = true
+	for i := 1; i < len(r.Stamp); i++ {
+		if !slices.Equal(r.Stamp[i], r.Stamp[0]) {
+			r.Agreed = false
+			break
+		}
+	}
+	clear(r.Stamp)
+	if !r.Agreed {
+		r.clearInputs()
+		return nil
+	}
 	k := r.Kind[0]
 	for i, ki := range r.Kind {
 		if ki != k {
