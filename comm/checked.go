@@ -79,7 +79,7 @@ type checked struct {
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
-	path    Path     // of the collective in progress
+	path    Path // of the collective in progress
 	stamp   [stampLen]int64
 	send    []int64  // stamp, then payload: the one backend collective's input
 	bsend   []int64  // Bcast: root's length and bytes as words
