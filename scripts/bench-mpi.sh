@@ -231,4 +231,43 @@ for r in d["results"]:
           f"{r['go_over_c_median']:>6.2f}x {sj.get('go_over_c_median', 0):>8.2f}x {sj.get('go_over_c_best', 0):>5.2f}x "
           f"{r['goal']:>6} {'yes' if r['meets_goal'] else 'NO':>4} {r['go_allocs_per_op']:>6.0f}  {note}")
 PY
-echo "bench-mpi: wrote out/bench-mpi.json"
+
+# The KV transfer under mpirun np=2 against the bare Isend/Irecv of the same
+# 64 MiB in the same job, pairs alternated (transceiver/mpixfer), for each
+# --verify mode. Writes out/bench-mpi-xfer.json.
+XFER_PAIRS=${XFER_PAIRS:-10}
+echo "bench-mpi: KV transfer vs bare Isend/Irecv, np=2, 64 MiB, $XFER_PAIRS pairs per verify mode" >&2
+$GO test -c -tags mpi -o "$tmp/xfer.test" ./transceiver/mpixfer/
+rm -rf "$tmp/o"
+mpi --output-filename "$tmp/o" -np 2 "$tmp/xfer.test" -test.run '^$' -test.bench '^BenchmarkTransferVsP2P$' \
+	-test.benchtime "${XFER_PAIRS}x" >/dev/null
+awk '/^BenchmarkTransferVsP2P\// {
+	name = $1; sub(/^BenchmarkTransferVsP2P\/verify=/, "", name); sub(/-[0-9]+$/, "", name)
+	med = 0; best = 0; worst = 0; x = 0; p = 0
+	for (i = 1; i < NF; i++) {
+		if ($(i+1) == "xfer/p2p") med = $i
+		if ($(i+1) == "xfer/p2p-best") best = $i
+		if ($(i+1) == "xfer/p2p-worst") worst = $i
+		if ($(i+1) == "xfer-MB/s") x = $i
+		if ($(i+1) == "p2p-MB/s") p = $i
+	}
+	print name, med, best, worst, x, p
+}' "$tmp"/o/1/rank.0/stdout >"$tmp/xfer.txt"
+python3 - "$tmp/xfer.txt" "$XFER_PAIRS" >out/bench-mpi-xfer.json <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    v, med, best, worst, x, p = line.split()
+    rows.append({"verify": v, "xfer_over_p2p_median": float(med), "best": float(best), "worst": float(worst),
+                 "xfer_mb_per_s": float(x), "p2p_mb_per_s": float(p)})
+json.dump({"tool": "scripts/bench-mpi.sh BenchmarkTransferVsP2P (transceiver/mpixfer)", "pairs": int(sys.argv[2]),
+           "ratio": "median over pairs of bare time / transfer time, the pair's order alternated", "results": rows}, sys.stdout, indent=1)
+print()
+PY
+python3 - out/bench-mpi-xfer.json <<'PY'
+import json, sys
+for x in json.load(open(sys.argv[1]))["results"]:
+    print(f"bench-mpi: np=2 64 MiB transfer, verify {x['verify']}: {x['xfer_over_p2p_median']:.2f}x the bare Isend/Irecv "
+          f"(best {x['best']:.2f}x, worst {x['worst']:.2f}x; {x['xfer_mb_per_s']:.0f} vs {x['p2p_mb_per_s']:.0f} MB/s)")
+PY
+echo "bench-mpi: wrote out/bench-mpi.json, out/bench-mpi-status.json, out/bench-mpi-xfer.json"

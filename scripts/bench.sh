@@ -33,6 +33,7 @@ step "1. MPI collectives vs C (scripts/bench-mpi.sh)"
 REPS=${REPS:-3} scripts/bench-mpi.sh
 cp out/bench-mpi.json "$raw/bench-mpi.json"
 cp out/bench-mpi-status.json "$raw/bench-mpi-status.json"
+cp out/bench-mpi-xfer.json "$raw/bench-mpi-xfer.json"
 
 # gobench PKG OUT ARGS...: go test -bench, its output kept for rankrun bench.
 gobench() {

@@ -582,11 +582,32 @@ func BenchmarkTransferParts(b *testing.B) {
 				}
 			}
 		}
+		// copycheck: what the lent path does per byte, from the CTX blocks
+		// straight into the GEN blocks.
+		copycheck := func() {
+			hb, tpb := xferModel.HeadBytes(), xferModel.TokensPerBlock
+			for g := range xferGen {
+				s := genShards[g]
+				run := s.RunBytes(s.HeadLo, s.HeadHi)
+				for j, blk := range genBlocks[g] {
+					for layer := 0; layer < xferModel.Layers; layer++ {
+						for kv := topology.K; kv <= topology.V; kv++ {
+							src := ctxBlocks[j][ctxShard.Offset(layer, kv, s.HeadLo, 0):][:run]
+							off := s.Offset(layer, kv, s.HeadLo, 0)
+							if _, _, ok := transceiver.CopyCheckRun(blk[off:off+run], src, hb, 1, layer, kv, s.HeadLo, s.HeadHi, tpb, j*tpb); !ok {
+								b.Fatalf("gen rank %d block %d does not check", g, j)
+							}
+						}
+					}
+				}
+			}
+		}
 		fill := func() {
 			for j, blk := range ctxBlocks {
 				transceiver.FillBlock(blk, ctxShard, 1, j)
 			}
 		}
+		copycheck()
 		pack()
 		unpack()
 		verify()
@@ -594,7 +615,7 @@ func BenchmarkTransferParts(b *testing.B) {
 		for _, part := range []struct {
 			name string
 			fn   func()
-		}{{"fill", fill}, {"pack", pack}, {"unpack", unpack}, {"verify", verify}} {
+		}{{"fill", fill}, {"copycheck", copycheck}, {"pack", pack}, {"unpack", unpack}, {"verify", verify}} {
 			b.Run("frag="+sz.name+"/"+part.name, func(b *testing.B) {
 				b.SetBytes(bytes)
 				b.ReportAllocs()

@@ -123,6 +123,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if err := statusMPIRows(*raw, add); err != nil {
 			missing("status check under mpirun", err)
 		}
+		if err := xferMPIRows(*raw, add); err != nil {
+			missing("KV transfer under mpirun", err)
+		}
 		if err := poolRows(*raw, add); err != nil {
 			missing("gpu pool", err)
 		}

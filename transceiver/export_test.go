@@ -1,0 +1,4 @@
+package transceiver
+
+// CopyCheckRun is copyCheckRun, for the external benchmarks.
+var CopyCheckRun = copyCheckRun
