@@ -2,11 +2,14 @@ package consensus
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/local"
 )
 
 // Votes stays strictly ascending by id under any sequence of Put and Keep,
@@ -51,6 +54,47 @@ func TestVotesStayOrdered(t *testing.T) {
 		}
 		if !slices.Equal(a, b) {
 			t.Fatalf("round %d: AgreeVotes %v, Agree %v", round, b, a)
+		}
+	}
+}
+
+// Through a real two-hop scope (four in-process ranks: pairs, then across),
+// AgreeVotes decides exactly what Agree decides on the same random votes.
+func TestAgreeVotesEqualsAgreeOverRanks(t *testing.T) {
+	for seed := range uint64(20) {
+		err := local.Run(context.Background(), 4, local.Config{Timeout: 10 * time.Second}, func(ctx context.Context, c comm.Comm) error {
+			a, err := c.Split(ctx, c.Rank()/2, c.Rank())
+			if err != nil {
+				return err
+			}
+			b, err := c.Split(ctx, c.Rank()%2, c.Rank())
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(seed, uint64(c.Rank())))
+			var v Votes
+			for range rng.IntN(40) {
+				v.Put(Word(uint64(rng.IntN(24)), State(1+rng.IntN(3)), rng.IntN(3) > 0))
+			}
+			words := slices.Clone(v.Words())
+			var g1, g2 Gatherer
+			scope := []comm.Comm{a, b}
+			want, err := g1.Agree(ctx, scope, words)
+			if err != nil {
+				return err
+			}
+			want = slices.Clone(want)
+			got, err := g2.AgreeVotes(ctx, scope, &v)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("seed %d rank %d: AgreeVotes %v, Agree %v", seed, c.Rank(), got, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -107,6 +107,8 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	// The payload is already in place after the header (or lent): write
 	// the header in front of it instead of copying the payload again.
 	if err := h.Put(msg[:HeaderSize]); err != nil {
+		t.bufs.put(msg)
+		t.bufs.putParts(parts)
 		return fmt.Errorf("fragment header: %w", err)
 	}
 	var req comm.Request

@@ -28,7 +28,7 @@ type runFlags struct {
 	ctxBlocks, genBlocks              int
 	slice, genPoll, xferTimeout       time.Duration
 	idleTick, stall                   time.Duration
-	checked                           bool // resolved by checkFlags: on unless --unchecked (or --checked=false)
+	checked                           bool // --checked (true unless --checked=false); read through collChecked
 	checkedSet, unchecked             bool // --checked given explicitly; --unchecked given
 	collTimeout                       time.Duration
 	replays, faults                   multiFlag
@@ -123,7 +123,7 @@ func (f *runFlags) simConfig() (sim.Config, error) {
 		seed = f.seed
 	}
 	// The run's --timeout is virtual in simulation.
-	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.checked, Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
+	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.collChecked(), Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
 		Deadline: f.timeout, PayloadScale: f.payloadScale()}, nil
 }
 
@@ -232,3 +232,7 @@ func (b *explicitBool) Set(s string) error {
 }
 
 func (b *explicitBool) IsBoolFlag() bool { return true }
+
+// collChecked says whether collectives run checked: the default, unless
+// --unchecked or --checked=false.
+func (f *runFlags) collChecked() bool { return f.checked && !f.unchecked }

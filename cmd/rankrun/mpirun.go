@@ -39,7 +39,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		_, err := mpi.Init(mpi.Config{})
 		return fmt.Errorf("%w (make build-mpi builds bin/rankrun-mpi)", err)
 	}
-	w, err := mpi.Init(mpi.Config{Checked: f.checked, Timeout: f.collTimeout})
+	w, err := mpi.Init(mpi.Config{Checked: f.collChecked(), Timeout: f.collTimeout})
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 		var cancel context.CancelFunc
 		ctx, cancel = f.runContext(parent)
 		defer cancel()
-		rep, err = executor.RunLocal(ctx, cfg, f.checked, f.collTimeout)
+		rep, err = executor.RunLocal(ctx, cfg, f.collChecked(), f.collTimeout)
 	}
 	if err != nil {
 		err = f.runError(ctx, err)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -249,5 +251,35 @@ func TestSweepGridBadInput(t *testing.T) {
 			code, out, errOut := cli(t, append([]string{"sweep", "--requests", "2"}, c.args...)...)
 			oneLine(t, code, out, errOut, c.want...)
 		})
+	}
+}
+
+// sweep runs checked by default and honours --unchecked on every backend,
+// as run does. (Found by review: each sweep run re-read the flag copy that
+// still said checked.)
+func TestSweepHonoursUnchecked(t *testing.T) {
+	for _, backend := range []string{"local", "sim"} {
+		for _, unchecked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/unchecked=%v", backend, unchecked), func(t *testing.T) {
+				js := filepath.Join(t.TempDir(), "sw.json")
+				args := []string{"sweep", "--backend", backend, "--pair", "tp=1/tp=2", "--requests", "4", "--json", js}
+				if unchecked {
+					args = append(args, "--unchecked")
+				}
+				code, _, errOut := cli(t, args...)
+				require.Equal(t, 0, code, errOut)
+				b, err := os.ReadFile(js)
+				require.NoError(t, err)
+				var reps []struct {
+					Checked *bool `json:"checked"`
+				}
+				require.NoError(t, json.Unmarshal(b, &reps))
+				require.NotEmpty(t, reps)
+				for i, r := range reps {
+					require.NotNil(t, r.Checked, "run %d: no checked field", i)
+					require.Equal(t, !unchecked, *r.Checked, "run %d", i)
+				}
+			})
+		}
 	}
 }

@@ -22,11 +22,8 @@ import (
 
 // checkFlags checks every count, duration and number flag by its name.
 func (f *runFlags) checkFlags() error {
-	if f.unchecked {
-		if f.checkedSet && f.checked {
-			return usagef("--checked and --unchecked: give one (checked is the default)")
-		}
-		f.checked = false
+	if f.unchecked && f.checkedSet && f.checked {
+		return usagef("--checked and --unchecked: give one (checked is the default)")
 	}
 	for _, d := range []struct {
 		flag   string

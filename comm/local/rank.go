@@ -90,7 +90,9 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	if err != nil {
 		return err
 	}
-	copy(out, g.r.Ints)
+	if g.r.Agreed { // stamps that differ combined nothing: out stays as it was
+		copy(out, g.r.Ints)
+	}
 	return nil
 }
 
@@ -111,8 +113,10 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	if err != nil {
 		return err
 	}
-	flat := out.Reset(g.r.Gather.Counts)
-	copy(flat, g.r.Gather.Flat)
+	if g.r.Agreed {
+		flat := out.Reset(g.r.Gather.Counts)
+		copy(flat, g.r.Gather.Flat)
+	}
 	return nil
 }
 
@@ -136,6 +140,9 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	}
 	if r == root {
 		return data, nil
+	}
+	if !g.r.Agreed {
+		return data[:0], nil
 	}
 	return append(data[:0], g.r.Out...), nil
 }
