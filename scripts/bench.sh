@@ -45,11 +45,15 @@ gobench() {
 step "1. in-process collectives (comm/local)"
 gobench ./comm/local/ local.txt -bench . -benchtime 200000x
 step "2, 3, 6. transceiver: consensus round, transfer, scaling"
-gobench ./transceiver/ transceiver.txt -bench 'ConsensusRound|CheckScaling' -benchtime 1000x
+# The consensus rows are ratios of separate benchmarks (check, bare,
+# checked): 10000 calls each (tens of ms) so one scheduling hiccup does
+# not decide a ratio; 1000 calls swung them 0.7-3.5x.
+gobench ./transceiver/ transceiver.txt -bench 'ConsensusRound' -benchtime 10000x
+gobench ./transceiver/ transceiver-scaling.txt -bench 'CheckScaling' -benchtime 1000x
 gobench ./transceiver/ transceiver-xfer.txt -bench 'Transfer/frag=1MiB|TransferParts' -benchtime 200x
 gobench ./transceiver/ transceiver-xfer64.txt -bench 'Transfer/frag=64MiB' -benchtime 20x \
 	-cpuprofile "$raw/transfer64.pprof" -o "$raw/transceiver.test"
-cat "$raw/transceiver-xfer.txt" "$raw/transceiver-xfer64.txt" >>"$raw/transceiver.txt"
+cat "$raw/transceiver-scaling.txt" "$raw/transceiver-xfer.txt" "$raw/transceiver-xfer64.txt" >>"$raw/transceiver.txt"
 $GO tool pprof -top -nodecount=15 "$raw/transceiver.test" "$raw/transfer64.pprof" 2>/dev/null |
 	sed -n '/^Showing\|flat%/,$p' >"$raw/transfer-profile.txt" || true
 step "KV block pool (gpu)"
