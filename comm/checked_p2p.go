@@ -37,11 +37,31 @@ func (c *checked) LendsBytes() bool {
 	return ok && l.LendsBytes()
 }
 
-// IsendParts implements Lender, recorded as a send.
+// VectorIO implements Vectored: what the backend underneath does.
+func (c *checked) VectorIO() bool {
+	v, ok := c.raw.(Vectored)
+	return ok && v.VectorIO()
+}
+
+// partsSender is the raw backend's IsendParts, which a Lender and a
+// Vectored backend both have.
+func (c *checked) partsSender() (interface {
+	IsendParts(parts [][]byte, dest, tag int) (Request, error)
+}, bool) {
+	if c.LendsBytes() {
+		return c.raw.(Lender), true
+	}
+	if c.VectorIO() {
+		return c.raw.(Vectored), true
+	}
+	return nil, false
+}
+
+// IsendParts implements Lender and Vectored, recorded as a send.
 func (c *checked) IsendParts(parts [][]byte, dest, tag int) (Request, error) {
-	l, ok := c.raw.(Lender)
-	if !ok || !l.LendsBytes() {
-		return nil, fmt.Errorf("%w: IsendParts: backend %T does not lend bytes", ErrBadArgument, c.raw)
+	l, ok := c.partsSender()
+	if !ok {
+		return nil, fmt.Errorf("%w: IsendParts: backend %T neither lends bytes nor sends from parts", ErrBadArgument, c.raw)
 	}
 	var path Path
 	path.capture()
@@ -67,6 +87,21 @@ func (c *checked) IrecvLoan(src, tag int) (Loan, error) {
 	}
 	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
 	return &checkedLoan{checkedReq: checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, loan: req}, nil
+}
+
+// IrecvParts implements Vectored, recorded as a receive.
+func (c *checked) IrecvParts(parts [][]byte, src, tag int) (Request, error) {
+	if !c.VectorIO() {
+		return nil, fmt.Errorf("%w: IrecvParts: backend %T does not receive into parts", ErrBadArgument, c.raw)
+	}
+	var path Path
+	path.capture()
+	req, err := c.raw.(Vectored).IrecvParts(parts, src, tag)
+	if err != nil {
+		return nil, err
+	}
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
+	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
 // checkedLoan is a recorded loan.

@@ -123,6 +123,39 @@ type Lender interface {
 	IrecvLoan(src, tag int) (Loan, error)
 }
 
+// Vectored is an optional capability of a backend that sends a message
+// from several buffers and receives one into several buffers without a
+// packing copy (MPI: one hindexed datatype over the buffers). The message
+// is the concatenation of the parts; a receive fills its parts in order
+// (a shorter message leaves the tail as it was, a longer one is
+// ErrTruncated); Status.Len counts the bytes received. The parts belong to
+// the request until it is done. Each side may use the plain calls instead:
+// the bytes on the wire are the same. A wrapper implements the methods
+// whatever it wraps and says through VectorIO whether the backend does.
+type Vectored interface {
+	VectorIO() bool
+	IsendParts(parts [][]byte, dest, tag int) (Request, error)
+	IrecvParts(parts [][]byte, src, tag int) (Request, error)
+}
+
+// VectoredOf returns the outermost Vectored of c and the communicators it
+// wraps, or nil where the backend has no vectored I/O.
+func VectoredOf(c Comm) Vectored {
+	for {
+		if v, ok := c.(Vectored); ok {
+			if v.VectorIO() {
+				return v
+			}
+			return nil
+		}
+		w, ok := c.(Wrapper)
+		if !ok {
+			return nil
+		}
+		c = w.Unwrap()
+	}
+}
+
 // Loan is a receive posted with IrecvLoan.
 type Loan interface {
 	Request

@@ -29,7 +29,8 @@ func (t *Transceiver) withdraw(fs *fragState) error {
 	}
 	fs.done, fs.withdrawn = true, true
 	t.bufs.put(fs.msg)
-	fs.msg = nil
+	t.bufs.putParts(fs.parts)
+	fs.msg, fs.parts = nil, nil
 	return nil
 }
 

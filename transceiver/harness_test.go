@@ -56,17 +56,35 @@ func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	return &counting{Comm: child, n: c.n}, nil
 }
 
-// packing hides the backend's lending (comm.LenderOf finds a Lender that
-// does not lend) and keeps its other capabilities reachable.
+// packing hides the backend's lending and vectored I/O (comm.LenderOf and
+// VectoredOf find capabilities that say no) and keeps its other
+// capabilities reachable.
 type packing struct{ comm.Comm }
 
 func (p packing) Unwrap() comm.Comm { return p.Comm }
 func (packing) LendsBytes() bool    { return false }
+func (packing) VectorIO() bool      { return false }
 func (packing) IsendParts([][]byte, int, int) (comm.Request, error) {
-	return nil, errors.New("packing: IsendParts called although LendsBytes is false")
+	return nil, errors.New("packing: IsendParts called although LendsBytes and VectorIO are false")
+}
+func (packing) IrecvParts([][]byte, int, int) (comm.Request, error) {
+	return nil, errors.New("packing: IrecvParts called although VectorIO is false")
 }
 func (packing) IrecvLoan(int, int) (comm.Loan, error) {
 	return nil, errors.New("packing: IrecvLoan called although LendsBytes is false")
+}
+
+// vectoring hides the backend's lending only: bytes go from the CTX blocks
+// into the GEN blocks through vectored sends and receives, as over MPI.
+type vectoring struct{ comm.Comm }
+
+func (v vectoring) Unwrap() comm.Comm { return v.Comm }
+func (vectoring) LendsBytes() bool    { return false }
+func (vectoring) IsendParts([][]byte, int, int) (comm.Request, error) {
+	return nil, errors.New("vectoring: IsendParts reached the wrapper (VectoredOf should find the backend's)")
+}
+func (vectoring) IrecvLoan(int, int) (comm.Loan, error) {
+	return nil, errors.New("vectoring: IrecvLoan called although LendsBytes is false")
 }
 
 // groups are one rank's communicators: its instance and its consensus
@@ -123,9 +141,10 @@ type setupOpts struct {
 	faults     func(role topology.Role, rank int) *transceiver.Faults
 	collTimout time.Duration
 	verify     transceiver.Verify
-	// pack hides the backend's lending, so the packed path (MPI's and the
-	// simulator's) runs in-process.
-	pack bool
+	// path is how KV bytes travel: "" (lent, the local backend's way),
+	// "vector" (sent from and received into the blocks, MPI's way), or
+	// "pack" (packed and copied, the simulator's way).
+	path string
 	// clock is every rank's clock (the real one when nil). A frozen
 	// clock.Manual proves a wait ended on an event: a wait on a deadline
 	// would never end, and the test would fail at its own bound.
@@ -155,7 +174,10 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 	err := local.Run(ctx, ctxL.Ranks()+genL.Ranks(), local.Config{Checked: true, Timeout: o.collTimout}, func(ctx context.Context, c comm.Comm) error {
 		world := newCounting(c)
 		var xworld comm.Comm = world
-		if o.pack {
+		switch o.path {
+		case "vector":
+			xworld = vectoring{world}
+		case "pack":
 			xworld = packing{world}
 		}
 		g, err := setupGroups(ctx, world, ctxL, genL)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"runtime"
+	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/request"
@@ -51,7 +52,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	corrupt := t.cfg.Faults != nil && t.cfg.Faults.CorruptFragment[s.req.ID] && payload > 0
 	// A corrupted fragment is packed: the fault flips a byte of a copy,
 	// never of the CTX rank's own blocks.
-	lend := t.lender != nil && !corrupt
+	lend := (t.lender != nil || t.vector != nil) && !corrupt // send the runs where they lie
 	sum := t.cfg.Verify == VerifyChecksum
 	var msg []byte
 	var parts [][]byte
@@ -71,7 +72,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	err := t.eachRun(s, fs.f, "ctx", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
 		r := blk[off : off+run]
 		if lend {
-			parts = append(parts, r)
+			parts = appendRun(parts, r)
 		} else {
 			at := len(p)
 			p = append(p, r...)
@@ -112,9 +113,12 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		return fmt.Errorf("fragment header: %w", err)
 	}
 	var req comm.Request
-	if lend {
+	switch {
+	case lend && t.lender != nil:
 		req, err = t.lender.IsendParts(parts, fs.peer, fs.dataTag)
-	} else {
+	case lend:
+		req, err = t.vector.IsendParts(parts, fs.peer, fs.dataTag)
+	default:
 		req, err = t.cfg.World.Isend(msg, fs.peer, fs.dataTag)
 	}
 	if err != nil {
@@ -133,13 +137,33 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 
 // postReceive posts the receive of fragment fs: a loan where the backend
 // lends bytes, else a buffer for the whole message.
-func (t *Transceiver) postReceive(fs *fragState) error {
+func (t *Transceiver) postReceive(s *session, fs *fragState) error {
+	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
 	if t.lender != nil {
 		l, err := t.lender.IrecvLoan(fs.peer, fs.dataTag)
 		if err != nil {
 			return err
 		}
 		fs.loan, fs.req = l, l
+		return nil
+	}
+	if t.vector != nil {
+		// Straight into the destination blocks; checked there once the
+		// message is in (acceptFragment, in place).
+		fs.msg = t.bufs.get(HeaderSize)
+		parts := append(t.bufs.getParts(1+fs.payload/max(run, 1)), fs.msg)
+		_ = t.eachRun(s, fs.f, "gen", func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
+			parts = appendRun(parts, blk[off:off+run])
+			return nil
+		})
+		q, err := t.vector.IrecvParts(parts, fs.peer, fs.dataTag)
+		if err != nil {
+			t.bufs.put(fs.msg)
+			t.bufs.putParts(parts)
+			fs.msg = nil
+			return err
+		}
+		fs.req, fs.parts, fs.inPlace = q, parts, true
 		return nil
 	}
 	fs.msg = t.bufs.get(HeaderSize + fs.payload)
@@ -161,13 +185,35 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 		return l.Parts(), func() { l.Release(); fs.loan = nil }
 	}
 	msg := fs.msg
+	if fs.inPlace {
+		parts := fs.parts
+		return [][]byte{msg}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
+	}
 	return [][]byte{msg[:st.Len]}, func() { t.bufs.put(msg); fs.msg = nil }
+}
+
+// appendRun appends r to parts, or extends the last part when r starts
+// where it ends (adjacent runs in one block, adjacent blocks in the pool):
+// fewer, larger parts for the backend. parts[0], the header, is never
+// extended.
+func appendRun(parts [][]byte, r []byte) [][]byte {
+	if n := len(parts); n > 1 && len(r) > 0 && len(parts[n-1]) > 0 {
+		last := parts[n-1]
+		end := uintptr(unsafe.Pointer(unsafe.SliceData(last))) + uintptr(len(last)) // compared, never dereferenced
+		if end == uintptr(unsafe.Pointer(unsafe.SliceData(r))) {
+			// Both lie in the pool's one allocation, so one slice over
+			// both is memory the pool owns.
+			parts[n-1] = unsafe.Slice(unsafe.SliceData(last), len(last)+len(r))
+			return parts
+		}
+	}
+	return append(parts, r)
 }
 
 // acceptFragment checks a received fragment's header against what was
 // expected and copies its runs into the destination blocks, each in one
 // pass with the check Config.Verify asks for.
-func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte) error {
+func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, received int) error {
 	in := partReader{parts: parts}
 	f := fs.f
 	hb, ok := in.next(HeaderSize)
@@ -182,7 +228,11 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte) 
 		int(h.HeadLo) != f.HeadLo || int(h.HeadHi) != f.HeadHi || int(h.BlockMod) != f.BlockMod || int(h.BlockRem) != f.BlockRem {
 		return fmt.Errorf("fragment from ctx rank %d: header %+v does not match the expected %s of request %d", f.CtxRank, h, f, s.req.ID)
 	}
-	if got := in.size(); got != fs.payload || int(h.PayloadLen) != got {
+	got := in.size()
+	if fs.inPlace {
+		got = received - HeaderSize // the payload went straight into the blocks
+	}
+	if got != fs.payload || int(h.PayloadLen) != got {
 		return fmt.Errorf("fragment from ctx rank %d: %d payload bytes (header says %d), expected %d", f.CtxRank, got, h.PayloadLen, fs.payload)
 	}
 	sum := t.cfg.Verify == VerifyChecksum
@@ -196,8 +246,20 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte) 
 	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
 	var crc uint32
 	err = t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
-		src, _ := in.next(run)
 		dst := blk[off : off+run]
+		if fs.inPlace {
+			switch t.cfg.Verify {
+			case VerifyFull:
+				if head, tok, ok := checkRun(dst, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb); !ok {
+					return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
+						s.req.ID, b, f.CtxRank, layer, kv, head, tok)
+				}
+			case VerifyChecksum:
+				crc = crc32.Update(crc, castagnoli, dst)
+			}
+			return nil
+		}
+		src, _ := in.next(run)
 		switch t.cfg.Verify {
 		case VerifyFull:
 			if head, tok, ok := copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb); !ok {

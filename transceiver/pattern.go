@@ -192,3 +192,17 @@ func copyCheckWords(dst, src []uint64, w uint64) uint64 {
 	}
 	return bad
 }
+
+// checkRun is copyCheckRun's check without the copy: the run is already
+// where it belongs (received straight into the blocks).
+func checkRun(run []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	for head = headLo; head < headHi; head++ {
+		for tok = range tpb {
+			at := ((head-headLo)*tpb + tok) * hb
+			if !checkSegment(run[at:at+hb], patternSeed(req, layer, kv, head, token0+tok)) {
+				return head, tok, false
+			}
+		}
+	}
+	return 0, 0, true
+}

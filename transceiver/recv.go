@@ -43,7 +43,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 			s.frags = append(s.frags, fs)
 			continue
 		}
-		if err := t.postReceive(&fs); err != nil {
+		if err := t.postReceive(s, &fs); err != nil {
 			t.withdrawAll(s, map[int]bool{})
 			t.endLease(s)
 			return fmt.Errorf("transceiver: post fragment receive for request %d: %w", req.ID, err)
@@ -97,7 +97,7 @@ func (t *Transceiver) progressRecv(s *session) {
 				status := CodeOK
 				parts, free := t.received(fs, st)
 				if err == nil {
-					err = t.acceptFragment(s, fs, parts)
+					err = t.acceptFragment(s, fs, parts, st.Len)
 				}
 				free()
 				if err != nil {

@@ -55,6 +55,7 @@ type Transceiver struct {
 	bufs        bufPool
 	lender      comm.Lender     // World, where it lends bytes (nil: pack and copy)
 	progress    comm.Progresser // World's backend, where bytes move only while called
+	vector      comm.Vectored   // World, where it sends from and receives into parts (and does not lend)
 	closed      bool
 	clk         clock.Clock
 	waiter      clock.Waiter
@@ -88,6 +89,9 @@ func New(cfg Config) (*Transceiver, error) {
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}
 	t.lender = comm.LenderOf(cfg.World)
+	if t.lender == nil {
+		t.vector = comm.VectoredOf(cfg.World)
+	}
 	t.progress = comm.ProgresserOf(cfg.World)
 	if err := t.postControl(); err != nil {
 		return nil, err

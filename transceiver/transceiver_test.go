@@ -141,15 +141,15 @@ func TestTransferMovesEveryByte(t *testing.T) {
 		{"tp=2", "tp=2,pp=2"},
 		{"tp=1", "tp=8"}, // more GEN ranks than heads... 8 heads: one each
 	}
-	for _, pack := range []bool{false, true} {
+	for _, path := range []string{"", "vector", "pack"} {
 		for _, v := range []transceiver.Verify{transceiver.VerifyFull, transceiver.VerifyChecksum, transceiver.VerifyOff} {
 			cases := all
-			if pack || v != transceiver.VerifyFull {
+			if path != "" || v != transceiver.VerifyFull {
 				cases = all[:3]
 			}
 			for _, tc := range cases {
-				t.Run(fmt.Sprintf("pack=%v/verify=%s/%s->%s", pack, v, tc.ctx, tc.gen), func(t *testing.T) {
-					moveEveryByte(t, setupOpts{ctx: tc.ctx, gen: tc.gen, pack: pack, verify: v})
+				t.Run(fmt.Sprintf("path=%s/verify=%s/%s->%s", path, v, tc.ctx, tc.gen), func(t *testing.T) {
+					moveEveryByte(t, setupOpts{ctx: tc.ctx, gen: tc.gen, path: path, verify: v})
 				})
 			}
 		}

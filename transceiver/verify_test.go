@@ -25,52 +25,54 @@ func TestVerifyModesOnACorruptFragment(t *testing.T) {
 		{transceiver.VerifyChecksum, request.Failed, "payload checksum"},
 		{transceiver.VerifyOff, request.Completed, ""},
 	} {
-		t.Run(tc.verify.String(), func(t *testing.T) {
-			o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: tc.verify}
-			o.faults = func(role topology.Role, rank int) *transceiver.Faults {
-				if role == topology.Context && rank == 1 {
-					return &transceiver.Faults{CorruptFragment: map[request.ID]bool{101: true}}
-				}
-				return nil
-			}
-			reqs := requests(3)
-			var named atomic.Bool
-			runRanks(t, o, func(ctx context.Context, r *rank) error {
-				for _, q := range reqs {
-					var err error
-					if r.role == topology.Generation {
-						err = startRecv(r, q)
-					} else if err = prefill(r, q); err == nil {
-						err = r.tr.StartSend(q)
+		for _, path := range []string{"", "vector"} {
+			t.Run(path+"/"+tc.verify.String(), func(t *testing.T) {
+				o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: tc.verify, path: path}
+				o.faults = func(role topology.Role, rank int) *transceiver.Faults {
+					if role == topology.Context && rank == 1 {
+						return &transceiver.Faults{CorruptFragment: map[request.ID]bool{101: true}}
 					}
+					return nil
+				}
+				reqs := requests(3)
+				var named atomic.Bool
+				runRanks(t, o, func(ctx context.Context, r *rank) error {
+					for _, q := range reqs {
+						var err error
+						if r.role == topology.Generation {
+							err = startRecv(r, q)
+						} else if err = prefill(r, q); err == nil {
+							err = r.tr.StartSend(q)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					reaped, err := drain(ctx, r, len(reqs))
 					if err != nil {
 						return err
 					}
-				}
-				reaped, err := drain(ctx, r, len(reqs))
-				if err != nil {
-					return err
-				}
-				for _, x := range reaped {
-					want, reason := request.Completed, ""
-					if x.ID == 101 {
-						want, reason = tc.want, tc.reason
+					for _, x := range reaped {
+						want, reason := request.Completed, ""
+						if x.ID == 101 {
+							want, reason = tc.want, tc.reason
+						}
+						if x.Status != want {
+							return errorf("%s rank %d: request %d ended %s (%s), want %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason, want)
+						}
+						// The rank that caught it names the check; its peer
+						// learns the failure from the agreement.
+						if r.role == topology.Generation && reason != "" && strings.Contains(x.Reason, reason) {
+							named.Store(true)
+						}
 					}
-					if x.Status != want {
-						return errorf("%s rank %d: request %d ended %s (%s), want %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason, want)
-					}
-					// The rank that caught it names the check; its peer
-					// learns the failure from the agreement.
-					if r.role == topology.Generation && reason != "" && strings.Contains(x.Reason, reason) {
-						named.Store(true)
-					}
+					return nil
+				})
+				if tc.reason != "" && !named.Load() {
+					t.Fatalf("no gen rank failed request 101 naming %q", tc.reason)
 				}
-				return nil
 			})
-			if tc.reason != "" && !named.Load() {
-				t.Fatalf("no gen rank failed request 101 naming %q", tc.reason)
-			}
-		})
+		}
 	}
 }
 

@@ -69,6 +69,8 @@ func cases() []testCase {
 		{"PointToPoint", 1, Options{}, p2pRing},
 		{"PointToPointOrderAndWildcards", 2, Options{}, p2pOrder},
 		{"PointToPointTruncated", 2, Options{}, p2pTruncated},
+		{"PointToPointParts", 2, Options{}, p2pParts},
+		{"PointToPointPartsChecked", 2, checked, p2pParts},
 		{"PointToPointWithCollectives", 2, checked, p2pWithCollectives},
 		{"ContextCancellation", 1, Options{}, cancellation},
 		{"BadArguments", 1, checked, badArguments},
@@ -421,6 +423,81 @@ func p2pTruncated(n int) RankFunc {
 		}
 		return c.Barrier(ctx)
 	}
+}
+
+// p2pParts: vectored sends and receives (comm.Vectored) carry the
+// concatenation of their parts, mix with plain calls either way, cross
+// MPI's large-message protocol, and a receive too small is ErrTruncated.
+// Backends without vectored I/O pass it trivially.
+func p2pParts(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		v := comm.VectoredOf(c)
+		if v == nil {
+			return nil
+		}
+		big := make([]byte, 1<<20)
+		for i := range big {
+			big[i] = byte(i*7 + i>>10)
+		}
+		switch c.Rank() {
+		case 0:
+			var qs []comm.Request
+			for _, post := range []func() (comm.Request, error){
+				func() (comm.Request, error) { return v.IsendParts([][]byte{[]byte("ab"), {}, []byte("cdef")}, 1, 21) },
+				func() (comm.Request, error) { return c.Isend([]byte("plain-msg"), 1, 22) },
+				func() (comm.Request, error) { return v.IsendParts([][]byte{[]byte("xy"), []byte("z")}, 1, 23) },
+				func() (comm.Request, error) { return v.IsendParts([][]byte{make([]byte, 20)}, 1, 24) },
+				func() (comm.Request, error) {
+					return v.IsendParts([][]byte{big[:1<<18], big[1<<18 : 3<<18], big[3<<18:]}, 1, 25)
+				},
+			} {
+				q, err := post()
+				if err != nil {
+					return err
+				}
+				qs = append(qs, q)
+			}
+			for _, q := range qs {
+				if _, err := q.Wait(ctx); err != nil {
+					return errorf(c, "vectored send: %v", err)
+				}
+			}
+		case 1:
+			a, b := make([]byte, 3), make([]byte, 10)
+			st, err := waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts([][]byte{a, b}, 0, 21) })
+			if err != nil || st.Len != 6 || string(a) != "abc" || string(b[:3]) != "def" {
+				return errorf(c, "parts into parts: len %d, %q %q, %v", st.Len, a, b[:3], err)
+			}
+			p, q := make([]byte, 4), make([]byte, 5)
+			st, err = waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts([][]byte{p, q}, 0, 22) })
+			if err != nil || st.Len != 9 || string(p)+string(q) != "plain-msg" {
+				return errorf(c, "plain send into parts: len %d, %q %q, %v", st.Len, p, q, err)
+			}
+			buf := make([]byte, 8)
+			st, err = waitRecv(ctx, func() (comm.Request, error) { return c.Irecv(buf, 0, 23) })
+			if err != nil || st.Len != 3 || string(buf[:3]) != "xyz" {
+				return errorf(c, "parts into a plain receive: len %d, %q, %v", st.Len, buf[:st.Len], err)
+			}
+			_, err = waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts([][]byte{make([]byte, 5), make([]byte, 5)}, 0, 24) })
+			if !errors.Is(err, comm.ErrTruncated) {
+				return errorf(c, "20 bytes into 10 bytes of parts: %v, want ErrTruncated", err)
+			}
+			got := make([]byte, len(big))
+			st, err = waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts([][]byte{got[:5], got[5:]}, 0, 25) })
+			if err != nil || st.Len != len(big) || !bytes.Equal(got, big) {
+				return errorf(c, "1 MiB in three parts into two: len %d, equal %v, %v", st.Len, bytes.Equal(got, big), err)
+			}
+		}
+		return c.Barrier(ctx)
+	}
+}
+
+func waitRecv(ctx context.Context, post func() (comm.Request, error)) (comm.Status, error) {
+	q, err := post()
+	if err != nil {
+		return comm.Status{}, err
+	}
+	return q.Wait(ctx)
 }
 
 func p2pWithCollectives(n int) RankFunc {

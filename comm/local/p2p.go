@@ -23,6 +23,7 @@ type request struct {
 	send   bool
 	buf    []byte
 	parts  [][]byte // send: IsendParts's message (buf is nil)
+	rparts [][]byte // recv: IrecvParts's buffers (buf is nil)
 	loan   bool     // recv: posted by IrecvLoan
 	lent   *request // loan: the send whose bytes it holds until Release
 	got    [][]byte // loan: the message, once matched
@@ -126,19 +127,53 @@ func deliver(send, recv *request) {
 		poke(recv.notify)
 		return
 	}
-	n := 0
-	for _, p := range send.message() {
-		n += copy(recv.buf[n:], p)
+	into := recv.rparts
+	if into == nil {
+		into = [][]byte{recv.buf}
 	}
+	n := copyParts(into, send.message())
 	recv.st = comm.Status{Source: send.peer, Tag: send.tag, Len: n}
-	if size > len(recv.buf) {
+	if room := partsLen(into); size > room {
 		recv.err = fmt.Errorf("%w: %d-byte message from rank %d tag %d into a %d-byte buffer",
-			comm.ErrTruncated, size, send.peer, send.tag, len(recv.buf))
+			comm.ErrTruncated, size, send.peer, send.tag, room)
 	}
 	close(recv.done)
 	close(send.done)
 	poke(recv.notify)
 	poke(send.notify)
+}
+
+// copyParts copies the concatenation of src into the buffers of dst, in
+// order, as far as they hold, and returns the bytes copied.
+func copyParts(dst, src [][]byte) int {
+	n, di, doff := 0, 0, 0
+	for _, s := range src {
+		for len(s) > 0 && di < len(dst) {
+			k := copy(dst[di][doff:], s)
+			s, doff, n = s[k:], doff+k, n+k
+			if doff == len(dst[di]) {
+				di, doff = di+1, 0
+			}
+		}
+	}
+	return n
+}
+
+// VectorIO implements comm.Vectored.
+func (c *rankComm) VectorIO() bool { return true }
+
+// IrecvParts implements comm.Vectored.
+func (c *rankComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error) {
+	if err := c.usable("IrecvParts"); err != nil {
+		return nil, err
+	}
+	if err := comm.CheckArgs(c, "IrecvParts", src, tag, true); err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		parts = [][]byte{}
+	}
+	return c.post(&request{box: &c.g.boxes[c.rank], rparts: parts, peer: src, tag: tag}), nil
 }
 
 // Parts implements comm.Loan.

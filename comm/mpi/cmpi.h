@@ -269,6 +269,23 @@ static int rr_irecv(MPI_Comm comm, rr_p2p *p, void *buf, int n, int src, int tag
 	return MPI_Irecv(buf, n, MPI_BYTE, src, tag, comm, &p->req);
 }
 
+// rr_ipost_v posts a send or receive of the concatenation of n regions
+// (absolute addresses and lengths) through one hindexed datatype on
+// MPI_BOTTOM: no packing copy on either side. The datatype is freed at
+// once; MPI keeps it until the request completes.
+static int rr_ipost_v(MPI_Comm comm, rr_p2p *p, const MPI_Aint *addrs, const int *lens, int n, int peer, int tag, int recv) {
+	MPI_Datatype t;
+	int rc = MPI_Type_create_hindexed(n, lens, addrs, MPI_BYTE, &t);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Type_commit(&t);
+	if (rc == MPI_SUCCESS) {
+		if (recv) rc = MPI_Irecv(MPI_BOTTOM, 1, t, peer, tag, comm, &p->req);
+		else rc = MPI_Isend(MPI_BOTTOM, 1, t, peer, tag, comm, &p->req);
+	}
+	MPI_Type_free(&t);
+	return rc;
+}
+
 static int rr_p2p_test(rr_p2p *p) {
 	int rc = MPI_Test(&p->req, &p->flag, &p->st);
 	if (rc == MPI_SUCCESS && p->flag) {

@@ -118,6 +118,18 @@ func TestAvailable(t *testing.T) {
 	}
 }
 
+// The MPI backend sends from and receives into parts (the conformance
+// case PointToPointParts passes trivially on backends without it), in
+// checked mode too; it does not lend bytes.
+func TestVectoredIO(t *testing.T) {
+	if comm.VectoredOf(testWorld.Raw()) == nil || comm.VectoredOf(testWorld.Comm()) == nil {
+		t.Fatal("the MPI backend has no vectored I/O")
+	}
+	if comm.LenderOf(testWorld.Comm()) != nil {
+		t.Fatal("the MPI backend claims to lend bytes between processes")
+	}
+}
+
 func TestInitTwice(t *testing.T) {
 	if _, err := Init(Config{}); err == nil || !strings.Contains(err.Error(), "already initialised") {
 		t.Fatalf("second Init: %v", err)

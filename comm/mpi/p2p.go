@@ -101,6 +101,98 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 	return r, nil
 }
 
+// VectorIO implements comm.Vectored.
+func (c *mpiComm) VectorIO() bool { return true }
+
+// IsendParts implements comm.Vectored: one MPI_Isend of an hindexed
+// datatype over the parts, no packing copy.
+func (c *mpiComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, error) {
+	return c.postParts("IsendParts", parts, dest, tag, false)
+}
+
+// IrecvParts implements comm.Vectored: one MPI_Irecv into the parts.
+func (c *mpiComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error) {
+	return c.postParts("IrecvParts", parts, src, tag, true)
+}
+
+// postParts posts a vectored request: the parts' addresses and lengths go
+// to C once (a datatype), each part is pinned until the request completes.
+// Empty parts are skipped; none at all is an empty message.
+func (c *mpiComm) postParts(op string, parts [][]byte, peer, tag int, recv bool) (comm.Request, error) {
+	if parts == nil {
+		return nil, fmt.Errorf("%w: %s on group %q rank %d: nil parts", comm.ErrBadArgument, op, c.name, c.rank)
+	}
+	if err := comm.CheckArgs(c, op, peer, tag, recv); err != nil {
+		return nil, err
+	}
+	total, n := 0, 0
+	for _, p := range parts {
+		if len(p) > 0 {
+			total += len(p)
+			n++
+		}
+	}
+	if total > math.MaxInt32 || n > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %s: %d bytes in %d parts exceed MPI's int count", comm.ErrBadArgument, op, total, n)
+	}
+	if n == 0 {
+		return c.post(op, []byte{}, peer, tag, recv)
+	}
+	if c.closed.Load() {
+		return nil, fmt.Errorf("%w: %s on group %q rank %d", comm.ErrClosed, op, c.name, c.rank)
+	}
+	r := &request{c: c, recv: recv, peer: peer, tag: tag, n: total}
+	r.p = C.rr_p2p_new()
+	if r.p == nil {
+		return nil, fmt.Errorf("mpi: %s: out of C memory", op)
+	}
+	addrs := (*C.MPI_Aint)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.MPI_Aint(0)))))
+	lens := (*C.int)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.int(0)))))
+	defer C.free(unsafe.Pointer(addrs))
+	defer C.free(unsafe.Pointer(lens))
+	av, lv := unsafe.Slice(addrs, n), unsafe.Slice(lens, n)
+	e := c.e
+	e.mu.Lock()
+	r.pin = e.pinnerLocked()
+	i := 0
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		r.pin.Pin(&p[0])
+		av[i], lv[i] = C.MPI_Aint(uintptr(unsafe.Pointer(&p[0]))), C.int(len(p))
+		i++
+	}
+	var rc C.int
+	if e.finalized {
+		rc = -1
+	} else {
+		var isRecv C.int
+		if recv {
+			isRecv = 1
+		}
+		rc = C.rr_ipost_v(c.h, r.p, addrs, lens, C.int(n), C.int(peer), C.int(tag), isRecv)
+	}
+	var err error
+	if rc == -1 {
+		err = fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
+	} else if rc != C.MPI_SUCCESS {
+		err = mpiError(rc, op, "MPI_"+op, c.name, c.rank)
+	} else {
+		r.idx = len(e.inflight)
+		e.inflight = append(e.inflight, r)
+	}
+	if err != nil {
+		e.unpinLocked(r)
+		C.rr_p2p_free(r.p)
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 func (c *mpiComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	return c.post("Isend", buf, dest, tag, false)
 }
