@@ -17,20 +17,6 @@ const DefaultCollectiveTimeout = 30 * time.Second
 // inspectTimeout bounds how long the stall inspector waits for peers.
 const inspectTimeout = 2 * time.Second
 
-// Inspector is an optional capability of a backend communicator. After a
-// checked collective times out, the checked layer asks it for every rank's
-// flight records to tell which ranks never arrived and what they did last.
-// In-process this reads the peers' recorders; under MPI it asks the peers.
-type Inspector interface {
-	InspectPeers(ctx context.Context) []PeerRecords
-}
-
-// Aborter is an optional capability: a backend that can end the whole job
-// (MPI_Abort) after an unrecoverable collective error.
-type Aborter interface {
-	Abort(code int, reason error)
-}
-
 // CheckConfig configures checked mode.
 type CheckConfig struct {
 	// Timeout bounds every collective (DefaultCollectiveTimeout when 0)
@@ -52,24 +38,6 @@ const stampMagic = 0x52524e // "RRN"
 // offsets that are equal in every process running the same binary, even a
 // position-independent one.
 var anchor = reflect.ValueOf(NewChecked).Pointer()
-
-// Stamper is an optional capability of an in-process backend (comm/local):
-// checked mode's stamp rides the collective's own round, which compares
-// every rank's before combining anything, instead of checked mode gathering
-// [stamp | payload] from every rank. SetStamp gives the stamp of this
-// rank's next collective on the communicator (that call only); after it
-// returns, StampsAgreed says whether every rank gave an equal stamp. When
-// they differ the collective returns without error and without a result,
-// on every rank alike, and checked mode names the desync.
-type Stamper interface {
-	SetStamp(stamp []int64)
-	StampsAgreed() bool
-}
-
-func stamperOf(c Comm) Stamper {
-	s, _ := c.(Stamper)
-	return s
-}
 
 type checked struct {
 	raw     Comm
@@ -107,58 +75,6 @@ func (cfg CheckConfig) filled() CheckConfig {
 func (cfg CheckConfig) backendBounds(raw Comm) bool {
 	b := TimeoutOf(raw)
 	return b > 0 && (cfg.Timeout <= 0 || cfg.Timeout >= b)
-}
-
-// Wrapper is implemented by a communicator that wraps another (checked
-// mode, a test's counting layer), so that the optional capabilities of the
-// backend underneath (Notifier, Inspector, Bounded, ...) stay reachable.
-type Wrapper interface {
-	Unwrap() Comm
-}
-
-// Unwrap returns the backend communicator under any number of wrappers
-// (c itself when it wraps nothing).
-func Unwrap(c Comm) Comm {
-	for {
-		w, ok := c.(Wrapper)
-		if !ok {
-			return c
-		}
-		c = w.Unwrap()
-	}
-}
-
-// LenderOf returns the outermost Lender of c and the communicators it
-// wraps (checked mode records what it forwards), or nil where the backend
-// does not lend bytes.
-func LenderOf(c Comm) Lender {
-	for {
-		if l, ok := c.(Lender); ok {
-			if l.LendsBytes() {
-				return l
-			}
-			return nil
-		}
-		w, ok := c.(Wrapper)
-		if !ok {
-			return nil
-		}
-		c = w.Unwrap()
-	}
-}
-
-// IsChecked reports whether c is in checked mode (under any wrappers).
-func IsChecked(c Comm) bool {
-	for {
-		if _, ok := c.(*checked); ok {
-			return true
-		}
-		w, ok := c.(Wrapper)
-		if !ok {
-			return false
-		}
-		c = w.Unwrap()
-	}
 }
 
 // Unwrap implements Wrapper.
@@ -408,42 +324,6 @@ func unpackBytes(buf []byte, v []int64) ([]byte, error) {
 		copy(buf, unsafe.Slice((*byte)(unsafe.Pointer(&v[1])), 8*(len(v)-1)))
 	}
 	return buf, nil
-}
-
-// Notifier is an optional capability of a backend communicator: Notify
-// returns a channel that receives a token (buffered, coalesced) whenever a
-// point-to-point request posted by this rank completes, so a rank waiting
-// for progress can sleep on events instead of polling. Backends without it
-// (MPI, where progress needs polling) are polled with a short back-off.
-type Notifier interface {
-	Notify() <-chan struct{}
-}
-
-// Progresser is an optional capability of a backend whose point-to-point
-// bytes move only while the process calls into it (MPI: a large message
-// travels in fragments, each waiting for a progress call on both sides).
-// Progress drives it for up to budget, returning early when a request
-// completes; false means nothing is in flight (there was nothing to drive).
-// A caller waiting for bytes it knows are moving calls it instead of
-// sleeping between polls, as MPI_Wait would spin.
-type Progresser interface {
-	Progress(budget time.Duration) bool
-}
-
-// ProgresserOf returns the progresser of the backend under c, or nil.
-func ProgresserOf(c Comm) Progresser {
-	if p, ok := Unwrap(c).(Progresser); ok {
-		return p
-	}
-	return nil
-}
-
-// NotifierOf returns c's notifier (looking through checked mode), or nil.
-func NotifierOf(c Comm) Notifier {
-	if n, ok := Unwrap(c).(Notifier); ok {
-		return n
-	}
-	return nil
 }
 
 // appendBytes packs data into words (8 bytes each, the last zero-padded).
