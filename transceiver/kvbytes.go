@@ -152,11 +152,14 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 		// message is in (acceptFragment, in place).
 		fs.msg = t.bufs.get(HeaderSize)
 		parts := append(t.bufs.getParts(1+fs.payload/max(run, 1)), fs.msg)
-		_ = t.eachRun(s, fs.f, "gen", func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
+		err := t.eachRun(s, fs.f, "gen", func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
 			parts = appendRun(parts, blk[off:off+run])
 			return nil
 		})
-		q, err := t.vector.IrecvParts(parts, fs.peer, fs.dataTag)
+		var q comm.Request
+		if err == nil {
+			q, err = t.vector.IrecvParts(parts, fs.peer, fs.dataTag)
+		}
 		if err != nil {
 			t.bufs.put(fs.msg)
 			t.bufs.putParts(parts)
@@ -187,7 +190,9 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 	msg := fs.msg
 	if fs.inPlace {
 		parts := fs.parts
-		return [][]byte{msg}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
+		// A message shorter than a header fills only part of the recycled
+		// header buffer: hand over what arrived (DecodeHeader names it).
+		return [][]byte{msg[:min(st.Len, HeaderSize)]}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
 	}
 	return [][]byte{msg[:st.Len]}, func() { t.bufs.put(msg); fs.msg = nil }
 }
@@ -195,7 +200,9 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 // appendRun appends r to parts, or extends the last part when r starts
 // where it ends (adjacent runs in one block, adjacent blocks in the pool):
 // fewer, larger parts for the backend. parts[0], the header, is never
-// extended.
+// extended. Runs come only from Pool.Block, and a pool's storage is one
+// allocation (gpu.Pool.data): a pool split into chunks would need this to
+// stop at a chunk's end.
 func appendRun(parts [][]byte, r []byte) [][]byte {
 	if n := len(parts); n > 1 && len(r) > 0 && len(parts[n-1]) > 0 {
 		last := parts[n-1]
@@ -256,6 +263,9 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 				}
 			case VerifyChecksum:
 				crc = crc32.Update(crc, castagnoli, dst)
+			}
+			if layer == f.LayerHi-1 && kv == topology.V {
+				runtime.Gosched() // see Prefill: let woken ranks run between blocks
 			}
 			return nil
 		}

@@ -289,6 +289,9 @@ static int rr_ipost_v(MPI_Comm comm, rr_p2p *p, const MPI_Aint *addrs, const int
 static int rr_p2p_test(rr_p2p *p) {
 	int rc = MPI_Test(&p->req, &p->flag, &p->st);
 	if (rc == MPI_SUCCESS && p->flag) {
+		// Bytes received, for an MPI_BYTE receive and for an hindexed one
+		// over MPI_BYTE (rr_ipost_v) alike: the standard asks for the
+		// receive's datatype, Open MPI and MPICH count bytes either way.
 		p->count = 0;
 		MPI_Get_count(&p->st, MPI_BYTE, &p->count);
 	}
