@@ -81,6 +81,19 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 	default:
 		rc = C.rr_isend(c.h, r.p, ptr, C.int(len(buf)), C.int(peer), C.int(tag))
 	}
+	err := c.enterLocked(r, rc, op)
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// enterLocked ends the posting of r, whose MPI call returned rc (-1: MPI
+// was finalized): on success r joins the engine's in-flight list, on
+// failure its pin and C state are released. e.mu held.
+func (c *mpiComm) enterLocked(r *request, rc C.int, op string) error {
+	e := c.e
 	var err error
 	if rc == -1 {
 		err = fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
@@ -89,16 +102,11 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 	} else {
 		r.idx = len(e.inflight)
 		e.inflight = append(e.inflight, r)
+		return nil
 	}
-	if err != nil {
-		e.unpinLocked(r)
-		C.rr_p2p_free(r.p)
-	}
-	e.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	e.unpinLocked(r)
+	C.rr_p2p_free(r.p)
+	return err
 }
 
 // VectorIO implements comm.Vectored.
@@ -173,19 +181,7 @@ func (c *mpiComm) postParts(op string, parts [][]byte, peer, tag int, recv bool)
 		}
 		rc = C.rr_ipost_v(c.h, r.p, addrs, lens, C.int(n), C.int(peer), C.int(tag), isRecv)
 	}
-	var err error
-	if rc == -1 {
-		err = fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
-	} else if rc != C.MPI_SUCCESS {
-		err = mpiError(rc, op, "MPI_"+op, c.name, c.rank)
-	} else {
-		r.idx = len(e.inflight)
-		e.inflight = append(e.inflight, r)
-	}
-	if err != nil {
-		e.unpinLocked(r)
-		C.rr_p2p_free(r.p)
-	}
+	err := c.enterLocked(r, rc, op)
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
