@@ -20,13 +20,7 @@ func cancelRun(t *testing.T, timeout time.Duration, faults func(role topology.Ro
 	mu <- struct{}{}
 	q := transceiver.Request{ID: 100, Tokens: 64}
 	runRanks(t, setupOpts{ctx: "tp=2", gen: "tp=1", timeout: timeout, faults: faults}, func(ctx context.Context, r *rank) error {
-		var err error
-		if r.role == topology.Generation {
-			err = startRecv(r, q)
-		} else if err = prefill(r, q); err == nil {
-			err = r.tr.StartSend(q)
-		}
-		if err != nil {
+		if err := start(r, q); err != nil {
 			return err
 		}
 		reaped, err := drain(ctx, r, 1)

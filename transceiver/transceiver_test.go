@@ -121,6 +121,18 @@ func drainWith(ctx context.Context, r *rank, want int, check func(*rank, []trans
 	return all, nil
 }
 
+// start opens request q's session on this rank: GEN allocates its blocks
+// and posts the receive, CTX prefills its blocks and sends.
+func start(r *rank, q transceiver.Request) error {
+	if r.role == topology.Generation {
+		return startRecv(r, q)
+	}
+	if err := prefill(r, q); err != nil {
+		return err
+	}
+	return r.tr.StartSend(q)
+}
+
 func requests(n int) []transceiver.Request {
 	var out []transceiver.Request
 	for i := range n {
@@ -160,13 +172,7 @@ func moveEveryByte(t *testing.T, o setupOpts) {
 	reqs := requests(12)
 	runRanks(t, o, func(ctx context.Context, r *rank) error {
 		for _, q := range reqs {
-			var err error
-			if r.role == topology.Generation {
-				err = startRecv(r, q)
-			} else if err = prefill(r, q); err == nil {
-				err = r.tr.StartSend(q)
-			}
-			if err != nil {
+			if err := start(r, q); err != nil {
 				return err
 			}
 		}
@@ -227,13 +233,6 @@ func TestPollSeed000(t *testing.T) {
 		}
 		return res, n, err
 	}
-	// sendOne starts one request on a CTX rank (prefill and send).
-	sendOne := func(r *rank, q transceiver.Request) error {
-		if err := prefill(r, q); err != nil {
-			return err
-		}
-		return r.tr.StartSend(q)
-	}
 	// receive runs a GEN rank's side of reqs to the end.
 	receive := func(ctx context.Context, r *rank, reqs []transceiver.Request) error {
 		for _, q := range reqs {
@@ -276,7 +275,7 @@ func TestPollSeed000(t *testing.T) {
 			if r.role == topology.Generation {
 				return receive(ctx, r, q)
 			}
-			if err := sendOne(r, q[0]); err != nil {
+			if err := start(r, q[0]); err != nil {
 				return err
 			}
 			if _, err := drain(ctx, r, 1); err != nil {
@@ -332,7 +331,7 @@ func TestPollSeed000(t *testing.T) {
 				}
 				return receive(ctx, r, q)
 			}
-			if err := sendOne(r, q[0]); err != nil {
+			if err := start(r, q[0]); err != nil {
 				return err
 			}
 			res, _, err := check(ctx, r, 1)
@@ -358,7 +357,7 @@ func TestPollSeed000(t *testing.T) {
 				return receive(ctx, r, q)
 			}
 			for _, x := range q {
-				if err := sendOne(r, x); err != nil {
+				if err := start(r, x); err != nil {
 					return err
 				}
 			}
@@ -396,7 +395,7 @@ func TestPollSeed000(t *testing.T) {
 				}
 				return receive(ctx, r, q)
 			}
-			if err := sendOne(r, q[0]); err != nil {
+			if err := start(r, q[0]); err != nil {
 				return err
 			}
 			res, _, err := check(ctx, r, 1)
@@ -433,7 +432,7 @@ func TestPollSeed000(t *testing.T) {
 				}
 				return nil
 			}
-			if err := sendOne(r, q[0]); err != nil {
+			if err := start(r, q[0]); err != nil {
 				return err
 			}
 			res, _, err := check(ctx, r, 1)
@@ -473,7 +472,7 @@ func TestPollSeed000(t *testing.T) {
 				return err
 			}
 			for _, x := range q {
-				if err := sendOne(r, x); err != nil {
+				if err := start(r, x); err != nil {
 					return err
 				}
 			}

@@ -38,13 +38,7 @@ func TestVerifyModesOnACorruptFragment(t *testing.T) {
 				var named atomic.Bool
 				runRanks(t, o, func(ctx context.Context, r *rank) error {
 					for _, q := range reqs {
-						var err error
-						if r.role == topology.Generation {
-							err = startRecv(r, q)
-						} else if err = prefill(r, q); err == nil {
-							err = r.tr.StartSend(q)
-						}
-						if err != nil {
+						if err := start(r, q); err != nil {
 							return err
 						}
 					}
