@@ -166,7 +166,7 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 			fs.msg = nil
 			return err
 		}
-		fs.req, fs.parts, fs.inPlace = q, parts, true
+		fs.req, fs.parts = q, parts
 		return nil
 	}
 	fs.msg = t.bufs.get(HeaderSize + fs.payload)
@@ -188,7 +188,7 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 		return l.Parts(), func() { l.Release(); fs.loan = nil }
 	}
 	msg := fs.msg
-	if fs.inPlace {
+	if t.vector != nil {
 		parts := fs.parts
 		// A message shorter than a header fills only part of the recycled
 		// header buffer: hand over what arrived (DecodeHeader names it).
@@ -236,7 +236,7 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 		return fmt.Errorf("fragment from ctx rank %d: header %+v does not match the expected %s of request %d", f.CtxRank, h, f, s.req.ID)
 	}
 	got := in.size()
-	if fs.inPlace {
+	if t.vector != nil {
 		got = received - HeaderSize // the payload went straight into the blocks
 	}
 	if got != fs.payload || int(h.PayloadLen) != got {
@@ -252,35 +252,33 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
 	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
 	var crc uint32
+	inPlace := t.vector != nil // the payload went straight into the blocks
 	err = t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
 		dst := blk[off : off+run]
-		if fs.inPlace {
-			switch t.cfg.Verify {
-			case VerifyFull:
-				if head, tok, ok := checkRun(dst, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb); !ok {
-					return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
-						s.req.ID, b, f.CtxRank, layer, kv, head, tok)
-				}
-			case VerifyChecksum:
-				crc = crc32.Update(crc, castagnoli, dst)
-			}
-			if layer == f.LayerHi-1 && kv == topology.V {
-				runtime.Gosched() // see Prefill: let woken ranks run between blocks
-			}
-			return nil
+		var src []byte
+		if !inPlace {
+			src, _ = in.next(run)
 		}
-		src, _ := in.next(run)
 		switch t.cfg.Verify {
 		case VerifyFull:
-			if head, tok, ok := copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb); !ok {
+			var head, tok int
+			var ok bool
+			if inPlace {
+				head, tok, ok = checkRun(dst, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb)
+			} else {
+				head, tok, ok = copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb)
+			}
+			if !ok {
 				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
 					s.req.ID, b, f.CtxRank, layer, kv, head, tok)
 			}
-		case VerifyChecksum:
-			copy(dst, src)
-			crc = crc32.Update(crc, castagnoli, dst)
 		default:
-			copy(dst, src)
+			if !inPlace {
+				copy(dst, src)
+			}
+			if t.cfg.Verify == VerifyChecksum {
+				crc = crc32.Update(crc, castagnoli, dst)
+			}
 		}
 		if layer == f.LayerHi-1 && kv == topology.V {
 			runtime.Gosched() // see Prefill: let woken ranks run between blocks

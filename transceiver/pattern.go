@@ -156,15 +156,7 @@ func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV
 	nw := hb / 8
 	if dw == nil || sw == nil || hb%8 != 0 {
 		copy(dst, src)
-		for head = headLo; head < headHi; head++ {
-			for tok = range tpb {
-				at := ((head-headLo)*tpb + tok) * hb
-				if !checkSegment(dst[at:at+hb], patternSeed(req, layer, kv, head, token0+tok)) {
-					return head, tok, false
-				}
-			}
-		}
-		return 0, 0, true
+		return checkRun(dst, hb, req, layer, kv, headLo, headHi, tpb, token0)
 	}
 	k := 0
 	for head = headLo; head < headHi; head++ {

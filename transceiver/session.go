@@ -21,7 +21,6 @@ type fragState struct {
 	msg     []byte    // CTX: the packed message (or, lending, its header); GEN: the receive buffer
 	parts   [][]byte  // CTX, lending: header then the runs, straight from the blocks
 	loan    comm.Loan // GEN, lending: the receive (also req)
-	inPlace bool      // GEN, vectored: received straight into the blocks (msg: the header, parts: the list)
 	req     comm.Request
 	posted  bool
 	done    bool // CTX: send completed; GEN: received and checked

@@ -55,7 +55,7 @@ type Transceiver struct {
 	bufs        bufPool
 	lender      comm.Lender     // World, where it lends bytes (nil: pack and copy)
 	progress    comm.Progresser // World's backend, where bytes move only while called
-	vector      comm.Vectored   // World, where it sends from and receives into parts (and does not lend)
+	vector      comm.Vectored   // World, where it sends from and receives into parts (and does not lend): GEN receives straight into its blocks
 	closed      bool
 	clk         clock.Clock
 	waiter      clock.Waiter
