@@ -155,10 +155,6 @@ func collectivesRows(raw string, add func(benchRow)) error {
 // median over chunks alternated in one job (scripts/bench-mpi.sh,
 // BenchmarkStatusVsBare).
 func statusMPIRows(raw string, add func(benchRow)) error {
-	b, err := os.ReadFile(filepath.Join(raw, "bench-mpi-status.json"))
-	if err != nil {
-		return err
-	}
 	var st struct {
 		Chunks  int `json:"chunks"`
 		Results []struct {
@@ -169,8 +165,8 @@ func statusMPIRows(raw string, add func(benchRow)) error {
 			BareNs    float64 `json:"bare_ns_per_op"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("bench-mpi-status.json: %w", err)
+	if err := readRawJSON(raw, "bench-mpi-status.json", &st); err != nil {
+		return err
 	}
 	sec := "2 consensus round (mpirun)"
 	for _, r := range st.Results {
@@ -183,14 +179,22 @@ func statusMPIRows(raw string, add func(benchRow)) error {
 	return nil
 }
 
+// readRawJSON decodes raw/name into v; a decoding error names the file.
+func readRawJSON(raw, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(raw, name))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
 // xferMPIRows: the KV transfer under mpirun np=2 (64 MiB, CTX tp=1 -> GEN
 // tp=1) against the bare Isend/Irecv of the same bytes, median over pairs
 // alternated in one job (scripts/bench-mpi.sh, transceiver/mpixfer).
 func xferMPIRows(raw string, add func(benchRow)) error {
-	b, err := os.ReadFile(filepath.Join(raw, "bench-mpi-xfer.json"))
-	if err != nil {
-		return err
-	}
 	var st struct {
 		Pairs   int `json:"pairs"`
 		Results []struct {
@@ -202,8 +206,8 @@ func xferMPIRows(raw string, add func(benchRow)) error {
 			P2P    float64 `json:"p2p_mb_per_s"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("bench-mpi-xfer.json: %w", err)
+	if err := readRawJSON(raw, "bench-mpi-xfer.json", &st); err != nil {
+		return err
 	}
 	sec := "3 KV transfer CTX tp=1 -> GEN tp=1, 64 MiB (mpirun -np 2)"
 	for _, r := range st.Results {
