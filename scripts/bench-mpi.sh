@@ -93,6 +93,24 @@ samejob() {
 	(cd comm/mpi && mpi --output-filename "$tmp/o" -np "$3" "$tmp/mpi.test" \
 		-test.run '^$' -test.bench "^$1\$" -test.benchtime "$2x" >/dev/null)
 }
+# metrics PREFIX UNIT...: one line per benchmark of rank 0's output whose
+# name starts with PREFIX: the rest of the name (without -GOMAXPROCS), then
+# the value reported with each UNIT, 0 where it has none.
+metrics() {
+	local prefix=$1
+	shift
+	awk -v pre="$prefix" -v units="$*" 'BEGIN { n = split(units, u, " ") }
+	index($1, pre) == 1 {
+		name = substr($1, length(pre) + 1); sub(/-[0-9]+$/, "", name)
+		line = name
+		for (k = 1; k <= n; k++) {
+			v = 0
+			for (i = 1; i < NF; i++) if ($(i+1) == u[k]) v = $i
+			line = line " " v
+		}
+		print line
+	}' "$tmp"/o/1/rank.0/stdout
+}
 vsc=$tmp/vsc.txt
 : >"$vsc"
 for np in $NPS; do
@@ -119,16 +137,7 @@ status=$tmp/status.txt
 for np in $NPS; do
 	echo "bench-mpi: status check vs bare allgather, np=$np, $STATUS_CHUNKS chunks each" >&2
 	samejob BenchmarkStatusVsBare "$STATUS_CHUNKS" "$np"
-	awk -v np="$np" '/^BenchmarkStatusVsBare\// {
-		name = $1; sub(/^BenchmarkStatusVsBare\/ids=/, "", name); sub(/-[0-9]+$/, "", name)
-		cb = 0; ck = 0; bare = 0
-		for (i = 1; i < NF; i++) {
-			if ($(i+1) == "check/bare") cb = $i
-			if ($(i+1) == "checked/unchecked") ck = $i
-			if ($(i+1) == "bare-ns/op") bare = $i
-		}
-		print np, name, cb, ck, bare
-	}' "$tmp"/o/1/rank.0/stdout >>"$status"
+	metrics BenchmarkStatusVsBare/ids= check/bare checked/unchecked bare-ns/op | sed "s/^/$np /" >>"$status"
 done
 mkdir -p out
 python3 - "$status" "$STATUS_CHUNKS" >out/bench-mpi-status.json <<'PY'
@@ -241,18 +250,7 @@ $GO test -c -tags mpi -o "$tmp/xfer.test" ./transceiver/mpixfer/
 rm -rf "$tmp/o"
 mpi --output-filename "$tmp/o" -np 2 "$tmp/xfer.test" -test.run '^$' -test.bench '^BenchmarkTransferVsP2P$' \
 	-test.benchtime "${XFER_PAIRS}x" >/dev/null
-awk '/^BenchmarkTransferVsP2P\// {
-	name = $1; sub(/^BenchmarkTransferVsP2P\/verify=/, "", name); sub(/-[0-9]+$/, "", name)
-	med = 0; best = 0; worst = 0; x = 0; p = 0
-	for (i = 1; i < NF; i++) {
-		if ($(i+1) == "xfer/p2p") med = $i
-		if ($(i+1) == "xfer/p2p-best") best = $i
-		if ($(i+1) == "xfer/p2p-worst") worst = $i
-		if ($(i+1) == "xfer-MB/s") x = $i
-		if ($(i+1) == "p2p-MB/s") p = $i
-	}
-	print name, med, best, worst, x, p
-}' "$tmp"/o/1/rank.0/stdout >"$tmp/xfer.txt"
+metrics BenchmarkTransferVsP2P/verify= xfer/p2p xfer/p2p-best xfer/p2p-worst xfer-MB/s p2p-MB/s >"$tmp/xfer.txt"
 python3 - "$tmp/xfer.txt" "$XFER_PAIRS" >out/bench-mpi-xfer.json <<'PY'
 import json, sys
 rows = []
