@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/transceiver/internal/wordseq"
 
 	"github.com/rankrun/rankrun/topology"
 )
@@ -98,15 +99,11 @@ func checkSegment(seg []byte, seed uint64) bool {
 // compute model: it makes every byte a CTX rank will send checkable.
 func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 	m := s.Model
-	hb := m.HeadBytes()
+	run := s.RunBytes(s.HeadLo, s.HeadHi)
 	for layer := s.LayerLo; layer < s.LayerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
-			for head := s.HeadLo; head < s.HeadHi; head++ {
-				for t := range m.TokensPerBlock {
-					off := s.Offset(layer, kv, head, t)
-					fillSegment(block[off:off+hb], patternSeed(req, layer, kv, head, blockIdx*m.TokensPerBlock+t))
-				}
-			}
+			off := s.Offset(layer, kv, s.HeadLo, 0)
+			runPattern(opFill, block[off:off+run], nil, m.HeadBytes(), req, layer, kv, s.HeadLo, s.HeadHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock)
 		}
 	}
 }
@@ -116,16 +113,12 @@ func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 // returns the first mismatch as (layer, kv, head, token, false).
 func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, layerHi, headLo, headHi int) (int, topology.KV, int, int, bool) {
 	m := s.Model
-	hb := m.HeadBytes()
+	run := s.RunBytes(headLo, headHi)
 	for layer := layerLo; layer < layerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
-			for head := headLo; head < headHi; head++ {
-				for t := range m.TokensPerBlock {
-					off := s.Offset(layer, kv, head, t)
-					if !checkSegment(block[off:off+hb], patternSeed(req, layer, kv, head, blockIdx*m.TokensPerBlock+t)) {
-						return layer, kv, head, t, false
-					}
-				}
+			off := s.Offset(layer, kv, headLo, 0)
+			if head, t, ok := checkRun(block[off:off+run], m.HeadBytes(), req, layer, kv, headLo, headHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock); !ok {
+				return layer, kv, head, t, false
 			}
 		}
 	}
@@ -145,53 +138,93 @@ func Prefill(pool *gpu.Pool, s topology.Shard, id request.ID) {
 	}
 }
 
-// copyCheckRun copies src into dst (one run: heads [headLo, headHi) of
-// tpb tokens, hb bytes each, the first token being request token token0)
-// and checks, in the same pass, that every segment holds the pattern of
-// (req, layer, kv, head, token). On a mismatch it stops and returns that
-// head and token (within the block) with ok false.
-func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	dst = dst[:len(src)]
-	dw, sw := words(dst), words(src)
-	nw := hb / 8
-	if dw == nil || sw == nil || hb%8 != 0 {
-		copy(dst, src)
-		return checkRun(dst, hb, req, layer, kv, headLo, headHi, tpb, token0)
-	}
-	k := 0
-	for head = headLo; head < headHi; head++ {
-		for tok = range tpb {
-			if copyCheckWords(dw[k:k+nw], sw[k:k+nw], patternSeed(req, layer, kv, head, token0+tok)) != 0 {
-				return head, tok, false
-			}
-			k += nw
-		}
-	}
-	return 0, 0, true
-}
+// A run is heads [headLo, headHi) of tpb tokens, hb bytes each, the
+// first token being request token token0: segment (head, tok) holds the
+// pattern of (req, layer, kv, head, token0+tok) at ((head-headLo)*tpb+tok)*hb.
 
-// copyCheckWords copies src into dst and returns the OR of every word's
-// difference from the pattern w, w+step, ...: zero when all match. (The
-// plain loop measured faster than 2- and 4-way unrolled ones, which spill
-// registers: BenchmarkCopyCheckRun.)
-func copyCheckWords(dst, src []uint64, w uint64) uint64 {
-	var bad uint64
-	dst = dst[:len(src)] // one bounds check, not one a word
-	for i, v := range src {
-		dst[i] = v
-		bad |= v ^ w
-		w += patternStep
-	}
-	return bad
+// copyCheckRun copies src into dst (one run) and checks, in the same pass,
+// that every segment holds its pattern. On a mismatch it returns that
+// head and token (within the block) with ok false; dst holds all of src
+// either way.
+func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	return runPattern(opCopyCheck, dst[:len(src)], src, hb, req, layer, kv, headLo, headHi, tpb, token0)
 }
 
 // checkRun is copyCheckRun's check without the copy: the run is already
 // where it belongs (received straight into the blocks).
 func checkRun(run []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	return runPattern(opCheck, run, nil, hb, req, layer, kv, headLo, headHi, tpb, token0)
+}
+
+// patternOp is what runPattern does to a run.
+type patternOp uint8
+
+const (
+	opFill      patternOp = iota // write the pattern into dst
+	opCheck                      // check dst holds it
+	opCopyCheck                  // copy src into dst, checking src holds it
+)
+
+// seedBatch is how many segments' seeds one kernel call takes: a stack
+// array, so that no call allocates.
+const seedBatch = 64
+
+// runPattern does op to a run a head at a time: the seeds of up to
+// seedBatch tokens, then one wordseq call over their segments (vectorised
+// where the machine can). Segments that are not whole words, or a run not
+// word-aligned, go a segment at a time. A failed check is located by
+// checking the batch's segments one by one.
+func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	dw, sw := words(dst), words(src)
+	if hb%8 != 0 || dw == nil || (op == opCopyCheck && sw == nil) {
+		return runPatternSegments(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
+	}
+	nw := hb / 8
+	var seeds [seedBatch]uint64
+	k := 0 // the batch's first word
+	for head = headLo; head < headHi; head++ {
+		for t0 := 0; t0 < tpb; t0 += seedBatch {
+			batch := seeds[:min(seedBatch, tpb-t0)]
+			for j := range batch {
+				batch[j] = patternSeed(req, layer, kv, head, token0+t0+j)
+			}
+			span := len(batch) * nw
+			ok = true
+			switch op {
+			case opFill:
+				wordseq.Fill(dw[k:k+span], nw, batch, patternStep)
+			case opCheck:
+				ok = wordseq.Check(dw[k:k+span], nw, batch, patternStep)
+			case opCopyCheck:
+				ok = wordseq.CopyCheck(dw[k:k+span], sw[k:k+span], nw, batch, patternStep)
+			}
+			if !ok {
+				for j, seed := range batch {
+					if at := (k + j*nw) * 8; !checkSegment(dst[at:at+hb], seed) {
+						return head, t0 + j, false
+					}
+				}
+				return head, t0, false // the kernel and checkSegment disagree: still a mismatch
+			}
+			k += span
+		}
+	}
+	return 0, 0, true
+}
+
+// runPatternSegments is runPattern a segment at a time, for runs the word
+// kernels cannot take.
+func runPatternSegments(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	if op == opCopyCheck {
+		copy(dst, src)
+	}
 	for head = headLo; head < headHi; head++ {
 		for tok = range tpb {
 			at := ((head-headLo)*tpb + tok) * hb
-			if !checkSegment(run[at:at+hb], patternSeed(req, layer, kv, head, token0+tok)) {
+			seed := patternSeed(req, layer, kv, head, token0+tok)
+			if op == opFill {
+				fillSegment(dst[at:at+hb], seed)
+			} else if !checkSegment(dst[at:at+hb], seed) {
 				return head, tok, false
 			}
 		}

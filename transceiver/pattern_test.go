@@ -41,16 +41,20 @@ func TestPatternFastPathMatchesBytePath(t *testing.T) {
 }
 
 // copyCheckRun copies a whole run and catches a flipped byte at every
-// position, naming its head and token, on the word path (aligned) and the
-// byte path (unaligned, or segments that are not whole words).
+// position, naming its head and token, and so does checkRun in place: on
+// the word kernels (aligned; whole vectors, more tokens than one batch of
+// seeds, and segments of 5 words, which the vector loops leave to Go) and
+// the byte path (unaligned, or segments that are not whole words).
 func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
-	const req, layer, headLo, headHi, tpb, token0 = 7, 3, 2, 5, 4, 8
+	const req, layer, headLo, headHi, token0 = 7, 3, 2, 5, 8
 	for _, tc := range []struct {
 		name   string
 		hb     int
 		offset int
-	}{{"words", 40, 0}, {"unaligned", 40, 3}, {"odd-segment", 13, 0}} {
+		tpb    int
+	}{{"words", 40, 0, 4}, {"vectors", 256, 0, 4}, {"batches", 64, 0, seedBatch + 6}, {"unaligned", 40, 3, 4}, {"odd-segment", 13, 0, 4}} {
 		t.Run(tc.name, func(t *testing.T) {
+			tpb := tc.tpb
 			n := (headHi - headLo) * tpb * tc.hb
 			srcBuf := make([]byte, n+8)
 			src := srcBuf[tc.offset : tc.offset+n]
@@ -60,6 +64,10 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 					fillSegment(src[at:at+tc.hb], patternSeed(req, layer, topology.V, h, token0+tok))
 				}
 			}
+			filled := make([]byte, n+8)[tc.offset : tc.offset+n]
+			if runPattern(opFill, filled, nil, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); string(filled) != string(src) {
+				t.Fatal("the run's fill differs from its segments filled one by one")
+			}
 			dst := make([]byte, n)
 			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); !ok {
 				t.Fatal("a run holding the pattern does not check")
@@ -67,18 +75,31 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 			if string(dst) != string(src) {
 				t.Fatal("the run was not copied")
 			}
+			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); !ok {
+				t.Fatal("a run holding the pattern does not check in place")
+			}
 			for i := range n {
 				src[i] ^= 0x01
 				head, tok, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0)
+				ihead, itok, iok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0)
+				copied := dst[i] == src[i]
 				src[i] ^= 0x01
 				seg := i / tc.hb
 				if wantHead, wantTok := headLo+seg/tpb, seg%tpb; ok || head != wantHead || tok != wantTok {
 					t.Fatalf("byte %d flipped: ok %v at head %d token %d, want a mismatch at head %d token %d", i, ok, head, tok, wantHead, wantTok)
+				} else if iok || ihead != wantHead || itok != wantTok {
+					t.Fatalf("byte %d flipped, in place: ok %v at head %d token %d, want a mismatch at head %d token %d", i, iok, ihead, itok, wantHead, wantTok)
+				}
+				if !copied {
+					t.Fatalf("byte %d flipped: the copy left it out", i)
 				}
 			}
 			// The right bytes under the wrong coordinates do not check.
 			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.K, headLo, headHi, tpb, token0); ok {
 				t.Fatal("V bytes checked as K")
+			}
+			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0+1); ok {
+				t.Fatal("token 8's bytes checked as token 9's")
 			}
 		})
 	}

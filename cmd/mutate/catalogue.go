@@ -3,7 +3,7 @@ package main
 // fast is the sim- and in-process-backed suite a mutant must fail: the
 // packages whose tests exercise the runtime's decisions (no MPI, no
 // network), each run once per mutant.
-var fast = []string{"./consensus", "./transceiver", "./executor", "./scenario", "./explore", "./tests/multirank"}
+var fast = []string{"./consensus", "./transceiver/internal/wordseq", "./transceiver", "./executor", "./scenario", "./explore", "./tests/multirank"}
 
 // catalogue is the list of named mutants: each replaces one piece of text
 // (which must occur exactly once in its file) by another. A mutant the
@@ -86,17 +86,20 @@ var catalogue = []mutant{
 		old: "\t\t\tif !ok {\n\t\t\t\treturn fmt.Errorf(\"request %d block", new: "\t\t\tif false && !ok {\n\t\t\t\treturn fmt.Errorf(\"request %d block",
 		why: "received bytes are not checked against the pattern"},
 	{name: "in-place-verify-skipped", file: "transceiver/pattern.go",
-		old: "\t\t\tif !checkSegment(run[at:at+hb],", new: "\t\t\tif false && !checkSegment(run[at:at+hb],",
+		old: "\t\t\t\tok = wordseq.Check(", new: "\t\t\t\tok = true || wordseq.Check(",
 		why: "bytes received straight into the blocks (MPI's vectored path) pass the read-only check whatever they hold"},
 	{name: "checksum-unchecked", file: "transceiver/kvbytes.go",
 		old: "if sum && crc != h.PayloadCRC {", new: "if false && sum && crc != h.PayloadCRC {",
 		why: "--verify checksum computes the CRC of what arrived but never compares it"},
-	{name: "check-ignores-high-bytes", file: "transceiver/pattern.go",
-		old: "\t\tbad |= v ^ w\n", new: "\t\tbad |= (v ^ w) & 0xFFFFFFFF\n",
-		why: "the fused copy-check compares only the low four bytes of every word it copies"},
-	{name: "lent-bytes-not-stored", file: "transceiver/pattern.go",
-		old: "\t\tdst[i] = v\n", new: "\t\t_ = i\n",
-		why: "the fused copy-check checks the sender's bytes but never writes the destination blocks"},
+	{name: "check-ignores-high-bytes", file: "transceiver/internal/wordseq/generic.go",
+		old: "\t\t\td[k] = v\n\t\t\tbad |= v ^ w\n", new: "\t\t\td[k] = v\n\t\t\tbad |= (v ^ w) & 0xFFFFFFFF\n",
+		why: "the Go copy-check (every machine without AVX2) compares only the low four bytes of every word it copies"},
+	{name: "vector-check-skips-half", file: "transceiver/internal/wordseq/wordseq_amd64.s",
+		old: "\tVPOR    Y8, Y6, Y6\n", new: "",
+		why: "the AVX2 copy-check never looks at words 4-7 of every 8 it copies"},
+	{name: "lent-bytes-not-stored", file: "transceiver/internal/wordseq/wordseq_amd64.s",
+		old: "\tVMOVDQU Y8, 32(DI)\n", new: "",
+		why: "the AVX2 copy-check checks the sender's bytes but leaves words 4-7 of every 8 out of the destination blocks"},
 	{name: "close-keeps-matched-loan", file: "transceiver/cancel.go",
 		old: "\t\t\t\tfs.loan.Release()\n", new: "",
 		why: "a GEN rank that closes holding a matched, unread loan never gives the bytes back: the CTX send never completes"},
