@@ -16,8 +16,16 @@ import (
 // of (request, layer, K/V, head, token) are a function of those five values
 // only, so any receiver can verify what it got without the sender's help.
 func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 {
-	x := req*0x9E3779B97F4A7C15 ^ uint64(layer)<<40 ^ uint64(kv)<<39 ^ uint64(head)<<24 ^ uint64(token)
-	// splitmix64 finaliser.
+	return patternMix(patternBase(req, layer, kv, head) ^ uint64(token))
+}
+
+// patternBase is the part of a seed that the tokens of one head share.
+func patternBase(req uint64, layer int, kv topology.KV, head int) uint64 {
+	return req*0x9E3779B97F4A7C15 ^ uint64(layer)<<40 ^ uint64(kv)<<39 ^ uint64(head)<<24
+}
+
+// patternMix is the splitmix64 finaliser.
+func patternMix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xBF58476D1CE4E5B9
 	x ^= x >> 27
@@ -185,8 +193,9 @@ func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv
 	for head = headLo; head < headHi; head++ {
 		for t0 := 0; t0 < tpb; t0 += seedBatch {
 			batch := seeds[:min(seedBatch, tpb-t0)]
+			base, tok0 := patternBase(req, layer, kv, head), uint64(token0+t0)
 			for j := range batch {
-				batch[j] = patternSeed(req, layer, kv, head, token0+t0+j)
+				batch[j] = patternMix(base ^ (tok0 + uint64(j)))
 			}
 			span := len(batch) * nw
 			ok = true
