@@ -29,6 +29,9 @@ func (t *Transceiver) StartSend(req Request) error {
 	}
 	t.everSent = true
 	t.addSession(s)
+	// Request info that has arrived but not been read yet: read it now,
+	// so that fragments whose GEN peer is known leave in this call.
+	t.pumpControl()
 	for _, h := range t.pendingInfo[req.ID] {
 		t.applyInfo(s, h)
 	}
