@@ -15,9 +15,11 @@ package transceiver_test
 //     StartSend allocates per session.
 //   - BenchmarkTransfer: one request's KV from CTX tp=1 to GEN tp=4 (one
 //     fragment of 1 MiB or 64 MiB per GEN rank: pack, send, verify every
-//     byte, unpack, acknowledge, reap), next to "p2p" (Isend/Irecv of the
-//     same messages plus an 8-byte acknowledgement) and "memmove" (copy of
-//     the same bytes); BenchmarkTransferParts breaks the work down.
+//     byte, unpack, acknowledge, reap), each request paired with a copy()
+//     of the same just-filled CTX blocks (xfer/copy: the median over pairs),
+//     next to "p2p" (Isend/Irecv of the same messages plus an 8-byte
+//     acknowledgement) and "memmove" (a copy() loop over two clean buffers
+//     of the same size); BenchmarkTransferParts breaks the work down.
 //
 // Run them with scripts/bench.sh (make bench) or
 // go test -run '^$' -bench . ./transceiver/.
@@ -26,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -337,6 +340,11 @@ func fragBytes(tokens int) int {
 // benchTransfer: per op, GEN posts the receive (untimed), CTX prefills
 // (untimed), then, timed from CTX rank 0: StartSend and status checks until
 // the request is reaped (every GEN rank acknowledged a verified fragment).
+// Each op is paired with a copy() of the same bytes (the CTX blocks just
+// filled) into one buffer, timed on CTX rank 0 while the GEN ranks wait at
+// the barrier, before the transfer on even ops and after it on odd ones:
+// xfer/copy is the median over pairs of copy time / transfer time, which
+// load on a shared machine moves alike.
 func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	blocks := xferModel.Blocks(tokens)
 	bytes := int64(fragBytes(tokens)) * xferGen
@@ -346,8 +354,21 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	var xfer atomic.Int64
 	var moved atomic.Int64
 	o := benchOpts{ctx: "tp=1", gen: fmt.Sprintf("tp=%d", xferGen), model: xferModel, ctxBlocks: blocks, genBlocks: blocks, verify: verify}
+	var ratios []float64
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
 		var total time.Duration
+		var ref []byte // CTX: the copy() reference's destination
+		if r.role == topology.Context {
+			ref = make([]byte, r.pool.BlockBytes()*r.shard.BlocksFor(tokens))
+		}
+		copyRef := func(id request.ID) time.Duration {
+			t0 := time.Now()
+			at := 0
+			for _, blk := range r.pool.Blocks(id) {
+				at += copy(ref[at:], r.pool.Block(blk))
+			}
+			return time.Since(t0)
+		}
 		for i := range n + 1 { // the first is a warm-up
 			q := transceiver.Request{ID: request.ID(i + 1), Tokens: tokens}
 			if r.role == topology.Generation {
@@ -365,6 +386,10 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 				for j, id := range ids {
 					transceiver.FillBlock(r.pool.Block(id), r.shard, uint64(q.ID), j)
 				}
+			}
+			var dc time.Duration
+			if r.role == topology.Context && i%2 == 0 {
+				dc = copyRef(q.ID)
 			}
 			if err := r.world.Barrier(ctx); err != nil {
 				return err
@@ -393,8 +418,15 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 					break
 				}
 			}
-			if r.role == topology.Context && i > 0 {
-				total += time.Since(t0)
+			if r.role == topology.Context {
+				dx := time.Since(t0)
+				if i%2 == 1 {
+					dc = copyRef(q.ID)
+				}
+				if i > 0 {
+					total += dx
+					ratios = append(ratios, float64(dc)/float64(dx))
+				}
 			}
 			if err := r.pool.Release(q.ID); err != nil { // the caller owns the blocks
 				return err
@@ -412,6 +444,10 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	per := float64(xfer.Load()) / float64(n)
 	b.ReportMetric(per, "xfer-ns/op")
 	b.ReportMetric(float64(bytes)/per*1e3, "xfer-MB/s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "xfer/copy")
+	b.ReportMetric(ratios[len(ratios)-1], "xfer/copy-best")
+	b.ReportMetric(ratios[0], "xfer/copy-worst")
 }
 
 // benchBareP2P: CTX rank 0 Isends one message of header + fragment bytes to
