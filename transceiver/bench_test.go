@@ -355,6 +355,7 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	var moved atomic.Int64
 	o := benchOpts{ctx: "tp=1", gen: fmt.Sprintf("tp=%d", xferGen), model: xferModel, ctxBlocks: blocks, genBlocks: blocks, verify: verify}
 	var ratios []float64
+	var copies time.Duration
 	withRanks(b, o, func(ctx context.Context, r *benchRank) error {
 		var total time.Duration
 		var ref []byte // CTX: the copy() reference's destination
@@ -425,6 +426,7 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 				}
 				if i > 0 {
 					total += dx
+					copies += dc
 					ratios = append(ratios, float64(dc)/float64(dx))
 				}
 			}
@@ -444,6 +446,7 @@ func benchTransfer(b *testing.B, tokens int, verify transceiver.Verify) {
 	per := float64(xfer.Load()) / float64(n)
 	b.ReportMetric(per, "xfer-ns/op")
 	b.ReportMetric(float64(bytes)/per*1e3, "xfer-MB/s")
+	b.ReportMetric(float64(copies.Nanoseconds())/float64(n), "copy-ns/op")
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "xfer/copy")
 	b.ReportMetric(ratios[len(ratios)-1], "xfer/copy-best")

@@ -296,8 +296,8 @@ func transceiverRows(raw string, add func(benchRow)) error {
 				// time of 1, as for the mpirun rows.
 				add(ratioRow(benchRow{Section: sec, Figure: "fragment " + sz + " x 4 GEN ranks, " + m.what + ": send + copy + ack + reap",
 					Value: med, Unit: "x copy()", Reference: "copy() of the same just-filled CTX blocks, one goroutine, paired with each request", RefValue: 1,
-					Goal: m.goal, Allocs: ptr(x["allocs/op"]), Note: fmt.Sprintf("median of pairs (best %.2fx, worst %.2fx); %.0f us per request",
-						x["xfer/copy-best"], x["xfer/copy-worst"], x["xfer-ns/op"]/1e3)}))
+					Goal: m.goal, Allocs: ptr(x["allocs/op"]), Note: fmt.Sprintf("median of pairs (best %.2fx, worst %.2fx); means %.0f us per request, %.0f us per copy",
+						x["xfer/copy-best"], x["xfer/copy-worst"], x["xfer-ns/op"]/1e3, x["copy-ns/op"]/1e3)}))
 			}
 			if okm {
 				add(ratioRow(benchRow{Section: sec, Figure: "  same, against a hot-cache copy() loop", Value: x["xfer-MB/s"], Unit: "MB/s",
