@@ -30,6 +30,42 @@ func TestRealWaiter(t *testing.T) {
 	require.NoError(t, clock.Sleep(t.Context(), c, 0))
 }
 
+// TestRealWaiterKeepsItsTimerAcrossWaits: the waiter leaves its timer armed
+// from one wait to the next, so a wait must neither end at an earlier
+// wait's deadline nor outlive its own when that is the nearer one.
+func TestRealWaiterKeepsItsTimerAcrossWaits(t *testing.T) {
+	c := clock.Real()
+	w := c.NewWaiter()
+	defer w.Stop()
+	ev := make(chan struct{}, 1)
+
+	// Armed 5 ms out, ended by an event; the next wait, 40 ms out, must
+	// last its 40 ms although the timer fires at 5 ms.
+	ev <- struct{}{}
+	require.NoError(t, w.Wait(t.Context(), ev, c.Now().Add(5*time.Millisecond)))
+	start := c.Now()
+	deadline := start.Add(40 * time.Millisecond)
+	require.NoError(t, w.Wait(t.Context(), nil, deadline))
+	require.False(t, c.Now().Before(deadline), "returned %v after the start, before its deadline of 40ms", c.Now().Sub(start))
+
+	// Armed an hour out, ended by an event; a wait 10 ms out must end by
+	// its own deadline, not the hour (bounded here by a 10 s context,
+	// which the wait would return the cause of).
+	ev <- struct{}{}
+	require.NoError(t, w.Wait(t.Context(), ev, c.Now().Add(time.Hour)))
+	deadline = c.Now().Add(10 * time.Millisecond)
+	bound, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, w.Wait(bound, nil, deadline), "the wait outlived its deadline")
+	require.False(t, c.Now().Before(deadline))
+
+	// After Stop the waiter is reusable.
+	w.Stop()
+	deadline = c.Now().Add(time.Millisecond)
+	require.NoError(t, w.Wait(t.Context(), nil, deadline))
+	require.False(t, c.Now().Before(deadline))
+}
+
 func TestManualMovesOnlyWhenTold(t *testing.T) {
 	start := time.Unix(1000, 0)
 	m := clock.NewManual(start)
