@@ -99,6 +99,19 @@ func (w *realWaiter) Wait(ctx context.Context, ev <-chan struct{}, deadline time
 					w.t.Reset(d)
 				}
 				w.armed = deadline
+			} else {
+				// Armed no later than this deadline: if the timer has
+				// fired, this deadline may have passed too, and a wait
+				// past its deadline returns at once without taking ev.
+				select {
+				case <-w.t.C:
+					w.armed = time.Time{}
+					if !time.Now().Before(deadline) {
+						return ctx.Err()
+					}
+					continue // an earlier wait's deadline: arm for this one
+				default:
+				}
 			}
 			tc = w.t.C
 		}

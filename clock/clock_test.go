@@ -59,6 +59,20 @@ func TestRealWaiterKeepsItsTimerAcrossWaits(t *testing.T) {
 	require.NoError(t, w.Wait(bound, nil, deadline), "the wait outlived its deadline")
 	require.False(t, c.Now().Before(deadline))
 
+	// A wait past its deadline returns at once and leaves ev's token,
+	// also when the timer is still armed for an earlier deadline and has
+	// fired (select would pick the token half the time).
+	for range 50 {
+		t0 := c.Now()
+		ev <- struct{}{}
+		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(time.Millisecond))) // armed for t0+1ms, ended by the event
+		require.NoError(t, clock.Sleep(t.Context(), c, 3*time.Millisecond))    // the armed timer fires meanwhile
+		ev <- struct{}{}
+		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(2*time.Millisecond))) // passed, and after the armed time
+		require.Len(t, ev, 1, "a wait past its deadline took the event")
+		<-ev
+	}
+
 	// After Stop the waiter is reusable.
 	w.Stop()
 	deadline = c.Now().Add(time.Millisecond)

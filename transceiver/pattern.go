@@ -2,6 +2,7 @@ package transceiver
 
 import (
 	"encoding/binary"
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -120,6 +121,12 @@ func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 // given layers and heads of request block blockIdx (shard s's layout); it
 // returns the first mismatch as (layer, kv, head, token, false).
 func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, layerHi, headLo, headHi int) (int, topology.KV, int, int, bool) {
+	if headLo >= headHi {
+		return 0, 0, 0, 0, true
+	}
+	if headLo < s.HeadLo || headHi > s.HeadHi {
+		panic(fmt.Sprintf("transceiver: VerifyBlock of heads [%d,%d) outside shard heads [%d,%d)", headLo, headHi, s.HeadLo, s.HeadHi))
+	}
 	m := s.Model
 	run := s.RunBytes(headLo, headHi)
 	for layer := layerLo; layer < layerHi; layer++ {
@@ -152,8 +159,8 @@ func Prefill(pool *gpu.Pool, s topology.Shard, id request.ID) {
 
 // copyCheckRun copies src into dst (one run) and checks, in the same pass,
 // that every segment holds its pattern. On a mismatch it returns that
-// head and token (within the block) with ok false; dst holds all of src
-// either way.
+// head and token (within the block) with ok false, and dst may hold only
+// part of src.
 func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
 	return runPattern(opCopyCheck, dst[:len(src)], src, hb, req, layer, kv, headLo, headHi, tpb, token0)
 }

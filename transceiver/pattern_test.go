@@ -2,6 +2,7 @@ package transceiver
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/rankrun/rankrun/topology"
@@ -103,4 +104,38 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 			}
 		})
 	}
+}
+
+// VerifyBlock names the first corrupted segment of a filled block by
+// layer, K/V, head and token; an empty head range checks nothing, and one
+// outside the shard is refused.
+func TestVerifyBlockNamesTheCorruptSegment(t *testing.T) {
+	m := topology.Model{Layers: 3, KVHeads: 4, HeadDim: 32, TokensPerBlock: 5, ElemBytes: 2}
+	s, err := topology.MustParseLayout("tp=2").Shard(m, 1) // heads [2,4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const req, blk = 9, 3
+	block := make([]byte, s.BlockBytes())
+	FillBlock(block, s, req, blk)
+	if _, _, _, _, ok := VerifyBlock(block, s, req, blk, 0, m.Layers, s.HeadLo, s.HeadHi); !ok {
+		t.Fatal("a filled block does not verify")
+	}
+	at := s.Offset(1, topology.V, 3, 4) + 17
+	block[at] ^= 0x40
+	if l, kv, h, tok, ok := VerifyBlock(block, s, req, blk, 0, m.Layers, s.HeadLo, s.HeadHi); ok || l != 1 || kv != topology.V || h != 3 || tok != 4 {
+		t.Fatalf("corrupt byte at layer 1 V head 3 token 4: got ok %v at layer %d %v head %d token %d", ok, l, kv, h, tok)
+	}
+	if _, _, _, _, ok := VerifyBlock(block, s, req, blk, 0, m.Layers, 2, 3); !ok {
+		t.Fatal("head 2 alone holds no corrupt byte but does not verify")
+	}
+	if _, _, _, _, ok := VerifyBlock(block, s, req, blk, 0, m.Layers, 4, 4); !ok {
+		t.Fatal("an empty head range must verify")
+	}
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "outside shard heads [2,4)") {
+			t.Fatalf("heads [2,5) of a shard holding [2,4): want a panic naming the shard's heads, got %q", msg)
+		}
+	}()
+	VerifyBlock(block, s, req, blk, 0, 1, 2, 5) // one layer: [2,5) would still lie inside the block
 }
