@@ -32,6 +32,9 @@ type mutant struct {
 	also       []edit // further edits of the same mutant (one idea may need two places)
 	why        string
 	pkgs       []string // the suite to run (fast when empty)
+	// avx2: the mutant is in the AVX2 loops, which a machine without
+	// AVX2 never runs: there it is skipped, and the run says so.
+	avx2 bool
 }
 
 // edit replaces old, which must occur exactly once in file, by new.
@@ -91,6 +94,10 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	}
 	var vs []verdict
 	for _, m := range ms {
+		if m.avx2 && !hasAVX2() {
+			fmt.Fprintf(w, "%-32s skipped  (in the AVX2 loops; this machine or build has none, so the suite runs the Go loops)\n", m.name)
+			continue
+		}
 		v := try(scratch, m, timeout)
 		vs = append(vs, v)
 		fmt.Fprintln(w, v.line())
