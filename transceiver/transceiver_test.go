@@ -530,3 +530,43 @@ func TestBadInput(t *testing.T) {
 		return err
 	})
 }
+
+// TestStartSendPostsWhatItCan: when the GEN rank's request info has
+// arrived before StartSend (here: sent before a barrier), the fragment
+// leaves in StartSend itself, not in the next status check's pump; on
+// every path the bytes move.
+func TestStartSendPostsWhatItCan(t *testing.T) {
+	for _, path := range []string{"", "vector", "pack"} {
+		t.Run("path="+path, func(t *testing.T) {
+			q := transceiver.Request{ID: 7, Tokens: 40}
+			runRanks(t, setupOpts{ctx: "tp=1", gen: "tp=2", path: path}, func(ctx context.Context, r *rank) error {
+				if r.role == topology.Generation {
+					if err := startRecv(r, q); err != nil {
+						return err
+					}
+				} else if err := prefill(r, q); err != nil {
+					return err
+				}
+				if err := r.world.Barrier(ctx); err != nil {
+					return err
+				}
+				if r.role == topology.Context {
+					if err := r.tr.StartSend(q); err != nil {
+						return err
+					}
+					if st := r.tr.Stats(); st.BytesSent == 0 {
+						return errorf("ctx: StartSend posted nothing although both GEN ranks' request info had arrived")
+					}
+				}
+				reaped, err := drainWith(ctx, r, 1, heldBytesOK)
+				if err != nil {
+					return err
+				}
+				if reaped[0].Status != request.Completed {
+					return errorf("%s rank %d: request ended %s: %s", r.role, r.groups.Rank, reaped[0].Status, reaped[0].Reason)
+				}
+				return nil
+			})
+		})
+	}
+}
