@@ -66,7 +66,7 @@ func TestRealWaiterKeepsItsTimerAcrossWaits(t *testing.T) {
 		t0 := c.Now()
 		ev <- struct{}{}
 		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(time.Millisecond))) // armed for t0+1ms, ended by the event
-		require.NoError(t, clock.Sleep(t.Context(), c, 3*time.Millisecond))    // the armed timer fires meanwhile
+		require.NoError(t, clock.Sleep(t.Context(), c, 3*time.Millisecond))   // the armed timer fires meanwhile
 		ev <- struct{}{}
 		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(2*time.Millisecond))) // passed, and after the armed time
 		require.Len(t, ev, 1, "a wait past its deadline took the event")
