@@ -59,10 +59,9 @@ func fillSegment(seg []byte, seed uint64) {
 	w := seed
 	i := 0
 	if ws := words(seg); ws != nil {
-		for k := range ws {
-			ws[k] = w
-			w += patternStep
-		}
+		seeds := [1]uint64{w}
+		wordseq.Fill(ws, len(ws), seeds[:], patternStep)
+		w += uint64(len(ws)) * patternStep
 		i = len(ws) * 8
 	} else {
 		for ; i+8 <= len(seg); i += 8 {
@@ -80,12 +79,11 @@ func checkSegment(seg []byte, seed uint64) bool {
 	w := seed
 	i := 0
 	if ws := words(seg); ws != nil {
-		for _, v := range ws {
-			if v != w {
-				return false
-			}
-			w += patternStep
+		seeds := [1]uint64{w}
+		if !wordseq.Check(ws, len(ws), seeds[:], patternStep) {
+			return false
 		}
+		w += uint64(len(ws)) * patternStep
 		i = len(ws) * 8
 	} else {
 		for ; i+8 <= len(seg); i += 8 {
