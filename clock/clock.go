@@ -103,6 +103,8 @@ func (w *realWaiter) Wait(ctx context.Context, ev <-chan struct{}, deadline time
 				// Armed no later than this deadline: if the timer has
 				// fired, this deadline may have passed too, and a wait
 				// past its deadline returns at once without taking ev.
+				// (Between a deadline and its timer's firing, a wait may
+				// still take a ready ev, as any wait racing its deadline.)
 				select {
 				case <-w.t.C:
 					w.armed = time.Time{}
