@@ -191,3 +191,39 @@ type Vectored interface {
 // VectoredOf returns the outermost Vectored of c and the communicators it
 // wraps, or nil where the backend has no vectored I/O.
 func VectoredOf(c Comm) Vectored { return outermost(c, Vectored.VectorIO) }
+
+// Members is an optional capability of a backend communicator: the world
+// rank of each rank of its group, so that an error raised on a
+// sub-communicator can name processes, not only group ranks. Every backend
+// of this module has it.
+type Members interface {
+	// WorldRanks returns the world rank of each group rank, group rank 0
+	// first. The caller must not modify it.
+	WorldRanks() []int
+}
+
+// WorldRanksOf returns the world rank of each rank of c (looking through
+// wrappers), or nil when the backend does not say.
+func WorldRanksOf(c Comm) []int {
+	if m, ok := Unwrap(c).(Members); ok {
+		return m.WorldRanks()
+	}
+	return nil
+}
+
+// Hosts is an optional capability of a backend whose ranks may run on
+// several hosts (MPI): the host each world rank runs on, so that an error
+// can say where to look.
+type Hosts interface {
+	// HostOf returns the name of the host world rank w runs on ("" when
+	// unknown).
+	HostOf(w int) string
+}
+
+// HostsOf returns c's host directory (looking through wrappers), or nil.
+func HostsOf(c Comm) Hosts {
+	if h, ok := Unwrap(c).(Hosts); ok {
+		return h
+	}
+	return nil
+}

@@ -19,7 +19,7 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
 		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
 	}
-	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank()}
+	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank(), WorldRanks: WorldRanksOf(c.raw)}
 	paths := make([]Path, c.raw.Size())
 	for r := range c.raw.Size() {
 		v := c.gather.Of(r)
@@ -73,6 +73,9 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	if bte != nil {
 		te.Missing, te.Cause, te.Bound, te.WorldRanks = slices.Clone(bte.Missing), bte.Cause, bte.Bound, bte.WorldRanks
 		te.Peers = bte.Peers
+	}
+	if te.WorldRanks == nil {
+		te.WorldRanks = WorldRanksOf(c.raw)
 	}
 	ins, ok := Unwrap(c.raw).(Inspector)
 	if !ok {

@@ -139,8 +139,8 @@ func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
 		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 41}, {Rank: 1, Counted: true, Entered: 40},
 			{Rank: 2, Err: errors.New("no answer to the stall inspector within 300ms")}}}
 	msg := te.Error()
-	for _, want := range []string{`group "world/s1c0" after 3s`, "rank 0 waited in Bcast #41;", "ranks [1 2] never arrived (world ranks [2 4])",
-		"rank 1 is at #40", "rank 2 unreachable: no answer"} {
+	for _, want := range []string{`group "world/s1c0" after 3s`, "rank 0 (world rank 1) waited in Bcast #41;", "ranks [1 2] never arrived (world ranks [2 4])",
+		"rank 1 (world rank 2) is at #40", "rank 2 (world rank 4) unreachable: no answer"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("timeout message %q lacks %q", msg, want)
 		}

@@ -68,11 +68,14 @@ type DesyncError struct {
 	// Parted names where two ranks' call paths part ("a vs b"), when they
 	// entered the same kind of collective from different branches.
 	Parted string
+	// WorldRanks maps each rank of Group to its rank in the world, when the
+	// backend knows it (nil otherwise), so the message can name processes.
+	WorldRanks []int
 }
 
 func (e *DesyncError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "comm: collective desync on group %q seen by rank %d:", e.Group, e.Self)
+	fmt.Fprintf(&b, "comm: collective desync on group %q seen by rank %d%s:", e.Group, e.Self, worldSuffix(e.WorldRanks, e.Self))
 	// Group ranks by identical entries so the message names each distinct
 	// call site once with the ranks that were there.
 	type key struct {
@@ -93,7 +96,7 @@ func (e *DesyncError) Error() string {
 	}
 	for _, k := range order {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
-		fmt.Fprintf(&b, " ranks %v entered %s #%d at %s%s;", ranks[k], en.Kind, en.Seq, en.Site, en.shapeString())
+		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString())
 	}
 	out := strings.TrimSuffix(b.String(), ";")
 	if e.Parted != "" {
@@ -139,7 +142,7 @@ func (e *TimeoutError) Error() string {
 	if e.Bound > 0 {
 		fmt.Fprintf(&b, " after %v", e.Bound)
 	}
-	fmt.Fprintf(&b, ": rank %d waited in %s #%d", e.Self, e.Waiting.Kind, e.Waiting.Seq)
+	fmt.Fprintf(&b, ": rank %d%s waited in %s #%d", e.Self, worldSuffix(e.WorldRanks, e.Self), e.Waiting.Kind, e.Waiting.Seq)
 	if e.Waiting.Site != "" && e.Waiting.Site != "?" {
 		fmt.Fprintf(&b, " at %s", e.Waiting.Site)
 	}
@@ -148,22 +151,21 @@ func (e *TimeoutError) Error() string {
 	} else {
 		fmt.Fprintf(&b, "; ranks %v never arrived", e.Missing)
 	}
-	if w := e.worldOf(e.Missing); w != nil {
-		fmt.Fprintf(&b, " (world ranks %v)", w)
-	}
+	b.WriteString(worldsSuffix(e.WorldRanks, e.Missing))
 	for _, p := range e.Peers {
 		if !containsInt(e.Missing, p.Rank) {
 			continue
 		}
+		who := fmt.Sprintf("rank %d%s", p.Rank, worldSuffix(e.WorldRanks, p.Rank))
 		switch {
 		case p.Err != nil:
-			fmt.Fprintf(&b, "; rank %d unreachable: %v", p.Rank, p.Err)
+			fmt.Fprintf(&b, "; %s unreachable: %v", who, p.Err)
 		case len(p.Records) > 0:
-			fmt.Fprintf(&b, "; rank %d last: %s", p.Rank, p.Records[len(p.Records)-1])
+			fmt.Fprintf(&b, "; %s last: %s", who, p.Records[len(p.Records)-1])
 		case p.Counted:
-			fmt.Fprintf(&b, "; rank %d is at #%d", p.Rank, p.Entered)
+			fmt.Fprintf(&b, "; %s is at #%d", who, p.Entered)
 		default:
-			fmt.Fprintf(&b, "; rank %d has recorded no operation", p.Rank)
+			fmt.Fprintf(&b, "; %s has recorded no operation", who)
 		}
 	}
 	if e.Cause != nil {
@@ -172,25 +174,43 @@ func (e *TimeoutError) Error() string {
 	return b.String()
 }
 
-// worldOf maps group ranks to world ranks, or nil when the mapping is
-// unknown or the identity (nothing worth printing).
-func (e *TimeoutError) worldOf(ranks []int) []int {
-	if e.WorldRanks == nil || len(ranks) == 0 {
+// WorldOf maps group ranks to world ranks through worlds (a group's
+// comm.Members), or returns nil when the mapping is unknown, does not cover
+// a rank, or is the identity for all of them (nothing worth printing).
+func WorldOf(worlds, ranks []int) []int {
+	if worlds == nil || len(ranks) == 0 {
 		return nil
 	}
 	out := make([]int, 0, len(ranks))
 	same := true
 	for _, r := range ranks {
-		if r < 0 || r >= len(e.WorldRanks) {
+		if r < 0 || r >= len(worlds) {
 			return nil
 		}
-		out = append(out, e.WorldRanks[r])
-		same = same && e.WorldRanks[r] == r
+		out = append(out, worlds[r])
+		same = same && worlds[r] == r
 	}
 	if same {
 		return nil
 	}
 	return out
+}
+
+// worldsSuffix is " (world ranks [..])" for group ranks whose world ranks
+// differ from them, "" otherwise.
+func worldsSuffix(worlds, ranks []int) string {
+	if w := WorldOf(worlds, ranks); w != nil {
+		return fmt.Sprintf(" (world ranks %v)", w)
+	}
+	return ""
+}
+
+// worldSuffix is " (world rank W)" for one group rank, as worldsSuffix.
+func worldSuffix(worlds []int, rank int) string {
+	if w := WorldOf(worlds, []int{rank}); w != nil {
+		return fmt.Sprintf(" (world rank %d)", w[0])
+	}
+	return ""
 }
 
 func (e *TimeoutError) Unwrap() error { return ErrCollectiveTimeout }
@@ -200,7 +220,7 @@ func (e *TimeoutError) Unwrap() error { return ErrCollectiveTimeout }
 func (e *TimeoutError) FlightLog() string {
 	var b strings.Builder
 	for _, p := range e.Peers {
-		fmt.Fprintf(&b, "rank %d:\n", p.Rank)
+		fmt.Fprintf(&b, "rank %d%s:\n", p.Rank, worldSuffix(e.WorldRanks, p.Rank))
 		if p.Counted {
 			fmt.Fprintf(&b, "  had entered %d collectives on %s\n", p.Entered, e.Group)
 		}
@@ -222,3 +242,9 @@ func containsInt(s []int, v int) bool {
 	}
 	return false
 }
+
+// Who names group rank r as an error should: "rank r", followed by its
+// world rank when worlds (the group's comm.Members) maps it elsewhere, so
+// a reader of an error on a sub-communicator knows which process to look
+// at: "rank 1 (world rank 3)".
+func Who(worlds []int, r int) string { return fmt.Sprintf("rank %d%s", r, worldSuffix(worlds, r)) }

@@ -27,6 +27,17 @@ type groups struct {
 	scope []comm.Comm
 }
 
+// who names this rank in errors as a reader needs it: its role and rank in
+// the instance, and its world rank (the process to look at), e.g. "gen
+// rank 1 (world rank 3)".
+func (g *groups) who() string {
+	w := comm.WorldRanksOf(g.inst)
+	if g.inst != nil && w != nil {
+		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, g.rank, w[g.inst.Rank()])
+	}
+	return fmt.Sprintf("%s rank %d", g.role, g.rank)
+}
+
 func (g *groups) close() {
 	transceiver.CloseAll(g.scope)
 	if g.exec != nil {
@@ -69,6 +80,7 @@ type loop struct {
 	seqBuf     []Seq               // the compute model's batch, reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
+	checksAt   int                 // status checks this rank had entered at progressAt
 
 	ctlChan
 	idleState
@@ -125,7 +137,7 @@ func (l *loop) releaseBlocks(id request.ID) error {
 		return nil
 	}
 	if err := l.pool.Release(id); err != nil {
-		return fmt.Errorf("executor: %s rank %d release %s: %w", l.g.role, l.g.rank, id, err)
+		return fmt.Errorf("executor: %s release %s: %w", l.g.who(), id, err)
 	}
 	return nil
 }
@@ -156,7 +168,7 @@ func (l *loop) check(ctx context.Context, a ProgressAction) (transceiver.Result,
 	}
 	for _, x := range res.Reaped {
 		l.rep.ReapDelay.Add(x.Reaped.Sub(x.Terminal).Nanoseconds())
-		l.progressAt = l.clk.Now()
+		l.progressed()
 		l.traceAsync("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), fmt.Sprintf("rank%d-req%d", l.world.Rank(), x.ID),
 			x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(), map[string]any{"bytes": x.Bytes, "reason": x.Reason})
 		if l.isCtx() {
@@ -216,15 +228,34 @@ func (l *loop) traceAsync(cat, name, id string, from, to int64, args map[string]
 		TraceEvent{Name: name, Cat: cat, Ph: "e", TS: float64(to) / 1e3, ID: id, TID: tid})
 }
 
-// stallCheck ends the run with ErrStalled when work waits and nothing has
-// progressed for StallTimeout.
+// progressed records progress (an admission, a reap, a completion, a
+// decode step) for stall detection.
+func (l *loop) progressed() {
+	l.progressAt = l.clk.Now()
+	l.checksAt = l.tr.Stats().StatusChecks
+}
+
+// stallCheck ends the run with ErrStalled when work waits, nothing has
+// progressed for StallTimeout, and nothing this rank holds can still make
+// room on its own. The verdict is the system's state, not the host's
+// speed: a transfer still in flight is waited for (it has bounds of its
+// own: the transfer deadline and an accepted cancel, and the peer
+// liveness probe), however slowly it moves; so is a transfer over here
+// that this rank's status checks keep offering to its group (a peer still
+// holds it in flight). What is left is the seed-001 shape, blocks pinned
+// by transfers over but never offered to a status check that would reap
+// them, and blocks held with no transfer at all.
 func (l *loop) stallCheck() error {
 	if len(l.waiting) == 0 || clock.Since(l.clk, l.progressAt) < l.cfg.StallTimeout {
 		return nil
 	}
+	held, over := l.tr.Sessions(), l.tr.TerminalHeld()
+	if held > over || (held > 0 && l.tr.Stats().StatusChecks > l.checksAt) {
+		return nil
+	}
 	st := l.pool.Stats()
-	return fmt.Errorf("%w: %s rank %d: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
-		ErrStalled, l.g.role, l.g.rank, len(l.waiting), l.cfg.StallTimeout.Round(time.Millisecond), st.Used, st.Total, st.Pinned, l.tr.TerminalHeld())
+	return fmt.Errorf("%w: %s: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
+		ErrStalled, l.g.who(), len(l.waiting), clock.Since(l.clk, l.progressAt).Round(time.Millisecond), st.Used, st.Total, st.Pinned, over)
 }
 
 // agreedNone reports, collectively over the executor group, whether no

@@ -97,7 +97,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 		}
 		transceiver.Prefill(c.pool, c.shard, r.ID)
 		if err := c.tr.StartSend(transceiver.Request{ID: r.ID, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
-			return fmt.Errorf("executor: ctx rank %d: %w", c.g.rank, err)
+			return fmt.Errorf("executor: %s: %w", c.g.who(), err)
 		}
 	}
 	end := c.now()

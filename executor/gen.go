@@ -123,7 +123,7 @@ func (g *genLoop) startReceives(ctx context.Context, admitted []rec, sync bool) 
 			continue
 		}
 		if err := g.tr.StartReceive(transceiver.Request{ID: r.ID, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
-			return fmt.Errorf("executor: gen rank %d: %w", g.g.rank, err)
+			return fmt.Errorf("executor: %s: %w", g.g.who(), err)
 		}
 	}
 	if !sync {
@@ -136,7 +136,7 @@ func (g *genLoop) startReceives(ctx context.Context, admitted []rec, sync bool) 
 		}
 		start := g.now()
 		if err := g.tr.ReceiveSync(ctx, r.ID); err != nil {
-			return fmt.Errorf("executor: gen rank %d sync receive of request %d: %w", g.g.rank, r.ID, err)
+			return fmt.Errorf("executor: %s sync receive of request %d: %w", g.g.who(), r.ID, err)
 		}
 		g.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, g.now(), nil)
 	}
@@ -250,7 +250,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)
-		g.progressAt = g.clk.Now() // a decode step is progress, even before a request finishes
+		g.progressed() // a decode step is progress, even before a request finishes
 	}
 	now := g.now()
 	keep := g.order[:0]
@@ -285,7 +285,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		rr := g.recs[id]
 		delete(g.gen, id)
 		delete(g.recs, id)
-		g.progressAt = g.clk.Now()
+		g.progressed()
 		g.rep.finished(*rr, g.leader, g.cfg.Records)
 		if !g.leader {
 			continue

@@ -165,7 +165,7 @@ func (l *loop) probeIfStuck() error {
 	return &comm.TimeoutError{Group: l.world.Name(), Self: l.world.Rank(),
 		Waiting: comm.Entry{Rank: l.world.Rank(), Kind: comm.KindRecv, Site: "executor: progress of the group's work"},
 		Missing: missing, Peers: peers, Bound: l.peerBound,
-		Cause: fmt.Errorf("%s rank %d saw no progress for %v with work outstanding, and asked every rank", l.g.role, l.g.rank,
+		Cause: fmt.Errorf("%s saw no progress for %v with work outstanding, and asked every rank", l.g.who(),
 			now.Sub(l.progressAt).Round(time.Millisecond))}
 }
 
@@ -229,14 +229,24 @@ func (l *loop) waitPeer(ctx context.Context, q comm.Request, peer int, what stri
 }
 
 // peerTimeout is the error of a point-to-point wait on peer that ran past
-// the peer bound (what: what was awaited).
+// the peer bound (what: what was awaited). It names ranks as processes
+// (world ranks beside group ranks) and asks the stall inspector which
+// ranks of the group do not answer: those are the ones to look at (a
+// frozen or dead process), whatever this rank was waiting for.
 func (l *loop) peerTimeout(peer int, what string, since time.Time) error {
 	te := &comm.TimeoutError{Group: l.g.exec.Name(), Self: l.g.exec.Rank(),
-		Waiting: comm.Entry{Rank: l.g.exec.Rank(), Kind: comm.KindRecv, Site: "executor: " + what},
-		Bound:   l.peerBound,
-		Cause:   fmt.Errorf("%s rank %d waited %v", l.g.role, l.g.rank, clock.Since(l.clk, since).Round(time.Millisecond))}
+		Waiting:    comm.Entry{Rank: l.g.exec.Rank(), Kind: comm.KindRecv, Site: "executor: " + what},
+		Bound:      l.peerBound,
+		WorldRanks: comm.WorldRanksOf(l.g.exec),
+		Cause:      fmt.Errorf("%s waited %v", l.g.who(), clock.Since(l.clk, since).Round(time.Millisecond))}
 	if peer != comm.AnySource {
 		te.Missing = []int{peer}
+	}
+	if missing, peers := comm.Unreachable(l.g.exec); len(peers) > 0 {
+		te.Peers = peers
+		if len(missing) > 0 {
+			te.Missing = missing
+		}
 	}
 	return te
 }

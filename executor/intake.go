@@ -62,7 +62,7 @@ func (l *loop) intake(ctx context.Context) (bool, error) {
 // took in: exit, or stall once.
 func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
 	if l.faults.exit[id] {
-		return fmt.Errorf("%w: %s rank %d exits on request %d", ErrInjected, l.g.role, l.g.rank, id)
+		return fmt.Errorf("%w: %s exits on request %d", ErrInjected, l.g.who(), id)
 	}
 	if d, ok := l.faults.stall[id]; ok && !l.stalled[id] {
 		l.stalled[id] = true
@@ -114,11 +114,11 @@ func (l *loop) admit(ctx context.Context) (admitted, error) {
 			continue // another DP index holds it, or a short request under CP
 		}
 		if _, err := l.pool.TryAllocate(r.ID, n); err != nil {
-			return out, fmt.Errorf("executor: %s rank %d admitted request %d but cannot allocate: %w", l.g.role, l.g.rank, r.ID, err)
+			return out, fmt.Errorf("executor: %s admitted request %d but cannot allocate: %w", l.g.who(), r.ID, err)
 		}
 	}
 	if fit > 0 {
-		l.progressAt = l.clk.Now()
+		l.progressed()
 	}
 	return out, nil
 }

@@ -219,7 +219,7 @@ func TestRunInjectedExitFails(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout is one JSON report:\n%s", out)
 	require.NotNil(t, r.Error, "error object")
 	assert.Equal(t, "injected", r.Error.Kind)
-	assert.Contains(t, r.Error.Message, "gen rank 1 exits on request 3")
+	assert.Contains(t, r.Error.Message, "gen rank 1 (world rank 2) exits on request 3")
 	assert.Equal(t, []int{2}, r.Error.Ranks, "gen rank 1 is world rank 2")
 	requireFields(t, &r)
 	assert.Less(t, *r.RequestsCompleted, 8)

@@ -29,6 +29,7 @@ var (
 	_ comm.Aborter   = (*rankComm)(nil)
 	_ comm.Notifier  = (*rankComm)(nil)
 	_ comm.Bounded   = (*rankComm)(nil)
+	_ comm.Members   = (*rankComm)(nil)
 )
 
 func newRankComm(w *world, g *group, rank int) *rankComm {
@@ -48,6 +49,9 @@ func (c *rankComm) Name() string { return c.g.name }
 
 // WorldRank returns the world rank of this rank.
 func (c *rankComm) WorldRank() int { return c.g.members[c.rank] }
+
+// WorldRanks implements comm.Members.
+func (c *rankComm) WorldRanks() []int { return c.g.members }
 
 func (c *rankComm) Close() error {
 	c.closed.Store(true)

@@ -57,6 +57,7 @@ var (
 	_ comm.Inspector = (*mpiComm)(nil)
 	_ comm.Aborter   = (*mpiComm)(nil)
 	_ comm.Bounded   = (*mpiComm)(nil)
+	_ comm.Members   = (*mpiComm)(nil)
 )
 
 // newComm wraps h (and its inspection duplicate ih) and registers it with
@@ -95,6 +96,9 @@ func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.
 	e.live[c] = struct{}{}
 	return c, nil
 }
+
+// WorldRanks implements comm.Members.
+func (c *mpiComm) WorldRanks() []int { return c.worlds }
 
 func (c *mpiComm) Rank() int    { return c.rank }
 func (c *mpiComm) Size() int    { return c.size }

@@ -23,12 +23,16 @@ var (
 	_ comm.Aborter   = (*rankComm)(nil)
 	_ comm.Notifier  = (*rankComm)(nil)
 	_ comm.Bounded   = (*rankComm)(nil)
+	_ comm.Members   = (*rankComm)(nil)
 )
 
 func (c *rankComm) Rank() int    { return c.rank }
 func (c *rankComm) Size() int    { return len(c.g.members) }
 func (c *rankComm) Name() string { return c.g.name }
 func (c *rankComm) Close() error { c.closed = true; return nil }
+
+// WorldRanks implements comm.Members.
+func (c *rankComm) WorldRanks() []int { return c.g.members }
 
 // Notify implements comm.Notifier: one channel per world rank.
 func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.g.members[c.rank]] }

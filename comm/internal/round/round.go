@@ -68,8 +68,8 @@ func (r *Round) Combine(group string, members []int) error {
 	k := r.Kind[0]
 	for i, ki := range r.Kind {
 		if ki != k {
-			return fmt.Errorf("%w: group %q: rank 0 entered %s but rank %d entered %s (unchecked mode cannot name call sites; run checked)",
-				comm.ErrDesync, group, k, i, ki)
+			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s (unchecked mode cannot name call sites; run checked)",
+				comm.ErrDesync, group, comm.Who(members, 0), k, comm.Who(members, i), ki)
 		}
 	}
 	defer r.clearInputs()
@@ -79,8 +79,8 @@ func (r *Round) Combine(group string, members []int) error {
 		n := len(r.In[0])
 		for i := range r.In {
 			if len(r.In[i]) != n || r.Op[i] != r.Op[0] {
-				return fmt.Errorf("%w: group %q: Allreduce rank 0 has %d x %s, rank %d has %d x %s",
-					comm.ErrDesync, group, n, r.Op[0], i, len(r.In[i]), r.Op[i])
+				return fmt.Errorf("%w: group %q: Allreduce %s has %d x %s, %s has %d x %s",
+					comm.ErrDesync, group, comm.Who(members, 0), n, r.Op[0], comm.Who(members, i), len(r.In[i]), r.Op[i])
 			}
 		}
 		r.Ints = append(r.Ints[:0], r.In[0]...)
@@ -97,7 +97,7 @@ func (r *Round) Combine(group string, members []int) error {
 		root := r.Root[0]
 		for i := range r.Root {
 			if r.Root[i] != root {
-				return fmt.Errorf("%w: group %q: Bcast rank 0 has root %d, rank %d has root %d", comm.ErrDesync, group, root, i, r.Root[i])
+				return fmt.Errorf("%w: group %q: Bcast %s has root %d, %s has root %d", comm.ErrDesync, group, comm.Who(members, 0), root, comm.Who(members, i), r.Root[i])
 			}
 		}
 		r.Out = append(r.Out[:0], r.Bytes[root]...)
