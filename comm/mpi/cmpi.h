@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
+#include <unistd.h>
 
 // Every handle, constant and buffer that MPI touches lives in C memory (the
 // structs below are C.malloc'd), so a call from Go passes only C pointers:
@@ -28,6 +30,33 @@ static int64_t rr_now(void) {
 // not at all before: an operation that completes in its first iterations
 // costs no clock read.
 enum { RR_CLOCK_EVERY = 16 };
+
+// Giving the core away while spinning. Open MPI's own yield (its
+// mpi_yield_when_idle, on when ranks outnumber cores) calls sched_yield in
+// every progress call; on a machine where an unrelated busy process shares
+// the cores, each such yield hands it a whole time slice, and a collective
+// of five ranks on two cores took 350 ms instead of 0.2 ms (measured with
+// two `yes` loops beside the job). The binding therefore turns that off
+// (mpi.Init) and yields itself, between the polls of a spin, only while
+// *yield is set (the caller sets it when its ranks outnumber its cores);
+// a yield that took longer than RR_SLOW_YIELD_NS gave the core to a process
+// that kept it for a slice: the spin clears *yield and returns, and the
+// caller sleeps between its polls instead (a sleeper is woken in time, a
+// yielder waits for the slice).
+enum { RR_SLOW_YIELD_NS = 1000000 };
+
+// rr_yield gives the core away once when *yield is set; it returns 0 (and
+// clears *yield) when that yield was slow.
+static int rr_yield(int *yield) {
+	if (!*yield) return 1;
+	int64_t t = rr_now();
+	sched_yield();
+	if (rr_now() - t > RR_SLOW_YIELD_NS) {
+		*yield = 0;
+		return 0;
+	}
+	return 1;
+}
 
 // rr_coll is the state of one communicator's collectives: the request in
 // flight and its scratch buffers (grown, never shrunk).
@@ -84,6 +113,10 @@ static int rr_init(int level, int *provided) {
 	if (flag) return -1;
 	return MPI_Init_thread(NULL, NULL, level, provided);
 }
+
+// rr_node_cpus is the number of cores online on this node (not this
+// process's affinity: mpirun may bind each rank to one of them).
+static int rr_node_cpus(void) { long n = sysconf(_SC_NPROCESSORS_ONLN); return n > 0 ? (int)n : 1; }
 
 static int rr_finalized(void) { int f = 0; MPI_Finalized(&f); return f; }
 
@@ -181,12 +214,14 @@ static int rr_reserve(rr_coll *c, long ns, long nr, int m, long b) {
 static int rr_test(rr_coll *c) { return MPI_Test(&c->req, &c->flag, &c->st); }
 
 // rr_test_spin polls until the collective completes, MPI fails, or
-// budget_ns has passed (at least one poll), in one cgo call.
-static int rr_test_spin(rr_coll *c, int64_t budget_ns) {
+// budget_ns has passed (at least one poll), in one cgo call, yielding
+// between polls as *yield says (rr_yield).
+static int rr_test_spin(rr_coll *c, int64_t budget_ns, int *yield) {
 	int64_t end = 0;
 	for (int i = 1;; i++) {
 		int rc = MPI_Test(&c->req, &c->flag, &c->st);
 		if (rc != MPI_SUCCESS || c->flag) return rc;
+		if (budget_ns > 0 && !rr_yield(yield)) return MPI_SUCCESS;
 		if (i % RR_CLOCK_EVERY == 0) {
 			int64_t now = rr_now();
 			if (end == 0) end = now + budget_ns;
@@ -302,11 +337,12 @@ static int rr_p2p_test(rr_p2p *p) {
 // rr_p2p_spin polls until the request completes, fails, or budget_ns has
 // passed (at least one poll): a large transfer progresses in C, as in
 // MPI_Wait, without a trip through Go per poll.
-static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns) {
+static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns, int *yield) {
 	int64_t end = 0;
 	for (int i = 1;; i++) {
 		int rc = rr_p2p_test(p);
 		if (rc != MPI_SUCCESS || p->flag) return rc;
+		if (budget_ns > 0 && !rr_yield(yield)) return MPI_SUCCESS;
 		if (i % RR_CLOCK_EVERY == 0) {
 			int64_t now = rr_now();
 			if (end == 0) end = now + budget_ns;
@@ -593,7 +629,7 @@ static int rr_dx_received(rr_dx *d, int i, MPI_Status *st) {
 
 // rr_dx_spin polls the collective until it completes, a message does not
 // match (d->bad), MPI fails, or budget_ns has passed (at least one poll).
-static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
+static int rr_dx_spin(rr_dx *d, int64_t budget_ns, int *yield) {
 	int n = 4 * d->npeer, np = d->npeer;
 	int64_t end = 0;
 	for (int it = 1; !d->flag; it++) {
@@ -631,6 +667,7 @@ static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
 			if (d->bad) return MPI_SUCCESS;
 		}
 		if (d->pending == 0) { d->flag = 1; break; }
+		if (budget_ns > 0 && !rr_yield(yield)) break;
 		if (it % RR_CLOCK_EVERY == 0) {
 			int64_t now = rr_now();
 			if (end == 0) end = now + budget_ns;
@@ -644,18 +681,18 @@ static int rr_dx_spin(rr_dx *d, int64_t budget_ns) {
 // (rr_dx_spin): the whole of a collective whose peers are there, in one cgo
 // call. The state is passed as an integer, so cgo checks no pointer
 // argument on the hot path (d is C memory anyway).
-static int rr_dx_run_u(uintptr_t p, int kind, int64_t h0, int64_t h1, long plen, int64_t budget_ns) {
+static int rr_dx_run_u(uintptr_t p, int kind, int64_t h0, int64_t h1, long plen, int64_t budget_ns, uintptr_t yield) {
 	rr_dx *d = (rr_dx *)p;
 	int rc = rr_dx_post(d, kind, h0, h1, plen);
-	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);
 	return rc;
 }
 
 // rr_dx_bcast_run_u is rr_dx_run_u for a Bcast from root.
-static int rr_dx_bcast_run_u(uintptr_t p, int root, int64_t h0, long plen, int64_t budget_ns) {
+static int rr_dx_bcast_run_u(uintptr_t p, int root, int64_t h0, long plen, int64_t budget_ns, uintptr_t yield) {
 	rr_dx *d = (rr_dx *)p;
 	int rc = rr_dx_bcast_post(d, root, h0, plen);
-	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns);
+	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);
 	return rc;
 }
 

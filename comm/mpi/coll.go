@@ -92,7 +92,8 @@ func (c *mpiComm) run(ctx context.Context, w *wait, enter bool, op, call string,
 	if rc == C.MPI_SUCCESS {
 		// A first spin in the same lock hold: small collectives usually
 		// complete here.
-		rc = C.rr_test_spin(c.co, spinBudgetNs)
+		rc = C.rr_test_spin(c.co, spinBudgetNs, e.armYield())
+		e.spun()
 	}
 	if rc != C.MPI_SUCCESS {
 		err := c.failLocked(rc, op, call)
@@ -122,11 +123,13 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 	c.entered++
 	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
 	var rc C.int
+	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
 	if kind == C.RR_DX_BCAST {
-		rc = C.rr_dx_bcast_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), C.int(h1), h0, C.long(nvals), spinBudgetNs)
+		rc = C.rr_dx_bcast_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), C.int(h1), h0, C.long(nvals), spinBudgetNs, yield)
 	} else {
-		rc = C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.long(nvals*8), spinBudgetNs)
+		rc = C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.long(nvals*8), spinBudgetNs, yield)
 	}
+	e.spun()
 	if rc != C.MPI_SUCCESS {
 		err := c.failLocked(rc, op, "MPI_Isend/Irecv/Testsome")
 		e.mu.Unlock()
@@ -157,18 +160,19 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 	}
 	deadline := w.start.Add(c.timeout)
 	for i := 0; ; i++ {
-		long := time.Since(waitStart) >= sleepAfter
+		e.mu.Lock()
+		long := e.sleepy() || time.Since(waitStart) >= sleepAfter
 		budget := C.int64_t(spinBudgetNs)
 		if long {
 			budget = 0
 		}
-		e.mu.Lock()
 		var rc C.int
 		if direct {
-			rc = C.rr_dx_spin(d, budget)
+			rc = C.rr_dx_spin(d, budget, e.armYield())
 		} else {
-			rc = C.rr_test_spin(co, budget)
+			rc = C.rr_test_spin(co, budget, e.armYield())
 		}
+		e.spun()
 		if i%serviceEvery == serviceEvery-1 {
 			e.serviceLocked()
 		}
@@ -216,8 +220,8 @@ func (c *mpiComm) mismatch(kind comm.Kind) error {
 			note = " in a longer message"
 		}
 	}
-	return fmt.Errorf("%w on group %q: rank %d is in %s, rank %d sent %s #%d%s%s",
-		comm.ErrDesync, c.name, c.rank, mine, peer, comm.Kind(h0&0xff), seq, shape(comm.Kind(h0&0xff), h1), note)
+	return fmt.Errorf("%w on group %q: %s is in %s, %s sent %s #%d%s%s",
+		comm.ErrDesync, c.name, comm.Who(c.worlds, c.rank), mine, comm.Who(c.worlds, peer), comm.Kind(h0&0xff), seq, shape(comm.Kind(h0&0xff), h1), note)
 }
 
 func (c *mpiComm) enteredNow() uint64 {

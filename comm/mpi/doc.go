@@ -70,13 +70,21 @@
 // spinBudget (50 us; the clock is read only after the first 16 tests, so an
 // operation that completes at once reads none), then returns to Go to check
 // the context, the bound and whether the communicator was closed, and
-// lets other goroutines run. Giving the core to other processes is left
-// to Open MPI, as for a C program: it yields in its progress loop when the
-// node is oversubscribed (mpi_yield_when_idle). Large
-// transfers thus progress in C as in MPI_Wait, without a Go round trip per
-// test. Only after sleepAfter (100 ms) does a wait sleep between polls,
-// so a rank stalled in a collective stops burning a core while still
-// answering the stall inspector. Init sets GOMAXPROCS from the cores this
+// lets other goroutines run. Large transfers thus progress in C as in
+// MPI_Wait, without a Go round trip per test. When the node's ranks
+// outnumber its cores, the spin gives the core away between its tests
+// (sched_yield), so a waiting rank does not keep it from the peer it
+// waits for; Init turns Open MPI's own yield (mpi_yield_when_idle, in
+// every progress call) off unless the user set it, because on a machine
+// where an unrelated busy process shares the cores each such yield hands
+// that process a whole time slice: five ranks on two cores beside two
+// busy loops ran 10 requests in 43 s with it, 0.3 s without. The binding's
+// own yield is timed: one that took over 1 ms (the core went to another
+// process for a slice) turns yielding off for 100 ms, and waits meanwhile
+// sleep between their polls (a sleeper is woken in time, a yielder waits
+// for the slice). Otherwise only after sleepAfter (100 ms) does a wait
+// sleep between polls, so a rank stalled in a collective stops burning a
+// core while still answering the stall inspector. Init sets GOMAXPROCS from the cores this
 // process may use divided by the ranks on its node, at least 2: with a
 // single P, Go's sysmon retakes it from every poll that outlasts 20 us and
 // then wakes every 20 us itself (Config.GOMAXPROCS, setProcs).

@@ -32,6 +32,13 @@ type engine struct {
 	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
+	// Yielding (see rr_yield in cmpi.h): oversub when this node's ranks
+	// outnumber its cores; yieldCell is the C cell a spin yields by
+	// (armYield); a slow yield turns yielding off until yieldOffUntil.
+	oversub       bool
+	yieldCell     *C.int
+	yieldArmed    bool
+	yieldOffUntil time.Time
 
 	stop chan struct{}
 	done chan struct{}
@@ -45,9 +52,44 @@ type orphan struct {
 	dx *C.rr_dx   // the direct collectives' state, or nil
 }
 
-func newEngine(rec *comm.Recorder, worldRank int) *engine {
-	return &engine{rec: rec, worldRank: worldRank, live: map[*mpiComm]struct{}{}}
+// newEngine makes the engine of world rank worldRank; oversub says that
+// the ranks on this node outnumber its cores (they then give the core
+// away while they wait).
+func newEngine(rec *comm.Recorder, worldRank int, oversub bool) *engine {
+	return &engine{rec: rec, worldRank: worldRank, live: map[*mpiComm]struct{}{}, oversub: oversub,
+		yieldCell: (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))}
 }
+
+// yieldPause is how long yielding stays off after a slow yield: an
+// unrelated busy process shares the cores, and a yield would hand it a
+// whole time slice; waits sleep between their polls instead.
+const yieldPause = 100 * time.Millisecond
+
+// armYield sets the yield cell for the next spin: yield between polls when
+// ranks outnumber cores and no yield was slow lately. e.mu held.
+func (e *engine) armYield() *C.int {
+	e.yieldArmed = e.oversub && !time.Now().Before(e.yieldOffUntil)
+	*e.yieldCell = 0
+	if e.yieldArmed {
+		*e.yieldCell = 1
+	}
+	return e.yieldCell
+}
+
+// spun is called after an armed spin: when a yield in it was slow, it
+// turns yielding off for yieldPause. e.mu held.
+func (e *engine) spun() {
+	if e.yieldArmed && *e.yieldCell == 0 {
+		e.yieldOffUntil = time.Now().Add(yieldPause)
+	}
+	e.yieldArmed = false
+}
+
+// sleepy reports whether a wait should sleep between its polls at once:
+// ranks outnumber cores and yielding is off (a busy process shares the
+// cores, so spinning would keep the core from the peers this rank waits
+// for, and yielding would give it to that process for a slice). e.mu held.
+func (e *engine) sleepy() bool { return e.oversub && time.Now().Before(e.yieldOffUntil) }
 
 // Error is an MPI return code turned into a Go error, with the operation,
 // group and rank it came from. It unwraps to comm.ErrTruncated when MPI
@@ -85,20 +127,20 @@ func mpiError(rc C.int, op, call, group string, rank int) error {
 }
 
 // backoff is called between unsuccessful polls (each of which spun in C
-// for up to spinBudget): it lets other goroutines run, and once a wait is
-// long (sleepAfter) it sleeps briefly, so a rank stalled in a collective
-// stops burning a core while still answering the stall inspector. Giving
-// the core to other processes while spinning is left to the MPI library,
-// as for a C program: Open MPI yields in its progress loop exactly when
-// the node is oversubscribed (mpi_yield_when_idle, on here at np=3 and 4,
-// off at np=2). A sched_yield of our own per poll only gave the core away
-// to unrelated processes on a shared machine.
+// for up to spinBudget, yielding the core between its polls when this
+// node's ranks outnumber its cores: rr_yield): it lets other goroutines
+// run, and once a wait is long (sleepAfter), or yielding was found to hand
+// the core to an unrelated busy process (engine.sleepy), it sleeps
+// briefly, so a waiting rank stops taking a core from the processes that
+// have work while still answering the stall inspector.
 func backoff(long bool) {
 	if long {
-		// Waited long: a peer is busy elsewhere. Sleep briefly so this
-		// rank stops taking a core from the processes that have work
-		// (its peers, and mpirun itself, which forwards rank 0's
-		// output: a pty it cannot drain blocks rank 0's report).
+		// A peer is busy elsewhere, or the cores are shared. Sleep
+		// briefly so this rank stops taking a core from the processes
+		// that have work (its peers, and mpirun itself, which forwards
+		// rank 0's output: a pty it cannot drain blocks rank 0's
+		// report); a sleeper is woken in time where a yielder waits
+		// for the slice.
 		comm.PollPause(50 * time.Microsecond)
 		return
 	}

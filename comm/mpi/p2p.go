@@ -243,7 +243,8 @@ func (r *request) testLocked(service bool, budget C.int64_t) (comm.Status, bool,
 		r.pollCancelledLocked()
 		return r.st, r.done, r.err
 	}
-	rc := C.rr_p2p_spin(r.p, budget)
+	rc := C.rr_p2p_spin(r.p, budget, e.armYield())
+	e.spun()
 	if rc != C.MPI_SUCCESS {
 		r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
 	} else if r.p.flag != 0 {
@@ -269,12 +270,12 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 	done := ctx.Done()
 	waitStart := time.Now()
 	for i := 0; ; i++ {
-		long := time.Since(waitStart) >= sleepAfter
+		e.mu.Lock()
+		long := e.sleepy() || time.Since(waitStart) >= sleepAfter
 		budget := spinBudgetNs
 		if long {
 			budget = 0
 		}
-		e.mu.Lock()
 		st, ok, err := r.testLocked(i%serviceEvery == serviceEvery-1, budget)
 		e.mu.Unlock()
 		if ok || err != nil {

@@ -52,6 +52,13 @@ func Init(cfg Config) (*World, error) {
 	if cfg.ThreadLevel == Multiple {
 		level = C.MPI_THREAD_MULTIPLE
 	}
+	// The binding gives the core away itself, and only while that helps
+	// (rr_yield in cmpi.h): Open MPI's own yield in every progress call
+	// hands a whole time slice to any busy process sharing the cores. A
+	// value the user set is kept.
+	if _, set := os.LookupEnv("OMPI_MCA_mpi_yield_when_idle"); !set {
+		os.Setenv("OMPI_MCA_mpi_yield_when_idle", "0")
+	}
 	runtime.LockOSThread()
 	var provided C.int
 	rc := C.rr_init(level, &provided)
@@ -83,7 +90,7 @@ func Init(cfg Config) (*World, error) {
 	}
 	setProcs(cfg.GOMAXPROCS, int(lsize))
 	rec := comm.NewRecorder(cfg.RecorderDepth)
-	e := newEngine(rec, int(wrank))
+	e := newEngine(rec, int(wrank), int(lsize) > int(C.rr_node_cpus()))
 	var insp C.MPI_Comm
 	if rc := C.rr_dup(C.rr_world(), &insp); rc != C.MPI_SUCCESS {
 		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "world", int(wrank)))
