@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-explore mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore test-sim-scale mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -23,7 +23,7 @@ mpi-deps:
 run: build
 	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64
 
-test: test-go test-explore test-mpi test-multinode
+test: test-go test-explore test-sim-scale test-mpi test-multinode
 
 # -p 1: one test package at a time. Multi-rank tests run many goroutine
 # ranks under the race detector; on a 2-core machine, two such packages at
@@ -41,6 +41,11 @@ EXPLORE_SEEDS  ?= 8
 test-explore:
 	$(GO) test -count=1 -timeout 20m -run 'TestExploreLayoutSpace' ./explore/ \
 		-explore.budget $(EXPLORE_BUDGET) -explore.seeds $(EXPLORE_SEEDS) -v
+
+# Scenarios too large for the race detector, in simulated time: their
+# verdicts come from virtual time alone, however long the host takes.
+test-sim-scale: build
+	$(BIN)/rankrun scenario --backend sim tests/multirank/testdata/scale/*.txt
 
 # The suite must kill every named mutant of cmd/mutate's catalogue (each
 # applied alone to a scratch copy; the fast sim and in-process packages

@@ -311,6 +311,9 @@ type Outcome struct {
 	Err     error
 	Elapsed time.Duration
 	Hung    bool // did not return within its deadline (and a grace)
+	// HostGaveUp: a simulated run stopped at the wall limit, before its
+	// virtual end (no verdict either way; Err says so).
+	HostGaveUp bool
 }
 
 // check compares an outcome with e; it returns "" or the first reason the
@@ -319,6 +322,9 @@ func (e *Expectation) check(o Outcome, requests int, timeout time.Duration) []st
 	var why []string
 	if o.Hung {
 		return []string{fmt.Sprintf("hang: no result within %v", timeout)}
+	}
+	if o.HostGaveUp {
+		return []string{o.Err.Error()}
 	}
 	if o.Err == nil && o.Report == nil {
 		return []string{"no report and no error"}
@@ -411,6 +417,9 @@ func fmtFigure(name string, v float64) string {
 func (o Outcome) Summary() string {
 	if o.Hung {
 		return "hung"
+	}
+	if o.HostGaveUp {
+		return "the host gave up"
 	}
 	if o.Err != nil {
 		return fmt.Sprintf("error after %v: %v", o.Elapsed.Round(time.Millisecond), o.Err)

@@ -11,13 +11,20 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 )
 
-// hangGrace is how long Run waits past a run's deadline for the ranks to
-// return before it calls the run hung.
+// hangGrace is how long Run waits past a real-time run's deadline for the
+// ranks to return before it calls the run hung.
 const hangGrace = 10 * time.Second
+
+// DefaultWallLimit is how much wall time a simulated run may take before
+// the runner gives up on the host (WithWallLimit): a simulation's deadline
+// is virtual, so wall time never makes it hung, only the host too slow to
+// finish it.
+const DefaultWallLimit = 15 * time.Minute
 
 // Result is the verdict on one scenario on one backend.
 type Result struct {
@@ -36,6 +43,12 @@ type Result struct {
 // Hung reports whether a run of the scenario did not return.
 func (r Result) Hung() bool { return (r.Off != nil && r.Off.Hung) || (r.On != nil && r.On.Hung) }
 
+// HostGaveUp reports whether a simulated run was stopped at the wall limit
+// (WithWallLimit): no verdict either way.
+func (r Result) HostGaveUp() bool {
+	return (r.Off != nil && r.Off.HostGaveUp) || (r.On != nil && r.On.HostGaveUp)
+}
+
 func (r Result) String() string {
 	verdict := "PASS"
 	if !r.Pass {
@@ -48,9 +61,10 @@ func (r Result) String() string {
 type Option func(*runOpts)
 
 type runOpts struct {
-	log     *zap.Logger
-	backend string
-	simCfg  func(*sim.Config)
+	log       *zap.Logger
+	backend   string
+	simCfg    func(*sim.Config)
+	wallLimit time.Duration
 }
 
 // WithLogger gives the runs a logger (default: none).
@@ -62,10 +76,20 @@ func WithBackend(b string) Option { return func(o *runOpts) { o.backend = b } }
 // WithSim adjusts the simulation a sim run uses (after SimConfig).
 func WithSim(f func(*sim.Config)) Option { return func(o *runOpts) { o.simCfg = f } }
 
+// WithWallLimit bounds the wall time of a simulated run (DefaultWallLimit
+// when 0). Past it the runner stops the run and reports that the host gave
+// up (Outcome.HostGaveUp), which is no verdict on the scenario: in
+// simulation only virtual time decides (its deadline is the scenario's
+// timeout), so a run that is slow on the host is slow, never hung.
+func WithWallLimit(d time.Duration) Option { return func(o *runOpts) { o.wallLimit = d } }
+
 func options(opts []Option) runOpts {
-	o := runOpts{backend: "local"}
+	o := runOpts{backend: "local", wallLimit: DefaultWallLimit}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.wallLimit <= 0 {
+		o.wallLimit = DefaultWallLimit
 	}
 	return o
 }
@@ -93,7 +117,7 @@ func Run(ctx context.Context, s Scenario, opts ...Option) Result {
 		shown = append(shown, "with "+string(s.ReplayUnderTest)+": "+on.Summary())
 		// A proof must discriminate: what the replay must show may not
 		// also hold without it.
-		if !off.Hung && len(s.Verdict(off, true)) == 0 {
+		if !off.Hung && !off.HostGaveUp && len(s.Verdict(off, true)) == 0 {
 			why = append(why, "expect-with-replay also holds with "+string(s.ReplayUnderTest)+" off: the scenario proves nothing")
 		}
 	}
@@ -132,10 +156,12 @@ func (s *Scenario) SimConfig() sim.Config {
 		Deadline: s.Timeout}
 }
 
-// runOnce runs one configuration under s.Timeout (virtual in simulation);
-// it returns when the run does, or marks it hung hangGrace after the
-// deadline in wall time. The ranks are the runner's: on a hang it cancels
-// them and waits for them.
+// runOnce runs one configuration under s.Timeout: virtual in simulation,
+// where only the run's own (virtual) deadline can make it hung and a wall
+// limit can only say that the host gave up; real otherwise, where a run
+// that has not returned hangGrace after its deadline is hung. The ranks
+// are the runner's: when it stops waiting it cancels them and waits for
+// them.
 func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outcome {
 	out := Outcome{Backend: o.backend, Replay: withReplay}
 	cfg, err := s.Config(withReplay)
@@ -146,36 +172,51 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	if o.log != nil {
 		cfg.Log = o.log
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.Timeout)
-	defer cancel()
+	simulated := o.backend == "sim"
 	type ret struct {
 		rep     *executor.Report
 		err     error
 		elapsed time.Duration // virtual, in simulation
-		sim     bool
 	}
 	done := make(chan ret, 1)
-	start := time.Now()
-	go func() {
-		if o.backend == "sim" {
+	finished := make(chan struct{}) // closed once done holds the run's result
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The host's clock bounds how long the runner waits for its ranks; in
+	// simulation it decides no verdict (see below).
+	host := clock.Real()
+	start := host.Now()
+	guard := o.wallLimit
+	if simulated {
+		go func() {
+			defer close(finished)
 			sc := s.SimConfig()
 			if o.simCfg != nil {
 				o.simCfg(&sc)
 			}
-			rep, res, err := executor.RunSim(ctx, cfg, sc)
-			done <- ret{rep, err, res.Elapsed, true}
-			return
-		}
-		rep, err := executor.RunLocal(rctx, cfg, true, s.CollectiveTimeout)
-		done <- ret{rep: rep, err: err}
-	}()
-	t := time.NewTimer(s.Timeout + hangGrace)
-	defer t.Stop()
+			rep, res, err := executor.RunSim(rctx, cfg, sc)
+			done <- ret{rep, err, res.Elapsed}
+		}()
+	} else {
+		// A real-time run's own deadline (the ranks notice it and return).
+		var dcancel context.CancelFunc
+		rctx, dcancel = context.WithTimeout(rctx, s.Timeout)
+		defer dcancel()
+		go func() {
+			defer close(finished)
+			rep, err := executor.RunLocal(rctx, cfg, true, s.CollectiveTimeout)
+			done <- ret{rep: rep, err: err}
+		}()
+		guard = s.Timeout + hangGrace
+	}
+	wait := host.NewWaiter()
+	defer wait.Stop()
+	_ = wait.Wait(context.Background(), finished, start.Add(guard))
 	select {
 	case r := <-done:
 		out.Report, out.Err = r.rep, r.err
-		out.Elapsed = time.Since(start)
-		if r.sim {
+		out.Elapsed = clock.Since(host, start)
+		if simulated {
 			out.Elapsed = r.elapsed
 			out.Hung = errorsIsDeadline(r.err) // the run's own (virtual) deadline ended it
 		} else if out.Err != nil && rctx.Err() != nil && ctx.Err() == nil {
@@ -183,22 +224,36 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 			// ranks noticed, not an outcome.
 			out.Hung = true
 		}
-	case <-t.C:
-		out.Elapsed = time.Since(start)
+		return out
+	default:
+	}
+	out.Elapsed = clock.Since(host, start)
+	if simulated {
+		// Wall time decides nothing in simulation: the host gave up.
+		out.HostGaveUp = true
+		out.Err = fmt.Errorf("scenario %s: the host gave up after %v of wall time before the simulated run ended (not a verdict: only virtual time decides; raise the wall limit or use a faster host)",
+			s.Label(), guard.Round(time.Millisecond))
+	} else {
 		out.Hung = true
-		// The run ignored its deadline. Its owner stops it: cancel, and
-		// wait for the ranks to return (every wait in the runtime honours
-		// its context). Ranks that do not are a second bug, reported.
-		cancel()
-		stop := time.NewTimer(hangGrace)
-		defer stop.Stop()
-		select {
-		case <-done:
-		case <-stop.C:
-			out.Err = fmt.Errorf("scenario %s: the run did not stop within %v of being cancelled: its goroutines are left running", s.Label(), hangGrace)
-		}
+	}
+	// Its owner stops it: cancel, and wait for the ranks to return (every
+	// wait in the runtime honours its context). Ranks that do not are a
+	// second bug, reported.
+	cancel()
+	_ = wait.Wait(context.Background(), finished, host.Now().Add(hangGrace))
+	if !closed(finished) {
+		out.Err = fmt.Errorf("scenario %s: the run did not stop within %v of being cancelled: its goroutines are left running", s.Label(), hangGrace)
 	}
 	return out
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // Load parses every file matching pattern (a glob), sorted by name.

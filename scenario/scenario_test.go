@@ -180,3 +180,25 @@ func TestParsePairSeparator(t *testing.T) {
 	_, err = scenario.Parse("t.txt", strings.NewReader("name: x\nctx: tp=1  gen: tp=1\nexpect: error ErrStalled\nexpect: message contains \"a gen: b\"\n"))
 	require.NoError(t, err)
 }
+
+// In simulation wall time decides no verdict: a run stopped at the wall
+// limit is the host giving up, reported as such, never a hang (issue 25:
+// a run that needed 0.02 s of virtual time was reported "hang: no result
+// within 1s" after 16 s of wall time).
+func TestSimWallLimitIsTheHostGivingUpNotAHang(t *testing.T) {
+	s := scenario.New("a run longer in wall time than its limit")
+	s.Ctx, s.Gen, s.Requests, s.Arrival = "tp=1", "tp=4", 400, "burst"
+	s.CtxBlocks, s.GenBlocks = 1024, 1024
+	s.Timeout = time.Second // virtual: the run needs far less
+	require.NoError(t, s.Expect.Add("ok"))
+	r := scenario.Run(context.Background(), s, scenario.WithBackend("sim"), scenario.WithWallLimit(time.Millisecond))
+	require.False(t, r.Pass)
+	require.False(t, r.Hung(), "the host giving up is not a hang: %s", r)
+	require.True(t, r.HostGaveUp(), "%s", r)
+	require.Contains(t, r.Reason, "the host gave up after 1ms of wall time before the simulated run ended")
+	require.NotContains(t, r.Reason, "hang")
+	// Without the limit the same run passes: its virtual deadline is what
+	// decides.
+	r = scenario.Run(context.Background(), s, scenario.WithBackend("sim"))
+	require.True(t, r.Pass, "%s", r)
+}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/rankrun/rankrun/comm"
 )
 
 // A rank's run state.
@@ -33,6 +35,9 @@ type rankState struct {
 	onNotify bool
 	timer    *event
 	since    time.Time
+	// When its function returned (state done), and with what.
+	doneAt  time.Time
+	doneErr error
 }
 
 // event is something that happens at a virtual time: a deadline, a message
@@ -249,8 +254,11 @@ func (w *world) deadlocked() {
 	}
 	de := &DeadlockError{At: w.now.Sub(w.cfg.Start)}
 	for _, r := range w.ranks {
-		if r.state == blocked {
-			de.Ranks = append(de.Ranks, RankWait{Rank: r.id, What: r.what, Since: r.since.Sub(w.cfg.Start)})
+		switch r.state {
+		case blocked:
+			de.Ranks = append(de.Ranks, RankWait{Rank: r.id, What: r.what, Op: w.userOp(r.id), Since: r.since.Sub(w.cfg.Start)})
+		case done:
+			de.Returned = append(de.Returned, RankReturn{Rank: r.id, At: r.doneAt.Sub(w.cfg.Start), Err: r.doneErr, Last: w.lastOp(r.id)})
 		}
 	}
 	w.deadlock = de
@@ -355,27 +363,92 @@ func (p *pct) pick(ready []int, step int) int {
 
 // DeadlockError is a run that reached a state where every rank waits for
 // something no rank or pending event can bring: it names every parked rank
-// and what it waits on, at the virtual time it was found.
+// and what it waits on, and every rank that had already returned, at the
+// virtual time it was found.
 type DeadlockError struct {
-	At    time.Duration // virtual time since the start
-	Ranks []RankWait
+	At       time.Duration // virtual time since the start
+	Ranks    []RankWait
+	Returned []RankReturn
 }
 
 // RankWait is one parked rank of a deadlock.
 type RankWait struct {
-	Rank  int // world rank
-	What  string
+	Rank int    // world rank
+	What string // what the backend waits on (a checked collective is one Allgather here)
+	// Op is the operation the rank's own code is in, from its flight
+	// recorder (checked worlds): "Barrier #2 on world at main.go:40
+	// (main.step)"; "" when unknown or the same as What.
+	Op    string
 	Since time.Duration
+}
+
+// RankReturn is a rank whose function had returned when the others
+// deadlocked: often the cause (it left without entering what they wait in).
+type RankReturn struct {
+	Rank int // world rank
+	At   time.Duration
+	Err  error  // what it returned (nil: success)
+	Last string // its last recorded operation, when checked
 }
 
 func (e *DeadlockError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sim: deadlock at %v: every rank waits and nothing pending can wake one:", e.At)
+	waiting := "every rank waits"
+	if len(e.Returned) > 0 {
+		waiting = "every rank still running waits"
+	}
+	fmt.Fprintf(&b, "sim: deadlock at %v: %s and nothing pending can wake one:", e.At, waiting)
 	for _, r := range e.Ranks {
-		fmt.Fprintf(&b, " rank %d in %s since %v;", r.Rank, r.What, r.Since)
+		if r.Op != "" {
+			fmt.Fprintf(&b, " rank %d in %s (the backend's %s) since %v;", r.Rank, r.Op, r.What, r.Since)
+		} else {
+			fmt.Fprintf(&b, " rank %d in %s since %v;", r.Rank, r.What, r.Since)
+		}
+	}
+	for _, r := range e.Returned {
+		how := "without error"
+		if r.Err != nil {
+			how = fmt.Sprintf("with %v", r.Err)
+		}
+		fmt.Fprintf(&b, " rank %d returned at %v %s, so it never enters what the others wait in", r.Rank, r.At, how)
+		if r.Last != "" {
+			fmt.Fprintf(&b, " (its last operation: %s)", r.Last)
+		}
+		b.WriteString(";")
 	}
 	return strings.TrimSuffix(b.String(), ";")
 }
 
 // Is makes errors.Is(err, ErrDeadlock) hold.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
+
+// userOp is the collective world rank r's own code is in, from its flight
+// recorder: the checked layer records the caller's operation (a Barrier),
+// where the backend sees the one Allgather that carries its stamp. "" when
+// the world keeps no records or the rank is in none.
+func (w *world) userOp(r int) string {
+	if w.recorders == nil {
+		return ""
+	}
+	recs := w.recorders[r].Snapshot()
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].InProgress() && recs[i].Kind != comm.KindSend && recs[i].Kind != comm.KindRecv {
+			return fmt.Sprintf("%s #%d on %s at %s", recs[i].Kind, recs[i].Seq, recs[i].Group, recs[i].Site)
+		}
+	}
+	return ""
+}
+
+// lastOp is world rank r's last recorded collective ("" when none).
+func (w *world) lastOp(r int) string {
+	if w.recorders == nil {
+		return ""
+	}
+	recs := w.recorders[r].Snapshot()
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Kind != comm.KindSend && recs[i].Kind != comm.KindRecv {
+			return recs[i].String()
+		}
+	}
+	return ""
+}

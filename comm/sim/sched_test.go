@@ -64,6 +64,38 @@ func TestDeadlockDetector(t *testing.T) {
 	}
 }
 
+// A rank that returns without entering the collective its peers wait in is
+// the deadlock's cause: the report names it, with where it was last, and
+// names the waiters' own operation (a checked Barrier travels as one
+// Allgather of stamps; the reader wrote Barrier). Every rank position: the
+// culprit first, in the middle and last.
+func TestDeadlockNamesRanksThatReturned(t *testing.T) {
+	for _, gone := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("rank %d returns", gone), func(t *testing.T) {
+			res := sim.Run(t.Context(), 3, sim.Config{Seed: 3, Checked: true}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				if c.Rank() == gone {
+					return nil // leaves after one barrier
+				}
+				return c.Barrier(ctx)
+			})
+			require.ErrorIs(t, res.Err(), sim.ErrDeadlock)
+			msg := res.Deadlock.Error()
+			require.Contains(t, msg, fmt.Sprintf("rank %d returned at 0s without error, so it never enters what the others wait in", gone))
+			require.Contains(t, msg, "(its last operation: Barrier #1 on world at ")
+			for r := range 3 {
+				if r == gone {
+					continue
+				}
+				require.Contains(t, msg, fmt.Sprintf("rank %d in Barrier #2 on world at ", r))
+				require.Contains(t, msg, "(the backend's Allgather #2 on world)")
+			}
+		})
+	}
+}
+
 // With the detector off, the same state ends at the collective timeout, in
 // virtual time.
 func TestCollectiveTimeoutIsVirtual(t *testing.T) {

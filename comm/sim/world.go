@@ -217,6 +217,7 @@ func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
 	<-rs.resume
 	err := w.call(ctx, r, fn)
 	w.setState(rs, done)
+	rs.doneAt, rs.doneErr = w.now, err
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", r, err)
 		w.errs[r] = err
