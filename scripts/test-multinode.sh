@@ -14,6 +14,13 @@
 # /var/tmp), the kernel and its clock, and the PID namespace (so that this
 # script can see and kill what is left on any host).
 #
+# Any checkout path works, /tmp included. A host's fresh /tmp would hide a
+# checkout there (mpirun's daemons then found no bin/rankrun-mpi: exit 127),
+# so every shared path under /tmp or /dev/shm (the checkout, and a probe
+# directory this script makes to prove it, run 0 below) is bound back in at
+# its own path, as an NFS mount would be: the same files at the same path
+# on every host.
+#
 # The launch. mpirun runs on h1, inside h1's namespaces: the hosts' addresses
 # cannot be reached from the root namespace, and the orted daemons that
 # mpirun starts must reach it. Its hostfile names h1 and h2; its launch agent
@@ -24,6 +31,9 @@
 # checked: every rank records its hostname and network namespace.
 #
 # The runs:
+#  0. a run started from a directory under /tmp (a copy of bin/rankrun-mpi
+#     in a probe directory there, run by its relative path from there, one
+#     rank on each host): what a checkout under /tmp needs;
 #  1. the comm/mpi conformance suite (built as scripts/test-mpi.sh builds it),
 #     np=4, world ranks 0-1 on h1 and 2-3 on h2;
 #  2. rankrun-mpi run --ctx tp=2 --gen tp=2 with CTX (world 0-1) on h1 and GEN
@@ -100,7 +110,7 @@ T=${MN_COLL_TIMEOUT:-5}                           # seconds: collective timeout 
 CUT_FLAGS=${MN_CUT_FLAGS:-"--checked --collective-timeout ${T}s"}
 LINKBACK_DOWN=${MN_LINKBACK_DOWN:-1}              # seconds the link is down in the link-back test
 CUT_AFTER_BYTES=${MN_CUT_AFTER_BYTES:-20000000}   # bytes out of h1's eth0 before the link goes down
-PARTS=" ${MN_PARTS:-1 2 3 4} "                    # which of the runs below (a subset, while debugging)
+PARTS=" ${MN_PARTS:-0 1 2 3 4} "                  # which of the runs below (a subset, while debugging)
 export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"}
 
 # shellcheck source=lib-mpi.sh
@@ -124,6 +134,7 @@ secs() { printf '%d.%02d' $(($1 / 1000000)) $(($1 % 1000000 / 10000)); } # µs -
 t_script=$(now_us)
 
 id=rrmn$$
+probe=
 NS1=$id-h1
 NS2=$id-h2
 made_ns=()
@@ -146,6 +157,7 @@ cleanup() {
 	[ -z "${pids// /}" ] || echo "test-multinode: could not kill processes left in the namespaces: $pids" >&2
 	for ns in "${made_ns[@]}"; do ip netns del "$ns" 2>/dev/null || echo "test-multinode: could not delete namespace $ns" >&2; done
 	[ -z "$work" ] || rm -rf "$work"
+	[ -z "$probe" ] || rm -rf "$probe"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -187,8 +199,17 @@ CUT_BOUND=$((T + 2 + (give_up_ds + 9) / 10 + 3)) # seconds after the cut
 CLEAN_BOUND=$((CUT_BOUND + 5))
 
 work=$(mktemp -d "${MN_WORK_BASE:-/var/tmp}/rankrun-multinode.XXXXXX")
-mkdir -p "$work/bin" "$work/tmp" "$work/place"
+mkdir -p "$work/bin" "$work/tmp" "$work/place" "$work/stash"
 printf 'h1 slots=2\nh2 slots=2\n' >"$work/hostfile"
+probe=$(mktemp -d /tmp/rankrun-multinode-probe.XXXXXX)
+repo=$(pwd -P)
+# The shared paths a host's own /tmp and /dev/shm would hide: bound into
+# each host at the same path (see the header).
+shared=
+for p in "$repo" "$probe"; do
+	case $p/ in /tmp/* | /dev/shm/*) shared="$shared $p" ;; esac
+done
+case $work/ in /tmp/* | /dev/shm/*) fail "the work directory $work must not be under /tmp or /dev/shm (each host has its own; set MN_WORK_BASE)" ;; esac
 
 # host HOST CMD...: runs CMD on HOST: in its network namespace, with its
 # hostname, its own /tmp and /dev/shm (tmpfs in the mount namespace that ip
@@ -200,7 +221,16 @@ h1) ns=$NS1 ;;
 h2) ns=$NS2 ;;
 *) echo "host: unknown host \$1" >&2; exit 255 ;;
 esac
-exec ip netns exec "\$ns" unshare --uts -- /bin/sh -c 'hostname "\$0" && mount -t tmpfs rrmn-tmp /tmp && mount -t tmpfs rrmn-shm /dev/shm && exec "\$@"' "\$@"
+# Each shared path under /tmp or /dev/shm is bound aside before the fresh
+# tmpfs hides it, then back at its own path.
+exec ip netns exec "\$ns" unshare --uts -- /bin/sh -c '
+hostname "\$0" || exit 1
+i=0
+for p in $shared; do i=\$((i + 1)); mkdir -p $work/stash/\$i && mount --bind "\$p" $work/stash/\$i || exit 1; done
+mount -t tmpfs rrmn-tmp /tmp && mount -t tmpfs rrmn-shm /dev/shm || exit 1
+i=0
+for p in $shared; do i=\$((i + 1)); mkdir -p "\$p" && mount --bind $work/stash/\$i "\$p" || exit 1; done
+exec "\$@"' "\$@"
 EOF
 # netns-agent HOST WORDS...: mpirun's launch agent in place of ssh: like ssh,
 # it runs the words, joined, with sh on HOST, in a fresh environment.
@@ -283,6 +313,24 @@ $GO test -c -race -tags mpi -o "$work/mpi.test" ./comm/mpi/
 timed "build" "$t0"
 
 part() { [[ $PARTS == *" $1 "* ]]; }
+jq_() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+
+# 0. From a directory under /tmp: a copy of the binary in the probe
+# directory, run by its relative path with the probe as the working
+# directory, one rank on each host (a checkout under /tmp is run so).
+if part 0; then
+echo "test-multinode: a run from a directory under /tmp ($probe), world rank 0 on h1, 1 on h2"
+t0=$(now_us)
+d=$(place_dir probe)
+mkdir -p "$probe/bin"
+cp bin/rankrun-mpi "$probe/bin/rankrun-mpi"
+(cd "$probe" && mpirun_ "$MPI_TIMEOUT" --place h1,h2 --oversubscribe --bind-to none -np 2 \
+	"$work/bin/rank-exec" "$d" "$work/probe.out" bin/rankrun-mpi run --ctx tp=1 --gen tp=1 --requests 4 --json) 2>"$work/probe.err" ||
+	{ tail -c 3000 "$work/probe.err" >&2; fail "a run from $probe (under /tmp) over two hosts failed: a checkout under /tmp would too"; }
+check_place probe h1,h2
+[ "$(jq_ "$work/probe.out.0" requests_completed)" = 4 ] || fail "the run from $probe did not complete its 4 requests"
+timed "0. a run from a directory under /tmp" "$t0"
+fi
 
 # 1. The conformance suite, 2 ranks per host.
 if part 1; then
@@ -328,7 +376,6 @@ for b in bad:
 sys.exit(1 if bad else 0)
 PY
 }
-jq_() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 
 # 2. CTX on h1, GEN on h2.
 if part 2; then
