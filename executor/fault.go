@@ -40,6 +40,10 @@ type Fault struct {
 	Request  request.ID    // req=: the request it applies to (1-based ids)
 	Duration time.Duration // for=: stall and delay
 	Blocks   int           // blocks=: shrink-pool
+	// at=: the byte a corrupt fault flips (transceiver.ParseCorruptAt:
+	// mid, first, last, or block/layer/kv/head/token).
+	CorruptAt transceiver.CorruptAt
+	atGiven   bool // at= was given (at=mid is the zero CorruptAt)
 }
 
 func (f Fault) String() string {
@@ -53,11 +57,15 @@ func (f Fault) String() string {
 	if f.Blocks != 0 {
 		s += fmt.Sprintf(",blocks=%d", f.Blocks)
 	}
+	if f.CorruptAt.At {
+		s += ",at=" + f.CorruptAt.String()
+	}
 	return s
 }
 
-// ParseFault parses KIND@ROLE:RANK[,req=N][,for=DURATION][,blocks=N], for
-// example "fail-transfer@gen:1,req=3" or "stall@ctx:0,req=2,for=2s".
+// ParseFault parses KIND@ROLE:RANK[,req=N][,for=DURATION][,blocks=N][,at=POS],
+// for example "fail-transfer@gen:1,req=3", "stall@ctx:0,req=2,for=2s" or
+// "corrupt@ctx:1,req=4,at=last/first/v/last/first".
 func ParseFault(s string) (Fault, error) {
 	var f Fault
 	bad := func(format string, args ...any) (Fault, error) {
@@ -125,8 +133,15 @@ func ParseFault(s string) (Fault, error) {
 					return bad("blocks=%q: must be a positive integer", v)
 				}
 				f.Blocks = n
+			case "at":
+				at, err := transceiver.ParseCorruptAt(v)
+				if err != nil {
+					return bad("at=: %v", err)
+				}
+				f.CorruptAt = at
+				f.atGiven = true
 			default:
-				return bad("unknown option %q: valid options are req, for, blocks", k)
+				return bad("unknown option %q: valid options are req, for, blocks, at", k)
 			}
 		}
 	}
@@ -179,6 +194,8 @@ func (f Fault) validateOptions(c *Config) error {
 		return fmt.Errorf("for= does not apply to %s (only to stall and delay)", f.Kind)
 	case f.Kind != FaultShrinkPool && f.Blocks != 0:
 		return fmt.Errorf("blocks= does not apply to %s (only to shrink-pool)", f.Kind)
+	case f.Kind != FaultCorrupt && (f.CorruptAt.At || f.atGiven):
+		return fmt.Errorf("at= does not apply to %s (only to corrupt)", f.Kind)
 	}
 	return nil
 }
@@ -220,7 +237,7 @@ type rankFaults struct {
 
 func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 	rf := rankFaults{stall: map[request.ID]time.Duration{}, exit: map[request.ID]bool{}}
-	tx := &transceiver.Faults{CorruptFragment: map[request.ID]bool{}, DropAck: map[request.ID]bool{},
+	tx := &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{}, DropAck: map[request.ID]bool{},
 		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}}
 	any := false
 	for _, f := range all {
@@ -232,7 +249,7 @@ func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 		case FaultFailTransfer:
 			tx.FailReceive[id], any = true, true
 		case FaultCorrupt:
-			tx.CorruptFragment[id], any = true, true
+			tx.CorruptFragment[id], any = f.CorruptAt, true
 		case FaultDropAck:
 			tx.DropAck[id], any = true, true
 		case FaultTimeoutTransfer:

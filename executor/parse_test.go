@@ -15,8 +15,10 @@ func TestParseFaultErrorsNameTheProblem(t *testing.T) {
 		"stall@gen:1,for=soon":       `for="soon"`,
 		"fail-transfer@gen:1,req=0":  `req="0"`,
 		"shrink-pool@ctx:0,blocks=x": `blocks="x"`,
-		"cancel@ctx:0,color=red":     "valid options are req, for, blocks",
-		"cancel@ctx:0,req":           "want key=value",
+		"cancel@ctx:0,color=red":     "valid options are req, for, blocks, at",
+		"corrupt@ctx:0,req=1,at=top": `at=: corrupt position "top": want mid, first, last or block/layer/kv/head/token`,
+		"corrupt@ctx:0,req=1,at=first/last/x/first/last": `axis 3 (kv) is "x", want k or v`,
+		"cancel@ctx:0,req": "want key=value",
 	} {
 		_, err := ParseFault(spec)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -29,6 +31,22 @@ func TestParseFaultErrorsNameTheProblem(t *testing.T) {
 	}
 	if g, err := ParseFault(f.String()); err != nil || g != f {
 		t.Fatalf("round trip: %+v, %v", g, err)
+	}
+	c, err := ParseFault("corrupt@ctx:1,req=2,at=last/first/v/last/first")
+	if err != nil || !c.CorruptAt.At || !c.CorruptAt.LastBlock || c.CorruptAt.LastLayer || !c.CorruptAt.V || !c.CorruptAt.LastHead || c.CorruptAt.LastToken {
+		t.Fatalf("corrupt at a position: %+v, %v", c, err)
+	}
+	if g, err := ParseFault(c.String()); err != nil || g.CorruptAt != c.CorruptAt || g.String() != c.String() {
+		t.Fatalf("round trip: %+v (%s), %v", g, g, err)
+	}
+	// at= is corrupt's alone, checked where the fault meets the run.
+	bad, err := ParseFault("stall@gen:0,req=1,for=1s,at=first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Workload: Workload{Requests: 4}}
+	if err := bad.validateOptions(&cfg); err == nil || !strings.Contains(err.Error(), "at= does not apply to stall (only to corrupt)") {
+		t.Fatalf("at= on a stall: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package transceiver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -160,8 +161,9 @@ const (
 // them from a seed; the transceiver only applies them.
 type Faults struct {
 	// CorruptFragment flips a byte of every fragment this CTX rank sends
-	// for these requests (GEN verification must fail it).
-	CorruptFragment map[request.ID]bool
+	// for these requests, at the position given (GEN verification must
+	// fail it, naming that place).
+	CorruptFragment map[request.ID]CorruptAt
 	// DropAck makes this GEN rank never acknowledge these requests (the
 	// CTX side must time out and cancel).
 	DropAck map[request.ID]bool
@@ -214,4 +216,65 @@ func (c *Config) fill() error {
 		return fmt.Errorf("%w: Rank %d outside the %s instance's 0..%d", ErrConfig, c.Rank, c.Role, inst.Ranks()-1)
 	}
 	return nil
+}
+
+// CorruptAt says which byte of a fragment a corrupt fault flips. The zero
+// value flips the payload's middle byte. With At set, each axis of the
+// payload picks the fragment's first or its last: block, layer, K or V,
+// head, and token; the byte flipped is the first of that token's head
+// vector, or its last with LastToken. So {At: true} flips the payload's
+// first byte and {At: true, LastBlock, LastLayer, V, LastHead, LastToken}
+// its last: faults reach every end of the wire order (kvbytes.go).
+type CorruptAt struct {
+	At                                           bool
+	LastBlock, LastLayer, V, LastHead, LastToken bool
+}
+
+// ParseCorruptAt parses a corrupt fault's position: "mid" (the zero
+// value), "first", "last", or five axes joined by "/", block/layer/kv/
+// head/token, each "first" or "last" (kv: "k" or "v"), e.g.
+// "last/first/v/last/first".
+func ParseCorruptAt(s string) (CorruptAt, error) {
+	switch s {
+	case "", "mid":
+		return CorruptAt{}, nil
+	case "first":
+		return CorruptAt{At: true}, nil
+	case "last":
+		return CorruptAt{At: true, LastBlock: true, LastLayer: true, V: true, LastHead: true, LastToken: true}, nil
+	}
+	axes := strings.Split(s, "/")
+	if len(axes) != 5 {
+		return CorruptAt{}, fmt.Errorf("corrupt position %q: want mid, first, last or block/layer/kv/head/token (each first or last; kv k or v), e.g. last/first/v/last/first", s)
+	}
+	c := CorruptAt{At: true}
+	for i, dst := range []*bool{&c.LastBlock, &c.LastLayer, &c.V, &c.LastHead, &c.LastToken} {
+		a, b := "first", "last"
+		if i == 2 {
+			a, b = "k", "v"
+		}
+		switch axes[i] {
+		case a:
+		case b:
+			*dst = true
+		default:
+			return CorruptAt{}, fmt.Errorf("corrupt position %q: axis %d (%s) is %q, want %s or %s",
+				s, i+1, []string{"block", "layer", "kv", "head", "token"}[i], axes[i], a, b)
+		}
+	}
+	return c, nil
+}
+
+func (c CorruptAt) String() string {
+	if !c.At {
+		return "mid"
+	}
+	pick := func(last bool, a, b string) string {
+		if last {
+			return b
+		}
+		return a
+	}
+	return strings.Join([]string{pick(c.LastBlock, "first", "last"), pick(c.LastLayer, "first", "last"), pick(c.V, "k", "v"),
+		pick(c.LastHead, "first", "last"), pick(c.LastToken, "first", "last")}, "/")
 }

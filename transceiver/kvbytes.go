@@ -49,7 +49,11 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
 	payload := t.mapping.FragmentBytes(fs.f, fs.f.BlockCount(totalBlocks))
 	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
-	corrupt := t.cfg.Faults != nil && t.cfg.Faults.CorruptFragment[s.req.ID] && payload > 0
+	var corruptAt CorruptAt
+	corrupt := false
+	if t.cfg.Faults != nil && payload > 0 {
+		corruptAt, corrupt = t.cfg.Faults.CorruptFragment[s.req.ID]
+	}
 	// A corrupted fragment is packed: the fault flips a byte of a copy,
 	// never of the CTX rank's own blocks.
 	lend := (t.lender != nil || t.vector != nil) && !corrupt // send the runs where they lie
@@ -96,7 +100,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		return err
 	}
 	if corrupt {
-		p[payload/2] ^= 0xFF // after the checksum: corrupted on the way
+		p[t.corruptOffset(fs.f, fs.f.BlockCount(totalBlocks), payload, corruptAt)] ^= 0xFF // after the checksum: corrupted on the way
 	}
 	h := Header{Kind: KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
 		LayerLo: uint16(fs.f.LayerLo), LayerHi: uint16(fs.f.LayerHi), HeadLo: uint16(fs.f.HeadLo), HeadHi: uint16(fs.f.HeadHi),
@@ -133,6 +137,28 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		s.state = StateTransferring
 	}
 	return nil
+}
+
+// corruptOffset is the payload byte a corrupt fault at c flips in
+// fragment f of nb blocks (payload bytes in all), in wire order: blocks,
+// then layers, K then V, then heads [HeadLo, HeadHi) of every token.
+func (t *Transceiver) corruptOffset(f topology.Fragment, nb, payload int, c CorruptAt) int {
+	if !c.At {
+		return payload / 2
+	}
+	pick := func(last bool, n int) int {
+		if last {
+			return n - 1
+		}
+		return 0
+	}
+	nl, nh := f.LayerHi-f.LayerLo, f.HeadHi-f.HeadLo
+	tpb, hb := t.cfg.Model.TokensPerBlock, t.cfg.Model.HeadBytes()
+	run := (pick(c.LastBlock, nb)*nl + pick(c.LastLayer, nl)) * 2
+	if c.V {
+		run++
+	}
+	return run*t.shard.RunBytes(f.HeadLo, f.HeadHi) + (pick(c.LastHead, nh)*tpb+pick(c.LastToken, tpb))*hb + pick(c.LastToken, hb)
 }
 
 // postReceive posts the receive of fragment fs: a loan where the backend
@@ -269,8 +295,8 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 				head, tok, ok = copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb)
 			}
 			if !ok {
-				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d does not hold the expected bytes",
-					s.req.ID, b, f.CtxRank, layer, kv, head, tok)
+				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",
+					s.req.ID, b, f.CtxRank, layer, kv, head, tok, b*tpb+tok)
 			}
 		default:
 			if !inPlace {

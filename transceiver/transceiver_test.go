@@ -415,7 +415,7 @@ func TestPollSeed000(t *testing.T) {
 	t.Run("FailedSessionCounts", func(t *testing.T) {
 		o, _ := frozen("tp=1", "tp=1")
 		o.faults = func(role topology.Role, rank int) *transceiver.Faults {
-			return &transceiver.Faults{CorruptFragment: map[request.ID]bool{100: true}}
+			return &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{100: {}}}
 		}
 		q := requests(1)
 		runRanks(t, o, func(ctx context.Context, r *rank) error {

@@ -90,7 +90,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout,
 		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0)")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
-	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N]")
+	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N][,at=POS] (at=: where corrupt flips a byte: mid, first, last or block/layer/kv/head/token, e.g. last/first/v/last/first)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
