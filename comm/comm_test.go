@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -155,4 +156,26 @@ func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
 	if msg := te.Error(); strings.Contains(msg, "world ranks") {
 		t.Errorf("identity world ranks printed: %q", msg)
 	}
+}
+
+// Ranks that never arrived because they wait in a point-to-point operation
+// on another rank (a sync receive, a control send to a frozen peer) point
+// at it: the error follows them one step and names that rank's world rank.
+func TestTimeoutNamesTheRankTheMissingOnesWaitOn(t *testing.T) {
+	send := func(group string, peer int) []OpRecord {
+		return []OpRecord{{Group: group, Kind: KindSend, Peer: peer, Tag: 1, Start: time.Unix(1, 0)}}
+	}
+	te := &TimeoutError{Group: "world/s1c2/s1c0", Self: 1, WorldRanks: []int{2, 3, 4, 5}, Missing: []int{0, 2},
+		Waiting: Entry{Kind: KindAllgather, Seq: 3},
+		Peers: []PeerRecords{{Rank: 0, Records: send("world", 0)}, {Rank: 1}, {Rank: 2, Records: send("world/s1c2/s1c0", 3)},
+			{Rank: 3, Records: send("world", 1)}}}
+	// Rank 0 waits on world rank 0; rank 2 on group rank 3, world rank 5;
+	// rank 3 arrived, so what it waits on is not followed.
+	require.Equal(t, []int{0, 5}, te.WaitsOn())
+	require.Contains(t, te.Error(), "ranks [0 2] never arrived (world ranks [2 4])")
+	require.Contains(t, te.Error(), "; they wait in point-to-point on world ranks [0 5]")
+	// A finished operation, or a collective, is no wait.
+	te.Peers[0].Records[0].End = time.Unix(2, 0)
+	te.Peers[2].Records[0].Kind = KindAllreduce
+	require.Empty(t, te.WaitsOn())
 }

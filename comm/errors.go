@@ -168,10 +168,60 @@ func (e *TimeoutError) Error() string {
 			fmt.Fprintf(&b, "; %s has recorded no operation", who)
 		}
 	}
+	if w := e.WaitsOn(); len(w) > 0 {
+		fmt.Fprintf(&b, "; they wait in point-to-point on world ranks %v", w)
+	}
 	if e.Cause != nil {
 		fmt.Fprintf(&b, " (backend: %v)", e.Cause)
 	}
 	return b.String()
+}
+
+// WaitsOn follows the missing ranks one step: the world ranks they wait
+// on, where a missing rank's last flight record is a point-to-point
+// operation still in progress (a rank-local blocking wait, such as a sync
+// receive or a control send to a frozen peer, keeps it from the
+// collective). Ranks the error names already are left out; nil when the
+// records do not say.
+func (e *TimeoutError) WaitsOn() []int {
+	var out []int
+	for _, p := range e.Peers {
+		if !containsInt(e.Missing, p.Rank) || len(p.Records) == 0 {
+			continue
+		}
+		r := p.Records[len(p.Records)-1]
+		if !r.InProgress() || (r.Kind != KindSend && r.Kind != KindRecv) || r.Peer < 0 {
+			continue
+		}
+		w := -1
+		switch {
+		case r.Group == "world":
+			w = r.Peer
+		case r.Group == e.Group && r.Peer < len(e.WorldRanks):
+			w = e.WorldRanks[r.Peer]
+		}
+		if w < 0 || containsInt(out, w) || containsInt(e.namedWorld(), w) {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// namedWorld is the world ranks the error names itself: this rank and the
+// missing ones (as group ranks where the mapping is unknown).
+func (e *TimeoutError) namedWorld() []int {
+	ranks := append([]int{e.Self}, e.Missing...)
+	if e.WorldRanks == nil {
+		return ranks
+	}
+	out := make([]int, 0, len(ranks))
+	for _, r := range ranks {
+		if r >= 0 && r < len(e.WorldRanks) {
+			out = append(out, e.WorldRanks[r])
+		}
+	}
+	return out
 }
 
 // WorldOf maps group ranks to world ranks through worlds (a group's

@@ -207,23 +207,37 @@ func (f Fault) validateShrink(c *Config) error {
 	if f.Blocks <= 0 {
 		return fmt.Errorf("shrink-pool needs blocks=N")
 	}
-	l, pool := c.Ctx, c.CtxBlocks
+	pool := c.CtxBlocks
 	if f.Role == topology.Generation {
-		l, pool = c.Gen, c.GenBlocks
+		pool = c.GenBlocks
 	}
 	if f.Blocks > pool {
 		return fmt.Errorf("blocks=%d: larger than the %s pool of %d blocks (--%s-blocks): shrink-pool can only shrink it", f.Blocks, f.Role, pool, f.Role)
 	}
-	s, err := l.Shard(c.Model, f.Rank)
+	need, err := c.MinPoolBlocks(f.Role, f.Rank)
 	if err != nil {
 		return err
 	}
-	tokens := c.Workload.maxTokens()
-	if need := s.BlocksFor(tokens); need > f.Blocks {
+	if need > f.Blocks {
 		return fmt.Errorf("blocks=%d: a %d-token request needs %d blocks on %s rank %d, so it could never be admitted (the run would stall)",
-			f.Blocks, tokens, need, f.Role, f.Rank)
+			f.Blocks, c.Workload.maxTokens(), need, f.Role, f.Rank)
 	}
 	return nil
+}
+
+// MinPoolBlocks is the smallest KV pool rank `rank` of role's instance
+// can run c's workload with: the blocks its share of the largest request
+// takes (shrink-pool's lower bound).
+func (c *Config) MinPoolBlocks(role topology.Role, rank int) (int, error) {
+	l := c.Ctx
+	if role == topology.Generation {
+		l = c.Gen
+	}
+	s, err := l.Shard(c.Model, rank)
+	if err != nil {
+		return 0, err
+	}
+	return s.BlocksFor(c.Workload.maxTokens()), nil
 }
 
 // rankFaults collects the faults of one rank.

@@ -187,8 +187,22 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 		fctx = c
 	}
 	cerr := l.finish(fctx)
+	if err != nil && cerr != nil {
+		// What a failed rank could not finish (its pending messages, on
+		// a context it cancelled itself) follows from its failure: it
+		// rides along in the message, but only err says what the rank's
+		// error is (errors.Is: a cleanup's context.Canceled must not make
+		// the rank's own error look like a consequence of another's).
+		cerr = afterFailure{cerr}
+	}
 	return l.rep, errors.Join(err, cerr)
 }
+
+// afterFailure is what a failed rank's cleanup reported: shown, not
+// unwrapped.
+type afterFailure struct{ err error }
+
+func (a afterFailure) Error() string { return a.err.Error() }
 
 // finish drains this rank's own messages, closes the transceiver and checks
 // the pool: zero used, zero pinned, invariants hold.

@@ -52,7 +52,8 @@ func ErrorKind(err error) string {
 
 // NewRunError describes err; failed lists the world ranks whose own
 // error it is (not those cancelled because of it). The missing ranks of a
-// collective timeout are named too.
+// collective timeout are named too, and the ranks they wait on
+// (TimeoutError.WaitsOn).
 func NewRunError(err error, failed []int) *RunError {
 	ranks := slices.Clone(failed)
 	var te *comm.TimeoutError
@@ -65,6 +66,7 @@ func NewRunError(err error, failed []int) *RunError {
 			}
 			ranks = append(ranks, m)
 		}
+		ranks = append(ranks, te.WaitsOn()...)
 	}
 	slices.Sort(ranks)
 	ranks = slices.Compact(ranks)

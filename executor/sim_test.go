@@ -3,11 +3,13 @@ package executor_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/scenario"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -36,4 +38,28 @@ func TestRunSimIsDeterministic(t *testing.T) {
 		_, other := simJSON(t, cfg, sc)
 		require.NotEqual(t, sa, other, "%s: another seed took the same schedule", mode)
 	}
+}
+
+// A rank that fails is named in the report's error although its cleanup
+// then fails on the context it cancelled itself (a failed rank does not
+// wait for its peers to take its pending messages): the cleanup's
+// context.Canceled rides along in the message, it does not make the
+// rank's own error look like a consequence of another's. Found by the
+// layout-space search (exit at a rank position): the report said
+// "injected" with ranks [].
+func TestFailedRankIsNamedDespiteItsCleanup(t *testing.T) {
+	s := scenario.New("exit with a message pending")
+	s.Ctx, s.Gen, s.Transfer = "pp=2,dp=4,adp", "tp=1", "sync"
+	s.Requests, s.Input, s.Output, s.InputJitter, s.Seed = 8, 40, 2, 0.5, 776346
+	s.TransferTimeout, s.CollectiveTimeout = 500*time.Millisecond, 2*time.Second
+	s.Faults = []string{"exit@ctx:4,req=7"}
+	cfg, err := s.Config(false)
+	require.NoError(t, err)
+	sc := s.SimConfig()
+	sc.Seed, sc.Strategy, sc.Depth, sc.Jitter = 2069, sim.PCT, 3, 20*time.Microsecond
+	rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+	require.ErrorIs(t, err, executor.ErrInjected)
+	require.Contains(t, err.Error(), "pending message: context canceled", "the schedule no longer has a message pending at the exit")
+	require.NotNil(t, rep.Error)
+	require.Equal(t, []int{4}, rep.Error.Ranks)
 }

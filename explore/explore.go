@@ -38,6 +38,9 @@ type Options struct {
 	ShrinkSeeds int
 	// Progress, when set, hears about every schedule tried.
 	Progress func(seed uint64, f *Failure)
+	// Observe, when set, hears every schedule's outcome, failing or not
+	// (what a coverage table reports).
+	Observe func(seed uint64, o scenario.Outcome)
 }
 
 func (o *Options) fill() {
@@ -122,21 +125,30 @@ func Try(ctx context.Context, s scenario.Scenario, withReplay bool, seed uint64,
 	if o.Strategy == sim.PCT {
 		s.PCTDepth = o.Depth
 	}
-	return Replay(ctx, s, withReplay)
+	f, out := replay(ctx, s, withReplay)
+	if o.Observe != nil {
+		o.Observe(seed, out)
+	}
+	return f
 }
 
 // Replay runs s as pinned (its schedule seed, strategy, depth and jitter):
 // the run a failure's command line reproduces. It returns the failure, or
 // nil when the run passes.
 func Replay(ctx context.Context, s scenario.Scenario, withReplay bool) *Failure {
+	f, _ := replay(ctx, s, withReplay)
+	return f
+}
+
+func replay(ctx context.Context, s scenario.Scenario, withReplay bool) (*Failure, scenario.Outcome) {
 	s.Backend = "sim"
 	out := scenario.RunVariant(ctx, s, withReplay, scenario.WithBackend("sim"))
 	why := s.Verdict(out, withReplay)
 	why = append(why, oracles(&s, out)...)
 	if len(why) == 0 {
-		return nil
+		return nil, out
 	}
-	return &Failure{Scenario: s, Replay: withReplay, Why: why, Outcome: out}
+	return &Failure{Scenario: s, Replay: withReplay, Why: why, Outcome: out}, out
 }
 
 // oracles are checks beyond a scenario's own expectations that hold for

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,9 +84,12 @@ func (c matrixCase) build(rng *rand.Rand) scenario.Scenario {
 		must(fmt.Sprintf("completed == %d", s.Requests))
 		return s
 	}
-	kinds := scenario.FaultKinds
+	// A fault at a rank position, both drawn from the seed, among those
+	// the layouts have.
 	for {
-		ok, err := s.InjectFault(kinds[rng.IntN(len(kinds))], rng)
+		spec := scenario.FaultSpecs[rng.IntN(len(scenario.FaultSpecs))]
+		pos := scenario.FaultPositions[rng.IntN(len(scenario.FaultPositions))]
+		ok, err := s.InjectFault(spec, pos, rng)
 		if err != nil {
 			panic(err)
 		}
@@ -93,6 +97,45 @@ func (c matrixCase) build(rng *rand.Rand) scenario.Scenario {
 			return s
 		}
 	}
+}
+
+// cover picks n of cases (all when n >= len(cases)) from rng's order, first
+// a case for every value not yet covered (each CTX layout, GEN layout,
+// transfer mode, with and without a fault), so that a small subset still
+// covers every value of every dimension; it returns them with what they
+// cover.
+func cover(cases []matrixCase, rng *rand.Rand, n int) ([]matrixCase, map[string]bool) {
+	perm := rng.Perm(len(cases))
+	keys := func(c matrixCase) []string {
+		return []string{"ctx " + c.ctx, "gen " + c.gen, "transfer " + c.transfer, fmt.Sprintf("fault %v", c.faulty)}
+	}
+	covered := map[string]bool{}
+	taken := make([]bool, len(cases))
+	var out []matrixCase
+	take := func(i int) {
+		taken[i] = true
+		out = append(out, cases[i])
+		for _, k := range keys(cases[i]) {
+			covered[k] = true
+		}
+	}
+	for _, i := range perm {
+		for _, k := range keys(cases[i]) {
+			if !covered[k] {
+				take(i)
+				break
+			}
+		}
+	}
+	for _, i := range perm {
+		if len(out) >= n {
+			break
+		}
+		if !taken[i] {
+			take(i)
+		}
+	}
+	return out, covered
 }
 
 // TestMatrix runs layout pairs x transfer modes x {no fault, one fault from
@@ -112,12 +155,20 @@ func TestMatrix(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		pick := cases
+		var covered map[string]bool
 		if !*soak {
-			rng := rand.New(rand.NewPCG(seed, 0x6d61747269780000))
-			perm := rng.Perm(len(cases))
-			pick = nil
-			for _, i := range perm[:min(*matrixN, len(perm))] {
-				pick = append(pick, cases[i])
+			pick, covered = cover(cases, rand.New(rand.NewPCG(seed, 0x6d61747269780000)), *matrixN)
+			// The subset covers every value of every dimension.
+			var missing []string
+			for _, c := range cases {
+				for _, k := range []string{"ctx " + c.ctx, "gen " + c.gen, "transfer " + c.transfer, fmt.Sprintf("fault %v", c.faulty)} {
+					if !covered[k] && !slices.Contains(missing, k) {
+						missing = append(missing, k)
+					}
+				}
+			}
+			if len(missing) > 0 {
+				t.Fatalf("seed %d: the matrix subset of %d cases misses %v", seed, len(pick), missing)
 			}
 		}
 		for _, c := range pick {
