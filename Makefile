@@ -49,8 +49,11 @@ test-sim-scale: build
 
 # The suite must kill every named mutant of cmd/mutate's catalogue (each
 # applied alone to a scratch copy; the fast sim and in-process packages
-# run against it, stopping at the first failure). Prints mutant, killing
-# test, seconds; a survivor or a stale mutant fails.
+# run against it, stopping at the first failure). The unmutated copy runs
+# the same suites first and must pass; a mutant is killed only by a named
+# test that fails on it and passes unmutated. Prints mutant, verdict,
+# seconds, killing test; a survivor, a timeout, a mutant that does not
+# compile and one whose failure names no such test each fail the run.
 mutate:
 	$(GO) run ./cmd/mutate
 

@@ -1,11 +1,19 @@
 // Command mutate proves the suite has teeth: it applies each named mutant
 // of its catalogue, one at a time, to a scratch copy of the repository,
 // runs the fast suite (simulated and in-process backends, no MPI) against
-// it, and prints a table: mutant, the test that killed it, seconds. A
-// mutant that no test kills, or one whose text is no longer in the code
-// (a stale catalogue), fails the run.
+// it, and prints a table: mutant, verdict, seconds, the test that killed
+// it.
 //
-//	go run ./cmd/mutate [-run REGEXP] [-list] [-keep]
+// First it runs, once, every suite the chosen mutants name on the
+// unmutated copy (the baseline): if anything fails there it stops, since
+// no mutant can be judged. A mutant is killed only by a named test that
+// failed on it and passed on the baseline. Every other verdict fails
+// the run: SURVIVED (every test passed), TIMEOUT (it ran past -timeout
+// before a named test failed) and ERROR (it does not compile, its text
+// is no longer in the code, or what failed names no test that passes
+// unmutated: a leak checker's TestMain, a panic outside any test).
+//
+//	go run ./cmd/mutate [-run REGEXP] [-list] [-keep] [-timeout D]
 //
 // make mutate runs it.
 package main
@@ -46,18 +54,17 @@ func (m mutant) edits() []edit { return append([]edit{{m.file, m.old, m.new}}, m
 
 // verdict is what one mutant's run showed.
 type verdict struct {
-	m      mutant
-	killed bool
-	by     string // the first failing test (or the build failure)
-	took   time.Duration
-	err    error // the mutant could not be applied or run
+	m    mutant
+	kind verdictKind
+	by   string // the killing test, or the reason for any other verdict
+	took time.Duration
 }
 
 func main() {
 	run := flag.String("run", "", "only mutants whose name matches this regexp")
 	list := flag.Bool("list", false, "list the catalogue and exit")
 	keep := flag.Bool("keep", false, "keep the scratch copy")
-	timeout := flag.Duration("timeout", 5*time.Minute, "bound on one mutant's test run")
+	timeout := flag.Duration("timeout", 5*time.Minute, "bound on one go test run (the baseline's, or one mutant's)")
 	flag.Parse()
 	if err := mainErr(os.Stdout, *run, *list, *keep, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
@@ -85,6 +92,17 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	if len(ms) == 0 {
 		return fmt.Errorf("no mutant matches -run %q", run)
 	}
+	var todo []mutant
+	for _, m := range ms {
+		if m.avx2 && !cpu.X86.HasAVX2 { // false off amd64 too
+			fmt.Fprintf(w, "%-32s skipped  (in the AVX2 loops; this machine or build has none, so the suite runs the Go loops)\n", m.name)
+			continue
+		}
+		todo = append(todo, m)
+	}
+	if len(todo) == 0 {
+		return fmt.Errorf("every mutant matching -run %q was skipped: nothing was checked", run)
+	}
 	scratch, err := copyRepo()
 	if err != nil {
 		return err
@@ -94,122 +112,181 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	} else {
 		defer os.RemoveAll(scratch)
 	}
+	module, err := modulePath(scratch)
+	if err != nil {
+		return err
+	}
+	pkgs := baselinePkgs(todo)
+	start := time.Now()
+	b, err := goTest(scratch, module, testArgs(timeout, pkgs...), timeout, nil)
+	if err != nil {
+		return fmt.Errorf("the baseline: %v", err)
+	}
+	if err := baselineErr(b); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "mutate: baseline: %d tests pass unmutated (%s; %.1fs)\n", len(b.passed), strings.Join(pkgs, " "), time.Since(start).Seconds())
 	var vs []verdict
-	for _, m := range ms {
-		if m.avx2 && !cpu.X86.HasAVX2 { // false off amd64 too
-			fmt.Fprintf(w, "%-32s skipped  (in the AVX2 loops; this machine or build has none, so the suite runs the Go loops)\n", m.name)
-			continue
-		}
-		v := try(scratch, m, timeout)
+	for _, m := range todo {
+		v := try(scratch, module, m, b.passed, timeout)
 		vs = append(vs, v)
 		fmt.Fprintln(w, v.line())
 	}
 	return summary(w, vs)
 }
 
-func (v verdict) line() string {
-	switch {
-	case v.err != nil:
-		return fmt.Sprintf("%-32s ERROR    %s", v.m.name, v.err)
-	case v.killed:
-		return fmt.Sprintf("%-32s killed   %6.1fs  by %s", v.m.name, v.took.Seconds(), v.by)
+// suite is the packages m's run tests: its own, or the fast suite.
+func (m mutant) suite() []string {
+	if len(m.pkgs) > 0 {
+		return m.pkgs
 	}
-	return fmt.Sprintf("%-32s SURVIVED %6.1fs  (%s)", v.m.name, v.took.Seconds(), v.m.why)
+	return fast
 }
 
+// baselinePkgs is every package the mutants' runs test, each once, in
+// the order first named: the baseline must pass all of them.
+func baselinePkgs(ms []mutant) []string {
+	var pkgs []string
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, p := range m.suite() {
+			if !seen[p] {
+				seen[p] = true
+				pkgs = append(pkgs, p)
+			}
+		}
+	}
+	return pkgs
+}
+
+// testArgs is go test's command line for one run of pkgs (and flags):
+// events as JSON, no cached results, and each test binary bounded by the
+// whole run's timeout.
+func testArgs(timeout time.Duration, pkgs ...string) []string {
+	return append([]string{"test", "-json", "-count=1", "-timeout", timeout.String()}, pkgs...)
+}
+
+func (v verdict) line() string {
+	switch v.kind {
+	case killed:
+		return fmt.Sprintf("%-32s killed   %6.1fs  by %s", v.m.name, v.took.Seconds(), v.by)
+	case survived:
+		return fmt.Sprintf("%-32s SURVIVED %6.1fs  (%s)", v.m.name, v.took.Seconds(), v.m.why)
+	}
+	return fmt.Sprintf("%-32s %-8s %6.1fs  %s", v.m.name, v.kind, v.took.Seconds(), v.by)
+}
+
+// summary prints the table and returns an error unless every mutant was
+// killed; the error counts each verdict.
 func summary(w io.Writer, vs []verdict) error {
-	bad := 0
+	var n [timedOut + 1]int
 	fmt.Fprintf(w, "\n%-32s %-8s %7s  %s\n", "mutant", "verdict", "seconds", "killed by")
 	for _, v := range vs {
-		verdict, by := "killed", v.by
-		switch {
-		case v.err != nil:
-			verdict, by = "ERROR", v.err.Error()
-			bad++
-		case !v.killed:
-			verdict, by = "SURVIVED", v.m.why
-			bad++
+		n[v.kind]++
+		by := v.by
+		if v.kind == survived {
+			by = v.m.why
 		}
-		fmt.Fprintf(w, "%-32s %-8s %7.1f  %s\n", v.m.name, verdict, v.took.Seconds(), by)
+		fmt.Fprintf(w, "%-32s %-8s %7.1f  %s\n", v.m.name, v.kind, v.took.Seconds(), by)
 	}
-	if bad > 0 {
-		return fmt.Errorf("%d of %d mutants survived or could not run", bad, len(vs))
+	if n[killed] < len(vs) {
+		return fmt.Errorf("FAIL: %s: %d killed, %d survived, %d error, %d timeout (each must be killed by a named test that passes unmutated)",
+			mutants(len(vs)), n[killed], n[survived], n[errored], n[timedOut])
 	}
-	fmt.Fprintf(w, "mutate: PASS (%d mutants, all killed)\n", len(vs))
+	fmt.Fprintf(w, "mutate: PASS (%s, all killed by a named test that passes unmutated)\n", mutants(len(vs)))
 	return nil
 }
 
-// try applies m in scratch, runs its suite and restores the file.
-func try(scratch string, m mutant, timeout time.Duration) verdict {
-	v := verdict{m: m}
+func mutants(n int) string {
+	if n == 1 {
+		return "1 mutant"
+	}
+	return fmt.Sprintf("%d mutants", n)
+}
+
+// try applies m in scratch, compiles its suite, runs it and restores
+// the files. base is the tests that passed on the baseline.
+func try(scratch, module string, m mutant, base map[testID]bool, timeout time.Duration) (v verdict) {
+	v.m = m
+	start := time.Now()
+	defer func() { v.took = time.Since(start) }()
 	for _, e := range m.edits() {
 		restore, err := apply(scratch, e)
 		if err != nil {
-			v.err = err
+			v.kind, v.by = errored, err.Error()
 			return v
 		}
 		defer restore()
 	}
-	pkgs := m.pkgs
-	if len(pkgs) == 0 {
-		pkgs = fast
-	}
-	start := time.Now()
-	out, killed, err := runSuite(scratch, pkgs, timeout)
-	v.took = time.Since(start)
+	// go test -run '^$' builds every test binary (and go test's vet
+	// checks) and runs none of the tests: a failed build shows here,
+	// before the run, which stops at its first failure, can hide it.
+	built, err := goTest(scratch, module, append(testArgs(timeout, "-run", "^$"), m.suite()...), timeout, nil)
 	if err != nil {
-		v.err = err
+		v.kind, v.by = errored, err.Error()
 		return v
 	}
-	if !killed {
-		return v // every test passed: survived
+	if built.buildErr != "" || built.deadline {
+		v.kind, v.by = judge(built, run{outcome: newOutcome(module)}, base)
+		return v
 	}
-	v.killed, v.by = true, firstFailure(out)
+	ran, err := goTest(scratch, module, append(testArgs(timeout, "-failfast"), m.suite()...), timeout,
+		func(o *outcome) bool { _, ok := o.killer(base); return ok })
+	if err != nil {
+		v.kind, v.by = errored, err.Error()
+		return v
+	}
+	v.kind, v.by = judge(built, ran, base)
 	return v
 }
 
-// runSuite runs go test over pkgs in dir and stops it at the first
-// failure: one failing test kills the mutant, the rest need not run.
-// killed reports whether anything failed (a test, a build, the timeout).
-func runSuite(dir string, pkgs []string, timeout time.Duration) (out []byte, killed bool, err error) {
+// goTest runs go with args (go test -json ...) in dir and reads its
+// events. stop, when not nil, is asked after each package that failed:
+// true stops the whole run there (the verdict is known; the rest need
+// not run). The run ends at timeout (deadline). err is only an error of
+// starting or reading go, never a failure of the tests.
+func goTest(dir, module string, args []string, timeout time.Duration, stop func(*outcome) bool) (run, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	args := append([]string{"test", "-count=1", "-failfast", "-timeout", timeout.String()}, pkgs...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the test binaries too
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, false, err
+		return run{}, err
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		return nil, false, err
+		return run{}, err
 	}
-	var buf bytes.Buffer
-	sc := bufio.NewScanner(pipe)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	failing := 0
-	for sc.Scan() {
-		buf.Write(sc.Bytes())
-		buf.WriteByte('\n')
-		l := sc.Text()
-		if strings.HasPrefix(l, "FAIL") || strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, "panic: ") {
-			failing++
-		}
-		// The failure block is out once its package line ("FAIL\tpkg")
-		// or a panic's trace arrived: stop every package.
-		if failing > 0 && (strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "ok  \t")) {
+	o := newOutcome(module)
+	rd := bufio.NewReader(pipe)
+	for {
+		l, rerr := rd.ReadBytes('\n')
+		if o.add(l) && stop != nil && stop(o) {
 			cancel()
+		}
+		if rerr != nil {
+			break
 		}
 	}
 	werr := cmd.Wait()
-	if ctx.Err() == context.DeadlineExceeded {
-		buf.WriteString("--- FAIL: the suite's timeout (" + timeout.String() + ")\n")
-		return buf.Bytes(), true, nil
+	return run{outcome: o, exitFailed: werr != nil, deadline: ctx.Err() == context.DeadlineExceeded, limit: timeout}, nil
+}
+
+// modulePath is the module path of the go.mod in dir.
+func modulePath(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", err
 	}
-	return buf.Bytes(), werr != nil || failing > 0, nil
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`), nil
+		}
+	}
+	return "", fmt.Errorf("%s: no module line", filepath.Join(dir, "go.mod"))
 }
 
 // apply makes one edit in scratch and returns what undoes it.
@@ -226,46 +303,6 @@ func apply(scratch string, e edit) (func(), error) {
 		return nil, err
 	}
 	return func() { _ = os.WriteFile(path, orig, 0o644) }, nil
-}
-
-var (
-	failLine  = regexp.MustCompile(`^\s*--- FAIL: (\S+)`)
-	panicLine = regexp.MustCompile(`^panic: `)
-	buildLine = regexp.MustCompile(`^# |\[build failed\]|\[setup failed\]`)
-)
-
-// firstFailure names what failed first in go test output: the deepest
-// failing test of the first failure block, or the build failure.
-func firstFailure(out []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var tests []string
-	for sc.Scan() {
-		l := sc.Text()
-		if m := failLine.FindStringSubmatch(l); m != nil {
-			tests = append(tests, m[1])
-			continue
-		}
-		if len(tests) > 0 {
-			break
-		}
-		if buildLine.MatchString(l) {
-			return "BUILD FAILED (the mutant does not compile): " + strings.TrimSpace(l)
-		}
-		if panicLine.MatchString(l) {
-			return "a panic: " + strings.TrimSpace(l)
-		}
-	}
-	if len(tests) == 0 {
-		return "a failing package (no test named)"
-	}
-	deepest := tests[0]
-	for _, t := range tests {
-		if strings.Count(t, "/") > strings.Count(deepest, "/") && strings.HasPrefix(t, strings.Split(deepest, "/")[0]) {
-			deepest = t
-		}
-	}
-	return deepest
 }
 
 // copyRepo copies the files git knows (tracked, and untracked but not
