@@ -137,4 +137,22 @@ var catalogue = []mutant{
 	{name: "round-stamps-uncompared", file: "comm/internal/round/round.go",
 		old: "\t\tif !slices.Equal(r.Stamp[i], r.Stamp[0]) {\n", new: "\t\tif false && !slices.Equal(r.Stamp[i], r.Stamp[0]) {\n",
 		why: "in-process checked mode passes stamps to the round, which never compares them", pkgs: []string{"./comm/local", "./tests/multirank"}},
+	// Verdicts from the system, not the host; errors that name processes
+	// (issue 25).
+	{name: "stall-ignores-live-transfers", file: "executor/base.go",
+		old: "\tif held > over || (held > 0 && l.tr.Stats().StatusChecks > l.checksAt) {\n", new: "\tif false && (held > over || (held > 0 && l.tr.Stats().StatusChecks > l.checksAt)) {\n",
+		why: "blocks pinned by transfers still in flight past the stall timeout are reported as the seed-001 stall"},
+	{name: "failed-rank-cleanup-unwrapped", file: "executor/run.go",
+		old: "\t\tcerr = afterFailure{cerr}\n", new: "\t\t_ = afterFailure{cerr}\n",
+		why: "a failed rank's cleanup error (a context it cancelled itself) hides that the error is its own: the report names no rank"},
+	{name: "peer-timeout-group-ranks-only", file: "executor/idle.go",
+		old: "\t\tWorldRanks: comm.WorldRanksOf(l.g.exec),\n", new: "",
+		why: "a member that timed out waiting for its leader names it by group rank only (which process is frozen?)"},
+	{name: "pattern-check-skips-last-head", file: "transceiver/pattern.go",
+		old: "\tfor head = headLo; head < headHi; head++ {\n\t\tfor t0 := 0; t0 < tpb; t0 += seedBatch {",
+		new: "\tfor head = headLo; head < headHi-1; head++ {\n\t\tfor t0 := 0; t0 < tpb; t0 += seedBatch {",
+		why: "the KV check never looks at a run's last head: a byte corrupted there passes"},
+	{name: "deadlock-omits-returned-ranks", file: "comm/sim/sched.go",
+		old: "\t\tcase done:\n\t\t\tde.Returned = append(", new: "\t\tcase done:\n\t\t\tcontinue\n\t\t\tde.Returned = append(",
+		why: "a deadlock report lists the parked ranks only, not the rank that returned without entering", pkgs: []string{"./comm/sim"}},
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
@@ -120,16 +122,26 @@ func quietRank() bool {
 	return l.UnderMPI && l.WorldRank > 0
 }
 
-// quietExitDelay: a quiet rank exits this much later than world rank 0
-// would. mpirun ends the job when the first rank exits non-zero, and a
-// quiet rank that left first killed rank 0 before it printed the refusal.
-const quietExitDelay = time.Second
+// quietExitBound bounds how long a quiet rank waits for mpirun to end the
+// job (leaveLast).
+const quietExitBound = 30 * time.Second
 
-// leaveLast waits quietExitDelay, so world rank 0 prints and exits first.
+// leaveLast keeps a quiet rank until mpirun ends the job. mpirun ends it
+// when the first rank exits non-zero, so a quiet rank that left first
+// killed world rank 0 before it printed the refusal; world rank 0 now
+// prints, exits non-zero, and mpirun signals every other rank (SIGTERM),
+// which is the event this waits for, however slow the host. Past
+// quietExitBound (a launcher that does not end the job) it leaves anyway.
 func leaveLast() {
-	t := time.NewTimer(quietExitDelay)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	t := time.NewTimer(quietExitBound)
 	defer t.Stop()
-	<-t.C
+	select {
+	case <-sig:
+	case <-t.C:
+	}
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with

@@ -428,7 +428,9 @@ func p2pTruncated(n int) RankFunc {
 // p2pParts: vectored sends and receives (comm.Vectored) carry the
 // concatenation of their parts, mix with plain calls either way, cross
 // MPI's large-message protocol, and a receive too small is ErrTruncated.
-// Backends without vectored I/O pass it trivially.
+// Nil parts, like no parts, are an empty message on every backend (the
+// zero value works; MPI used to refuse it where the in-process backend
+// took it). Backends without vectored I/O pass it trivially.
 func p2pParts(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		v := comm.VectoredOf(c)
@@ -450,6 +452,8 @@ func p2pParts(n int) RankFunc {
 				func() (comm.Request, error) {
 					return v.IsendParts([][]byte{big[:1<<18], big[1<<18 : 3<<18], big[3<<18:]}, 1, 25)
 				},
+				func() (comm.Request, error) { return v.IsendParts(nil, 1, 26) },
+				func() (comm.Request, error) { return v.IsendParts([][]byte{}, 1, 27) },
 			} {
 				q, err := post()
 				if err != nil {
@@ -486,6 +490,14 @@ func p2pParts(n int) RankFunc {
 			st, err = waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts([][]byte{got[:5], got[5:]}, 0, 25) })
 			if err != nil || st.Len != len(big) || !bytes.Equal(got, big) {
 				return errorf(c, "1 MiB in three parts into two: len %d, equal %v, %v", st.Len, bytes.Equal(got, big), err)
+			}
+			st, err = waitRecv(ctx, func() (comm.Request, error) { return v.IrecvParts(nil, 0, 26) })
+			if err != nil || st.Len != 0 {
+				return errorf(c, "nil parts into nil parts: len %d, %v, want an empty message", st.Len, err)
+			}
+			st, err = waitRecv(ctx, func() (comm.Request, error) { return c.Irecv(make([]byte, 4), 0, 27) })
+			if err != nil || st.Len != 0 {
+				return errorf(c, "no parts into a plain receive: len %d, %v, want an empty message", st.Len, err)
 			}
 		}
 		return c.Barrier(ctx)
