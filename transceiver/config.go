@@ -54,8 +54,9 @@ const (
 	// VerifyFull checks every byte against the KV pattern while copying it
 	// into the destination blocks (the default).
 	VerifyFull Verify = iota
-	// VerifyChecksum checks a CRC-32C of the payload that the CTX rank
-	// computed over what it sent, computed again over what was copied.
+	// VerifyChecksum compares an xxh3 digest of each fragment that the CTX
+	// rank computes while the fragment travels (and sends after it) with
+	// one computed over what was copied, run by run (digest.go).
 	VerifyChecksum
 	// VerifyOff copies only.
 	VerifyOff

@@ -49,6 +49,7 @@ func (t *Transceiver) pumpControl() {
 }
 
 func (t *Transceiver) handleControl(src int, msg []byte) {
+	t.activeAt = t.clk.Now()
 	h, _, err := DecodeMessage(msg)
 	if err != nil {
 		t.stats.ControlErrors++
@@ -69,6 +70,19 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		t.applyInfo(s, h)
 	case h.Kind == KindAck && t.cfg.Role == topology.Context:
 		t.handleAck(s, src, h)
+	case h.Kind == KindSending && t.cfg.Role == topology.Generation:
+		if s != nil {
+			for i := range s.frags {
+				if s.frags[i].peer == src {
+					s.frags[i].coming = true
+				}
+			}
+		}
+	case h.Kind == KindDigest && t.cfg.Role == topology.Generation:
+		if s == nil || s.state.terminal() {
+			return // a digest for a transfer this rank already ended
+		}
+		t.digestArrived(s, src, h)
 	case h.Kind == KindCancel:
 		t.handleCancel(s, src, h)
 	case h.Kind == KindCancelAck && t.cfg.Role == topology.Generation:

@@ -2,17 +2,18 @@ package transceiver
 
 // KV bytes on both sides of a fragment. The CTX rank gathers the
 // fragment's runs from its blocks: where the backend lends bytes
-// (comm.Lender: ranks in one address space) it sends the runs where they
-// lie, otherwise it packs them after the header into one message, with a
-// CRC-32C computed run by run while they are still in cache when
-// Config.Verify is VerifyChecksum. The GEN rank copies every run into its
-// blocks in one pass with its check: the KV pattern of each token for
-// VerifyFull, the CRC for VerifyChecksum, nothing for VerifyOff. Whatever
-// the mode, the header, the geometry and the length are checked.
+// (comm.Lender: ranks in one address space) or sends from several buffers
+// (comm.Vectored) it sends the runs where they lie, otherwise it packs them
+// after the header into one message. The GEN rank copies every run into
+// its blocks in one pass with its check: the KV pattern of each token for
+// VerifyFull; for VerifyChecksum an xxh3 digest of each run just copied,
+// compared with the sender's, which follows the fragment in a Digest
+// message (digest.go: the sender hashes while the bytes travel); nothing
+// for VerifyOff. Whatever the mode, the header, the geometry and the
+// length are checked.
 
 import (
 	"fmt"
-	"hash/crc32"
 	"runtime"
 	"unsafe"
 
@@ -58,6 +59,10 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	// never of the CTX rank's own blocks.
 	lend := (t.lender != nil || t.vector != nil) && !corrupt // send the runs where they lie
 	sum := t.cfg.Verify == VerifyChecksum
+	var d digest
+	if sum {
+		d = newDigest(s.req.ID, fs.f)
+	}
 	var msg []byte
 	var parts [][]byte
 	if lend {
@@ -71,7 +76,6 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		msg = t.bufs.get(HeaderSize + payload)
 	}
 	p := msg[HeaderSize:HeaderSize]
-	var crc uint32
 	n := 0
 	err := t.eachRun(s, fs.f, "ctx", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
 		r := blk[off : off+run]
@@ -80,13 +84,12 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		} else {
 			at := len(p)
 			p = append(p, r...)
-			r = p[at:]
+			if sum {
+				d.add(p[at:]) // while packing, the run in cache
+			}
 			if layer == fs.f.LayerHi-1 && kv == topology.V {
 				runtime.Gosched() // see Prefill: let woken ranks run between blocks
 			}
-		}
-		if sum {
-			crc = crc32.Update(crc, castagnoli, r)
 		}
 		n += len(r)
 		return nil
@@ -100,14 +103,14 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		return err
 	}
 	if corrupt {
-		p[t.corruptOffset(fs.f, fs.f.BlockCount(totalBlocks), payload, corruptAt)] ^= 0xFF // after the checksum: corrupted on the way
+		p[t.corruptOffset(fs.f, fs.f.BlockCount(totalBlocks), payload, corruptAt)] ^= 0xFF // after the digest: corrupted on the way
 	}
 	h := Header{Kind: KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
 		LayerLo: uint16(fs.f.LayerLo), LayerHi: uint16(fs.f.LayerHi), HeadLo: uint16(fs.f.HeadLo), HeadHi: uint16(fs.f.HeadHi),
 		BlockMod: uint16(fs.f.BlockMod), BlockRem: uint16(fs.f.BlockRem), BlockCount: uint32(totalBlocks),
 		PayloadLen: uint32(payload)}
 	if sum {
-		h.Flags, h.PayloadCRC = FlagPayloadCRC, crc
+		h.Flags = FlagDigestFollows
 	}
 	// The payload is already in place after the header (or lent): write
 	// the header in front of it instead of copying the payload again.
@@ -115,6 +118,15 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 		t.bufs.put(msg)
 		t.bufs.putParts(parts)
 		return fmt.Errorf("fragment header: %w", err)
+	}
+	if t.progress != nil && t.notify == nil {
+		// Bytes move only while both sides call into the backend: tell
+		// the receiver to drive it now (until then it need not spin).
+		if err := t.sendControl(fs.peer, Header{Kind: KindSending, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank)}); err != nil {
+			t.bufs.put(msg)
+			t.bufs.putParts(parts)
+			return err
+		}
 	}
 	var req comm.Request
 	switch {
@@ -136,7 +148,35 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	if s.state < StateTransferring {
 		s.state = StateTransferring
 	}
+	if sum {
+		// The digest follows the bytes (sendDigest, once every fragment
+		// that can leave now has: the receivers copy while this rank
+		// hashes). Packed runs were hashed while packing.
+		fs.digest, fs.digestDue, fs.digestLent = d, true, lend
+	}
 	return nil
+}
+
+// sendDigest sends fragment fs's digest to its GEN peer, hashing the runs
+// where they lie first when they were lent (sent from the blocks).
+func (t *Transceiver) sendDigest(s *session, fs *fragState) error {
+	fs.digestDue = false
+	f := fs.f
+	if fs.digestLent {
+		run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+		d := newDigest(s.req.ID, f)
+		if err := t.eachRun(s, f, "ctx", func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
+			d.add(blk[off : off+run])
+			return nil
+		}); err != nil {
+			return err
+		}
+		fs.digest = d
+	}
+	return t.sendControl(fs.peer, Header{Kind: KindDigest, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
+		LayerLo: uint16(f.LayerLo), LayerHi: uint16(f.LayerHi), HeadLo: uint16(f.HeadLo), HeadHi: uint16(f.HeadHi),
+		BlockMod: uint16(f.BlockMod), BlockRem: uint16(f.BlockRem), BlockCount: uint32(t.cfg.Model.Blocks(s.req.Tokens)),
+		Digest: uint64(fs.digest)})
 }
 
 // corruptOffset is the payload byte a corrupt fault at c flips in
@@ -269,15 +309,18 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 		return fmt.Errorf("fragment from ctx rank %d: %d payload bytes (header says %d), expected %d", f.CtxRank, got, h.PayloadLen, fs.payload)
 	}
 	sum := t.cfg.Verify == VerifyChecksum
-	if flagged := h.Flags&FlagPayloadCRC != 0; flagged != sum {
-		return fmt.Errorf("fragment from ctx rank %d: payload checksum sent %v, but this rank verifies %s (every rank must use the same --verify)",
+	if flagged := h.Flags&FlagDigestFollows != 0; flagged != sum {
+		return fmt.Errorf("fragment from ctx rank %d: payload digest sent %v, but this rank verifies %s (every rank must use the same --verify)",
 			f.CtxRank, flagged, t.cfg.Verify)
 	}
 	t.stats.BytesReceived += int64(fs.payload)
 	s.bytes += int64(fs.payload)
 	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
 	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
-	var crc uint32
+	var d digest
+	if sum {
+		d = newDigest(s.req.ID, f)
+	}
 	inPlace := t.vector != nil // the payload went straight into the blocks
 	err = t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
 		dst := blk[off : off+run]
@@ -302,8 +345,8 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 			if !inPlace {
 				copy(dst, src)
 			}
-			if t.cfg.Verify == VerifyChecksum {
-				crc = crc32.Update(crc, castagnoli, dst)
+			if sum {
+				d.add(dst) // just copied: in cache
 			}
 		}
 		if layer == f.LayerHi-1 && kv == topology.V {
@@ -314,14 +357,38 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 	if err != nil {
 		return err
 	}
-	if sum && crc != h.PayloadCRC {
-		return fmt.Errorf("request %d fragment from ctx rank %d: payload checksum %#08x, header says %#08x", s.req.ID, f.CtxRank, crc, h.PayloadCRC)
-	}
-	if t.cfg.Verify != VerifyOff {
-		s.verified += int64(fs.payload)
-		t.stats.BytesVerified += int64(fs.payload)
+	switch {
+	case sum:
+		// Verified once the sender's digest is here too (digestArrived).
+		fs.hash, fs.awaitDigest = d, true
+	case t.cfg.Verify == VerifyFull:
+		t.verifiedFragment(s, fs)
 	}
 	return nil
+}
+
+// verifiedFragment counts a fragment's payload as verified.
+func (t *Transceiver) verifiedFragment(s *session, fs *fragState) {
+	s.verified += int64(fs.payload)
+	t.stats.BytesVerified += int64(fs.payload)
+}
+
+// compareDigest settles a fragment whose bytes were hashed on arrival
+// once the sender's digest is here as well: verified when they are
+// equal, a failed request (naming both) when not. It reports whether the
+// fragment was settled; the caller acknowledges it.
+func (t *Transceiver) compareDigest(s *session, fs *fragState) bool {
+	if !fs.awaitDigest || !fs.haveDigest {
+		return false
+	}
+	fs.awaitDigest = false
+	if fs.hash != fs.digest {
+		fs.digestErr = fmt.Sprintf("request %d fragment from ctx rank %d: payload digest %#016x, the sender's %#016x",
+			s.req.ID, fs.f.CtxRank, uint64(fs.hash), uint64(fs.digest))
+		return true
+	}
+	t.verifiedFragment(s, fs)
+	return true
 }
 
 // partReader reads a message given as parts, in order.

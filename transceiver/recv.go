@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rankrun/rankrun/request"
 
 	"github.com/rankrun/rankrun/topology"
@@ -23,6 +25,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 		return err
 	}
 	now := t.clk.Now()
+	t.activeAt = now
 	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout), dataTag: t.allocTag()}
 	if err := t.leaseBlocks(s); err != nil {
 		return err
@@ -88,28 +91,39 @@ func (t *Transceiver) progressRecv(s *session) {
 		return
 	}
 	all, withdrawn := true, false
+	late := t.clk.Now().After(s.deadline)
 	for i := range s.frags {
 		fs := &s.frags[i]
 		if fs.posted && !fs.done {
 			st, done, err := fs.req.Test()
 			if done {
-				fs.done = true
-				status := CodeOK
+				fs.done, t.activeAt = true, t.clk.Now()
 				parts, free := t.received(fs, st)
 				if err == nil {
 					err = t.acceptFragment(s, fs, parts, st.Len)
 				}
 				free()
-				if err != nil {
-					status = CodeVerify
+				switch {
+				case err != nil:
 					s.fail(err.Error())
-				}
-				if t.cfg.Faults == nil || !t.cfg.Faults.DropAck[s.req.ID] {
-					_ = t.sendControl(fs.peer, Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status})
+					t.ackFragment(s, fs, CodeVerify)
+				case fs.awaitDigest:
+					if t.compareDigest(s, fs) { // the digest came first
+						t.settleDigest(s, fs)
+					}
+				default:
+					t.ackFragment(s, fs, CodeOK)
 				}
 			}
 		}
-		if !fs.done {
+		if fs.awaitDigest && late {
+			// The bytes are in, the sender's digest never came: no write
+			// is in flight, and the fragment cannot be verified.
+			fs.awaitDigest = false
+			fs.digestErr = fmt.Sprintf("request %d fragment from ctx rank %d: no payload digest by the transfer deadline", s.req.ID, fs.f.CtxRank)
+			t.settleDigest(s, fs)
+		}
+		if !fs.done || fs.awaitDigest {
 			all = false
 		}
 		if fs.withdrawn {
@@ -118,7 +132,7 @@ func (t *Transceiver) progressRecv(s *session) {
 	}
 	switch {
 	case !all:
-		if t.clk.Now().After(s.deadline) {
+		if late {
 			t.genCancel(s, "transfer deadline passed")
 		}
 	case s.failed:
@@ -160,5 +174,41 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id request.ID) error {
 		if err := t.WaitEvent(ctx, wake); err != nil {
 			return err
 		}
+	}
+}
+
+// ackFragment acknowledges a received fragment to its sender (unless an
+// injected fault drops it): the CTX send is complete only then.
+func (t *Transceiver) ackFragment(s *session, fs *fragState, status StatusCode) {
+	if t.cfg.Faults == nil || !t.cfg.Faults.DropAck[s.req.ID] {
+		_ = t.sendControl(fs.peer, Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status})
+	}
+}
+
+// settleDigest acknowledges a checksum fragment compareDigest settled (or
+// one whose digest never came): verified, or the request fails naming the
+// mismatch.
+func (t *Transceiver) settleDigest(s *session, fs *fragState) {
+	if fs.digestErr != "" {
+		s.fail(fs.digestErr)
+		t.ackFragment(s, fs, CodeVerify)
+		return
+	}
+	t.ackFragment(s, fs, CodeOK)
+}
+
+// digestArrived applies a Digest message from world rank src: the sender's
+// digest of one fragment, which settles it if its bytes are in.
+func (t *Transceiver) digestArrived(s *session, src int, h Header) {
+	i, ok := digestTarget(s, src, h)
+	if !ok {
+		t.stats.ControlErrors++
+		t.cfg.Log.Warn("digest for no fragment awaiting one", zap.Uint64("request", h.RequestID), zap.Int("from", src))
+		return
+	}
+	fs := &s.frags[i]
+	fs.digest, fs.haveDigest = digest(h.Digest), true
+	if t.compareDigest(s, fs) {
+		t.settleDigest(s, fs) // the next Pump decides the session
 	}
 }

@@ -20,6 +20,7 @@ func (t *Transceiver) StartSend(req Request) error {
 		return err
 	}
 	now := t.clk.Now()
+	t.activeAt = now
 	s := &session{req: req, started: now, deadline: now.Add(t.cfg.TransferTimeout)}
 	if err := t.leaseBlocks(s); err != nil {
 		return err
@@ -73,7 +74,7 @@ func (t *Transceiver) progressSend(s *session) {
 		}
 		if fs.posted && !fs.done {
 			if _, done, err := fs.req.Test(); done {
-				fs.done = true
+				fs.done, t.activeAt = true, t.clk.Now()
 				t.bufs.put(fs.msg)
 				t.bufs.putParts(fs.parts)
 				fs.msg, fs.parts = nil, nil
@@ -87,6 +88,15 @@ func (t *Transceiver) progressSend(s *session) {
 		// the acknowledgement: the bytes left, nothing is in flight).
 		if !fs.cancelled && !(fs.posted && fs.done && (fs.acked || s.cancelling)) {
 			resolved = false
+		}
+	}
+	// Digests follow their fragments, once every fragment that could
+	// leave has left.
+	for i := range s.frags {
+		if fs := &s.frags[i]; fs.digestDue {
+			if err := t.sendDigest(s, fs); err != nil {
+				s.fail(err.Error())
+			}
 		}
 	}
 	switch {

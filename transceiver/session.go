@@ -31,6 +31,20 @@ type fragState struct {
 	cancelled bool
 	payload   int
 	verified  int
+	// --verify checksum. GEN: hash is the digest of the bytes as they
+	// arrived (set with awaitDigest until the sender's digest is here
+	// too); digest the sender's (haveDigest); digestErr a mismatch. CTX:
+	// digest is the one to send, due once the fragment left (digestDue;
+	// digestLent: hashed from the blocks then, not while packing).
+	hash, digest digest
+	awaitDigest  bool
+	haveDigest   bool
+	digestErr    string
+	digestDue    bool
+	digestLent   bool
+	// coming (GEN, backends without completion events): the sender said
+	// the bytes are on their way; only then does waiting drive progress.
+	coming bool
 }
 
 type session struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
@@ -55,6 +56,7 @@ type Transceiver struct {
 	bufs        bufPool
 	lender      comm.Lender     // World, where it lends bytes (nil: pack and copy)
 	progress    comm.Progresser // World's backend, where bytes move only while called
+	activeAt    time.Time       // the last message, completion or start seen (WaitEvent's poll backs off from it)
 	vector      comm.Vectored   // World, where it sends from and receives into parts (and does not lend): GEN receives straight into its blocks
 	closed      bool
 	clk         clock.Clock

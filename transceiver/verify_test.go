@@ -23,7 +23,7 @@ func TestVerifyModesOnACorruptFragment(t *testing.T) {
 		reason string
 	}{
 		{transceiver.VerifyFull, request.Failed, "does not hold the expected bytes"},
-		{transceiver.VerifyChecksum, request.Failed, "payload checksum"},
+		{transceiver.VerifyChecksum, request.Failed, "payload digest"},
 		{transceiver.VerifyOff, request.Completed, ""},
 	} {
 		for _, path := range []string{"", "vector"} {
@@ -84,7 +84,8 @@ func TestParseVerify(t *testing.T) {
 }
 
 // A corrupt byte is caught wherever it lies in a fragment, on every data
-// path, and the receiver names exactly where: the fragment's first and last
+// path, by full verification and by the digest of --verify checksum; full
+// verification names exactly where: the fragment's first and last
 // block, layer, K and V, head and token (the payload's first and last byte
 // and mixed corners), from the group's first and its last CTX rank, lent
 // (in-process), received in place (MPI's vectored path) and packed (the
@@ -103,64 +104,70 @@ func TestCorruptionIsCaughtAndNamedAtEveryPosition(t *testing.T) {
 		{at: "first/last/v/first/last", block: 0, layer: 3, head: 0, tok: 7, v: true},
 		{at: "last/first/k/last/first", block: 1, layer: 0, head: 3, tok: 0},
 	}
-	for _, path := range []string{"", "vector", "pack"} {
-		for _, sender := range []int{0, 1} { // ctx tp=2: the group's first and last rank
-			for _, p := range positions {
-				name := path
-				if name == "" {
-					name = "lent"
-				}
-				t.Run(fmt.Sprintf("%s/ctx%d/%s", name, sender, p.at), func(t *testing.T) {
-					at, err := transceiver.ParseCorruptAt(p.at)
-					if err != nil {
-						t.Fatal(err)
+	for _, verify := range []transceiver.Verify{transceiver.VerifyFull, transceiver.VerifyChecksum} {
+		for _, path := range []string{"", "vector", "pack"} {
+			for _, sender := range []int{0, 1} { // ctx tp=2: the group's first and last rank
+				for _, p := range positions {
+					name := path
+					if name == "" {
+						name = "lent"
 					}
-					o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: transceiver.VerifyFull, path: path}
-					o.faults = func(role topology.Role, rank int) *transceiver.Faults {
-						if role == topology.Context && rank == sender {
-							return &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{id: at}}
+					t.Run(fmt.Sprintf("%s/%s/ctx%d/%s", verify, name, sender, p.at), func(t *testing.T) {
+						at, err := transceiver.ParseCorruptAt(p.at)
+						if err != nil {
+							t.Fatal(err)
 						}
-						return nil
-					}
-					kv := topology.K
-					if p.v {
-						kv = topology.V
-					}
-					// ctx rank r sends heads [4r, 4r+4) to gen rank r.
-					want := fmt.Sprintf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",
-						id, p.block, sender, p.layer, kv, 4*sender+p.head, p.tok, 8*p.block+p.tok)
-					reqs := requests(3)
-					var named atomic.Bool
-					var got atomic.Value
-					runRanks(t, o, func(ctx context.Context, r *rank) error {
-						for _, q := range reqs {
-							if err := start(r, q); err != nil {
+						o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: verify, path: path}
+						o.faults = func(role topology.Role, rank int) *transceiver.Faults {
+							if role == topology.Context && rank == sender {
+								return &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{id: at}}
+							}
+							return nil
+						}
+						kv := topology.K
+						if p.v {
+							kv = topology.V
+						}
+						// ctx rank r sends heads [4r, 4r+4) to gen rank r.
+						want := fmt.Sprintf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",
+							id, p.block, sender, p.layer, kv, 4*sender+p.head, p.tok, 8*p.block+p.tok)
+						if verify == transceiver.VerifyChecksum {
+							// A digest says that, not where.
+							want = fmt.Sprintf("request %d fragment from ctx rank %d: payload digest ", id, sender)
+						}
+						reqs := requests(3)
+						var named atomic.Bool
+						var got atomic.Value
+						runRanks(t, o, func(ctx context.Context, r *rank) error {
+							for _, q := range reqs {
+								if err := start(r, q); err != nil {
+									return err
+								}
+							}
+							reaped, err := drain(ctx, r, len(reqs))
+							if err != nil {
 								return err
 							}
-						}
-						reaped, err := drain(ctx, r, len(reqs))
-						if err != nil {
-							return err
-						}
-						for _, x := range reaped {
-							wantStatus := request.Completed
-							if x.ID == id {
-								wantStatus = request.Failed
+							for _, x := range reaped {
+								wantStatus := request.Completed
+								if x.ID == id {
+									wantStatus = request.Failed
+								}
+								if x.Status != wantStatus {
+									return errorf("%s rank %d: request %d ended %s (%s), want %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason, wantStatus)
+								}
+								if x.ID == id && r.role == topology.Generation && r.groups.Rank == sender {
+									got.Store(x.Reason)
+									named.Store(strings.Contains(x.Reason, want))
+								}
 							}
-							if x.Status != wantStatus {
-								return errorf("%s rank %d: request %d ended %s (%s), want %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason, wantStatus)
-							}
-							if x.ID == id && r.role == topology.Generation && r.groups.Rank == sender {
-								got.Store(x.Reason)
-								named.Store(strings.Contains(x.Reason, want))
-							}
+							return nil
+						})
+						if !named.Load() {
+							t.Fatalf("gen rank %d did not name the corrupt place\n got: %v\nwant: %s", sender, got.Load(), want)
 						}
-						return nil
 					})
-					if !named.Load() {
-						t.Fatalf("gen rank %d did not name the corrupt place\n got: %v\nwant: %s", sender, got.Load(), want)
-					}
-				})
+				}
 			}
 		}
 	}

@@ -21,8 +21,13 @@ package transceiver
 //	 42    2 reserved, zero
 //	 44    4 payload length (exactly the bytes that follow the header)
 //	 48    4 payload CRC-32C (zero unless FlagPayloadCRC)
-//	 52    8 reserved, zero
+//	 52    8 payload digest (Digest messages only; zero otherwise)
 //	 60    4 header CRC-32C over bytes 0..63 with this field zeroed
+//
+// Version 2 added the digest field (bytes 52..59, reserved in version 1)
+// and the Digest kind: --verify checksum sends a fragment's xxh3 digest
+// after the fragment (FlagDigestFollows), so the sender hashes while the
+// bytes travel instead of before it sends them.
 //
 // The encoding is canonical: a message that decodes re-encodes to the same
 // bytes.
@@ -44,7 +49,7 @@ var ErrMalformed = errors.New("transceiver: malformed message")
 const HeaderSize = 64
 
 // WireVersion is the version this code writes and the only one it reads.
-const WireVersion = 1
+const WireVersion = 2
 
 var wireMagic = [4]byte{'R', 'R', 'K', 'V'}
 
@@ -70,7 +75,7 @@ const (
 	offReserved1  = 42
 	offPayloadLen = 44
 	offPayloadCRC = 48
-	offReserved2  = 52
+	offDigest     = 52
 	offHeaderCRC  = 60
 )
 
@@ -85,6 +90,8 @@ const (
 	KindCancel                      // either way: give up the transfer of a request
 	KindCancelAck                   // reply to Cancel; Status says accepted (OK) or why not
 	KindError                       // either way: Status names the error (never OK)
+	KindDigest                      // CTX -> GEN: the digest of a fragment sent before it (FlagDigestFollows)
+	KindSending                     // CTX -> GEN: the fragment's bytes are on their way (backends without completion events)
 )
 
 func (k Kind) String() string {
@@ -101,20 +108,30 @@ func (k Kind) String() string {
 		return "CancelAck"
 	case KindError:
 		return "Error"
+	case KindDigest:
+		return "Digest"
+	case KindSending:
+		return "Sending"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
 // Valid reports whether k is a defined kind.
-func (k Kind) Valid() bool { return k >= KindRequestInfo && k <= KindError }
+func (k Kind) Valid() bool { return k >= KindRequestInfo && k <= KindSending }
 
 // Flags are the header's option bits.
 type Flags uint16
 
-// FlagPayloadCRC: the header carries a CRC-32C of the payload.
-const FlagPayloadCRC Flags = 1 << 0
+// The flags.
+const (
+	// FlagPayloadCRC: the header carries a CRC-32C of the payload.
+	FlagPayloadCRC Flags = 1 << 0
+	// FlagDigestFollows (fragments): a Digest message for this fragment
+	// follows it, with the same request, sender and ranges.
+	FlagDigestFollows Flags = 1 << 1
+)
 
-const knownFlags = FlagPayloadCRC
+const knownFlags = FlagPayloadCRC | FlagDigestFollows
 
 // StatusCode is a message's status: CodeOK or an error code.
 type StatusCode uint16
@@ -178,6 +195,7 @@ type Header struct {
 	Status     StatusCode
 	PayloadLen uint32 // set by EncodeMessage
 	PayloadCRC uint32 // set by EncodeMessage when Flags has FlagPayloadCRC
+	Digest     uint64 // KindDigest: the fragment's payload digest (FragmentDigest)
 }
 
 // Validate reports the first rule h breaks, wrapping ErrMalformed; nil for
@@ -204,6 +222,10 @@ func (h *Header) Validate() error {
 		return fmt.Errorf("%w: %s message with status OK", ErrMalformed, h.Kind)
 	case h.Flags&FlagPayloadCRC == 0 && h.PayloadCRC != 0:
 		return fmt.Errorf("%w: payload checksum %#08x without its flag", ErrMalformed, h.PayloadCRC)
+	case h.Kind != KindDigest && h.Digest != 0:
+		return fmt.Errorf("%w: a digest in a %s message", ErrMalformed, h.Kind)
+	case h.Kind != KindFragment && h.Flags&FlagDigestFollows != 0:
+		return fmt.Errorf("%w: digest-follows flag on a %s message", ErrMalformed, h.Kind)
 	}
 	return nil
 }
@@ -238,7 +260,7 @@ func (h *Header) Put(buf []byte) error {
 	le.PutUint16(b[offReserved1:], 0)
 	le.PutUint32(b[offPayloadLen:], h.PayloadLen)
 	le.PutUint32(b[offPayloadCRC:], h.PayloadCRC)
-	clear(b[offReserved2:offHeaderCRC])
+	le.PutUint64(b[offDigest:], h.Digest)
 	le.PutUint32(b[offHeaderCRC:], headerCRC(b))
 	return nil
 }
@@ -298,7 +320,7 @@ func DecodeHeader(msg []byte) (Header, error) {
 	if got, want := le.Uint32(b[offHeaderCRC:]), headerCRC(b); got != want {
 		return h, fmt.Errorf("%w: header checksum mismatch: header says %#08x, computed %#08x", ErrMalformed, got, want)
 	}
-	if le.Uint16(b[offReserved1:]) != 0 || !allZero(b[offReserved2:offHeaderCRC]) {
+	if le.Uint16(b[offReserved1:]) != 0 {
 		return h, fmt.Errorf("%w: reserved header bytes are not zero", ErrMalformed)
 	}
 	h = Header{
@@ -317,6 +339,7 @@ func DecodeHeader(msg []byte) (Header, error) {
 		Status:     StatusCode(le.Uint16(b[offStatus:])),
 		PayloadLen: le.Uint32(b[offPayloadLen:]),
 		PayloadCRC: le.Uint32(b[offPayloadCRC:]),
+		Digest:     le.Uint64(b[offDigest:]),
 	}
 	if err := h.Validate(); err != nil {
 		return Header{}, err

@@ -82,7 +82,7 @@ func TestWireLayout(t *testing.T) {
 		got, want uint64
 	}{
 		{"magic", uint64(le.Uint32(msg[0:])), uint64(le.Uint32([]byte("RRKV")))},
-		{"version", uint64(msg[4]), 1},
+		{"version", uint64(msg[4]), 2},
 		{"kind", uint64(msg[5]), uint64(KindFragment)},
 		{"flags", uint64(le.Uint16(msg[6:])), 1},
 		{"request", le.Uint64(msg[8:]), 0x0102030405060708},
@@ -100,6 +100,10 @@ func TestWireLayout(t *testing.T) {
 	}
 	if HeaderSize != 64 {
 		t.Errorf("HeaderSize %d", HeaderSize)
+	}
+	d := EncodeMessage(nil, Header{Kind: KindDigest, RequestID: 7, Digest: 0x0102030405060708}, nil)
+	if got := le.Uint64(d[52:]); got != 0x0102030405060708 {
+		t.Errorf("digest: %#x, want %#x", got, 0x0102030405060708)
 	}
 }
 
@@ -122,11 +126,11 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{"empty", func() []byte { return nil }, "truncated header: need 64 bytes, have 0"},
 		{"truncated header", func() []byte { return valid()[:63] }, "truncated header: need 64 bytes, have 63"},
 		{"bad magic", func() []byte { m := valid(); m[0] = 'X'; return m }, `bad magic "XRKV"`},
-		{"unknown version", func() []byte { m := valid(); m[offVersion] = 2; return m }, "unknown version 2"},
+		{"unknown version", func() []byte { m := valid(); m[offVersion] = 1; return m }, "unknown version 1"},
 		{"header checksum", func() []byte { m := valid(); m[offRequest]++; return m }, "header checksum mismatch"},
 		{"header checksum field", func() []byte { m := valid(); m[offHeaderCRC] ^= 1; return m }, "header checksum mismatch"},
 		{"unknown kind 0", func() []byte { m := valid(); m[offKind] = 0; return reseal(m) }, "unknown kind 0"},
-		{"unknown kind 7", func() []byte { m := valid(); m[offKind] = 7; return reseal(m) }, "unknown kind 7"},
+		{"unknown kind 9", func() []byte { m := valid(); m[offKind] = 9; return reseal(m) }, "unknown kind 9"},
 		{"unknown flags", func() []byte { m := valid(); le.PutUint16(m[offFlags:], 0x8001); return reseal(m) }, "unknown flags 0x8000"},
 		{"negative sender", func() []byte { m := valid(); le.PutUint32(m[offSender:], 0xffffffff); return reseal(m) }, "sender rank -1 is negative"},
 		{"layer lo > hi", func() []byte { m := valid(); le.PutUint16(m[offLayerLo:], 5); return reseal(m) }, "layer range lo 5 > hi 4"},
@@ -141,7 +145,13 @@ func TestDecodeMessageErrors(t *testing.T) {
 		{"unknown status", func() []byte { m := valid(); le.PutUint16(m[offStatus:], 99); return reseal(m) }, "unknown status 99"},
 		{"error with status OK", func() []byte { m := valid(); m[offKind] = byte(KindError); return reseal(m) }, "Error message with status OK"},
 		{"reserved 1", func() []byte { m := valid(); m[offReserved1] = 1; return reseal(m) }, "reserved header bytes are not zero"},
-		{"reserved 2", func() []byte { m := valid(); m[offReserved2+7] = 1; return reseal(m) }, "reserved header bytes are not zero"},
+		{"digest outside a digest message", func() []byte { m := valid(); m[offDigest+7] = 1; return reseal(m) }, "a digest in a Fragment message"},
+		{"digest-follows outside a fragment", func() []byte {
+			m := valid()
+			m[offKind] = byte(KindAck)
+			le.PutUint16(m[offFlags:], uint16(FlagPayloadCRC|FlagDigestFollows))
+			return reseal(m)
+		}, "digest-follows flag on a Ack message"},
 		{"crc without flag", func() []byte { m := valid(); le.PutUint16(m[offFlags:], 0); return reseal(m) }, "payload checksum 0x"},
 		{"payload shorter", func() []byte { m := valid(); return m[:len(m)-1] }, "payload length 8 but 7 bytes follow the header"},
 		{"payload longer", func() []byte { return append(valid(), 0) }, "payload length 8 but 9 bytes follow the header"},

@@ -284,7 +284,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 		// >= 0.8x with the checksum; verify off has none.
 		for _, m := range []struct{ bench, what, goal string }{
 			{"transfer", "verify full (every byte, fused with the copy)", ">=0.5"},
-			{"transfer-checksum", "verify checksum (CRC-32C of what was sent and of what was copied)", ">=0.8"},
+			{"transfer-checksum", "verify checksum (xxh3 digest of what was sent, sent after it, against one of what was copied)", ">=0.8"},
 			{"transfer-off", "verify off (copy only)", ""},
 		} {
 			x, ok := tb[p+m.bench]

@@ -74,7 +74,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7]) | closed=C (C >= 1 outstanding)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults (any value, 0 included)")
 	fs.StringVar(&f.transfer, "transfer", "async", "GEN transfer mode: async | sync")
-	fs.StringVar(&f.verify, "verify", "full", "how GEN checks received KV bytes: full (every byte, while copying) | checksum (CRC-32C of each fragment) | off")
+	fs.StringVar(&f.verify, "verify", "full", "how GEN checks received KV bytes: full (every byte, while copying) | checksum (an xxh3 digest of each fragment, sent after it) | off")
 	fs.DurationVar(&f.prefill, "prefill-per-token", 0, "cost model: prefill time per input token (0: control plane only)")
 	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step (0: control plane only)")
 	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank (>= 1)")

@@ -351,6 +351,33 @@ static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns, int *yield) {
 	}
 }
 
+// rr_p2p_spin_any polls every request of ps[0..n) (an array of rr_p2p
+// pointers, passed as an integer so cgo checks no pointer on the hot
+// path) until one completes or fails, or budget_ns has passed (at least
+// one round): the index of the first that completed, -1 for none, and its
+// MPI return code in *rc. Each test drives MPI's progress for all of
+// them; the first to complete returns at once, whichever it is.
+static int rr_p2p_spin_any(uintptr_t ps, int n, int64_t budget_ns, int *yield, int *rc) {
+	rr_p2p **p = (rr_p2p **)ps;
+	int64_t end = 0;
+	*rc = MPI_SUCCESS;
+	for (int round = 1;; round++) {
+		for (int i = 0; i < n; i++) {
+			int r = rr_p2p_test(p[i]);
+			if (r != MPI_SUCCESS || p[i]->flag) {
+				*rc = r;
+				return i;
+			}
+		}
+		if (budget_ns > 0 && !rr_yield(yield)) return -1;
+		if (round % RR_CLOCK_EVERY == 0 || n >= RR_CLOCK_EVERY) {
+			int64_t now = rr_now();
+			if (end == 0) end = now + budget_ns;
+			else if (now >= end) return -1;
+		}
+	}
+}
+
 static int rr_p2p_source(rr_p2p *p) { return p->st.MPI_SOURCE; }
 static int rr_p2p_tag(rr_p2p *p) { return p->st.MPI_TAG; }
 

@@ -35,8 +35,14 @@ type engine struct {
 	// Yielding (see rr_yield in cmpi.h): oversub when this node's ranks
 	// outnumber its cores; yieldCell is the C cell a spin yields by
 	// (armYield); a slow yield turns yielding off until yieldOffUntil.
-	oversub       bool
-	yieldCell     *C.int
+	oversub   bool
+	yieldCell *C.int
+	// Progress's scratch: the requests it tests, and a C array of their
+	// rr_p2p pointers (grown, never shrunk; C memory, so a call passes no
+	// Go pointer to C).
+	anyBuf        []*request
+	anyPtr        **C.rr_p2p
+	anyCap        int
 	yieldArmed    bool
 	yieldOffUntil time.Time
 
@@ -58,6 +64,17 @@ type orphan struct {
 func newEngine(rec *comm.Recorder, worldRank int, oversub bool) *engine {
 	return &engine{rec: rec, worldRank: worldRank, live: map[*mpiComm]struct{}{}, oversub: oversub,
 		yieldCell: (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))}
+}
+
+// anyPtrs returns the C array of n request pointers Progress fills. e.mu
+// held.
+func (e *engine) anyPtrs(n int) []*C.rr_p2p {
+	if n > e.anyCap {
+		C.free(unsafe.Pointer(e.anyPtr))
+		e.anyCap = max(n, 2*e.anyCap, 16)
+		e.anyPtr = (**C.rr_p2p)(C.malloc(C.size_t(e.anyCap) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	}
+	return unsafe.Slice(e.anyPtr, n)
 }
 
 // yieldPause is how long yielding stays off after a slow yield: an

@@ -366,10 +366,11 @@ func (r *request) pollCancelledLocked() bool {
 // finish arriving before it gives up and leaves the receive in flight.
 const cancelBound = 200 * time.Millisecond
 
-// Progress implements comm.Progresser: it spins MPI's progress engine on
-// the oldest incomplete point-to-point request for up to budget (which
-// moves every request's bytes, not that one's only), and returns early
-// when that request completes. False when none is in flight.
+// Progress implements comm.Progresser: it tests every incomplete
+// point-to-point request in flight, in C, for up to budget (each test
+// drives MPI's progress for all of them), and returns as soon as any of
+// them completes, whichever it is: the caller's next Test or Wait reports
+// it. False when none is in flight.
 func (c *mpiComm) Progress(budget time.Duration) bool {
 	e := c.e
 	e.mu.Lock()
@@ -377,11 +378,32 @@ func (c *mpiComm) Progress(budget time.Duration) bool {
 	if e.finalized {
 		return false
 	}
+	reqs := e.anyBuf[:0]
 	for _, r := range e.inflight {
 		if !r.done && !r.cancelling {
-			r.testLocked(true, C.int64_t(budget.Nanoseconds()))
-			return true
+			reqs = append(reqs, r)
 		}
 	}
-	return false
+	e.anyBuf = reqs
+	if len(reqs) == 0 {
+		return false
+	}
+	ps := e.anyPtrs(len(reqs))
+	for i, r := range reqs {
+		ps[i] = r.p
+	}
+	var rc C.int
+	i := int(C.rr_p2p_spin_any(C.uintptr_t(uintptr(unsafe.Pointer(&ps[0]))), C.int(len(reqs)), C.int64_t(budget.Nanoseconds()), e.armYield(), &rc))
+	e.spun()
+	if i >= 0 {
+		r := reqs[i]
+		if rc != C.MPI_SUCCESS {
+			r.finishLocked(comm.Status{}, mpiError(rc, r.op(), "MPI_Test", r.c.name, r.c.rank))
+		} else {
+			r.finishLocked(r.statusLocked(), nil)
+		}
+	}
+	e.serviceLocked()
+	clear(reqs) // no references kept past the call
+	return true
 }
