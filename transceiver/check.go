@@ -27,13 +27,15 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 		// No completion events (MPI): KV bytes move only while this
 		// process calls into the backend, so while a fragment is on its
 		// way, drive it as MPI_Wait would instead of sleeping. Otherwise
-		// poll, the longer the quieter this rank has been: an eighth of
-		// the time since its last event, from 50 us to 1 ms, so that a
+		// poll, the longer the quieter this rank has been: a sixteenth of
+		// the time since its last event, from 50 us to 250 us, so that a
 		// rank idle for long (a GEN rank waiting out its CTX peer's
-		// prefill) does not take a tenth of a core in wake-ups, and one
-		// in the thick of a transfer still answers within 50 us.
+		// prefill) does not take a third of a core in wake-ups, one in the
+		// thick of a transfer still answers within 50 us, and an idle
+		// one takes a new request within 250 us (the idle-handover goal
+		// under mpirun is p99 < 1 ms).
 		if t.progress == nil || !t.bytesMoving() || !t.progress.Progress(min(d, 50*time.Microsecond)) {
-			pause := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), time.Millisecond)
+			pause := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), 250*time.Microsecond)
 			comm.PollPause(min(d, pause))
 		}
 		return ctx.Err()

@@ -56,7 +56,8 @@ func Init(cfg Config) (*World, error) {
 	// (rr_yield in cmpi.h): Open MPI's own yield in every progress call
 	// hands a whole time slice to any busy process sharing the cores. A
 	// value the user set is kept.
-	if _, set := os.LookupEnv("OMPI_MCA_mpi_yield_when_idle"); !set {
+	_, userYield := os.LookupEnv("OMPI_MCA_mpi_yield_when_idle")
+	if !userYield {
 		os.Setenv("OMPI_MCA_mpi_yield_when_idle", "0")
 	}
 	runtime.LockOSThread()
@@ -90,7 +91,9 @@ func Init(cfg Config) (*World, error) {
 	}
 	setProcs(cfg.GOMAXPROCS, int(lsize))
 	rec := comm.NewRecorder(cfg.RecorderDepth)
-	e := newEngine(rec, int(wrank), int(lsize) > int(C.rr_node_cpus()))
+	// The binding yields itself where ranks outnumber cores, unless the
+	// user chose Open MPI's behaviour (it then yields, or not, itself).
+	e := newEngine(rec, int(wrank), !userYield && int(lsize) > int(C.rr_node_cpus()))
 	var insp C.MPI_Comm
 	if rc := C.rr_dup(C.rr_world(), &insp); rc != C.MPI_SUCCESS {
 		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "world", int(wrank)))
