@@ -5,7 +5,9 @@ import (
 	"fmt"
 )
 
-// ReduceOp is the element-wise operation of AllreduceInt64.
+// ReduceOp is the element-wise operation of a reduction (AllreduceInt64,
+// and the typed Allreduce, Reduce and ReduceScatter of typed.go, which add
+// Prod and BitXor).
 type ReduceOp uint8
 
 // The reductions every backend supports.
@@ -29,39 +31,20 @@ func (op ReduceOp) String() string {
 		return "bor"
 	case BitAnd:
 		return "band"
+	case Prod:
+		return "prod"
+	case BitXor:
+		return "bxor"
 	}
 	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
 }
 
 // Valid reports whether op is one of the defined reductions.
-func (op ReduceOp) Valid() bool { return op >= Sum && op <= BitAnd }
+func (op ReduceOp) Valid() bool { return op >= Sum && op <= BitXor }
 
 // Apply folds b into a element-wise (a[i] = a[i] op b[i]). Backends that
 // reduce in Go use it so that every backend computes the same thing.
-func (op ReduceOp) Apply(a, b []int64) {
-	switch op {
-	case Sum:
-		for i := range a {
-			a[i] += b[i]
-		}
-	case Min:
-		for i := range a {
-			a[i] = min(a[i], b[i])
-		}
-	case Max:
-		for i := range a {
-			a[i] = max(a[i], b[i])
-		}
-	case BitOr:
-		for i := range a {
-			a[i] |= b[i]
-		}
-	case BitAnd:
-		for i := range a {
-			a[i] &= b[i]
-		}
-	}
-}
+func (op ReduceOp) Apply(a, b []int64) { reduceInts(op, a, b) }
 
 // Wildcards for Irecv.
 const (

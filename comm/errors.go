@@ -50,6 +50,9 @@ func (e Entry) String() string {
 // shapeString renders the argument shape of a stamp: allreduce stamps carry
 // count<<8 | op, bcast stamps the root.
 func (e Entry) shapeString() string {
+	if s, ok := typedShape(e.Kind, e.Shape); ok {
+		return s
+	}
 	switch e.Kind {
 	case KindAllreduce:
 		return fmt.Sprintf(" (count %d, %s)", e.Shape>>8, ReduceOp(e.Shape&0xff))

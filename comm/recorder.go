@@ -39,6 +39,16 @@ func (k Kind) String() string {
 		return "Isend"
 	case KindRecv:
 		return "Irecv"
+	case KindReduce:
+		return "Reduce"
+	case KindGather:
+		return "Gather"
+	case KindScatter:
+		return "Scatter"
+	case KindAlltoall:
+		return "Alltoall"
+	case KindReduceScatter:
+		return "ReduceScatter"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

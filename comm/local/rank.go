@@ -24,12 +24,13 @@ type rankComm struct {
 }
 
 var (
-	_ comm.Comm      = (*rankComm)(nil)
-	_ comm.Inspector = (*rankComm)(nil)
-	_ comm.Aborter   = (*rankComm)(nil)
-	_ comm.Notifier  = (*rankComm)(nil)
-	_ comm.Bounded   = (*rankComm)(nil)
-	_ comm.Members   = (*rankComm)(nil)
+	_ comm.Comm        = (*rankComm)(nil)
+	_ comm.Inspector   = (*rankComm)(nil)
+	_ comm.Aborter     = (*rankComm)(nil)
+	_ comm.Notifier    = (*rankComm)(nil)
+	_ comm.Bounded     = (*rankComm)(nil)
+	_ comm.Members     = (*rankComm)(nil)
+	_ comm.Collectives = (*rankComm)(nil)
 )
 
 func newRankComm(w *world, g *group, rank int) *rankComm {
@@ -212,4 +213,22 @@ func (c *rankComm) takeStamp() []int64 {
 	s := c.stamp
 	c.stamp = nil
 	return s
+}
+
+// Collective implements comm.Collectives: one round, in which the last rank
+// to arrive writes every rank's result into its receive buffer.
+func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {
+	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
+	if err := c.usable(op.Kind.String()); err != nil {
+		return err
+	}
+	if err := op.Check(c.rank, c.Size()); err != nil {
+		return err
+	}
+	g := c.g
+	r := c.rank
+	return g.round(ctx, r, c.waiter, stamp, op.Kind, func() {
+		g.r.Kind[r] = op.Kind
+		g.r.Ops[r] = op
+	})
 }

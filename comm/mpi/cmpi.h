@@ -70,6 +70,7 @@ typedef struct {
 	int64_t *rbuf; long rcap;
 	int *counts; int *displs; int ccap;
 	char *bbuf; long bcap;
+	int *tcounts; int tccap; // typed collectives: 4 x size counts and displacements, alive until completion
 } rr_coll;
 
 // rr_p2p is one point-to-point request.
@@ -172,7 +173,7 @@ static rr_coll *rr_coll_new(void) {
 
 static void rr_coll_free(rr_coll *c) {
 	if (!c) return;
-	free(c->sbuf); free(c->rbuf); free(c->counts); free(c->displs); free(c->bbuf);
+	free(c->sbuf); free(c->rbuf); free(c->counts); free(c->displs); free(c->bbuf); free(c->tcounts);
 	free(c);
 }
 
@@ -233,6 +234,68 @@ static int rr_test_spin(rr_coll *c, int64_t budget_ns, int *yield) {
 static int rr_iallreduce(MPI_Comm comm, rr_coll *c, int n, int op) {
 	c->flag = 0;
 	return MPI_Iallreduce(c->sbuf, c->rbuf, n, MPI_INT64_T, rr_op(op), comm, &c->req);
+}
+
+// Typed collectives (comm.Collectives): MPI's own datatypes and
+// reductions, and MPI's non-blocking collectives straight on the caller's
+// (pinned) buffers, polled like the others. Datatypes and kinds are the
+// Go side's codes (comm.Datatype; typedKind in coll_typed.go).
+static MPI_Datatype rr_dtype(int t) {
+	switch (t) {
+	case 1: return MPI_UINT8_T; // comm.Byte: an integer type, so every reduction applies
+	case 2: return MPI_INT32_T;
+	case 3: return MPI_INT64_T;
+	case 4: return MPI_UINT64_T;
+	case 5: return MPI_FLOAT;
+	case 6: return MPI_DOUBLE;
+	}
+	return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op rr_rop(int op) {
+	switch (op) {
+	case 6: return MPI_PROD;
+	case 7: return MPI_BXOR;
+	}
+	return rr_op(op);
+}
+
+enum { RR_T_ALLREDUCE = 1, RR_T_REDUCE, RR_T_BCAST, RR_T_ALLGATHERV, RR_T_GATHERV, RR_T_SCATTERV, RR_T_ALLTOALLV, RR_T_REDUCE_SCATTER };
+
+// rr_tcounts returns room for 4 x n ints in c (send counts, send
+// displacements, receive counts, receive displacements), kept until the
+// operation completes. NULL when out of memory.
+static int *rr_tcounts(rr_coll *c, int n) {
+	if (4 * n > c->tccap) {
+		int *p = (int *)realloc(c->tcounts, sizeof(int) * 4 * (size_t)n);
+		if (!p) return NULL;
+		c->tcounts = p;
+		c->tccap = 4 * n;
+	}
+	return c->tcounts;
+}
+
+// rr_ityped posts one typed collective. sbuf/rbuf may be NULL where the
+// kind ignores them (or MPI_IN_PLACE when inplace); counts come in c->tcounts
+// (n each: sc, sd, rc, rd); count is the element count of the buffers of the
+// kinds without per-rank counts.
+static int rr_ityped(MPI_Comm comm, rr_coll *c, int kind, int dtype, int op, int root, void *sbuf, void *rbuf,
+		int count, int n, int inplace) {
+	MPI_Datatype t = rr_dtype(dtype);
+	int *sc = c->tcounts, *sd = sc + n, *rc = sd + n, *rd = rc + n;
+	c->flag = 0;
+	const void *s = inplace ? MPI_IN_PLACE : sbuf;
+	switch (kind) {
+	case RR_T_ALLREDUCE: return MPI_Iallreduce(s, rbuf, count, t, rr_rop(op), comm, &c->req);
+	case RR_T_REDUCE: return MPI_Ireduce(sbuf, rbuf, count, t, rr_rop(op), root, comm, &c->req);
+	case RR_T_BCAST: return MPI_Ibcast(sbuf, count, t, root, comm, &c->req);
+	case RR_T_ALLGATHERV: return MPI_Iallgatherv(sbuf, count, t, rbuf, rc, rd, t, comm, &c->req);
+	case RR_T_GATHERV: return MPI_Igatherv(sbuf, count, t, rbuf, rc, rd, t, root, comm, &c->req);
+	case RR_T_SCATTERV: return MPI_Iscatterv(sbuf, sc, sd, t, rbuf, count, t, root, comm, &c->req);
+	case RR_T_ALLTOALLV: return MPI_Ialltoallv(sbuf, sc, sd, t, rbuf, rc, rd, t, comm, &c->req);
+	case RR_T_REDUCE_SCATTER: return MPI_Ireduce_scatter(sbuf, rbuf, rc, t, rr_rop(op), comm, &c->req);
+	}
+	return MPI_ERR_ARG;
 }
 
 static int rr_ibarrier(MPI_Comm comm, rr_coll *c) {

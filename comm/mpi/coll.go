@@ -35,6 +35,10 @@ const inlineValues = C.RR_INLINE
 type wait struct {
 	kind  comm.Kind
 	start time.Time // when the first poll came back empty (zero until then)
+	// mpiColl: the operation is one of MPI's non-blocking collectives (on
+	// c.co) even in a group whose own collectives are direct (typed
+	// collectives always are).
+	mpiColl bool
 }
 
 // abandon gives up the collective in flight: its C state goes to the
@@ -58,7 +62,8 @@ func (c *mpiComm) orphan(err error) error {
 // orphanLocked hands c.co and c.dx to the engine. e.mu and collMu held.
 func (c *mpiComm) orphanLocked() {
 	if c.co != nil || c.dx != nil {
-		c.e.orphans = append(c.e.orphans, orphan{co: c.co, dx: c.dx})
+		c.e.orphans = append(c.e.orphans, orphan{co: c.co, dx: c.dx, pin: c.typedPin})
+		c.typedPin = nil
 	}
 	if c.dx != nil {
 		c.dxLost = true
@@ -153,7 +158,7 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) error {
 	done := ctx.Done()
 	co, d := c.co, c.dx
-	direct := c.direct
+	direct := c.direct && !w.mpiColl
 	waitStart := time.Now()
 	if w.start.IsZero() {
 		w.start = waitStart

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,9 @@ type mpiComm struct {
 	native bool       // never direct, nor are its children (tests of MPI's collectives)
 	splits int
 	broken error
+	// typedPin pins the caller's buffers of the typed collective in flight
+	// (Collective); orphaned with it if this rank gives up first.
+	typedPin *runtime.Pinner
 
 	closed atomic.Bool
 }

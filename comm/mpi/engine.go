@@ -56,6 +56,9 @@ type engine struct {
 type orphan struct {
 	co *C.rr_coll // MPI's non-blocking collective state, or nil
 	dx *C.rr_dx   // the direct collectives' state, or nil
+	// pin keeps a typed collective's Go buffers pinned (and alive) until
+	// MPI completes it (nil otherwise).
+	pin *runtime.Pinner
 }
 
 // newEngine makes the engine of world rank worldRank; oversub says that
@@ -237,6 +240,10 @@ func (e *engine) reapLocked() {
 			if o.co != nil && C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0 {
 				C.rr_coll_free(o.co)
 				o.co = nil
+				if o.pin != nil {
+					o.pin.Unpin()
+					o.pin = nil
+				}
 			}
 			if o.dx != nil && C.rr_dx_done(o.dx) != 0 {
 				C.rr_dx_free(o.dx)

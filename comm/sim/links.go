@@ -132,8 +132,20 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return steps(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindAllgather, comm.KindSplit:
 		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
-	case comm.KindBcast:
+	case comm.KindBcast, comm.KindReduce:
+		// A binomial tree: log2 p rounds, the whole buffer each.
 		return steps(rounds, float64(rounds)*float64(bytes))
+	case comm.KindGather, comm.KindScatter:
+		// A binomial tree whose messages grow to half the root's buffer
+		// (bytes: the root's whole buffer, the larger of send and receive).
+		return steps(rounds, float64(p-1)/float64(p)*float64(bytes))
+	case comm.KindAlltoall:
+		// Pairwise exchange: p-1 steps, each rank sending 1/p of its
+		// buffer in each.
+		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
+	case comm.KindReduceScatter:
+		// A ring: p-1 steps of 1/p of the buffer.
+		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindBarrier:
 		return steps(rounds, 0)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
 // rankComm is one rank's handle on a group.
@@ -18,12 +19,13 @@ type rankComm struct {
 }
 
 var (
-	_ comm.Comm      = (*rankComm)(nil)
-	_ comm.Inspector = (*rankComm)(nil)
-	_ comm.Aborter   = (*rankComm)(nil)
-	_ comm.Notifier  = (*rankComm)(nil)
-	_ comm.Bounded   = (*rankComm)(nil)
-	_ comm.Members   = (*rankComm)(nil)
+	_ comm.Comm        = (*rankComm)(nil)
+	_ comm.Inspector   = (*rankComm)(nil)
+	_ comm.Aborter     = (*rankComm)(nil)
+	_ comm.Notifier    = (*rankComm)(nil)
+	_ comm.Bounded     = (*rankComm)(nil)
+	_ comm.Members     = (*rankComm)(nil)
+	_ comm.Collectives = (*rankComm)(nil)
 )
 
 func (c *rankComm) Rank() int    { return c.rank }
@@ -159,3 +161,19 @@ func (c *rankComm) Abort(code int, reason error) {
 
 // Clock implements comm.Clocked: the rank's virtual clock.
 func (c *rankComm) Clock() clock.Clock { return &rankClock{w: c.w, r: c.w.ranks[c.g.members[c.rank]]} }
+
+// Collective implements comm.Collectives: one round, its result written
+// when the last rank arrives and read when the link model's time for the
+// operation has passed.
+func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {
+	if err := c.usable(op.Kind.String()); err != nil {
+		return err
+	}
+	if err := op.Check(c.rank, c.Size()); err != nil {
+		return err
+	}
+	g, r := c.g, c.rank
+	return g.round(ctx, r, op.Kind, round.TypedBytes(op), func() {
+		g.r.Kind[r], g.r.Ops[r] = op.Kind, op
+	})
+}

@@ -23,6 +23,8 @@ type Round struct {
 	Bytes [][]byte
 	Color []int
 	Key   []int
+	// Ops: each rank's typed collective (comm.Op), nil for the others.
+	Ops []*comm.Op
 	// Stamp is checked mode's stamp of each rank's collective, where the
 	// backend compares stamps in the round itself (comm.Stamper); nil
 	// when the rank gave none.
@@ -44,7 +46,8 @@ type Round struct {
 // New returns a round for a group of n ranks.
 func New(n int) *Round {
 	return &Round{Kind: make([]comm.Kind, n), Op: make([]comm.ReduceOp, n), In: make([][]int64, n),
-		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n), Stamp: make([][]int64, n)}
+		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n), Stamp: make([][]int64, n),
+		Ops: make([]*comm.Op, n)}
 }
 
 // Combine computes the round's result from every rank's contribution
@@ -66,6 +69,18 @@ func (r *Round) Combine(group string, members []int) error {
 		return nil
 	}
 	k := r.Kind[0]
+	typed := r.Ops[0] != nil
+	for i, p := range r.Ops {
+		if (p != nil) != typed {
+			defer r.clearInputs()
+			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s, one of them a typed collective (unchecked mode cannot name call sites; run checked)",
+				comm.ErrDesync, group, comm.Who(members, 0), k, comm.Who(members, i), r.Kind[i])
+		}
+	}
+	if typed {
+		defer r.clearInputs()
+		return r.combineTyped(group, members)
+	}
 	for i, ki := range r.Kind {
 		if ki != k {
 			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s (unchecked mode cannot name call sites; run checked)",
@@ -111,6 +126,7 @@ func (r *Round) clearInputs() {
 	for i := range r.In {
 		r.In[i] = nil
 		r.Bytes[i] = nil
+		r.Ops[i] = nil
 	}
 }
 

@@ -1,0 +1,367 @@
+package commtest
+
+// The typed collectives (comm/typed.go) against a reference computed here,
+// naively, from the same inputs: every operation x datatype x reduction, at
+// every group size a launcher runs (1, odd sizes, split groups under
+// mpirun). Inputs are small integers (as floats too), so every sum, product,
+// minimum and maximum is exact whatever order a backend reduces in (MPI
+// promises none).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+// typedMatrix counts what one rank checked, for the caller's report.
+type typedMatrix struct{ cases int }
+
+// val is rank r's i-th input element for a reduction op: small, so that
+// products of up to 8 ranks stay exact in every type.
+func val[T comm.Element](r, i int, op comm.ReduceOp) T {
+	if op == comm.Prod {
+		return T(1 + (r+i)%2)
+	}
+	return T(1 + (r*7+i*3)%11)
+}
+
+// refReduce is element i of the reduction of every rank's input.
+func refReduce[T comm.Element](n, i int, op comm.ReduceOp) T {
+	acc := val[T](0, i, op)
+	for r := 1; r < n; r++ {
+		v := val[T](r, i, op)
+		switch op {
+		case comm.Sum:
+			acc += v
+		case comm.Prod:
+			acc *= v
+		case comm.Min:
+			acc = min(acc, v)
+		case comm.Max:
+			acc = max(acc, v)
+		default:
+			a, b := toU64(acc), toU64(v)
+			switch op {
+			case comm.BitOr:
+				a |= b
+			case comm.BitAnd:
+				a &= b
+			case comm.BitXor:
+				a ^= b
+			}
+			acc = T(a)
+		}
+	}
+	return acc
+}
+
+func toU64[T comm.Element](v T) uint64 { return uint64(v) }
+
+// reductionsOf lists the reductions that apply to T.
+func reductionsOf[T comm.Element]() []comm.ReduceOp {
+	if comm.DatatypeOf[T]().Float() {
+		return []comm.ReduceOp{comm.Sum, comm.Prod, comm.Min, comm.Max}
+	}
+	return []comm.ReduceOp{comm.Sum, comm.Prod, comm.Min, comm.Max, comm.BitOr, comm.BitAnd, comm.BitXor}
+}
+
+// typedAll runs every typed collective over every datatype on c.
+func typedAll(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		var m typedMatrix
+		for _, f := range []func(context.Context, comm.Comm, *typedMatrix) error{
+			typedOps[byte], typedOps[int32], typedOps[int64], typedOps[uint64], typedOps[float32], typedOps[float64],
+		} {
+			if err := f(ctx, c, &m); err != nil {
+				return err
+			}
+		}
+		if m.cases == 0 {
+			return errorf(c, "no typed case ran")
+		}
+		return c.Barrier(ctx)
+	}
+}
+
+func typedOps[T comm.Element](ctx context.Context, c comm.Comm, m *typedMatrix) error {
+	n, me := c.Size(), c.Rank()
+	dt := comm.DatatypeOf[T]()
+	fail := func(what string, got, want any) error {
+		return errorf(c, "%s %s: got %v, want %v", dt, what, got, want)
+	}
+	const k = 5 // elements per rank and block
+	// Reductions.
+	for _, op := range reductionsOf[T]() {
+		in := make([]T, k)
+		for i := range in {
+			in[i] = val[T](me, i, op)
+		}
+		want := make([]T, k)
+		for i := range want {
+			want[i] = refReduce[T](n, i, op)
+		}
+		out := make([]T, k)
+		if err := comm.Allreduce(ctx, c, op, in, out); err != nil {
+			return fmt.Errorf("%s allreduce %s: %w", dt, op, err)
+		}
+		if !slices.Equal(out, want) {
+			return fail("allreduce "+op.String(), out, want)
+		}
+		// In place: the input buffer is the output.
+		inplace := slices.Clone(in)
+		if err := comm.Allreduce(ctx, c, op, inplace, inplace); err != nil {
+			return fmt.Errorf("%s allreduce %s in place: %w", dt, op, err)
+		}
+		if !slices.Equal(inplace, want) {
+			return fail("allreduce in place "+op.String(), inplace, want)
+		}
+		for root := range n {
+			got := make([]T, k)
+			var dst []T
+			if me == root {
+				dst = got
+			}
+			if err := comm.Reduce(ctx, c, op, root, in, dst); err != nil {
+				return fmt.Errorf("%s reduce %s root %d: %w", dt, op, root, err)
+			}
+			if me == root && !slices.Equal(got, want) {
+				return fail(fmt.Sprintf("reduce %s root %d", op, root), got, want)
+			}
+		}
+		// Reduce-scatter: rank r keeps block r (r+1 elements) of the
+		// reduction of n(n+1)/2 elements.
+		counts := make([]int, n)
+		total := 0
+		for r := range n {
+			counts[r] = r + 1
+			total += r + 1
+		}
+		rsIn := make([]T, total)
+		for i := range rsIn {
+			rsIn[i] = val[T](me, i, op)
+		}
+		rsOut := make([]T, counts[me])
+		if err := comm.ReduceScatter(ctx, c, op, rsIn, rsOut, counts); err != nil {
+			return fmt.Errorf("%s reduce-scatter %s: %w", dt, op, err)
+		}
+		at := me * (me + 1) / 2
+		for i := range rsOut {
+			if w := refReduce[T](n, at+i, op); rsOut[i] != w {
+				return fail(fmt.Sprintf("reduce-scatter %s element %d", op, i), rsOut[i], w)
+			}
+		}
+		m.cases += 3 + n
+	}
+	mine := func(r, k int) []T {
+		s := make([]T, k)
+		for i := range s {
+			s[i] = T(r*16 + i + 1)
+		}
+		return s
+	}
+	// Bcast from every root.
+	for root := range n {
+		buf := make([]T, k)
+		if me == root {
+			copy(buf, mine(root, k))
+		}
+		if err := comm.BcastOf(ctx, c, root, buf); err != nil {
+			return fmt.Errorf("%s bcast root %d: %w", dt, root, err)
+		}
+		if !slices.Equal(buf, mine(root, k)) {
+			return fail(fmt.Sprintf("bcast root %d", root), buf, mine(root, k))
+		}
+	}
+	// Allgather and allgatherv (rank r contributes r%3 elements, packed
+	// after a gap of one element per rank).
+	var wantAll []T
+	for r := range n {
+		wantAll = append(wantAll, mine(r, k)...)
+	}
+	out := make([]T, n*k)
+	if err := comm.Allgather(ctx, c, mine(me, k), out); err != nil {
+		return fmt.Errorf("%s allgather: %w", dt, err)
+	}
+	if !slices.Equal(out, wantAll) {
+		return fail("allgather", out, wantAll)
+	}
+	counts, displs := make([]int, n), make([]int, n)
+	at := 0
+	for r := range n {
+		counts[r], displs[r] = r%3, at+1
+		at += r%3 + 1
+	}
+	vout := make([]T, at)
+	if err := comm.Allgatherv(ctx, c, mine(me, counts[me]), vout, counts, displs); err != nil {
+		return fmt.Errorf("%s allgatherv: %w", dt, err)
+	}
+	for r := range n {
+		if got := vout[displs[r] : displs[r]+counts[r]]; !slices.Equal(got, mine(r, counts[r])) {
+			return fail(fmt.Sprintf("allgatherv from rank %d", r), got, mine(r, counts[r]))
+		}
+		if vout[displs[r]-1] != 0 {
+			return fail(fmt.Sprintf("allgatherv gap before rank %d", r), vout[displs[r]-1], 0)
+		}
+	}
+	// Gather, gatherv, scatter, scatterv at every root.
+	for root := range n {
+		var gout []T
+		if me == root {
+			gout = make([]T, n*k)
+		}
+		if err := comm.Gather(ctx, c, root, mine(me, k), gout); err != nil {
+			return fmt.Errorf("%s gather root %d: %w", dt, root, err)
+		}
+		if me == root && !slices.Equal(gout, wantAll) {
+			return fail(fmt.Sprintf("gather root %d", root), gout, wantAll)
+		}
+		var gvout []T
+		if me == root {
+			gvout = make([]T, at)
+		}
+		if err := comm.Gatherv(ctx, c, root, mine(me, counts[me]), gvout, counts, displs); err != nil {
+			return fmt.Errorf("%s gatherv root %d: %w", dt, root, err)
+		}
+		if me == root {
+			for r := range n {
+				if got := gvout[displs[r] : displs[r]+counts[r]]; !slices.Equal(got, mine(r, counts[r])) {
+					return fail(fmt.Sprintf("gatherv root %d from rank %d", root, r), got, mine(r, counts[r]))
+				}
+			}
+		}
+		var sin []T
+		if me == root {
+			sin = wantAll
+		}
+		sout := make([]T, k)
+		if err := comm.Scatter(ctx, c, root, sin, sout); err != nil {
+			return fmt.Errorf("%s scatter root %d: %w", dt, root, err)
+		}
+		if !slices.Equal(sout, mine(me, k)) {
+			return fail(fmt.Sprintf("scatter root %d", root), sout, mine(me, k))
+		}
+		if me == root {
+			sin = vout
+		}
+		svout := make([]T, counts[me])
+		if err := comm.Scatterv(ctx, c, root, sin, svout, counts, displs); err != nil {
+			return fmt.Errorf("%s scatterv root %d: %w", dt, root, err)
+		}
+		if !slices.Equal(svout, mine(me, counts[me])) {
+			return fail(fmt.Sprintf("scatterv root %d", root), svout, mine(me, counts[me]))
+		}
+	}
+	// Alltoall: block j of rank i's input is i*16+j*4+(0..3); rank j's
+	// output block i must hold it. Alltoallv: rank i sends rank j (i+j)%3
+	// elements.
+	a2a := func(i, j, k int) []T {
+		s := make([]T, k)
+		for e := range s {
+			s[e] = T(i*16 + j*4 + e)
+		}
+		return s
+	}
+	var ain, aw []T
+	for j := range n {
+		ain = append(ain, a2a(me, j, 3)...)
+		aw = append(aw, a2a(j, me, 3)...)
+	}
+	aout := make([]T, len(ain))
+	if err := comm.Alltoall(ctx, c, ain, aout); err != nil {
+		return fmt.Errorf("%s alltoall: %w", dt, err)
+	}
+	if !slices.Equal(aout, aw) {
+		return fail("alltoall", aout, aw)
+	}
+	sc, rc := make([]int, n), make([]int, n)
+	var vin, vw []T
+	for j := range n {
+		sc[j], rc[j] = (me+j)%3, (j+me)%3
+		vin = append(vin, a2a(me, j, sc[j])...)
+		vw = append(vw, a2a(j, me, rc[j])...)
+	}
+	vo := make([]T, len(vw))
+	if err := comm.Alltoallv(ctx, c, vin, sc, nil, vo, rc, nil); err != nil {
+		return fmt.Errorf("%s alltoallv: %w", dt, err)
+	}
+	if !slices.Equal(vo, vw) {
+		return fail("alltoallv", vo, vw)
+	}
+	// Sendrecv around a ring.
+	right, left := (me+1)%n, (me+n-1)%n
+	rin := make([]T, k)
+	if _, err := comm.Sendrecv(ctx, c, mine(me, k), right, 7, rin, left, 7); err != nil {
+		return fmt.Errorf("%s sendrecv: %w", dt, err)
+	}
+	if !slices.Equal(rin, mine(left, k)) {
+		return fail("sendrecv from the left", rin, mine(left, k))
+	}
+	m.cases += 4*n + 6
+	return nil
+}
+
+// typedBadArguments: a caller's mistake is the same ErrBadArgument on every
+// backend, naming the argument, and nothing is exchanged (the ranks meet in
+// a barrier afterwards, as they would if nothing had been entered).
+func typedBadArguments(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		short := make([]float32, 3)
+		for _, tc := range []struct {
+			name string
+			call func() error
+			want string
+		}{
+			{"count mismatch", func() error { return comm.Allreduce(ctx, c, comm.Sum, make([]float32, 4), short) }, "send has 4 elements, receive 3"},
+			{"root out of range", func() error { return comm.Reduce(ctx, c, comm.Sum, n, short, short) }, fmt.Sprintf("root %d outside 0..%d", n, n-1)},
+			{"negative root", func() error { return comm.BcastOf(ctx, c, -1, short) }, "root -1 outside"},
+			{"bitwise on floats", func() error { return comm.Allreduce(ctx, c, comm.BitXor, short, short) }, "reduction bxor does not apply to float32"},
+			{"counts per rank", func() error {
+				return comm.Allgatherv(ctx, c, short, make([]float32, 8), make([]int, n+1), nil)
+			}, "receive counts and displacements need one per rank"},
+			{"buffer too short", func() error {
+				counts := make([]int, n)
+				for r := range counts {
+					counts[r] = 3
+				}
+				return comm.Allgatherv(ctx, c, short, make([]float32, 3*n-1), counts, nil)
+			}, "does not fit the"},
+			{"alltoall not a multiple", func() error {
+				return comm.Alltoall(ctx, c, make([]float32, n+1), make([]float32, n+1))
+			}, "want the same multiple"},
+		} {
+			if n == 1 && tc.name == "alltoall not a multiple" {
+				continue // any length is a multiple of 1
+			}
+			err := tc.call()
+			if !errors.Is(err, comm.ErrBadArgument) || !strings.Contains(err.Error(), tc.want) {
+				return errorf(c, "%s: %v, want ErrBadArgument saying %q", tc.name, err, tc.want)
+			}
+		}
+		return c.Barrier(ctx)
+	}
+}
+
+// typedDesync: ranks that enter one typed collective with another datatype
+// or root get ErrDesync, in checked mode naming both (the stamp carries
+// kind, datatype, reduction, root and shared counts).
+func typedDesync(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		var err error
+		if c.Rank() == n-1 { // the last rank differs
+			err = comm.Allreduce(ctx, c, comm.Sum, make([]float64, 2), make([]float64, 2))
+		} else {
+			err = comm.Allreduce(ctx, c, comm.Sum, make([]float32, 2), make([]float32, 2))
+		}
+		if !errors.Is(err, comm.ErrDesync) {
+			return errorf(c, "float32 against float64: %v, want ErrDesync", err)
+		}
+		if !strings.Contains(err.Error(), "float32") || !strings.Contains(err.Error(), "float64") {
+			return errorf(c, "float32 against float64: %q names not both datatypes", err)
+		}
+		return nil
+	}
+}

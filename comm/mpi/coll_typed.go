@@ -1,0 +1,134 @@
+//go:build mpi
+
+package mpi
+
+// #include "cmpi.h"
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/rankrun/rankrun/comm"
+)
+
+var _ comm.Collectives = (*mpiComm)(nil)
+
+// typedKind maps a typed collective's kind to cmpi.h's RR_T_ codes.
+func typedKind(op *comm.Op) C.int {
+	switch op.Kind {
+	case comm.KindAllreduce:
+		return C.RR_T_ALLREDUCE
+	case comm.KindReduce:
+		return C.RR_T_REDUCE
+	case comm.KindBcast:
+		return C.RR_T_BCAST
+	case comm.KindAllgather:
+		return C.RR_T_ALLGATHERV
+	case comm.KindGather:
+		return C.RR_T_GATHERV
+	case comm.KindScatter:
+		return C.RR_T_SCATTERV
+	case comm.KindAlltoall:
+		return C.RR_T_ALLTOALLV
+	case comm.KindReduceScatter:
+		return C.RR_T_REDUCE_SCATTER
+	}
+	return 0
+}
+
+// Collective implements comm.Collectives with MPI's non-blocking
+// collectives on MPI's own datatypes and reductions, straight on the
+// caller's buffers (pinned while MPI may touch them; an allreduce whose
+// input is its output runs in place), polled under the communicator's
+// bound like the others. Nothing is copied or reduced in Go.
+func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
+	name := op.Kind.String()
+	if err := op.Check(c.rank, c.size); err != nil {
+		return err
+	}
+	es := op.Type.Size()
+	for _, b := range [][]byte{op.Send, op.Recv} {
+		if len(b)/es > math.MaxInt32 {
+			return fmt.Errorf("%w: %s: %d elements exceed MPI's int count", comm.ErrBadArgument, name, len(b)/es)
+		}
+	}
+	c.collMu.Lock()
+	defer c.collMu.Unlock()
+	if err := c.usableLocked(name); err != nil {
+		return err
+	}
+	co, h := c.co, c.h
+	n := c.size
+	tc := C.rr_tcounts(co, C.int(n))
+	if tc == nil {
+		return fmt.Errorf("mpi: %s: out of C memory", name)
+	}
+	counts := unsafe.Slice((*C.int)(tc), 4*n)
+	fill := func(dst []C.int, src []int) {
+		for i := range dst {
+			dst[i] = 0
+			if i < len(src) {
+				dst[i] = C.int(src[i])
+			}
+		}
+	}
+	fill(counts[0:n], op.SendCounts)
+	fill(counts[n:2*n], op.SendDispls)
+	fill(counts[2*n:3*n], op.RecvCounts)
+	fill(counts[3*n:4*n], op.RecvDispls)
+	// The element count of the kinds that take one.
+	count := len(op.Send) / es
+	switch op.Kind {
+	case comm.KindBcast:
+		if c.rank != op.Root {
+			count = len(op.Recv) / es
+		}
+	case comm.KindScatter:
+		count = len(op.Recv) / es
+	}
+	sbuf, rbuf := op.Send, op.Recv
+	switch op.Kind {
+	case comm.KindBcast:
+		if c.rank != op.Root {
+			sbuf = op.Recv // MPI_Ibcast has one buffer
+		}
+	case comm.KindGather:
+		if c.rank != op.Root {
+			rbuf = nil
+		}
+	case comm.KindScatter:
+		if c.rank != op.Root {
+			sbuf = nil
+		}
+	}
+	inplace := 0
+	if op.Kind == comm.KindAllreduce && len(op.Send) > 0 && unsafe.SliceData(op.Send) == unsafe.SliceData(op.Recv) {
+		inplace = 1
+	}
+	pin := new(runtime.Pinner)
+	ptr := func(b []byte) unsafe.Pointer {
+		if len(b) == 0 {
+			return nil
+		}
+		pin.Pin(unsafe.SliceData(b))
+		return unsafe.Pointer(unsafe.SliceData(b))
+	}
+	sp, rp := ptr(sbuf), ptr(rbuf)
+	// MPI may write the buffers until it completes the operation: if this
+	// rank gives up first, the pins go with the orphaned collective.
+	c.typedPin = pin
+	w := wait{kind: op.Kind, mpiColl: true}
+	err := c.run(ctx, &w, true, name, "MPI_I"+name, func() C.int {
+		return C.rr_ityped(h, co, typedKind(op), C.int(op.Type), C.int(op.Reduce), C.int(op.Root), sp, rp,
+			C.int(count), C.int(n), C.int(inplace))
+	})
+	if c.typedPin != nil { // completed: not handed to the orphans
+		c.typedPin = nil
+		pin.Unpin()
+	}
+	return err
+}
