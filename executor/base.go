@@ -235,27 +235,63 @@ func (l *loop) progressed() {
 	l.checksAt = l.tr.Stats().StatusChecks
 }
 
-// stallCheck ends the run with ErrStalled when work waits, nothing has
-// progressed for StallTimeout, and nothing this rank holds can still make
-// room on its own. The verdict is the system's state, not the host's
-// speed: a transfer still in flight is waited for (it has bounds of its
-// own: the transfer deadline and an accepted cancel, and the peer
-// liveness probe), however slowly it moves; so is a transfer over here
-// that this rank's status checks keep offering to its group (a peer still
-// holds it in flight). What is left is the seed-001 shape, blocks pinned
-// by transfers over but never offered to a status check that would reap
-// them, and blocks held with no transfer at all.
+// stallCheck ends the run with ErrStalled when DecideStall says so.
 func (l *loop) stallCheck() error {
-	if len(l.waiting) == 0 || clock.Since(l.clk, l.progressAt) < l.cfg.StallTimeout {
+	if len(l.waiting) == 0 {
 		return nil
 	}
-	held, over := l.tr.Sessions(), l.tr.TerminalHeld()
-	if held > over || (held > 0 && l.tr.Stats().StatusChecks > l.checksAt) {
+	in := StallInput{Waiting: len(l.waiting), Quiet: clock.Since(l.clk, l.progressAt), StallTimeout: l.cfg.StallTimeout,
+		Held: l.tr.Sessions(), Over: l.tr.TerminalHeld(), Checked: l.tr.Stats().StatusChecks > l.checksAt,
+		TransferTimeout: l.cfg.TransferTimeout}
+	if in.Quiet < in.StallTimeout {
+		return nil // the common case: no clock read below
+	}
+	if in.Over > 0 {
+		in.OverFor = clock.Since(l.clk, l.tr.OldestTerminal())
+	}
+	if !DecideStall(in) {
 		return nil
 	}
 	st := l.pool.Stats()
 	return fmt.Errorf("%w: %s: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
-		ErrStalled, l.g.who(), len(l.waiting), clock.Since(l.clk, l.progressAt).Round(time.Millisecond), st.Used, st.Total, st.Pinned, over)
+		ErrStalled, l.g.who(), len(l.waiting), in.Quiet.Round(time.Millisecond), st.Used, st.Total, st.Pinned, in.Over)
+}
+
+// StallInput is what a rank knows when it asks whether it is stalled.
+type StallInput struct {
+	Waiting      int           // requests waiting for room
+	Quiet        time.Duration // since the last admission, reap, completion or decode step
+	StallTimeout time.Duration
+	Held, Over   int  // transfer sessions held; of them, over on this rank but not reaped
+	Checked      bool // a status check ran since the last progress (it offered the sessions over to the group)
+	// OverFor is how long the oldest session over has been over.
+	OverFor         time.Duration
+	TransferTimeout time.Duration
+}
+
+// DecideStall is the stall verdict, a pure function of the rank's state,
+// not of the host's speed: work waits, nothing progressed for the stall
+// timeout, and nothing this rank holds can still make room.
+//   - A transfer still in flight here is waited for, however slowly it
+//     moves: it has bounds of its own (the transfer deadline, an accepted
+//     cancel, the peer liveness probe).
+//   - A transfer over here that status checks keep offering to the group
+//     is waited for while a peer may still hold it in flight: up to the
+//     transfer deadline past its end (the peer's own bound), not longer:
+//     offered but never applied after that is a stall too.
+//   - What is left is a stall: seed 001's shape (transfers over, never
+//     offered to a check that would reap them), blocks held with no
+//     transfer at all, and outcomes that are never applied.
+func DecideStall(in StallInput) bool {
+	switch {
+	case in.Waiting == 0 || in.Quiet < in.StallTimeout:
+		return false
+	case in.Held > in.Over:
+		return false
+	case in.Over > 0 && in.Checked && in.OverFor < in.TransferTimeout+in.StallTimeout:
+		return false
+	}
+	return true
 }
 
 // agreedNone reports, collectively over the executor group, whether no

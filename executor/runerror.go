@@ -22,6 +22,10 @@ type RunError struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	Ranks   []int  `json:"ranks"`
+	// WaitedOn: world ranks that the ranks missing from a timed-out
+	// collective were waiting on in point-to-point operations
+	// (comm.TimeoutError.WaitsOn): where to look next.
+	WaitedOn []int `json:"waited_on,omitempty"`
 }
 
 // Error kinds, most specific first.
@@ -52,7 +56,7 @@ func ErrorKind(err error) string {
 
 // NewRunError describes err; failed lists the world ranks whose own
 // error it is (not those cancelled because of it). The missing ranks of a
-// collective timeout are named too, and the ranks they wait on
+// collective timeout are named too, and apart, the ranks they wait on
 // (TimeoutError.WaitsOn).
 func NewRunError(err error, failed []int) *RunError {
 	ranks := slices.Clone(failed)
@@ -66,14 +70,17 @@ func NewRunError(err error, failed []int) *RunError {
 			}
 			ranks = append(ranks, m)
 		}
-		ranks = append(ranks, te.WaitsOn()...)
 	}
 	slices.Sort(ranks)
 	ranks = slices.Compact(ranks)
 	if ranks == nil {
 		ranks = []int{}
 	}
-	return &RunError{Kind: ErrorKind(err), Message: err.Error(), Ranks: ranks}
+	re := &RunError{Kind: ErrorKind(err), Message: err.Error(), Ranks: ranks}
+	if te != nil {
+		re.WaitedOn = te.WaitsOn()
+	}
+	return re
 }
 
 // rankOutcomes collects what each rank of an in-process run measured and

@@ -187,12 +187,12 @@ func outcomeOf(c explore.Case, out scenario.Outcome) (string, bool) {
 		// collective one step away: ranks blocked in a rank-local wait
 		// on a peer of the stalled rank (a sync GEN rank on the stalled
 		// rank's TP peer, itself waiting in a collective for it). The
-		// error then names those ranks and the peer they wait on
-		// (TimeoutError.WaitsOn); that peer shares the stalled rank's
-		// executor group.
-		for _, r := range re.Ranks {
+		// error then names the peer they wait on (RunError.WaitedOn, from
+		// TimeoutError.WaitsOn); that peer shares the stalled rank's
+		// executor group. The ranks that timed out do not count.
+		for _, r := range re.WaitedOn {
 			if sameGroup(c, f, world, r) {
-				return fmt.Sprintf("%s naming its executor group's rank %d, on which the missing ranks wait", re.Kind, r), true
+				return fmt.Sprintf("%s naming the missing ranks, which wait on rank %d of the stalled rank's executor group", re.Kind, r), true
 			}
 		}
 	}

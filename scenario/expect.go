@@ -321,6 +321,9 @@ type Outcome struct {
 func (e *Expectation) check(o Outcome, requests int, timeout time.Duration) []string {
 	var why []string
 	if o.Hung {
+		if o.Err != nil && o.Backend == "sim" {
+			return []string{fmt.Sprintf("hang: no result within %v: %v", timeout, o.Err)}
+		}
 		return []string{fmt.Sprintf("hang: no result within %v", timeout)}
 	}
 	if o.HostGaveUp {

@@ -24,7 +24,7 @@ const hangGrace = 10 * time.Second
 // the runner gives up on the host (WithWallLimit): a simulation's deadline
 // is virtual, so wall time never makes it hung, only the host too slow to
 // finish it.
-const DefaultWallLimit = 15 * time.Minute
+const DefaultWallLimit = 3 * time.Minute
 
 // Result is the verdict on one scenario on one backend.
 type Result struct {
@@ -187,6 +187,7 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	host := clock.Real()
 	start := host.Now()
 	guard := o.wallLimit
+	progress := new(sim.Progress)
 	if simulated {
 		go func() {
 			defer close(finished)
@@ -194,6 +195,7 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 			if o.simCfg != nil {
 				o.simCfg(&sc)
 			}
+			sc.Progress = progress
 			rep, res, err := executor.RunSim(rctx, cfg, sc)
 			done <- ret{rep, err, res.Elapsed}
 		}()
@@ -229,10 +231,21 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	}
 	out.Elapsed = clock.Since(host, start)
 	if simulated {
-		// Wall time decides nothing in simulation: the host gave up.
-		out.HostGaveUp = true
-		out.Err = fmt.Errorf("scenario %s: the host gave up after %v of wall time before the simulated run ended (not a verdict: only virtual time decides; raise the wall limit or use a faster host)",
-			s.Label(), guard.Round(time.Millisecond))
+		// Wall time decides nothing in simulation: the host gave up. A
+		// run whose scheduler takes no step for a second has a rank that
+		// spins without reaching a scheduling point (virtual time cannot
+		// move): that is the program's bug, and said so.
+		before := progress.Steps()
+		_ = wait.Wait(context.Background(), finished, host.Now().Add(time.Second))
+		if !closed(finished) && progress.Steps() == before {
+			out.Hung = true
+			out.Err = fmt.Errorf("scenario %s: a rank spins without reaching a scheduling point: no scheduling step for 1s of wall time after %v, after %d steps (a livelock: virtual time cannot move)",
+				s.Label(), guard.Round(time.Millisecond), before)
+		} else {
+			out.HostGaveUp = true
+			out.Err = fmt.Errorf("scenario %s: the host gave up after %v of wall time before the simulated run ended, still stepping (%d steps; not a verdict: only virtual time decides; raise the wall limit or use a faster host)",
+				s.Label(), guard.Round(time.Millisecond), progress.Steps())
+		}
 	} else {
 		out.Hung = true
 	}

@@ -2,6 +2,8 @@ package scenario_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,4 +203,53 @@ func TestSimWallLimitIsTheHostGivingUpNotAHang(t *testing.T) {
 	// decides.
 	r = scenario.Run(context.Background(), s, scenario.WithBackend("sim"))
 	require.True(t, r.Pass, "%s", r)
+}
+
+// A fault goes on the rank of its position class: the first, a middle and
+// the last rank of the replica that holds the request, world rank 0; a
+// fault on sent bytes counts only the ranks that send (under attention-DP
+// one TP index of each replica), and a position a layout lacks is refused.
+func TestInjectFaultPlacesEachPosition(t *testing.T) {
+	for _, tc := range []struct {
+		ctx, gen, spec, pos string
+		want                string // the fault's KIND@ROLE:RANK, "" when refused
+	}{
+		{"tp=4", "tp=1", "stall-short@ctx", "first", "stall@ctx:0"},
+		{"tp=4", "tp=1", "stall-short@ctx", "middle", "stall@ctx:2"},
+		{"tp=4", "tp=1", "stall-short@ctx", "last", "stall@ctx:3"},
+		{"tp=4", "tp=1", "stall-short@ctx", "world0", "stall@ctx:0"},
+		{"tp=1", "tp=2", "fail-transfer@gen", "last", "fail-transfer@gen:1"},
+		{"tp=1", "tp=2", "fail-transfer@gen", "middle", ""}, // a replica of 2 has no middle
+		{"tp=1", "tp=2", "exit@gen", "world0", ""},          // world rank 0 is a CTX rank
+		{"tp=1", "tp=8", "delay@gen", "last", "delay@gen:7"},
+		{"tp=1", "tp=8", "shrink-pool@gen", "middle", "shrink-pool@gen:4"},
+		// Attention-DP: ranks 2k send, 2k+1 hold duplicates; the request
+		// decides the replica, so compare the TP index only below.
+		{"tp=2,dp=2,adp", "tp=1", "corrupt@ctx", "last", "corrupt@ctx:even"},
+		{"tp=2,dp=2,adp", "tp=1", "stall-short@ctx", "last", "stall@ctx:odd"},
+	} {
+		t.Run(tc.ctx+"/"+tc.gen+"/"+tc.spec+"/"+tc.pos, func(t *testing.T) {
+			s := scenario.New("placement")
+			s.Ctx, s.Gen, s.Requests = tc.ctx, tc.gen, 8
+			ok, err := s.InjectFault(tc.spec, tc.pos, rand.New(rand.NewPCG(3, 4)))
+			require.NoError(t, err)
+			if tc.want == "" {
+				require.False(t, ok, "placed %v", s.Faults)
+				return
+			}
+			require.True(t, ok)
+			got, _, _ := strings.Cut(s.Faults[0], ",")
+			switch {
+			case strings.HasSuffix(tc.want, ":even"), strings.HasSuffix(tc.want, ":odd"):
+				prefix, parity, _ := strings.Cut(tc.want, ":")
+				kind, rank, _ := strings.Cut(got, ":")
+				require.Equal(t, prefix, kind)
+				r, err := strconv.Atoi(rank)
+				require.NoError(t, err)
+				require.Equal(t, parity == "odd", r%2 == 1, "rank %d", r)
+			default:
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
 }

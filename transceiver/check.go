@@ -124,6 +124,18 @@ func (t *Transceiver) CheckStatusOver(ctx context.Context, atLeast int, scope []
 // reaped by a consensus: their blocks stay pinned until a status check.
 func (t *Transceiver) TerminalHeld() int { return t.terminal }
 
+// OldestTerminal is when the session over on this rank the longest (not
+// yet reaped) ended; the zero time when none is.
+func (t *Transceiver) OldestTerminal() time.Time {
+	var oldest time.Time
+	for _, s := range t.order {
+		if s.state.terminal() && !s.dropped && (oldest.IsZero() || s.terminal.Before(oldest)) {
+			oldest = s.terminal
+		}
+	}
+	return oldest
+}
+
 // check is phases 1-3. Its results are named so that the deferred count
 // of collectives reaches the caller on every return.
 func (t *Transceiver) check(ctx context.Context, atLeast int, interval time.Duration, scope []comm.Comm) (res Result, err error) {

@@ -177,6 +177,10 @@ type Faults struct {
 	// Cancel makes this rank ask to cancel these requests as soon as their
 	// session starts (a cancel seen by one rank only).
 	Cancel map[request.ID]bool
+	// DropDigest makes this CTX rank never send the digest of these
+	// requests' fragments (--verify checksum): the receiver must give up
+	// on them at the transfer deadline.
+	DropDigest map[request.ID]bool
 }
 
 func (c *Config) fill() error {

@@ -161,6 +161,9 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 // where they lie first when they were lent (sent from the blocks).
 func (t *Transceiver) sendDigest(s *session, fs *fragState) error {
 	fs.digestDue = false
+	if t.cfg.Faults != nil && t.cfg.Faults.DropDigest[s.req.ID] {
+		return nil
+	}
 	f := fs.f
 	if fs.digestLent {
 		run := t.shard.RunBytes(f.HeadLo, f.HeadHi)

@@ -139,3 +139,33 @@ func TestVerifyBlockNamesTheCorruptSegment(t *testing.T) {
 	}()
 	VerifyBlock(block, s, req, blk, 0, 1, 2, 5) // one layer: [2,5) would still lie inside the block
 }
+
+// A corrupt fault at "first" flips the payload's first byte and at "last"
+// its last: the two ends of the wire order, on every fragment shape.
+func TestCorruptOffsetReachesBothEnds(t *testing.T) {
+	m := topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
+	for _, tc := range []struct{ ctx, gen string }{{"tp=1", "tp=4"}, {"tp=2,pp=2", "tp=1"}, {"tp=1", "tp=2,pp=2"}} {
+		ctxL, genL := topology.MustParseLayout(tc.ctx), topology.MustParseLayout(tc.gen)
+		mp, err := topology.Map(ctxL, genL, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range mp.Fragments(0, 0) {
+			shard, err := ctxL.Shard(m, f.CtxRank)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := &Transceiver{cfg: Config{Model: m}, shard: shard}
+			const blocks = 3
+			payload := mp.FragmentBytes(f, f.BlockCount(blocks))
+			first, _ := ParseCorruptAt("first")
+			last, _ := ParseCorruptAt("last")
+			if got := tr.corruptOffset(f, f.BlockCount(blocks), payload, first); got != 0 {
+				t.Errorf("%s -> %s %s: first at %d, want 0", tc.ctx, tc.gen, f, got)
+			}
+			if got := tr.corruptOffset(f, f.BlockCount(blocks), payload, last); got != payload-1 {
+				t.Errorf("%s -> %s %s: last at %d, want %d", tc.ctx, tc.gen, f, got, payload-1)
+			}
+		}
+	}
+}

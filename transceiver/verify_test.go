@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
@@ -170,5 +171,48 @@ func TestCorruptionIsCaughtAndNamedAtEveryPosition(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A fragment whose digest never comes (--verify checksum) is not verified:
+// its bytes are in, no write is in flight, and at the transfer deadline the
+// GEN rank fails the request naming the missing digest; the others
+// complete, nothing stays pinned.
+func TestChecksumFragmentWithoutItsDigestFailsAtTheDeadline(t *testing.T) {
+	o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: transceiver.VerifyChecksum, timeout: 300 * time.Millisecond, bound: 20 * time.Second}
+	o.faults = func(role topology.Role, rank int) *transceiver.Faults {
+		if role == topology.Context && rank == 1 {
+			return &transceiver.Faults{DropDigest: map[request.ID]bool{101: true}}
+		}
+		return nil
+	}
+	reqs := requests(3)
+	var named atomic.Bool
+	runRanks(t, o, func(ctx context.Context, r *rank) error {
+		for _, q := range reqs {
+			if err := start(r, q); err != nil {
+				return err
+			}
+		}
+		reaped, err := drain(ctx, r, len(reqs))
+		if err != nil {
+			return err
+		}
+		for _, x := range reaped {
+			if x.ID != 101 && x.Status != request.Completed {
+				return errorf("%s rank %d: request %d ended %s (%s), want completed", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
+			}
+			if x.ID == 101 && x.Status == request.Completed {
+				return errorf("%s rank %d: request 101 completed without its digest", r.role, r.groups.Rank)
+			}
+			r.t.Logf("%s rank %d: request %d %s: %s", r.role, r.groups.Rank, x.ID, x.Status, x.Reason)
+			if x.ID == 101 && strings.Contains(x.Reason, "from ctx rank 1: no payload digest by the transfer deadline") {
+				named.Store(true)
+			}
+		}
+		return nil
+	})
+	if !named.Load() {
+		t.Fatal("no gen rank failed request 101 naming the missing digest")
 	}
 }

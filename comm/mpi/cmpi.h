@@ -417,7 +417,7 @@ static int rr_p2p_spin(rr_p2p *p, int64_t budget_ns, int *yield) {
 // rr_p2p_spin_any polls every request of ps[0..n) (an array of rr_p2p
 // pointers, passed as an integer so cgo checks no pointer on the hot
 // path) until one completes or fails, or budget_ns has passed (at least
-// one round): the index of the first that completed, -1 for none, and its
+// one round, and only one without a budget): the index of the first that completed, -1 for none, and its
 // MPI return code in *rc. Each test drives MPI's progress for all of
 // them; the first to complete returns at once, whichever it is.
 static int rr_p2p_spin_any(uintptr_t ps, int n, int64_t budget_ns, int *yield, int *rc) {
@@ -432,7 +432,7 @@ static int rr_p2p_spin_any(uintptr_t ps, int n, int64_t budget_ns, int *yield, i
 				return i;
 			}
 		}
-		if (budget_ns > 0 && !rr_yield(yield)) return -1;
+		if (budget_ns <= 0 || !rr_yield(yield)) return -1; // no budget: one round
 		if (round % RR_CLOCK_EVERY == 0 || n >= RR_CLOCK_EVERY) {
 			int64_t now = rr_now();
 			if (end == 0) end = now + budget_ns;

@@ -370,7 +370,9 @@ const cancelBound = 200 * time.Millisecond
 // point-to-point request in flight, in C, for up to budget (each test
 // drives MPI's progress for all of them), and returns as soon as any of
 // them completes, whichever it is: the caller's next Test or Wait reports
-// it. False when none is in flight.
+// it. False when none is in flight, or when, yielding being off
+// (engine.sleepy), one round of tests completed none: the caller should
+// pause.
 func (c *mpiComm) Progress(budget time.Duration) bool {
 	e := c.e
 	e.mu.Lock()
@@ -392,8 +394,17 @@ func (c *mpiComm) Progress(budget time.Duration) bool {
 	for i, r := range reqs {
 		ps[i] = r.p
 	}
+	// While yielding is off (a busy process shares the cores), one round
+	// of tests only, and false when none completed: the caller sleeps
+	// between polls instead of spinning the core away from the peer whose
+	// bytes it waits for.
+	sleepy := e.sleepy()
+	spin := C.int64_t(budget.Nanoseconds())
+	if sleepy {
+		spin = 0
+	}
 	var rc C.int
-	i := int(C.rr_p2p_spin_any(C.uintptr_t(uintptr(unsafe.Pointer(&ps[0]))), C.int(len(reqs)), C.int64_t(budget.Nanoseconds()), e.armYield(), &rc))
+	i := int(C.rr_p2p_spin_any(C.uintptr_t(uintptr(unsafe.Pointer(&ps[0]))), C.int(len(reqs)), spin, e.armYield(), &rc))
 	e.spun()
 	if i >= 0 {
 		r := reqs[i]
@@ -405,5 +416,5 @@ func (c *mpiComm) Progress(budget time.Duration) bool {
 	}
 	e.serviceLocked()
 	clear(reqs) // no references kept past the call
-	return true
+	return i >= 0 || !sleepy
 }

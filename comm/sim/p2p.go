@@ -36,12 +36,38 @@ type request struct {
 	done  bool
 	st    comm.Status
 	err   error
+	// idx is the request's place in its owner's outstanding list until
+	// the owner has seen it end (Test reported it done, Wait returned,
+	// Cancel withdrew it); -1 after.
+	idx int
+}
+
+// post records q as outstanding for its owner.
+func (w *world) post(q *request) {
+	l := &w.outstanding[q.owner]
+	q.idx = len(*l)
+	*l = append(*l, q)
+}
+
+// seen takes q off its owner's outstanding list: the owner saw it end.
+func (q *request) seen() {
+	if q.idx < 0 {
+		return
+	}
+	l := &q.g.w.outstanding[q.owner]
+	last := len(*l) - 1
+	(*l)[q.idx] = (*l)[last]
+	(*l)[q.idx].idx = q.idx
+	(*l)[last] = nil
+	*l = (*l)[:last]
+	q.idx = -1
 }
 
 func (q *request) Test() (comm.Status, bool, error) {
 	if !q.done {
 		return comm.Status{}, false, nil
 	}
+	q.seen()
 	return q.st, true, q.err
 }
 
@@ -55,6 +81,7 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 		me.onReq = q
 		w.park(me, "a wait for "+q.what()+" on "+q.g.name, time.Time{}, false)
 	}
+	q.seen()
 	return q.st, q.err
 }
 
@@ -76,6 +103,7 @@ func (q *request) Cancel() error {
 		if p == q {
 			b.recvs = append(b.recvs[:i], b.recvs[i+1:]...)
 			q.err, q.done = errCancelled, true
+			q.seen()
 			return nil
 		}
 	}
@@ -140,6 +168,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	}
 	g, w := c.g, c.w
 	q := &request{g: g, send: true, buf: buf, src: c.rank, dst: dest, tag: tag, owner: g.members[c.rank]}
+	w.post(q)
 	// The link model: the message reaches its receiver after latency +
 	// bytes/bandwidth (plus seeded jitter), never before an earlier message
 	// on the same pair (MPI's non-overtaking rule).
@@ -173,6 +202,7 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	}
 	g := c.g
 	q := &request{g: g, buf: buf, dst: c.rank, peer: src, tag: tag, owner: g.members[c.rank]}
+	c.w.post(q)
 	b := &g.boxes[c.rank]
 	for i, send := range b.sends {
 		if matches(q, send.src, send.tag) {

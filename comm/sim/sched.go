@@ -212,6 +212,9 @@ func (w *world) pick() *rankState {
 		}
 		if len(w.readyList) > 0 {
 			w.steps++
+			if w.cfg.Progress != nil {
+				w.cfg.Progress.steps.Add(1)
+			}
 			r := w.strat.pick(w.readyList, w.steps)
 			if len(w.readyList) > 1 { // a choice: part of the schedule
 				w.schedule = (w.schedule ^ uint64(r+1)) * 1099511628211

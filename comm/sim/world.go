@@ -63,7 +63,18 @@ type Config struct {
 	// run's deadline), instead of at the first of them.
 	NoDeadlockDetection bool
 	RecorderDepth       int
+	// Progress, when set, counts the run's scheduling steps as they are
+	// taken, for a caller watching from another goroutine (a runner that
+	// gives up on the host tells a slow run from one where a rank spins
+	// without ever reaching a scheduling point).
+	Progress *Progress
 }
+
+// Progress is a run's step count, readable while it runs.
+type Progress struct{ steps atomic.Uint64 }
+
+// Steps is how many scheduling decisions the run has taken so far.
+func (p *Progress) Steps() uint64 { return p.steps.Load() }
 
 func (c *Config) fill() error {
 	if c.Start.IsZero() {
@@ -99,7 +110,20 @@ type Result struct {
 	// every pick among two or more ready ranks): equal for equal runs.
 	Schedule uint64
 	Deadlock *DeadlockError // set when the run deadlocked
+	// Unfinished lists, by world rank, the point-to-point requests each
+	// rank's function left behind when it returned: receives never
+	// completed, and requests whose end the rank never saw (no Test that
+	// reported it done, no Wait, no Cancel that withdrew it).
+	Unfinished []Unfinished
 }
+
+// Unfinished is one request a rank left behind.
+type Unfinished struct {
+	Rank int    // world rank
+	What string // "receive from 1 tag 5 on world, never completed"
+}
+
+func (u Unfinished) String() string { return fmt.Sprintf("rank %d: %s", u.Rank, u.What) }
 
 // Err is the first rank's error, wrapped with its rank (nil on success).
 func (r Result) Err() error {
@@ -134,6 +158,8 @@ type world struct {
 	deadlock        *DeadlockError
 	groups          map[string]*group
 	notify          []chan struct{}
+	outstanding     [][]*request // by world rank: requests whose end its owner has not seen
+	unfinished      []Unfinished
 	recorders       []*comm.Recorder
 	errs            []error
 	first           int
@@ -174,13 +200,15 @@ func Run(ctx context.Context, n int, cfg Config, fn RankFunc) Result {
 	<-w.allDone
 	res.Errs, res.First = w.errs, w.first
 	res.Elapsed, res.Steps, res.Deadlock, res.Schedule = w.now.Sub(cfg.Start), w.steps, w.deadlock, w.schedule
+	res.Unfinished = w.unfinished
 	return res
 }
 
 func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.Context) *world {
 	w := &world{cfg: cfg, n: n, now: cfg.Start, cancel: cancel, parent: parent, allDone: make(chan struct{}),
 		groups: map[string]*group{}, notify: make([]chan struct{}, n), errs: make([]error, n), first: -1,
-		lastArr: map[pairKey]time.Time{}}
+		outstanding: make([][]*request, n),
+		lastArr:     map[pairKey]time.Time{}}
 	base := rand.New(rand.NewPCG(cfg.Seed, 0x73696d))
 	w.rng = rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))
 	switch cfg.Strategy {
@@ -218,6 +246,13 @@ func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
 	err := w.call(ctx, r, fn)
 	w.setState(rs, done)
 	rs.doneAt, rs.doneErr = w.now, err
+	for _, q := range w.outstanding[r] {
+		state := "not complete when the rank returned"
+		if q.done {
+			state = "completed, but the rank never saw it end (no Test reported it, no Wait)"
+		}
+		w.unfinished = append(w.unfinished, Unfinished{Rank: r, What: q.what() + " on " + q.g.name + ", " + state})
+	}
 	if err != nil {
 		err = fmt.Errorf("rank %d: %w", r, err)
 		w.errs[r] = err
