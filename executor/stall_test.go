@@ -1,0 +1,29 @@
+package executor
+
+import (
+	"testing"
+	"time"
+)
+
+// DecideStall row by row: the verdict follows from the rank's state, and a
+// live or still-offered transfer is waited for only within its bounds.
+func TestDecideStall(t *testing.T) {
+	const st, tt = time.Second, 5 * time.Second
+	for _, tc := range []struct {
+		name string
+		in   StallInput
+		want bool
+	}{
+		{"nothing waits", StallInput{Waiting: 0, Quiet: time.Hour, StallTimeout: st}, false},
+		{"progress within the stall timeout", StallInput{Waiting: 3, Quiet: st / 2, StallTimeout: st}, false},
+		{"blocks held with no transfer at all", StallInput{Waiting: 3, Quiet: st, StallTimeout: st}, true},
+		{"a transfer still in flight: slow, not stalled", StallInput{Waiting: 3, Quiet: time.Hour, StallTimeout: st, Held: 2, Over: 1, OverFor: time.Hour, TransferTimeout: tt}, false},
+		{"seed 001: over, never offered to a check", StallInput{Waiting: 3, Quiet: st, StallTimeout: st, Held: 2, Over: 2, OverFor: st, TransferTimeout: tt}, true},
+		{"over and offered: a peer may still hold it", StallInput{Waiting: 3, Quiet: st, StallTimeout: st, Held: 2, Over: 2, Checked: true, OverFor: tt, TransferTimeout: tt}, false},
+		{"offered, never applied past the transfer deadline", StallInput{Waiting: 3, Quiet: time.Hour, StallTimeout: st, Held: 2, Over: 2, Checked: true, OverFor: tt + st, TransferTimeout: tt}, true},
+	} {
+		if got := DecideStall(tc.in); got != tc.want {
+			t.Errorf("%s: DecideStall(%+v) = %v, want %v", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
