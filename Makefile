@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-explore test-sim-scale mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore test-sim-scale test-examples mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -23,7 +23,7 @@ mpi-deps:
 run: build
 	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64
 
-test: test-go test-explore test-sim-scale test-mpi test-multinode
+test: test-go test-explore test-sim-scale test-examples test-mpi test-multinode
 
 # -p 1: one test package at a time. Multi-rank tests run many goroutine
 # ranks under the race detector; on a 2-core machine, two such packages at
@@ -54,7 +54,8 @@ test-sim-scale: build
 # test that fails on it and passes unmutated. Prints mutant, verdict,
 # seconds, killing test; a survivor, a timeout, a mutant that does not
 # compile and one whose failure names no such test each fail the run.
-mutate:
+# The MPI binding's mutants run the comm/mpi tests under real mpirun.
+mutate: mpi-deps
 	$(GO) run ./cmd/mutate
 
 # The MPI backend's conformance suite under mpirun (np 2, 4, TCP), the CLI
@@ -62,6 +63,12 @@ mutate:
 # report; errors and refusals), scenarios under mpirun, and a rank
 # frozen with SIGSTOP in the default mode (the job ends within the
 # collective timeout, naming it).
+# Every program under examples/ with go run (in-process and RANKRUN_BACKEND=sim),
+# as its test in simulation, and under mpirun -np 4; seedpoll's replay line
+# reproduces the bug the explorer found.
+test-examples:
+	@scripts/test-examples.sh
+
 test-mpi: mpi-deps
 	@scripts/test-mpi.sh
 	@scripts/test-mpi-cli.sh

@@ -47,6 +47,12 @@ func (e Entry) String() string {
 	return fmt.Sprintf("rank %d: %s #%d at %s%s", e.Rank, e.Kind, e.Seq, e.Site, e.shapeString())
 }
 
+// DescribeShape renders a collective's stamped argument shape as an error
+// shows it: " (float32, sum, counts 0x...)", " (count 4, sum)", "".
+func DescribeShape(kind Kind, shape int64) string {
+	return Entry{Kind: kind, Shape: shape}.shapeString()
+}
+
 // shapeString renders the argument shape of a stamp: allreduce stamps carry
 // count<<8 | op, bcast stamps the root.
 func (e Entry) shapeString() string {

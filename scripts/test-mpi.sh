@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the MPI backend's tests (comm/mpi, build tag mpi) under real mpirun:
-# np=2 and np=4 over shared memory (oversubscribed on small machines), and
+# np=2, 3 and 4 over shared memory (oversubscribed on small machines), and
 # np=2 over TCP (--mca btl self,tcp, a stand-in for a multi-node job). The
 # test binary is built with -race: the race detector works with the cgo
 # binding under mpirun. Every mpirun is bounded by `timeout`, so a hang
@@ -50,6 +50,7 @@ run() {
 (
 	cd comm/mpi
 	run "np=2, shared memory" -np 2
+	run "np=3, shared memory" -np 3
 	run "np=4, shared memory" -np 4
 	run "np=2, TCP (--mca btl self,tcp)" -np 2 --mca btl self,tcp
 )

@@ -171,4 +171,25 @@ var catalogue = []mutant{
 	{name: "deadlock-omits-returned-ranks", file: "comm/sim/sched.go",
 		old: "\t\tcase done:\n\t\t\tde.Returned = append(", new: "\t\tcase done:\n\t\t\tcontinue\n\t\t\tde.Returned = append(",
 		why: "a deadlock report lists the parked ranks only, not the rank that returned without entering", pkgs: []string{"./comm/sim"}},
+	// The MPI binding's typed collectives (issue 27), under real mpirun.
+	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
+		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",
+		why: "float32 buffers go to MPI as int32 (the same size): reductions add the bit patterns", mpi: typedMPI},
+	{name: "mpi-root-zero", file: "comm/mpi/coll_typed.go",
+		old: "C.int(op.Reduce), C.int(op.Root), sp, rp,", new: "C.int(op.Reduce), C.int(0), sp, rp,",
+		why: "every rooted typed collective (reduce, bcast, gather, scatter) tells MPI the root is rank 0", mpi: typedMPI},
+	{name: "mpi-drops-last-element", file: "comm/mpi/coll_typed.go",
+		old: "\t\t\tC.int(count), C.int(n), C.int(inplace))", new: "\t\t\tC.int(max(count-1, 0)), C.int(n), C.int(inplace))",
+		why: "the element count handed to MPI leaves out the last element", mpi: typedMPI},
+	{name: "mpi-reduce-out-of-order", file: "comm/mpi/cmpi.h",
+		old: "\tmemcpy(out, src, (size_t)bytes);\n\tfor (int r = 1; r < n; r++) {\n\t\tint rc = MPI_Reduce_local(src + (long)r * bytes,",
+		new: "\tmemcpy(out, src + (long)(n - 1) * bytes, (size_t)bytes);\n\tfor (int r = n - 2; r >= 0; r--) {\n\t\tint rc = MPI_Reduce_local(src + (long)r * bytes,",
+		why: "the direct allreduce reduces from the last rank down: float sums no longer come out in rank order", mpi: typedMPI},
+	{name: "mpi-alltoall-block-misplaced", file: "comm/mpi/cmpi.h",
+		old: "rc = MPI_Irecv(out + (long)rd[peer] * es,", new: "rc = MPI_Irecv(out + (long)rd[i] * es,",
+		why: "the direct all-to-all receives a peer's block at another rank's displacement", mpi: typedMPI},
 }
+
+// typedMPI is the typed conformance cases under mpirun at np 2 and 3
+// (an odd size: the split groups then have sizes 2 and 1).
+var typedMPI = &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^Typed(FloatRankOrder)?$"}

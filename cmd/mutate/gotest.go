@@ -67,8 +67,8 @@ func (o *outcome) add(line []byte) (pkgFailed bool) {
 	if len(line) == 0 {
 		return false
 	}
-	var ev event
-	if line[0] != '{' || json.Unmarshal(line, &ev) != nil || ev.Action == "" {
+	ev, ok := parseEvent(line)
+	if !ok {
 		o.plain = append(o.plain, string(line))
 		return false
 	}
@@ -127,6 +127,14 @@ func (o *outcome) add(line []byte) (pkgFailed bool) {
 		return true
 	}
 	return false
+}
+
+// parseEvent reads one trimmed line as a go test -json event.
+func parseEvent(line []byte) (ev event, ok bool) {
+	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil || ev.Action == "" {
+		return event{}, false
+	}
+	return ev, true
 }
 
 func (o *outcome) rel(pkg string) string {

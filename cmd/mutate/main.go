@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,10 @@ type mutant struct {
 	also       []edit // further edits of the same mutant (one idea may need two places)
 	why        string
 	pkgs       []string // the suite to run (fast when empty)
+	// mpi, when set, is the suite instead: the comm/mpi binding's tests
+	// under real mpirun (a machine without mpirun skips the mutant and
+	// says so; under CI=true that fails the run).
+	mpi *mpiSuite
 	// avx2: the mutant is in the AVX2 loops, which a machine without
 	// AVX2 never runs: there it is skipped, and the run says so.
 	avx2 bool
@@ -98,6 +103,13 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 			fmt.Fprintf(w, "%-32s skipped  (in the AVX2 loops; this machine or build has none, so the suite runs the Go loops)\n", m.name)
 			continue
 		}
+		if why := haveMPI(); m.mpi != nil && why != "" {
+			if os.Getenv("CI") == "true" {
+				return fmt.Errorf("%s is an MPI mutant and %s (CI=true: MPI mutants are never skipped)", m.name, why)
+			}
+			fmt.Fprintf(w, "%-32s skipped  (an MPI mutant: %s)\n", m.name, why)
+			continue
+		}
 		todo = append(todo, m)
 	}
 	if len(todo) == 0 {
@@ -116,19 +128,36 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	pkgs := baselinePkgs(todo)
+	pkgs, suites := baselineSuites(todo)
 	start := time.Now()
-	b, err := goTest(scratch, module, testArgs(timeout, pkgs...), timeout, nil)
-	if err != nil {
-		return fmt.Errorf("the baseline: %v", err)
+	base := map[testID]bool{}
+	var what []string
+	if len(pkgs) > 0 {
+		b, err := goTest(scratch, module, testArgs(timeout, pkgs...), timeout, nil)
+		if err != nil {
+			return fmt.Errorf("the baseline: %v", err)
+		}
+		if err := baselineErr(b); err != nil {
+			return err
+		}
+		maps.Copy(base, b.passed)
+		what = append(what, strings.Join(pkgs, " "))
 	}
-	if err := baselineErr(b); err != nil {
-		return err
+	for _, s := range suites {
+		b, err := mpiTest(scratch, module, s, timeout, nil)
+		if err != nil {
+			return fmt.Errorf("the baseline (%s): %v", s, err)
+		}
+		if err := baselineErr(b); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		maps.Copy(base, b.passed)
+		what = append(what, s.String())
 	}
-	fmt.Fprintf(w, "mutate: baseline: %d tests pass unmutated (%s; %.1fs)\n", len(b.passed), strings.Join(pkgs, " "), time.Since(start).Seconds())
+	fmt.Fprintf(w, "mutate: baseline: %d tests pass unmutated (%s; %.1fs)\n", len(base), strings.Join(what, "; "), time.Since(start).Seconds())
 	var vs []verdict
 	for _, m := range todo {
-		v := try(scratch, module, m, b.passed, timeout)
+		v := try(scratch, module, m, base, timeout)
 		vs = append(vs, v)
 		fmt.Fprintln(w, v.line())
 	}
@@ -143,12 +172,19 @@ func (m mutant) suite() []string {
 	return fast
 }
 
-// baselinePkgs is every package the mutants' runs test, each once, in
-// the order first named: the baseline must pass all of them.
-func baselinePkgs(ms []mutant) []string {
-	var pkgs []string
+// baselineSuites is every package the mutants' go test runs test, each
+// once, in the order first named, and every MPI suite they run, each
+// once: the baseline must pass all of them.
+func baselineSuites(ms []mutant) (pkgs []string, suites []mpiSuite) {
 	seen := map[string]bool{}
 	for _, m := range ms {
+		if m.mpi != nil {
+			if k := m.mpi.String(); !seen[k] {
+				seen[k] = true
+				suites = append(suites, *m.mpi)
+			}
+			continue
+		}
 		for _, p := range m.suite() {
 			if !seen[p] {
 				seen[p] = true
@@ -156,7 +192,7 @@ func baselinePkgs(ms []mutant) []string {
 			}
 		}
 	}
-	return pkgs
+	return pkgs, suites
 }
 
 // testArgs is go test's command line for one run of pkgs (and flags):
@@ -217,6 +253,19 @@ func try(scratch, module string, m mutant, base map[testID]bool, timeout time.Du
 			return v
 		}
 		defer restore()
+	}
+	if m.mpi != nil {
+		ran, err := mpiTest(scratch, module, *m.mpi, timeout, func(o *outcome) bool { _, ok := o.killer(base); return ok })
+		if err != nil {
+			v.kind, v.by = errored, err.Error()
+			return v
+		}
+		built := run{outcome: newOutcome(module)}
+		if ran.buildErr != "" {
+			built, ran = ran, run{outcome: newOutcome(module)}
+		}
+		v.kind, v.by = judge(built, ran, base)
+		return v
 	}
 	// go test -run '^$' builds every test binary (and go test's vet
 	// checks) and runs none of the tests: a failed build shows here,

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -276,10 +280,43 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-func TestBaselinePkgs(t *testing.T) {
-	ms := []mutant{{name: "a"}, {name: "b", pkgs: []string{"./comm/local", "./tests/multirank"}}, {name: "c", pkgs: []string{"./comm/..."}}}
+func TestBaselineSuites(t *testing.T) {
+	mpi := &mpiSuite{nps: []int{2, 3}, pattern: "TestConformance"}
+	ms := []mutant{{name: "a"}, {name: "b", pkgs: []string{"./comm/local", "./tests/multirank"}}, {name: "m1", mpi: mpi},
+		{name: "c", pkgs: []string{"./comm/..."}}, {name: "m2", mpi: &mpiSuite{nps: []int{2, 3}, pattern: "TestConformance"}}}
 	want := append(append([]string{}, fast...), "./comm/local", "./comm/...")
-	if got := baselinePkgs(ms); !reflect.DeepEqual(got, want) {
-		t.Errorf("baselinePkgs = %v, want %v", got, want)
+	pkgs, suites := baselineSuites(ms)
+	if !reflect.DeepEqual(pkgs, want) {
+		t.Errorf("baselineSuites packages = %v, want %v", pkgs, want)
+	}
+	if len(suites) != 1 || suites[0].String() != "mpirun -np 2,3 ./comm/mpi -test.run TestConformance" {
+		t.Errorf("baselineSuites MPI suites = %v, want the one suite once", suites)
+	}
+}
+
+// TestRankStreamDeathFailsItsTest: a rank whose process ended inside a
+// test (MPI_Abort, a crash) leaves the test started and never ended: it
+// failed, although the other ranks passed it.
+func TestRankStreamDeathFailsItsTest(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool")
+	}
+	dir := t.TempDir()
+	passed := "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- PASS: TestB (0.00s)\nPASS\n"
+	died := "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\nsomething aborted\n"
+	o := newOutcome("m")
+	for i, text := range []string{passed, died} {
+		f := filepath.Join(dir, fmt.Sprintf("rank.%d", i))
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := readRankStream(o, "m/comm/mpi", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := map[testID]bool{{"comm/mpi", "TestA"}: true, {"comm/mpi", "TestB"}: true}
+	id, ok := o.killer(base)
+	if !ok || id != (testID{"comm/mpi", "TestB"}) {
+		t.Fatalf("killer = %v, %v; want TestB (comm/mpi), which rank 1 never ended; failed %v", id, ok, o.failed)
 	}
 }

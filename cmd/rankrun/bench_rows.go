@@ -74,7 +74,12 @@ func collectivesRows(raw string, add func(benchRow)) error {
 		for _, x := range mp.Results {
 			sec := "1 collectives (mpirun)"
 			what := map[string]string{"allreduce": "allreduce 1 x int64", "allgather_pair": "allgather counts + allgatherv 0..64 ids",
-				"p2p_1MiB": "Isend/Irecv 1 MiB", "p2p_64MiB": "Isend/Irecv 64 MiB"}[x.Bench]
+				"p2p_1MiB": "Isend/Irecv 1 MiB", "p2p_64MiB": "Isend/Irecv 64 MiB",
+				"allreduce_f32_4KiB": "comm.Allreduce float32 4 KiB", "allreduce_f32_64MiB": "comm.Allreduce float32 64 MiB",
+				"alltoall_f32_1MiB": "comm.Alltoall float32 1 MiB per rank"}[x.Bench]
+			if what == "" {
+				what = x.Bench
+			}
 			// The row shows the same-job comparison when there is one
 			// (steadier on a shared machine): its medians, and the median of
 			// its per-chunk ratios; the separate runs go in the note.
@@ -89,7 +94,11 @@ func collectivesRows(raw string, add func(benchRow)) error {
 					bytes := map[string]float64{"p2p_1MiB": 1 << 20, "p2p_64MiB": 64 << 20}[x.Bench]
 					goV, cV = bytes/sj.GoNs*1e3, bytes/sj.CNs*1e3 // MB/s
 				}
-				reps = fmt.Sprintf("same job: median of %d alternating chunks of C and Go, best %.2fx; %s", sj.Chunks, sj.Best, reps)
+				if x.Reps == 0 { // measured in the same job only
+					reps = fmt.Sprintf("same job: median of %d alternating chunks of C and Go, best %.2fx", sj.Chunks, sj.Best)
+				} else {
+					reps = fmt.Sprintf("same job: median of %d alternating chunks of C and Go, best %.2fx; %s", sj.Chunks, sj.Best, reps)
+				}
 			}
 			if x.Metric == "bandwidth" {
 				goal := x.Goal
@@ -109,8 +118,12 @@ func collectivesRows(raw string, add func(benchRow)) error {
 			if x.CNbNs > 0 {
 				note += fmt.Sprintf("; C non-blocking + MPI_Test: %.0f ns", x.CNbNs)
 			}
+			allocs := ptr(x.Allocs)
+			if x.Reps == 0 { // same job only: allocations not measured
+				allocs = nil
+			}
 			add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "ns/op",
-				Reference: "C blocking MPI call, same loop", RefValue: cV, Goal: goal, Allocs: ptr(x.Allocs),
+				Reference: "C blocking MPI call, same loop", RefValue: cV, Goal: goal, Allocs: allocs,
 				Note: note}, median))
 			if x.MTNs > 0 {
 				add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d C blocking allreduce under MPI_THREAD_MULTIPLE", x.NP), Value: x.MTNs, Unit: "ns/op",

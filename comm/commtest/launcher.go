@@ -45,3 +45,13 @@ type Launcher interface {
 type OneGoroutine interface {
 	OneGoroutinePerRank() bool
 }
+
+// FloatOrder is an optional capability of a Launcher: a backend whose
+// small floating-point reductions do not promise rank order (MPI's own
+// non-blocking collectives) returns false, and the case that asserts rank
+// order is skipped, saying why. Without it, rank order is expected (the
+// in-process and simulated backends, and MPI's direct path for small
+// groups and vectors, promise it; see comm.Allreduce).
+type FloatOrder interface {
+	RankOrderFloats() bool
+}

@@ -73,12 +73,37 @@ func reductionsOf[T comm.Element]() []comm.ReduceOp {
 func typedAll(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		var m typedMatrix
-		for _, f := range []func(context.Context, comm.Comm, *typedMatrix) error{
-			typedOps[byte], typedOps[int32], typedOps[int64], typedOps[uint64], typedOps[float32], typedOps[float64],
-		} {
-			if err := f(ctx, c, &m); err != nil {
-				return err
+		all := func(g comm.Comm) error {
+			for _, f := range []func(context.Context, comm.Comm, *typedMatrix) error{
+				typedOps[byte], typedOps[int32], typedOps[int64], typedOps[uint64], typedOps[float32], typedOps[float64],
+			} {
+				if err := f(ctx, g, &m); err != nil {
+					return fmt.Errorf("group %q (rank %d of %d): %w", g.Name(), g.Rank(), g.Size(), err)
+				}
 			}
+			return nil
+		}
+		if err := all(c); err != nil {
+			return err
+		}
+		// Group shapes beyond the world: a split into evens and odds in
+		// reverse key order (odd sizes and size 1 on odd worlds), and a
+		// duplicate of the world.
+		sub, err := c.Split(ctx, c.Rank()%2, -c.Rank())
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		if err := all(sub); err != nil {
+			return err
+		}
+		dup, err := comm.Dup(ctx, c)
+		if err != nil {
+			return err
+		}
+		defer dup.Close()
+		if err := all(dup); err != nil {
+			return err
 		}
 		if m.cases == 0 {
 			return errorf(c, "no typed case ran")
@@ -307,6 +332,57 @@ func typedOps[T comm.Element](ctx context.Context, c comm.Comm, m *typedMatrix) 
 // typedBadArguments: a caller's mistake is the same ErrBadArgument on every
 // backend, naming the argument, and nothing is exchanged (the ranks meet in
 // a barrier afterwards, as they would if nothing had been entered).
+// typedFloatRankOrder: float sums whose value depends on the order they
+// are taken in (1 + 1e8 - 1e8 + 1 is 1 in rank order in float32, 2 if the
+// two large terms meet first) come out as the rank-order sum, the same
+// bits on every rank, out of place and in place.
+func typedFloatRankOrder(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		if err := floatRankOrder[float32](ctx, c, 1e8); err != nil {
+			return err
+		}
+		return floatRankOrder[float64](ctx, c, 1e17)
+	}
+}
+
+func floatRankOrder[T float32 | float64](ctx context.Context, c comm.Comm, big T) error {
+	x := func(r, i int) T {
+		switch r {
+		case 1:
+			return big * T(i+1)
+		case 2:
+			return -big * T(i+1)
+		}
+		return T(1) / T(i+1)
+	}
+	const k = 5
+	want := make([]T, k)
+	for i := range want {
+		acc := x(0, i)
+		for r := 1; r < c.Size(); r++ {
+			acc += x(r, i)
+		}
+		want[i] = acc
+	}
+	in := make([]T, k)
+	for i := range in {
+		in[i] = x(c.Rank(), i)
+	}
+	out := make([]T, k)
+	if err := comm.Allreduce(ctx, c, comm.Sum, in, out); err != nil {
+		return err
+	}
+	if err := comm.Allreduce(ctx, c, comm.Sum, in, in); err != nil {
+		return err
+	}
+	for i := range want {
+		if out[i] != want[i] || in[i] != want[i] {
+			return errorf(c, "%T sum of element %d: %v (in place %v), want the rank-order sum %v", want[i], i, out[i], in[i], want[i])
+		}
+	}
+	return nil
+}
+
 func typedBadArguments(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		short := make([]float32, 3)

@@ -153,6 +153,17 @@ func BenchmarkVsC(b *testing.B) {
 			}
 			return nil
 		}},
+		// The typed collectives of a user's program (issue 27): float32
+		// gradients allreduced at 4 KiB and 64 MiB, a 1 MiB all-to-all
+		// (1 MiB sent per rank in all, split evenly among the ranks).
+		{"allreduce_f32_4KiB", 1000, 0, cF32(cref.AllreduceF32, 4<<10), goF32(4<<10, func(in, out []float32) error {
+			return comm.Allreduce(ctx, c, comm.Sum, in, out)
+		})},
+		{"allreduce_f32_64MiB", 2, 0, cF32(cref.AllreduceF32, 64<<20), goF32(64<<20, func(in, out []float32) error {
+			return comm.Allreduce(ctx, c, comm.Sum, in, out)
+		})},
+		{"alltoall_f32_1MiB", 50, 0, cF32(func(n int, in, out cref.Buffer) { cref.AlltoallF32(n, c.Size(), in, out) }, alltoallBytes(c.Size())),
+			goF32(alltoallBytes(c.Size()), func(in, out []float32) error { return comm.Alltoall(ctx, c, in, out) })},
 		{"p2p_1MiB", 50, 1 << 20, nil, goP2P(make([]byte, 1<<20))},
 		{"p2p_64MiB", 2, 64 << 20, nil, goP2P(make([]byte, 64<<20))},
 	} {
@@ -205,6 +216,44 @@ func BenchmarkVsC(b *testing.B) {
 		})
 	}
 }
+
+// cF32 runs a C loop over two C buffers of bytes each (allocated and
+// filled on first use, kept for the process: a benchmark's chunks reuse
+// them).
+func cF32(loop func(n int, in, out cref.Buffer), bytes int) func(n int) {
+	var in, out cref.Buffer
+	return func(n int) {
+		if in == (cref.Buffer{}) {
+			in, out = cref.NewBuffer(bytes), cref.NewBuffer(bytes)
+			in.FillF32()
+			out.FillF32()
+		}
+		loop(n, in, out)
+	}
+}
+
+// goF32 runs the Go loop over two float32 slices of bytes each.
+func goF32(bytes int, op func(in, out []float32) error) func(n int) error {
+	var in, out []float32
+	return func(n int) error {
+		if in == nil {
+			in, out = make([]float32, bytes/4), make([]float32, bytes/4)
+			for i := range in {
+				in[i], out[i] = float32(i%1000), float32(i%1000)
+			}
+		}
+		for range n {
+			if err := op(in, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// alltoallBytes is 1 MiB rounded down to a whole number of float32 per
+// rank.
+func alltoallBytes(size int) int { return (1 << 20) / (4 * size) * 4 * size }
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)

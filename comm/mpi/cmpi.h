@@ -17,7 +17,7 @@
 
 // Tags on a communicator's control duplicate: stall inspection requests and
 // replies, and the direct collectives' messages (inline, overflow).
-enum { RR_TAG_REQ = 1, RR_TAG_REP = 2, RR_TAG_DX = 3, RR_TAG_DXO = 4 };
+enum { RR_TAG_REQ = 1, RR_TAG_REP = 2, RR_TAG_DX = 3, RR_TAG_DXO = 4, RR_TAG_DXA = 5 };
 
 // rr_now is CLOCK_MONOTONIC in ns (vDSO: no system call).
 static int64_t rr_now(void) {
@@ -537,7 +537,7 @@ static int rr_insp_take(rr_insp *in, int src, char **out, int *n) {
 // (dx->bad).
 
 enum { RR_INLINE = 256, RR_INLINE_BYTES = RR_INLINE * 8 };
-enum { RR_DX_BARRIER = 1, RR_DX_ALLREDUCE = 2, RR_DX_ALLGATHER = 3, RR_DX_BCAST = 4 };
+enum { RR_DX_BARRIER = 1, RR_DX_ALLREDUCE = 2, RR_DX_ALLGATHER = 3, RR_DX_BCAST = 4, RR_DX_ALLTOALL = 5 };
 enum { RR_BAD_HEADER = 1, RR_BAD_LENGTH = 2 };
 
 typedef struct {
@@ -709,6 +709,10 @@ static int rr_dx_received(rr_dx *d, int i, MPI_Status *st) {
 			return MPI_SUCCESS;
 		}
 		want = 16 + plen;
+	} else if (d->kind == RR_DX_ALLTOALL) {
+		// A header only: the block itself travels on RR_TAG_DXA.
+		if (m[1] != d->h1) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
+		want = 16;
 	} else {
 		if (m[1] != d->h1) { rr_dx_bad(d, RR_BAD_HEADER, i, m[0], m[1], bytes); return MPI_SUCCESS; }
 		want = 16 + d->plen;
@@ -783,6 +787,68 @@ static int rr_dx_bcast_run_u(uintptr_t p, int root, int64_t h0, long plen, int64
 	rr_dx *d = (rr_dx *)p;
 	int rc = rr_dx_bcast_post(d, root, h0, plen);
 	if (rc == MPI_SUCCESS && !d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);
+	return rc;
+}
+
+// rr_treduce reduces the n contributions of a direct typed allreduce,
+// gathered in rank order at src (bytes each), into out with MPI's own
+// local reduction, in rank order: out = x0, then MPI_Reduce_local(x_r,
+// out), which computes x_r op out. The ops are commutative, so that is
+// ((x0 op x1) op x2) ...: the same bits on every rank, floating-point
+// sums included.
+static int rr_treduce(const char *src, int n, long bytes, int count, int dtype, int op, void *out) {
+	MPI_Datatype t = rr_dtype(dtype);
+	MPI_Op o = rr_rop(op);
+	memcpy(out, src, (size_t)bytes);
+	for (int r = 1; r < n; r++) {
+		int rc = MPI_Reduce_local(src + (long)r * bytes, out, count, t, o);
+		if (rc != MPI_SUCCESS) return rc;
+	}
+	return MPI_SUCCESS;
+}
+
+// rr_dx_a2a_run_u runs a typed all-to-all over the direct round: this
+// rank's own block is copied, a header goes to every peer and, on
+// RR_TAG_DXA, the block for it straight from in; each peer's block is
+// received straight into its place in out, the receives posted first (as
+// MPI's pairwise exchange does: a receive posted after the header would
+// cost the rendezvous a round trip). A peer in another collective is a
+// desync (its header, or a block of another length); out's contents are
+// then undefined, as MPI leaves them on an error. c4 holds n send counts,
+// send displacements, receive counts and receive displacements, in
+// elements of es bytes (Go's checks made them consistent); in and out stay
+// pinned until the collective completes.
+static int rr_dx_a2a_run_u(uintptr_t p, int64_t h0, int64_t h1, const char *in, char *out, const int *c4, int es,
+		int64_t budget_ns, uintptr_t yield) {
+	rr_dx *d = (rr_dx *)p;
+	int n = d->size, np = d->npeer, me = d->rank;
+	const int *sc = c4, *sd = c4 + n, *rcnt = c4 + 2 * n, *rd = c4 + 3 * n;
+	rr_dx_start(d, RR_DX_ALLTOALL, h0, h1, 0);
+	for (int i = 0; i < np; i++) {
+		int peer = rr_dx_peer(d, i);
+		int rc = rr_dx_recv(d, i);
+		if (rc) return rc;
+		d->got[i] = (long)rcnt[peer] * es;
+		if (d->got[i] > 0) {
+			rc = MPI_Irecv(out + (long)rd[peer] * es, (int)d->got[i], MPI_BYTE, peer, RR_TAG_DXA, d->comm, &d->reqs[3 * np + i]);
+			if (rc) return rc;
+			d->pending++;
+		}
+	}
+	for (int i = 0; i < np; i++) {
+		int peer = rr_dx_peer(d, i);
+		int rc = rr_dx_send(d, i);
+		if (rc) return rc;
+		if (sc[peer] > 0) {
+			rc = MPI_Isend(in + (long)sd[peer] * es, sc[peer] * es, MPI_BYTE, peer, RR_TAG_DXA, d->comm, &d->reqs[2 * np + i]);
+			if (rc) return rc;
+			d->pending++;
+		}
+	}
+	if (sc[me] > 0) memmove(out + (long)rd[me] * es, in + (long)sd[me] * es, (size_t)sc[me] * es);
+	if (d->pending == 0) d->flag = 1;
+	int rc = MPI_SUCCESS;
+	if (!d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);
 	return rc;
 }
 

@@ -112,12 +112,12 @@ func (c *mpiComm) run(ctx context.Context, w *wait, enter bool, op, call string,
 	return e.waitColl(ctx, c, w, op)
 }
 
-// runDX runs a direct collective: kind, this rank's shape h1 and nvals
-// int64 values (already in dx.sbuf after the header); for a Bcast (kind
-// RR_DX_BCAST) h1 is the root and nvals the bytes it sends. It is counted,
+// runDX runs a direct collective: kind, this rank's shape h1 and plen
+// bytes of payload (already in dx.sbuf after the header); for a Bcast
+// (kind RR_DX_BCAST) h1 is the root and plen the bytes it sends. It is counted,
 // posted and spun in one cgo call, so a collective whose peers are there
 // completes without returning to Go in between. collMu held.
-func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 int64, nvals int) error {
+func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 int64, plen int) error {
 	e := c.e
 	d := c.dx
 	e.mu.Lock()
@@ -130,11 +130,41 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 	var rc C.int
 	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
 	if kind == C.RR_DX_BCAST {
-		rc = C.rr_dx_bcast_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), C.int(h1), h0, C.long(nvals), spinBudgetNs, yield)
+		rc = C.rr_dx_bcast_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), C.int(h1), h0, C.long(plen), spinBudgetNs, yield)
 	} else {
-		rc = C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.long(nvals*8), spinBudgetNs, yield)
+		rc = C.rr_dx_run_u(C.uintptr_t(uintptr(unsafe.Pointer(d))), kind, h0, C.int64_t(h1), C.long(plen), spinBudgetNs, yield)
 	}
 	e.spun()
+	return c.dxPosted(ctx, w, op, rc)
+}
+
+// runDXAlltoall runs a direct typed all-to-all (rr_dx_a2a_run_u): h1 is
+// the op's shape, in and out the caller's pinned buffers, c4 the counts
+// and displacements in elements of es bytes. collMu held.
+func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int64, in, out unsafe.Pointer, c4 *C.int, es int) error {
+	// Room for this rank's header and a header from each peer.
+	if err := c.reserveDX(op, 0, 2); err != nil {
+		return err
+	}
+	e := c.e
+	e.mu.Lock()
+	if e.finalized {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %s on group %q rank %d: MPI finalized", comm.ErrClosed, op, c.name, c.rank)
+	}
+	c.entered++
+	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
+	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
+	rc := C.rr_dx_a2a_run_u(C.uintptr_t(uintptr(unsafe.Pointer(c.dx))), h0, C.int64_t(h1), (*C.char)(in), (*C.char)(out), c4, C.int(es), spinBudgetNs, yield)
+	e.spun()
+	return c.dxPosted(ctx, w, op, rc)
+}
+
+// dxPosted finishes a direct collective's first cgo call (rc its MPI
+// code): done, a desync, or a wait under the bound. e.mu held; it
+// unlocks it.
+func (c *mpiComm) dxPosted(ctx context.Context, w *wait, op string, rc C.int) error {
+	e, d := c.e, c.dx
 	if rc != C.MPI_SUCCESS {
 		err := c.failLocked(rc, op, "MPI_Isend/Irecv/Testsome")
 		e.mu.Unlock()
@@ -237,6 +267,9 @@ func (c *mpiComm) enteredNow() uint64 {
 
 // shape renders a direct collective's header shape.
 func shape(kind comm.Kind, h1 int64) string {
+	if uint64(h1)>>56 != 0 { // a typed collective's (comm.Op.Shape)
+		return comm.DescribeShape(kind, h1)
+	}
 	switch kind {
 	case comm.KindAllreduce:
 		return fmt.Sprintf(" (count %d, %s)", h1>>8, comm.ReduceOp(h1&0xff))
@@ -331,7 +364,7 @@ func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out 
 		d := c.dx
 		mine := int64s(at(d.sbuf, 2), n)
 		copy(mine, in)
-		if err := c.runDX(ctx, &w, "AllreduceInt64", C.RR_DX_ALLREDUCE, int64(n)<<8|int64(op), n); err != nil {
+		if err := c.runDX(ctx, &w, "AllreduceInt64", C.RR_DX_ALLREDUCE, int64(n)<<8|int64(op), 8*n); err != nil {
 			return err
 		}
 		// Integer sum, min, max, or and and are associative and
@@ -415,7 +448,7 @@ func (c *mpiComm) allgatherDX(ctx context.Context, w *wait, in []int64, out *com
 	}
 	d := c.dx
 	copy(int64s(at(d.sbuf, 2), n), in)
-	if err := c.runDX(ctx, w, "AllgatherInt64s", C.RR_DX_ALLGATHER, int64(n), n); err != nil {
+	if err := c.runDX(ctx, w, "AllgatherInt64s", C.RR_DX_ALLGATHER, int64(n), 8*n); err != nil {
 		return err
 	}
 	np := c.size - 1

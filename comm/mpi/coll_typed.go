@@ -121,14 +121,75 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	// MPI may write the buffers until it completes the operation: if this
 	// rank gives up first, the pins go with the orphaned collective.
 	c.typedPin = pin
-	w := wait{kind: op.Kind, mpiColl: true}
-	err := c.run(ctx, &w, true, name, "MPI_I"+name, func() C.int {
-		return C.rr_ityped(h, co, typedKind(op), C.int(op.Type), C.int(op.Reduce), C.int(op.Root), sp, rp,
-			C.int(count), C.int(n), C.int(inplace))
-	})
+	var err error
+	switch {
+	case op.Kind == comm.KindAlltoall && c.direct && len(op.Send) <= directAlltoallMax && len(op.Recv) <= directAlltoallMax:
+		w := wait{kind: op.Kind}
+		err = c.runDXAlltoall(ctx, &w, name, op.Shape(), sp, rp, tc, es)
+	case op.Kind == comm.KindAllreduce && c.direct && len(op.Send) <= directTypedMax:
+		err = c.allreduceDX(ctx, op, sp, counts, tc)
+	default:
+		w := wait{kind: op.Kind, mpiColl: true}
+		err = c.run(ctx, &w, true, name, "MPI_I"+name, func() C.int {
+			return C.rr_ityped(h, co, typedKind(op), C.int(op.Type), C.int(op.Reduce), C.int(op.Root), sp, rp,
+				C.int(count), C.int(n), C.int(inplace))
+		})
+	}
 	if c.typedPin != nil { // completed: not handed to the orphans
 		c.typedPin = nil
 		pin.Unpin()
 	}
 	return err
+}
+
+// directTypedMax is the largest typed allreduce, in bytes per rank, that a
+// direct group (coll.go) runs as its one round of messages: every rank
+// sends its whole vector to every other one and each reduces locally, in
+// rank order (rr_treduce). For the small vectors of a control plane or
+// a small gradient bucket that costs what the blocking MPI_Allreduce does,
+// where MPI_Iallreduce costs about twice as much (make bench:
+// allreduce_f32_4KiB); larger vectors go to MPI, whose algorithms move
+// fewer bytes.
+const directTypedMax = 64 << 10
+
+// directAlltoallMax is the largest typed all-to-all, in bytes sent (and
+// received) per rank, that a direct group runs as its one round: a header
+// and the block for it to every peer, each peer's block received straight
+// into place (rr_dx_a2a_run_u). That is the pairwise exchange MPI's
+// blocking MPI_Alltoall runs for these sizes; MPI_Ialltoallv cost 1.3-1.9x
+// as much (make bench: alltoall_f32_1MiB).
+const directAlltoallMax = 8 << 20
+
+// allreduceDX is the direct typed allreduce: an all-to-all in which every
+// rank sends its whole vector (sp, pinned) to every other one, gathered in
+// rank order into C scratch, then reduced there in rank order
+// (rr_treduce). The headers carry the op's kind and shape (datatype,
+// reduction, count hash), so a peer in another collective, or reducing
+// another datatype, is a desync. counts is tc's Go view (4 x size).
+// collMu held, c usable.
+func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op, sp unsafe.Pointer, counts []C.int, tc *C.int) error {
+	nb, es, n := len(op.Send), op.Type.Size(), c.size
+	if nb == 0 {
+		w := wait{kind: comm.KindAllreduce}
+		return c.runDX(ctx, &w, "Allreduce", C.RR_DX_ALLREDUCE, op.Shape(), 0)
+	}
+	if need := (n*nb + 7) / 8; int(c.co.rcap) < need {
+		if err := c.reserve("Allreduce", 0, need, 0, 0); err != nil {
+			return err
+		}
+	}
+	cnt := nb / es
+	for r := range n {
+		counts[r], counts[n+r], counts[2*n+r], counts[3*n+r] = C.int(cnt), 0, C.int(cnt), C.int(r*cnt)
+	}
+	gathered := unsafe.Pointer(c.co.rbuf)
+	w := wait{kind: comm.KindAllreduce}
+	if err := c.runDXAlltoall(ctx, &w, "Allreduce", op.Shape(), sp, gathered, tc, es); err != nil {
+		return err
+	}
+	if rc := C.rr_treduce((*C.char)(gathered), C.int(n), C.long(nb), C.int(cnt), C.int(op.Type), C.int(op.Reduce),
+		unsafe.Pointer(unsafe.SliceData(op.Recv))); rc != C.MPI_SUCCESS {
+		return fmt.Errorf("mpi: Allreduce on group %q rank %d: MPI_Reduce_local failed (MPI error %d)", c.name, c.rank, int(rc))
+	}
+	return nil
 }

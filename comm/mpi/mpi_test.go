@@ -96,6 +96,10 @@ func (l launcher) Launch(ctx context.Context, n int, opts commtest.Options, fn c
 	return fn(ctx, c)
 }
 
+// RankOrderFloats: MPI's own collectives (the native launcher) promise no
+// order; the direct path reduces in rank order.
+func (l launcher) RankOrderFloats() bool { return !l.native }
+
 func TestConformance(t *testing.T) {
 	commtest.Run(t, launcher{w: testWorld})
 }

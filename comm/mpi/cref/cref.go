@@ -49,6 +49,26 @@ static void p2p(long n, char *buf, long bytes) {
 }
 
 static char *alloc(long bytes) { return calloc(bytes > 0 ? bytes : 1, 1); }
+
+// fill_f32 writes float32 values into every page of b (a calloc'd buffer
+// left untouched reads the kernel's shared zero page: cache-hot, not what a
+// program's buffers are).
+static void fill_f32(char *b, long bytes) {
+	float *f = (float *)b;
+	for (long i = 0; i < bytes / 4; i++) f[i] = (float)(i % 1000);
+}
+
+// allreduce_f32 is the data-parallel gradient step: n blocking
+// MPI_Allreduce (sum) of count float32, out of place.
+static void allreduce_f32(long n, char *in, char *out, long count) {
+	for (long i = 0; i < n; i++) MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+// alltoall_f32 is the MoE token dispatch: n blocking MPI_Alltoall of
+// per float32 to every rank.
+static void alltoall_f32(long n, char *in, char *out, long per) {
+	for (long i = 0; i < n; i++) MPI_Alltoall(in, (int)per, MPI_FLOAT, out, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
+}
 */
 import "C"
 
@@ -76,3 +96,17 @@ func (b Buffer) Free() { C.free(unsafe.Pointer(b.p)) }
 // P2P runs n transfers of the buffer from each even rank to the next odd
 // one (MPI_Isend/MPI_Irecv + MPI_Wait); the odd rank out does nothing.
 func P2P(n int, b Buffer) { C.p2p(C.long(n), b.p, C.long(b.n)) }
+
+// FillF32 writes float32 values into the whole buffer, as the Go side's
+// benchmark loops fill theirs.
+func (b Buffer) FillF32() { C.fill_f32(b.p, C.long(b.n)) }
+
+// AllreduceF32 runs n blocking MPI_Allreduce (sum) of the float32 in in
+// into out (both count*4 bytes).
+func AllreduceF32(n int, in, out Buffer) { C.allreduce_f32(C.long(n), in.p, out.p, C.long(in.n/4)) }
+
+// AlltoallF32 runs n blocking MPI_Alltoall of in into out (both of the
+// same size, a multiple of 4*size bytes): in.n/4/size float32 to each rank.
+func AlltoallF32(n, size int, in, out Buffer) {
+	C.alltoall_f32(C.long(n), in.p, out.p, C.long(in.n/4/size))
+}

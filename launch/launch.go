@@ -1,0 +1,153 @@
+// Package launch runs a multi-rank program unchanged on any backend: a
+// func(ctx, comm.Comm) error becomes one MPI process per rank under mpirun
+// (a binary built with -tags mpi), goroutine ranks in this process, or a
+// simulated world in virtual time (RANKRUN_BACKEND=sim). It picks the
+// backend from the environment, as the rankrun CLI does:
+//
+//	func main() {
+//		os.Exit(launch.Main(launch.Options{Ranks: 4}, func(ctx context.Context, c comm.Comm) error {
+//			...
+//		}))
+//	}
+//
+// Checked collectives are on unless Options.Unchecked: a rank that enters
+// another collective than its peers gets comm.ErrDesync naming both call
+// sites. A test that wants schedules explored calls explore.Program, which
+// runs the same function in simulation.
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/comm/mpi"
+	"github.com/rankrun/rankrun/comm/sim"
+)
+
+// Func is a program: it runs on every rank, with the rank's communicator
+// over the whole world.
+type Func func(ctx context.Context, c comm.Comm) error
+
+// Options configures a launch. The zero value runs in-process, checked,
+// on the ranks mpirun gives or one rank.
+type Options struct {
+	// Ranks is the world size in-process and in simulation (1 when 0);
+	// under mpirun the world is mpirun's, and a Ranks that differs is an
+	// error naming both.
+	Ranks int
+	// Backend: "" or "auto" (MPI under mpirun, else RANKRUN_BACKEND,
+	// else in-process), "local", "sim" or "mpi".
+	Backend string
+	// Unchecked turns checked collectives off.
+	Unchecked bool
+	// Timeout bounds every collective (comm.DefaultCollectiveTimeout when
+	// 0); virtual time in simulation.
+	Timeout time.Duration
+	// Seed is the simulation's schedule seed (RANKRUN_SEED overrides).
+	Seed uint64
+	// Stderr is where Main writes errors (os.Stderr when nil).
+	Stderr io.Writer
+}
+
+// Backend names the backend Options select in this process's environment.
+func (o Options) backend() (string, error) {
+	b := o.Backend
+	if b == "" || b == "auto" {
+		b = os.Getenv("RANKRUN_BACKEND")
+	}
+	underMPI := comm.DetectLaunch().UnderMPI
+	switch b {
+	case "", "auto":
+		if underMPI {
+			return "mpi", nil
+		}
+		return "local", nil
+	case "local", "sim":
+		if underMPI {
+			return "", fmt.Errorf("launch: backend %q under mpirun: every process would run the whole world itself (unset RANKRUN_BACKEND, or run without mpirun)", b)
+		}
+		return b, nil
+	case "mpi":
+		return b, nil
+	}
+	return "", fmt.Errorf("launch: backend %q: want auto, local, sim or mpi", b)
+}
+
+// Run runs fn on every rank of the world Options select and returns the
+// joined errors of the ranks this process hosts (each wrapped with its
+// rank), nil when all of them returned nil. In-process and in simulation
+// the first rank to fail cancels the others; in simulation a point-to-point
+// request a rank left behind (a receive never completed, a send never
+// waited on) is an error too. Under mpirun a rank that
+// fails prints its error and aborts the job (a peer may be waiting for it
+// in a collective); Run returns only on success, after MPI_Finalize.
+func Run(ctx context.Context, o Options, fn Func) error {
+	if fn == nil {
+		return fmt.Errorf("%w: launch: nil program", comm.ErrBadArgument)
+	}
+	b, err := o.backend()
+	if err != nil {
+		return err
+	}
+	n := max(o.Ranks, 1)
+	switch b {
+	case "local":
+		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, Timeout: o.Timeout}, local.RankFunc(fn))...)
+	case "sim":
+		seed := o.Seed
+		if s := os.Getenv("RANKRUN_SEED"); s != "" {
+			if _, err := fmt.Sscan(s, &seed); err != nil {
+				return fmt.Errorf("launch: RANKRUN_SEED=%q: %v", s, err)
+			}
+		}
+		res := sim.Run(ctx, n, sim.Config{Seed: seed, Checked: !o.Unchecked, Timeout: o.Timeout},
+			func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
+		if err := errors.Join(res.Errs...); err != nil {
+			return err // what the failure cancelled left requests behind: not news
+		}
+		var left []error
+		for _, u := range res.Unfinished {
+			left = append(left, fmt.Errorf("launch: left behind: %s", u))
+		}
+		return errors.Join(left...)
+	}
+	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, Timeout: o.Timeout})
+	if err != nil {
+		return err
+	}
+	if o.Ranks > 0 {
+		if err := w.RequireSize(o.Ranks); err != nil {
+			w.Finalize(2)
+			return err
+		}
+	}
+	if err := fn(ctx, w.Comm()); err != nil {
+		w.Abort(1, fmt.Errorf("world rank %d: %w", w.Rank(), err))
+	}
+	if code := w.Finalize(0); code != 0 {
+		return fmt.Errorf("launch: a rank exited with code %d", code)
+	}
+	return nil
+}
+
+// Main runs fn as Run does and returns the process's exit code: 0 on
+// success, 1 with the errors printed (once, under mpirun: by the failing
+// rank) otherwise. Use it as os.Exit(launch.Main(opts, fn)).
+func Main(o Options, fn Func) int {
+	w := o.Stderr
+	if w == nil {
+		w = os.Stderr
+	}
+	if err := Run(context.Background(), o, fn); err != nil {
+		fmt.Fprintln(w, err)
+		return 1
+	}
+	return 0
+}

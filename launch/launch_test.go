@@ -1,0 +1,134 @@
+package launch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/launch"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sumOfRanks is a user's program: every rank checks the allreduce of the
+// ranks against the closed form.
+func sumOfRanks(ctx context.Context, c comm.Comm) error {
+	in := []int64{int64(c.Rank())}
+	out := make([]int64, 1)
+	if err := comm.Allreduce(ctx, c, comm.Sum, in, out); err != nil {
+		return err
+	}
+	n := int64(c.Size())
+	if want := n * (n - 1) / 2; out[0] != want {
+		return fmt.Errorf("rank %d: sum %d, want %d", c.Rank(), out[0], want)
+	}
+	return nil
+}
+
+// clearMPI keeps a test run under mpirun from seeing its launcher.
+func clearMPI(t *testing.T) {
+	for _, name := range []string{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "RANKRUN_BACKEND", "RANKRUN_SEED"} {
+		t.Setenv(name, "")
+	}
+}
+
+func TestTheSameProgramRunsInProcessAndInSimulation(t *testing.T) {
+	clearMPI(t)
+	for _, backend := range []string{"", "local", "sim"} {
+		for _, n := range []int{1, 3, 4} {
+			ran := make([]bool, n)
+			err := launch.Run(context.Background(), launch.Options{Ranks: n, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+				ran[c.Rank()] = true
+				return sumOfRanks(ctx, c)
+			})
+			require.NoError(t, err, "backend %q, %d ranks", backend, n)
+			for r, ok := range ran {
+				require.True(t, ok, "backend %q: rank %d never ran", backend, r)
+			}
+		}
+	}
+}
+
+func TestTheEnvironmentPicksTheBackend(t *testing.T) {
+	clearMPI(t)
+	// Only the simulator reports a receive left behind, so the program
+	// tells the backends apart.
+	leaves := func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 0 {
+			_, err := c.Irecv(make([]byte, 1), 1, 7)
+			return err
+		}
+		return nil
+	}
+	require.NoError(t, launch.Run(context.Background(), launch.Options{Ranks: 2}, leaves))
+	t.Setenv("RANKRUN_BACKEND", "sim")
+	err := launch.Run(context.Background(), launch.Options{Ranks: 2}, leaves)
+	require.ErrorContains(t, err, "left behind: rank 0: receive from 1 tag 7")
+	// An explicit Options.Backend wins over the environment.
+	require.NoError(t, launch.Run(context.Background(), launch.Options{Ranks: 2, Backend: "local"}, leaves))
+}
+
+func TestRankErrorsComeBackNamed(t *testing.T) {
+	clearMPI(t)
+	for _, backend := range []string{"local", "sim"} {
+		for _, bad := range []int{0, 2, 4} { // first, middle, last of 5
+			err := launch.Run(context.Background(), launch.Options{Ranks: 5, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == bad {
+					return errors.New("boom")
+				}
+				return c.Barrier(ctx)
+			})
+			require.Error(t, err, "backend %s, rank %d", backend, bad)
+			require.Contains(t, err.Error(), fmt.Sprintf("rank %d", bad), "backend %s", backend)
+			require.Contains(t, err.Error(), "boom", "backend %s", backend)
+		}
+	}
+}
+
+func TestCheckedByDefault(t *testing.T) {
+	clearMPI(t)
+	desync := func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 1 {
+			return c.Barrier(ctx)
+		}
+		return comm.Allreduce(ctx, c, comm.Sum, []int32{1}, make([]int32, 1))
+	}
+	for _, backend := range []string{"local", "sim"} {
+		err := launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend}, desync)
+		require.ErrorIs(t, err, comm.ErrDesync, "backend %s", backend)
+		// Only checked mode names where each side entered.
+		require.Contains(t, err.Error(), "entered Barrier #1 at launch/launch_test.go", "backend %s", backend)
+		err = launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend, Unchecked: true}, desync)
+		require.ErrorIs(t, err, comm.ErrDesync, "backend %s", backend)
+		require.Contains(t, err.Error(), "unchecked mode cannot name call sites", "backend %s", backend)
+	}
+}
+
+func TestBadOptionsGetOneLine(t *testing.T) {
+	clearMPI(t)
+	var out bytes.Buffer
+	code := launch.Main(launch.Options{Backend: "gpu", Stderr: &out}, sumOfRanks)
+	require.Equal(t, 1, code)
+	require.Equal(t, `launch: backend "gpu": want auto, local, sim or mpi`+"\n", out.String())
+
+	require.ErrorIs(t, launch.Run(context.Background(), launch.Options{}, nil), comm.ErrBadArgument)
+
+	t.Setenv("RANKRUN_BACKEND", "sim")
+	t.Setenv("RANKRUN_SEED", "seven")
+	require.ErrorContains(t, launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks), `RANKRUN_SEED="seven"`)
+
+	// Under mpirun an in-process backend would run the whole world in
+	// every process: refused, with the way out.
+	t.Setenv("RANKRUN_SEED", "")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	err := launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks)
+	require.Error(t, err)
+	require.True(t, strings.Contains(err.Error(), "under mpirun"), err.Error())
+}
