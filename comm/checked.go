@@ -26,6 +26,14 @@ type CheckConfig struct {
 	// Recorder is this rank's flight recorder; the backend's Inspector
 	// must return the same records for this rank.
 	Recorder *Recorder
+	// AnySite lets collectives entered from different call paths pair up:
+	// the stamps then compare sequence, kind and shape (datatype,
+	// reduction, root, counts) only. By default the call paths must agree
+	// too, which catches a rank that reaches the right kind of collective
+	// by the wrong road, but rejects the MPI habit of
+	// `if rank == root { Bcast(...) } else { Bcast(...) }`. A desync report
+	// names every rank's call site either way.
+	AnySite bool
 }
 
 // stampLen is the number of int64s in a stamp: magic, sequence number,
@@ -113,11 +121,14 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 	if !c.bounded {
 		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
 	}
-	inner := int64(0)
-	if c.path.n > 0 {
-		inner = c.path.pcs[0]
+	inner, hash := int64(0), int64(0)
+	if !c.cfg.AnySite {
+		hash = c.path.hash()
+		if c.path.n > 0 {
+			inner = c.path.pcs[0]
+		}
 	}
-	c.stamp = [stampLen]int64{stampMagic, int64(c.seq), int64(kind), c.path.hash(), inner, shape}
+	c.stamp = [stampLen]int64{stampMagic, int64(c.seq), int64(kind), hash, inner, shape}
 	s := c.stamp
 	if c.stamper != nil {
 		// The caller's own backend collective carries the stamp.

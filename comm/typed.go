@@ -214,6 +214,15 @@ func (op *Op) Check(rank, size int) error {
 	if reduces && !op.Reduce.validFor(op.Type) {
 		return bad("reduction %s does not apply to %s", op.Reduce, op.Type)
 	}
+	// Only Allreduce may reduce in place (MPI_IN_PLACE: the same slice);
+	// for every other kind MPI calls overlapping buffers erroneous, and
+	// each backend would give a different wrong answer.
+	if op.Kind != KindAllreduce && op.Kind != KindBcast && overlap(op.Send, op.Recv) {
+		return bad("the send and receive buffers overlap (only Allreduce may run in place, with the same slice)")
+	}
+	if op.Kind == KindAllreduce && overlap(op.Send, op.Recv) && unsafe.SliceData(op.Send) != unsafe.SliceData(op.Recv) {
+		return bad("the send and receive buffers overlap without being the same slice (in place means in == out)")
+	}
 	counts := func(name string, c, d []int, buf int) error {
 		if len(c) != size || (d != nil && len(d) != size) {
 			return bad("%s counts and displacements need one per rank (%d), have %d and %d", name, size, len(c), len(d))
@@ -339,6 +348,15 @@ func typedShape(kind Kind, shape int64) (string, bool) {
 		s += fmt.Sprintf(", root %d", uint16(uint64(shape)>>32))
 	}
 	return s + fmt.Sprintf(", counts %#08x)", uint32(shape)), true
+}
+
+// overlap reports whether a and b share a byte.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }
 
 // bytesOf views a slice of elements as its bytes (no copy).

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,9 @@ type ProgramOptions struct {
 	// the whole run (virtual; 1 h when 0): past it the run is a hang.
 	Timeout, Deadline time.Duration
 	Unchecked         bool
+	// AnySite lets checked collectives entered from different call sites
+	// pair up (comm.CheckConfig.AnySite).
+	AnySite bool
 	// Fabric is the link model (none when zero).
 	Fabric sim.Fabric
 	// MinRanks, when in [1, n), lets a failure shrink: the same search on
@@ -59,6 +64,13 @@ type ProgramOptions struct {
 	// ReplayArgs are the test's own flags a replay line must repeat (for
 	// a test that a flag switches to another variant), e.g. "-unclamped".
 	ReplayArgs string
+	// Stuck is how long a schedule may go without one scheduling step,
+	// in wall time, before the search names it stuck (10 s when 0): a
+	// rank blocked outside the simulator (on a channel, mutex or sleep
+	// its ranks share) or spinning without a comm call never yields, and
+	// virtual time cannot move. It is no bound on a slow run: a run that
+	// keeps stepping is waited for.
+	Stuck time.Duration
 }
 
 // ProgramFailure is the first schedule a search found failing.
@@ -68,6 +80,9 @@ type ProgramFailure struct {
 	Strategy sim.Strategy
 	Why      []string // what broke: the first rank's error, then the oracles'
 	Result   sim.Result
+	// Stuck: the schedule stopped stepping (ProgramOptions.Stuck); its
+	// ranks' goroutines may be left running, so the search ends there.
+	Stuck bool
 }
 
 func (f *ProgramFailure) Error() string {
@@ -80,6 +95,9 @@ func (f *ProgramFailure) Error() string {
 
 // ProgramResult is what a search did.
 type ProgramResult struct {
+	// Err is bad options (no schedule ran): one line naming the field
+	// and the rule.
+	Err       error
 	Schedules int
 	First     *ProgramFailure // nil: none failed
 	Smallest  *ProgramFailure // with MinRanks: the smallest world that failed (First when none smaller)
@@ -95,11 +113,25 @@ type ProgramResult struct {
 // never completed or never saw end, or goroutines the ranks started are
 // still running after the run.
 func SearchProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.Comm) error, o ProgramOptions) ProgramResult {
+	var res ProgramResult
+	switch {
+	case n < 1:
+		res.Err = fmt.Errorf("%w: explore: %d ranks: want at least 1", comm.ErrBadArgument, n)
+	case fn == nil:
+		res.Err = fmt.Errorf("%w: explore: nil program", comm.ErrBadArgument)
+	case o.Seeds < 0:
+		res.Err = fmt.Errorf("%w: explore: Seeds %d: want 0 (the default, 200) or more", comm.ErrBadArgument, o.Seeds)
+	case o.MinRanks < 0 || o.MinRanks > n:
+		res.Err = fmt.Errorf("%w: explore: MinRanks %d: want 0 (no shrinking) to the %d ranks", comm.ErrBadArgument, o.MinRanks, n)
+	}
+	if res.Err != nil {
+		return res
+	}
 	o.fill()
 	start := time.Now()
-	var res ProgramResult
+	over := func() bool { return ctx.Err() != nil || (o.Budget > 0 && time.Since(start) > o.Budget) }
 	for i := range o.Seeds {
-		if ctx.Err() != nil || (i > 0 && o.Budget > 0 && time.Since(start) > o.Budget) {
+		if i > 0 && over() {
 			break
 		}
 		seed := o.Start + uint64(i)
@@ -109,10 +141,17 @@ func SearchProgram(ctx context.Context, n int, fn func(ctx context.Context, c co
 			break
 		}
 	}
-	if res.First != nil && o.MinRanks >= 1 && o.MinRanks < n {
-		for m := o.MinRanks; m < n && res.Smallest == res.First; m++ {
+	if res.First != nil && !res.First.Stuck && o.MinRanks >= 1 && o.MinRanks < n {
+		for m := o.MinRanks; m < n && res.Smallest == res.First && !over(); m++ {
 			for i := range min(o.Seeds, 50) {
-				if f := tryProgram(ctx, m, fn, o, o.Start+uint64(i), o.strategy(i)); f != nil {
+				if over() {
+					break
+				}
+				f := tryProgram(ctx, m, fn, o, o.Start+uint64(i), o.strategy(i))
+				if f != nil && f.Stuck {
+					break // its goroutines may be running: no more schedules
+				}
+				if f != nil {
 					res.Smallest = f
 					break
 				}
@@ -144,6 +183,9 @@ func (o *ProgramOptions) fill() {
 	if o.Deadline <= 0 {
 		o.Deadline = time.Hour
 	}
+	if o.Stuck <= 0 {
+		o.Stuck = 10 * time.Second
+	}
 }
 
 func (o *ProgramOptions) strategy(i int) sim.Strategy {
@@ -162,9 +204,29 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 		o.Setup()
 	}
 	before := goleak.IgnoreCurrent()
-	cfg := sim.Config{Seed: seed, Strategy: st, Depth: o.Depth, Checked: !o.Unchecked, Timeout: o.Timeout, Jitter: o.Jitter,
-		Deadline: o.Deadline, Fabric: o.Fabric}
-	res := sim.Run(ctx, n, cfg, func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
+	prog := new(sim.Progress)
+	cfg := sim.Config{Seed: seed, Strategy: st, Depth: o.Depth, Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, Jitter: o.Jitter,
+		Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan sim.Result, 1)
+	go func() {
+		done <- sim.Run(rctx, n, cfg, func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
+	}()
+	res, stuck := awaitRun(done, prog, o.Stuck)
+	if stuck != "" {
+		// The run stopped stepping: cancel it, and give its ranks a
+		// moment to return (one blocked outside the simulator never will).
+		cancel()
+		why := []string{stuck}
+		grace := max(o.Stuck/2, time.Second)
+		select {
+		case res = <-done:
+		case <-time.After(grace):
+			why = append(why, fmt.Sprintf("the ranks did not return within %v of being cancelled: their goroutines are left running, and the search stops here", grace))
+		}
+		return &ProgramFailure{Ranks: n, Seed: seed, Strategy: st, Why: why, Result: res, Stuck: true}
+	}
 	var why []string
 	if err := res.Err(); err != nil {
 		switch {
@@ -191,6 +253,65 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 	return &ProgramFailure{Ranks: n, Seed: seed, Strategy: st, Why: why, Result: res}
 }
 
+// awaitRun waits for a simulated run's result. While it runs it watches
+// the step count: when it has not moved for stuck, it returns why, naming
+// the steps taken and the stacks of the ranks that are not parked in the
+// simulator.
+func awaitRun(done <-chan sim.Result, prog *sim.Progress, stuck time.Duration) (sim.Result, string) {
+	t := time.NewTimer(stuck)
+	defer t.Stop()
+	last := prog.Steps()
+	for {
+		select {
+		case res := <-done:
+			return res, ""
+		case <-t.C:
+		}
+		if now := prog.Steps(); now != last {
+			last = now
+			t.Reset(stuck)
+			continue
+		}
+		return sim.Result{}, fmt.Sprintf("stuck: no scheduling step for %v of wall time after %d steps: a rank is blocked outside the simulator "+
+			"(a channel, mutex or sleep its ranks share) or spins without a comm call, so virtual time cannot move%s", stuck, last, userStacks())
+	}
+}
+
+// userStacks renders the stacks of rank goroutines whose top frame is not
+// in the simulator (where a rank parks between steps): the ones a stuck
+// run is stuck in.
+func userStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if !strings.Contains(g, "comm/sim.(*world).runRank") {
+			continue
+		}
+		// Function lines are 1, 3, 5, ... (each followed by its file):
+		// the first outside the runtime says where the rank waits.
+		lines := strings.Split(g, "\n")
+		parked := false
+		for i := 1; i < len(lines); i += 2 {
+			if !strings.HasPrefix(lines[i], "runtime.") {
+				parked = strings.Contains(lines[i], "rankrun/comm/sim.")
+				break
+			}
+		}
+		if parked {
+			continue
+		}
+		out = append(out, strings.Join(lines[:min(len(lines), 13)], "\n"))
+		if len(out) == 2 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; the rank goroutines outside the simulator:\n" + strings.Join(out, "\n\n")
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n\n")
 	return s
@@ -208,12 +329,16 @@ func Program(t testing.TB, n int, fn func(ctx context.Context, c comm.Comm) erro
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Seeds, o.Start, o.Strategy, o.Budget = 1, *replaySeed, &st, 0
+		// Exactly that schedule: no other seeds, no shrinking.
+		o.Seeds, o.Start, o.Strategy, o.Budget, o.MinRanks = 1, *replaySeed, &st, 0, 0
 		if *replayRanks > 0 {
 			n = *replayRanks
 		}
 	}
 	res := SearchProgram(context.Background(), n, fn, o)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
 	if f := res.Smallest; f != nil {
 		msg := f.Error()
 		if res.First != res.Smallest {
@@ -234,11 +359,13 @@ func replayCommand(t testing.TB, f *ProgramFailure, extra string) string {
 			}
 		}
 	}
-	name := t.Name()
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		name = name[:i] // the top-level test (its subtests run with it)
+	// Every level of the test's name, anchored: only this (sub)test runs
+	// with the forced schedule.
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	line := fmt.Sprintf("go test -run '^%s$' %s -rankrun.seed=%d -rankrun.strategy=%s -rankrun.ranks=%d", name, pkg, f.Seed, f.Strategy, f.Ranks)
+	line := fmt.Sprintf("go test -run '%s' %s -rankrun.seed=%d -rankrun.strategy=%s -rankrun.ranks=%d", strings.Join(parts, "/"), pkg, f.Seed, f.Strategy, f.Ranks)
 	if extra != "" {
 		line += " " + extra
 	}

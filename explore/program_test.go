@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/explore"
@@ -104,35 +106,31 @@ func TestSearchProgramOracles(t *testing.T) {
 	require.Equal(t, 20, ok.Schedules)
 }
 
-// A bug that needs one particular interleaving is found, and the failure
-// shrinks to the fewest ranks that show it; the replay line names the
-// schedule, and running that one schedule fails again.
-func TestSearchProgramFindsAScheduleBugAndShrinks(t *testing.T) {
-	// Rank 0 answers the first message to arrive; whether a rank-local
-	// "go" or "stop" reply came first decides (on rank 0 only) whether it
-	// enters a barrier: a schedule-dependent desync.
-	racy := func(ctx context.Context, c comm.Comm) error {
-		if c.Rank() == 0 {
-			buf := make([]byte, 1)
-			first := byte(0)
-			for range c.Size() - 1 {
-				q, err := c.Irecv(buf, comm.AnySource, 1)
-				if err != nil {
-					return err
-				}
-				st, err := q.Wait(ctx)
-				if err != nil {
-					return err
-				}
-				if first == 0 {
-					first = byte(st.Source)
-				}
+// racy is a schedule-dependent desync. Rank 0 takes the first message to
+// arrive; when it comes from rank 1 every rank enters a barrier, and when
+// another rank's message wins rank 0 alone enters an allreduce. Every rank
+// enters through the same call site (enter), so the good schedules pass
+// checked mode; on 2 ranks only rank 1 sends, so the bug needs 3.
+func racy(ctx context.Context, c comm.Comm) error {
+	barrier := true
+	if c.Rank() == 0 {
+		buf := make([]byte, 1)
+		first := -1
+		for range c.Size() - 1 {
+			q, err := c.Irecv(buf, comm.AnySource, 1)
+			if err != nil {
+				return err
 			}
-			if first == 1 {
-				return c.Barrier(ctx)
+			st, err := q.Wait(ctx)
+			if err != nil {
+				return err
 			}
-			return comm.Allreduce(ctx, c, comm.Max, []int64{0}, make([]int64, 1))
+			if first < 0 {
+				first = st.Source
+			}
 		}
+		barrier = first == 1
+	} else {
 		q, err := c.Isend([]byte{1}, 0, 1)
 		if err != nil {
 			return err
@@ -140,15 +138,87 @@ func TestSearchProgramFindsAScheduleBugAndShrinks(t *testing.T) {
 		if _, err := q.Wait(ctx); err != nil {
 			return err
 		}
-		return comm.Allreduce(ctx, c, comm.Max, []int64{0}, make([]int64, 1))
 	}
-	res := explore.SearchProgram(context.Background(), 4, racy, explore.ProgramOptions{Seeds: 200, MinRanks: 2})
+	return enter(ctx, c, barrier)
+}
+
+func enter(ctx context.Context, c comm.Comm, barrier bool) error {
+	if barrier {
+		return c.Barrier(ctx)
+	}
+	return comm.Allreduce(ctx, c, comm.Max, []int64{0}, make([]int64, 1))
+}
+
+// The bug needs one kind of interleaving: some schedules pass and some
+// fail, the search finds one, the failure shrinks to the fewest ranks that
+// show it, and the failing seed replays to the same schedule and the same
+// failure.
+func TestSearchProgramFindsAScheduleBugAndShrinks(t *testing.T) {
+	ctx := context.Background()
+	failed := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		if explore.SearchProgram(ctx, 3, racy, explore.ProgramOptions{Seeds: 1, Start: seed}).First != nil {
+			failed++
+		}
+	}
+	require.Greater(t, failed, 0, "no schedule of 40 fails: the bug is never tried")
+	require.Less(t, failed, 40, "every schedule fails: the bug does not depend on the schedule, so this test proves nothing about replays")
+	require.Nil(t, explore.SearchProgram(ctx, 2, racy, explore.ProgramOptions{Seeds: 40}).First, "on 2 ranks no schedule can fail")
+
+	res := explore.SearchProgram(ctx, 4, racy, explore.ProgramOptions{Seeds: 200, MinRanks: 2})
+	require.NoError(t, res.Err)
 	require.NotNil(t, res.First, "the interleaving was never tried")
 	require.Contains(t, res.First.Error(), "collective desync")
-	require.Equal(t, 2, res.Smallest.Ranks, "the bug shows on 2 ranks")
-	// The same schedule again fails the same way.
-	again := explore.SearchProgram(context.Background(), res.Smallest.Ranks, racy,
+	require.Equal(t, 3, res.Smallest.Ranks, "the bug shows on 3 ranks, not on 2")
+	// The same seed and strategy replay the same schedule and fail alike.
+	again := explore.SearchProgram(ctx, res.Smallest.Ranks, racy,
 		explore.ProgramOptions{Seeds: 1, Start: res.Smallest.Seed, Strategy: &res.Smallest.Strategy})
 	require.NotNil(t, again.First)
 	require.Equal(t, res.Smallest.Why, again.First.Why)
+	require.Equal(t, res.Smallest.Result.Schedule, again.First.Result.Schedule, "the replay took other scheduling choices")
+}
+
+// A rank blocked outside the simulator (here on a channel the ranks
+// share) stops the scheduler: the search names it stuck, with where the
+// rank waits, instead of hanging.
+func TestSearchProgramNamesAStuckRank(t *testing.T) {
+	block := make(chan struct{})
+	res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() == 1 {
+			<-block
+		}
+		return c.Barrier(ctx)
+	}, explore.ProgramOptions{Seeds: 5, Stuck: 200 * time.Millisecond, MinRanks: 1})
+	close(block) // lets the stuck rank go, so nothing leaks past the test
+	require.NotNil(t, res.First)
+	require.True(t, res.First.Stuck)
+	require.Equal(t, 1, res.Schedules, "the search stops at a stuck schedule")
+	require.Same(t, res.First, res.Smallest, "no shrinking past a stuck schedule")
+	msg := res.First.Error()
+	require.Contains(t, msg, "stuck: no scheduling step for 200ms of wall time")
+	require.Contains(t, msg, "explore_test.TestSearchProgramNamesAStuckRank", "the stack of the rank that waits")
+	require.Contains(t, msg, "left running")
+	// The ranks were released above; they return.
+	require.NoError(t, goleak.Find()) // Find retries while goroutines wind down
+}
+
+// Bad options are one line naming the field and the rule; nothing runs.
+func TestSearchProgramBadOptions(t *testing.T) {
+	ok := func(ctx context.Context, c comm.Comm) error { return nil }
+	for _, tc := range []struct {
+		n    int
+		fn   func(ctx context.Context, c comm.Comm) error
+		o    explore.ProgramOptions
+		want string
+	}{
+		{0, ok, explore.ProgramOptions{}, "explore: 0 ranks: want at least 1"},
+		{2, nil, explore.ProgramOptions{}, "explore: nil program"},
+		{2, ok, explore.ProgramOptions{Seeds: -1}, "explore: Seeds -1: want 0 (the default, 200) or more"},
+		{2, ok, explore.ProgramOptions{MinRanks: 3}, "explore: MinRanks 3: want 0 (no shrinking) to the 2 ranks"},
+	} {
+		res := explore.SearchProgram(context.Background(), tc.n, tc.fn, tc.o)
+		require.ErrorIs(t, res.Err, comm.ErrBadArgument)
+		require.ErrorContains(t, res.Err, tc.want)
+		require.Zero(t, res.Schedules)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -47,6 +48,11 @@ type Options struct {
 	Backend string
 	// Unchecked turns checked collectives off.
 	Unchecked bool
+	// AnySite lets checked collectives entered from different call sites
+	// pair up (comm.CheckConfig.AnySite): by default a rank that calls
+	// BcastOf on one line while its peers call it on another gets
+	// comm.ErrDesync, as for any call-path mismatch.
+	AnySite bool
 	// Timeout bounds every collective (comm.DefaultCollectiveTimeout when
 	// 0); virtual time in simulation.
 	Timeout time.Duration
@@ -87,10 +93,17 @@ func (o Options) backend() (string, error) {
 // request a rank left behind (a receive never completed, a send never
 // waited on) is an error too. Under mpirun a rank that
 // fails prints its error and aborts the job (a peer may be waiting for it
-// in a collective); Run returns only on success, after MPI_Finalize.
+// in a collective); Run returns on success, after MPI_Finalize, or when the
+// world is not Options.Ranks large (every rank returns that error).
 func Run(ctx context.Context, o Options, fn Func) error {
 	if fn == nil {
 		return fmt.Errorf("%w: launch: nil program", comm.ErrBadArgument)
+	}
+	if o.Ranks < 0 {
+		return fmt.Errorf("%w: launch: Ranks %d: want 0 (one rank, or mpirun's world) or more", comm.ErrBadArgument, o.Ranks)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: launch: Timeout %v: want 0 (the default) or more", comm.ErrBadArgument, o.Timeout)
 	}
 	b, err := o.backend()
 	if err != nil {
@@ -99,15 +112,17 @@ func Run(ctx context.Context, o Options, fn Func) error {
 	n := max(o.Ranks, 1)
 	switch b {
 	case "local":
-		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, Timeout: o.Timeout}, local.RankFunc(fn))...)
+		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout}, local.RankFunc(fn))...)
 	case "sim":
 		seed := o.Seed
 		if s := os.Getenv("RANKRUN_SEED"); s != "" {
-			if _, err := fmt.Sscan(s, &seed); err != nil {
-				return fmt.Errorf("launch: RANKRUN_SEED=%q: %v", s, err)
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: launch: RANKRUN_SEED=%q: want a decimal schedule seed", comm.ErrBadArgument, s)
 			}
+			seed = v
 		}
-		res := sim.Run(ctx, n, sim.Config{Seed: seed, Checked: !o.Unchecked, Timeout: o.Timeout},
+		res := sim.Run(ctx, n, sim.Config{Seed: seed, Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout},
 			func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
 		if err := errors.Join(res.Errs...); err != nil {
 			return err // what the failure cancelled left requests behind: not news
@@ -118,12 +133,16 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		}
 		return errors.Join(left...)
 	}
-	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, Timeout: o.Timeout})
+	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout})
 	if err != nil {
 		return err
 	}
 	if o.Ranks > 0 {
 		if err := w.RequireSize(o.Ranks); err != nil {
+			// Every rank sees the same mismatch: one says it.
+			if w.Rank() != 0 {
+				err = errQuiet{err}
+			}
 			w.Finalize(2)
 			return err
 		}
@@ -139,15 +158,24 @@ func Run(ctx context.Context, o Options, fn Func) error {
 
 // Main runs fn as Run does and returns the process's exit code: 0 on
 // success, 1 with the errors printed (once, under mpirun: by the failing
-// rank) otherwise. Use it as os.Exit(launch.Main(opts, fn)).
+// rank, or by world rank 0 for a world of the wrong size) otherwise. Use it
+// as os.Exit(launch.Main(opts, fn)).
 func Main(o Options, fn Func) int {
 	w := o.Stderr
 	if w == nil {
 		w = os.Stderr
 	}
 	if err := Run(context.Background(), o, fn); err != nil {
-		fmt.Fprintln(w, err)
+		if !errors.As(err, new(errQuiet)) {
+			fmt.Fprintln(w, err)
+		}
 		return 1
 	}
 	return 0
 }
+
+// errQuiet is an error every rank of an MPI job returns alike, which the
+// ranks other than world rank 0 do not print.
+type errQuiet struct{ error }
+
+func (e errQuiet) Unwrap() error { return e.error }

@@ -111,6 +111,40 @@ func TestCheckedByDefault(t *testing.T) {
 	}
 }
 
+// The MPI habit of calling one collective from two branches: an error by
+// default (call paths differ), accepted with AnySite, where a real
+// mismatch is still a desync that names both sites.
+func TestAnySitePairsCallSitesButNotKinds(t *testing.T) {
+	clearMPI(t)
+	branches := func(ctx context.Context, c comm.Comm) error {
+		buf := make([]float64, 3)
+		if c.Rank() == 1 {
+			buf[0], buf[1], buf[2] = 1, 2, 3
+			return comm.BcastOf(ctx, c, 1, buf)
+		}
+		if err := comm.BcastOf(ctx, c, 1, buf); err != nil {
+			return err
+		}
+		if buf[2] != 3 {
+			return fmt.Errorf("rank %d got %v", c.Rank(), buf)
+		}
+		return nil
+	}
+	for _, backend := range []string{"local", "sim"} {
+		err := launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend}, branches)
+		require.ErrorIs(t, err, comm.ErrDesync, "backend %s: call paths differ", backend)
+		require.NoError(t, launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend, AnySite: true}, branches), "backend %s", backend)
+		err = launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend, AnySite: true}, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == 2 {
+				return comm.BcastOf(ctx, c, 0, make([]float32, 3))
+			}
+			return comm.BcastOf(ctx, c, 0, make([]float64, 3))
+		})
+		require.ErrorIs(t, err, comm.ErrDesync, "backend %s: float32 against float64", backend)
+		require.Contains(t, err.Error(), "launch/launch_test.go", "backend %s: the report names the call sites", backend)
+	}
+}
+
 func TestBadOptionsGetOneLine(t *testing.T) {
 	clearMPI(t)
 	var out bytes.Buffer
@@ -119,16 +153,21 @@ func TestBadOptionsGetOneLine(t *testing.T) {
 	require.Equal(t, `launch: backend "gpu": want auto, local, sim or mpi`+"\n", out.String())
 
 	require.ErrorIs(t, launch.Run(context.Background(), launch.Options{}, nil), comm.ErrBadArgument)
+	err := launch.Run(context.Background(), launch.Options{Ranks: -3}, sumOfRanks)
+	require.ErrorIs(t, err, comm.ErrBadArgument)
+	require.EqualError(t, err, comm.ErrBadArgument.Error()+": launch: Ranks -3: want 0 (one rank, or mpirun's world) or more")
 
 	t.Setenv("RANKRUN_BACKEND", "sim")
-	t.Setenv("RANKRUN_SEED", "seven")
-	require.ErrorContains(t, launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks), `RANKRUN_SEED="seven"`)
+	for _, bad := range []string{"seven", "12abc", "-1"} {
+		t.Setenv("RANKRUN_SEED", bad)
+		require.ErrorContains(t, launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks), fmt.Sprintf("RANKRUN_SEED=%q: want a decimal schedule seed", bad))
+	}
 
 	// Under mpirun an in-process backend would run the whole world in
 	// every process: refused, with the way out.
 	t.Setenv("RANKRUN_SEED", "")
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
-	err := launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks)
+	err = launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks)
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "under mpirun"), err.Error())
 }

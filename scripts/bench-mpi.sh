@@ -245,7 +245,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(f"bench-mpi: separate runs: {d['reps']} repetitions, C and Go back to back in each (best run, median);")
 print(f"           same job: {d['same_job_chunks']} alternating chunks of C and Go in one mpirun job (median, best)")
-print(f"{'np':<3} {'bench':<15} {'iters':>6} {'go':>12} {'c':>12} {'go/c best':>10} {'median':>7} {'same job':>9} {'best':>6} {'goal':>6} {'met':>4} {'allocs':>6}  note")
+print(f"{'np':<3} {'bench':<20} {'iters':>6} {'go':>12} {'c':>12} {'go/c best':>10} {'median':>7} {'same job':>9} {'best':>6} {'goal':>6} {'met':>4} {'allocs':>6}  note")
 for r in d["results"]:
     unit = "MB/s" if r["metric"] == "bandwidth" else "ns/op"
     g = r["go_mb_per_s"] if unit == "MB/s" else r["go_ns_per_op"]
@@ -256,7 +256,7 @@ for r in d["results"]:
     if "c_thread_multiple_ns_per_op" in r:
         note += f"; C MPI_THREAD_MULTIPLE/SINGLE {r['c_thread_multiple_over_single_median']:.2f}x"
     sj = r.get("same_job", {})
-    print(f"{r['np']:<3} {r['bench']:<15} {r['iterations']:>6} {g:>7.0f} {unit:<4} {c:>7.0f} {unit:<4} {r['go_over_c_best']:>9.2f}x "
+    print(f"{r['np']:<3} {r['bench']:<20} {r['iterations']:>6} {g:>7.0f} {unit:<4} {c:>7.0f} {unit:<4} {r['go_over_c_best']:>9.2f}x "
           f"{r['go_over_c_median']:>6.2f}x {sj.get('go_over_c_median', 0):>8.2f}x {sj.get('go_over_c_best', 0):>5.2f}x "
           f"{r['goal']:>6} {'yes' if r['meets_goal'] else 'NO':>4} {r['go_allocs_per_op']:>6.0f}  {note}")
 PY

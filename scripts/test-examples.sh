@@ -4,7 +4,8 @@
 #  1. `go run` in-process (goroutine ranks), and again with
 #     RANKRUN_BACKEND=sim (the same binary, simulated ranks in virtual time);
 #  2. its test, in simulation under the schedule explorer (`go test`);
-#  3. built with -tags mpi, under `mpirun -np 4`.
+#  3. built with -tags mpi, under `mpirun -np 4` (and `-np 3` refused,
+#     in one line).
 #
 # Then the explorer's promise on seedpoll, end to end: with the seed's bug
 # (-unclamped) the test fails, naming the symptom and printing a replay
@@ -77,4 +78,12 @@ for e in "${examples[@]}"; do
 		{ cat "$tmp/out" >&2; die "mpirun -np 4 $e"; }
 	sed 's/^/  /' "$tmp/out"
 done
+# A world of the wrong size is refused, in one line from one rank.
+say "mpirun -np 3 ringallreduce (needs 4): refused, said once"
+if timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 3 "$tmp/ringallreduce" >"$tmp/out" 2>&1; then
+	cat "$tmp/out" >&2
+	die "ringallreduce ran on 3 ranks"
+fi
+n=$(grep -c 'needs exactly 4 (start it with mpirun -np 4)' "$tmp/out" || true)
+[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "the size mismatch was said $n times, want once"; }
 say ok

@@ -405,6 +405,14 @@ func typedBadArguments(n int) RankFunc {
 				}
 				return comm.Allgatherv(ctx, c, short, make([]float32, 3*n-1), counts, nil)
 			}, "does not fit the"},
+			{"alltoall in place", func() error {
+				buf := make([]float32, 2*n)
+				return comm.Alltoall(ctx, c, buf, buf)
+			}, "the send and receive buffers overlap (only Allreduce may run in place"},
+			{"allreduce on overlapping halves", func() error {
+				buf := make([]float32, 8)
+				return comm.Allreduce(ctx, c, comm.Sum, buf[0:4], buf[2:6])
+			}, "overlap without being the same slice"},
 			{"alltoall not a multiple", func() error {
 				return comm.Alltoall(ctx, c, make([]float32, n+1), make([]float32, n+1))
 			}, "want the same multiple"},
@@ -426,18 +434,36 @@ func typedBadArguments(n int) RankFunc {
 // kind, datatype, reduction, root and shared counts).
 func typedDesync(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		var err error
-		if c.Rank() == n-1 { // the last rank differs
-			err = comm.Allreduce(ctx, c, comm.Sum, make([]float64, 2), make([]float64, 2))
-		} else {
-			err = comm.Allreduce(ctx, c, comm.Sum, make([]float32, 2), make([]float32, 2))
+		// First on a child of a split (both halves, reverse key order):
+		// its report must name the datatypes too, not a stamp of its own.
+		// A desync breaks the group it happens on, so the world's comes
+		// last.
+		sub, err := c.Split(ctx, c.Rank()%2, -c.Rank())
+		if err != nil {
+			return err
 		}
-		if !errors.Is(err, comm.ErrDesync) {
-			return errorf(c, "float32 against float64: %v, want ErrDesync", err)
+		defer sub.Close()
+		if sub.Size() >= 2 {
+			if err := typedDesyncOn(ctx, sub, sub.Size()); err != nil {
+				return err
+			}
 		}
-		if !strings.Contains(err.Error(), "float32") || !strings.Contains(err.Error(), "float64") {
-			return errorf(c, "float32 against float64: %q names not both datatypes", err)
-		}
-		return nil
+		return typedDesyncOn(ctx, c, c.Size())
 	}
+}
+
+func typedDesyncOn(ctx context.Context, c comm.Comm, n int) error {
+	var err error
+	if c.Rank() == n-1 { // the last rank differs
+		err = comm.Allreduce(ctx, c, comm.Sum, make([]float64, 2), make([]float64, 2))
+	} else {
+		err = comm.Allreduce(ctx, c, comm.Sum, make([]float32, 2), make([]float32, 2))
+	}
+	if !errors.Is(err, comm.ErrDesync) {
+		return errorf(c, "float32 against float64: %v, want ErrDesync", err)
+	}
+	if !strings.Contains(err.Error(), "float32") || !strings.Contains(err.Error(), "float64") {
+		return errorf(c, "float32 against float64: %q names not both datatypes", err)
+	}
+	return nil
 }

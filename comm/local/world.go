@@ -25,6 +25,9 @@ type Config struct {
 	Clock clock.Clock
 	// RecorderDepth is the flight-recorder depth (comm default when 0).
 	RecorderDepth int
+	// AnySite: checked collectives pair across call sites
+	// (comm.CheckConfig.AnySite).
+	AnySite bool
 }
 
 // MaxRanks bounds the size of an in-process world.
@@ -136,7 +139,7 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
 func (w *world) rankComm(r int) comm.Comm {
 	rc := newRankComm(w, w.root, r)
 	if w.cfg.Checked {
-		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[r]})
+		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[r], AnySite: w.cfg.AnySite})
 	}
 	return rc
 }

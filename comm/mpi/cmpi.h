@@ -564,6 +564,9 @@ typedef struct {
 	// header and length in bytes (-1: longer than the receive).
 	int bad, bad_peer, bad_len;
 	int64_t bad_h0, bad_h1;
+	// A typed all-to-all's blocks (RR_DX_ALLTOALL) travel as a_t, whose
+	// elements are a_es bytes; got then counts elements.
+	MPI_Datatype a_t; int a_es;
 } rr_dx;
 
 static int rr_dx_peer(rr_dx *d, int i) { return i < d->rank ? i : i + 1; }
@@ -754,9 +757,14 @@ static int rr_dx_spin(rr_dx *d, int64_t budget_ns, int *yield) {
 				rc = rr_dx_received(d, j, &d->sts[k]);
 				if (rc) return rc;
 			} else if (j >= 3 * np) {
-				int i = j - 3 * np, bytes = 0;
-				MPI_Get_count(&d->sts[k], MPI_BYTE, &bytes);
-				if (bytes != d->got[i]) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->got[i], bytes);
+				int i = j - 3 * np, n = 0;
+				if (d->kind == RR_DX_ALLTOALL) {
+					MPI_Get_count(&d->sts[k], d->a_t, &n);
+					if (n != d->got[i]) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->h1, n == MPI_UNDEFINED || n > 2147483647 / d->a_es ? -1 : n * d->a_es);
+				} else {
+					MPI_Get_count(&d->sts[k], MPI_BYTE, &n);
+					if (n != d->got[i]) rr_dx_bad(d, RR_BAD_LENGTH, i, d->h0, d->got[i], n);
+				}
 			}
 			if (d->bad) return MPI_SUCCESS;
 		}
@@ -807,45 +815,44 @@ static int rr_treduce(const char *src, int n, long bytes, int count, int dtype, 
 	return MPI_SUCCESS;
 }
 
-// rr_dx_a2a_run_u runs a typed all-to-all over the direct round: this
-// rank's own block is copied, a header goes to every peer and, on
-// RR_TAG_DXA, the block for it straight from in; each peer's block is
+// rr_dx_a2a_run_u runs a typed all-to-all over the direct round: a
+// header to every peer and, on RR_TAG_DXA, exactly one block message for
+// it (zero elements included) straight from in; each peer's block is
 // received straight into its place in out, the receives posted first (as
 // MPI's pairwise exchange does: a receive posted after the header would
-// cost the rendezvous a round trip). A peer in another collective is a
-// desync (its header, or a block of another length); out's contents are
-// then undefined, as MPI leaves them on an error. c4 holds n send counts,
-// send displacements, receive counts and receive displacements, in
-// elements of es bytes (Go's checks made them consistent); in and out stay
+// cost the rendezvous a round trip); this rank's own block is copied. A
+// peer in another collective (its header), or one that sends another
+// count than this rank expects (the block's length), is a desync; out's
+// contents are then undefined, as MPI leaves them on an error. c4 holds n
+// send counts, send displacements, receive counts and receive
+// displacements, in elements of datatype dtype (es bytes); in and out stay
 // pinned until the collective completes.
-static int rr_dx_a2a_run_u(uintptr_t p, int64_t h0, int64_t h1, const char *in, char *out, const int *c4, int es,
+static int rr_dx_a2a_run_u(uintptr_t p, int64_t h0, int64_t h1, const char *in, char *out, const int *c4, int dtype, int es,
 		int64_t budget_ns, uintptr_t yield) {
 	rr_dx *d = (rr_dx *)p;
 	int n = d->size, np = d->npeer, me = d->rank;
 	const int *sc = c4, *sd = c4 + n, *rcnt = c4 + 2 * n, *rd = c4 + 3 * n;
 	rr_dx_start(d, RR_DX_ALLTOALL, h0, h1, 0);
+	d->a_t = rr_dtype(dtype);
+	d->a_es = es;
 	for (int i = 0; i < np; i++) {
 		int peer = rr_dx_peer(d, i);
 		int rc = rr_dx_recv(d, i);
 		if (rc) return rc;
-		d->got[i] = (long)rcnt[peer] * es;
-		if (d->got[i] > 0) {
-			rc = MPI_Irecv(out + (long)rd[peer] * es, (int)d->got[i], MPI_BYTE, peer, RR_TAG_DXA, d->comm, &d->reqs[3 * np + i]);
-			if (rc) return rc;
-			d->pending++;
-		}
+		d->got[i] = rcnt[peer];
+		rc = MPI_Irecv(out + (long)rd[peer] * es, rcnt[peer], d->a_t, peer, RR_TAG_DXA, d->comm, &d->reqs[3 * np + i]);
+		if (rc) return rc;
+		d->pending++;
 	}
 	for (int i = 0; i < np; i++) {
 		int peer = rr_dx_peer(d, i);
 		int rc = rr_dx_send(d, i);
 		if (rc) return rc;
-		if (sc[peer] > 0) {
-			rc = MPI_Isend(in + (long)sd[peer] * es, sc[peer] * es, MPI_BYTE, peer, RR_TAG_DXA, d->comm, &d->reqs[2 * np + i]);
-			if (rc) return rc;
-			d->pending++;
-		}
+		rc = MPI_Isend(in + (long)sd[peer] * es, sc[peer], d->a_t, peer, RR_TAG_DXA, d->comm, &d->reqs[2 * np + i]);
+		if (rc) return rc;
+		d->pending++;
 	}
-	if (sc[me] > 0) memmove(out + (long)rd[me] * es, in + (long)sd[me] * es, (size_t)sc[me] * es);
+	if (sc[me] > 0) memmove(out + (long)rd[me] * es, in + (long)sd[me] * es, (size_t)sc[me] * (size_t)es);
 	if (d->pending == 0) d->flag = 1;
 	int rc = MPI_SUCCESS;
 	if (!d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);

@@ -140,8 +140,8 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 
 // runDXAlltoall runs a direct typed all-to-all (rr_dx_a2a_run_u): h1 is
 // the op's shape, in and out the caller's pinned buffers, c4 the counts
-// and displacements in elements of es bytes. collMu held.
-func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int64, in, out unsafe.Pointer, c4 *C.int, es int) error {
+// and displacements in elements of dt. collMu held.
+func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int64, in, out unsafe.Pointer, c4 *C.int, dt comm.Datatype) error {
 	// Room for this rank's header and a header from each peer.
 	if err := c.reserveDX(op, 0, 2); err != nil {
 		return err
@@ -155,7 +155,8 @@ func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int6
 	c.entered++
 	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
 	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
-	rc := C.rr_dx_a2a_run_u(C.uintptr_t(uintptr(unsafe.Pointer(c.dx))), h0, C.int64_t(h1), (*C.char)(in), (*C.char)(out), c4, C.int(es), spinBudgetNs, yield)
+	rc := C.rr_dx_a2a_run_u(C.uintptr_t(uintptr(unsafe.Pointer(c.dx))), h0, C.int64_t(h1), (*C.char)(in), (*C.char)(out), c4,
+		C.int(dt), C.int(dt.Size()), spinBudgetNs, yield)
 	e.spun()
 	return c.dxPosted(ctx, w, op, rc)
 }

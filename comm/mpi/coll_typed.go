@@ -123,9 +123,13 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	c.typedPin = pin
 	var err error
 	switch {
-	case op.Kind == comm.KindAlltoall && c.direct && len(op.Send) <= directAlltoallMax && len(op.Recv) <= directAlltoallMax:
+	case op.Kind == comm.KindAlltoall && c.direct:
+		// Every rank of a direct group takes this path whatever its own
+		// counts (Alltoallv's differ by rank): the choice must be the
+		// group's, or one rank posts MPI_Ialltoallv while its peers run
+		// the direct round.
 		w := wait{kind: op.Kind}
-		err = c.runDXAlltoall(ctx, &w, name, op.Shape(), sp, rp, tc, es)
+		err = c.runDXAlltoall(ctx, &w, name, op.Shape(), sp, rp, tc, op.Type)
 	case op.Kind == comm.KindAllreduce && c.direct && len(op.Send) <= directTypedMax:
 		err = c.allreduceDX(ctx, op, sp, counts, tc)
 	default:
@@ -152,14 +156,6 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 // fewer bytes.
 const directTypedMax = 64 << 10
 
-// directAlltoallMax is the largest typed all-to-all, in bytes sent (and
-// received) per rank, that a direct group runs as its one round: a header
-// and the block for it to every peer, each peer's block received straight
-// into place (rr_dx_a2a_run_u). That is the pairwise exchange MPI's
-// blocking MPI_Alltoall runs for these sizes; MPI_Ialltoallv cost 1.3-1.9x
-// as much (make bench: alltoall_f32_1MiB).
-const directAlltoallMax = 8 << 20
-
 // allreduceDX is the direct typed allreduce: an all-to-all in which every
 // rank sends its whole vector (sp, pinned) to every other one, gathered in
 // rank order into C scratch, then reduced there in rank order
@@ -169,11 +165,7 @@ const directAlltoallMax = 8 << 20
 // collMu held, c usable.
 func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op, sp unsafe.Pointer, counts []C.int, tc *C.int) error {
 	nb, es, n := len(op.Send), op.Type.Size(), c.size
-	if nb == 0 {
-		w := wait{kind: comm.KindAllreduce}
-		return c.runDX(ctx, &w, "Allreduce", C.RR_DX_ALLREDUCE, op.Shape(), 0)
-	}
-	if need := (n*nb + 7) / 8; int(c.co.rcap) < need {
+	if need := max((n*nb+7)/8, 1); int(c.co.rcap) < need {
 		if err := c.reserve("Allreduce", 0, need, 0, 0); err != nil {
 			return err
 		}
@@ -184,8 +176,11 @@ func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op, sp unsafe.Pointe
 	}
 	gathered := unsafe.Pointer(c.co.rbuf)
 	w := wait{kind: comm.KindAllreduce}
-	if err := c.runDXAlltoall(ctx, &w, "Allreduce", op.Shape(), sp, gathered, tc, es); err != nil {
+	if err := c.runDXAlltoall(ctx, &w, "Allreduce", op.Shape(), sp, gathered, tc, op.Type); err != nil {
 		return err
+	}
+	if nb == 0 {
+		return nil
 	}
 	if rc := C.rr_treduce((*C.char)(gathered), C.int(n), C.long(nb), C.int(cnt), C.int(op.Type), C.int(op.Reduce),
 		unsafe.Pointer(unsafe.SliceData(op.Recv))); rc != C.MPI_SUCCESS {

@@ -38,6 +38,9 @@ type Config struct {
 	ThreadLevel ThreadLevel
 	// Checked wraps World.Comm in checked mode (comm.NewChecked).
 	Checked bool
+	// AnySite: checked collectives pair across call sites
+	// (comm.CheckConfig.AnySite).
+	AnySite bool
 	// Timeout bounds every collective, checked or not
 	// (comm.DefaultCollectiveTimeout when 0): past it the collective returns
 	// a *comm.TimeoutError naming the ranks that never arrived, and the

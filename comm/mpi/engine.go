@@ -237,20 +237,24 @@ func (e *engine) reapLocked() {
 	if len(e.orphans) > 0 {
 		kept := e.orphans[:0]
 		for _, o := range e.orphans {
-			if o.co != nil && C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0 {
-				C.rr_coll_free(o.co)
-				o.co = nil
-				if o.pin != nil {
-					o.pin.Unpin()
-					o.pin = nil
-				}
-			}
-			if o.dx != nil && C.rr_dx_done(o.dx) != 0 {
-				C.rr_dx_free(o.dx)
-				o.dx = nil
-			}
-			if o.co != nil || o.dx != nil {
+			// A typed collective on the direct path posts its requests on
+			// dx while its buffers are the pinned Go ones and, for a direct
+			// Allreduce, co's scratch: co, dx and the pins go together,
+			// once neither has an operation MPI may still complete.
+			coDone := o.co == nil || C.rr_test(o.co) == C.MPI_SUCCESS && o.co.flag != 0
+			dxDone := o.dx == nil || C.rr_dx_done(o.dx) != 0
+			if !coDone || !dxDone {
 				kept = append(kept, o)
+				continue
+			}
+			if o.co != nil {
+				C.rr_coll_free(o.co)
+			}
+			if o.dx != nil {
+				C.rr_dx_free(o.dx)
+			}
+			if o.pin != nil {
+				o.pin.Unpin()
 			}
 		}
 		clear(e.orphans[len(kept):])

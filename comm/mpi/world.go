@@ -110,7 +110,7 @@ func Init(cfg Config) (*World, error) {
 	}
 	w := &World{e: e, world: wc, c: wc, rec: rec, localRank: int(lrank), cfg: cfg}
 	if cfg.Checked {
-		w.c = comm.NewChecked(wc, comm.CheckConfig{Timeout: cfg.Timeout, Recorder: rec})
+		w.c = comm.NewChecked(wc, comm.CheckConfig{Timeout: cfg.Timeout, Recorder: rec, AnySite: cfg.AnySite})
 	}
 	e.stop = make(chan struct{})
 	e.done = make(chan struct{})

@@ -139,7 +139,10 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	if err != nil {
 		return nil, err
 	}
-	return c.w.rankComm(child, newRank), nil
+	// The raw child: a checked parent wraps it itself (comm.checked.Split);
+	// wrapping it here too stamped every collective twice, and the outer
+	// stamp (an Allgather) hid the user's call in a desync report.
+	return &rankComm{w: c.w, g: child, rank: newRank}, nil
 }
 
 // InspectPeers returns every member's flight records (checked worlds only).

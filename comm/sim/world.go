@@ -38,6 +38,9 @@ type Config struct {
 	Depth int
 	// Checked wraps every rank's communicators in checked mode.
 	Checked bool
+	// AnySite: checked collectives pair across call sites
+	// (comm.CheckConfig.AnySite).
+	AnySite bool
 	// Timeout bounds every collective in virtual time
 	// (comm.DefaultCollectiveTimeout when 0).
 	Timeout time.Duration
@@ -285,7 +288,7 @@ func (w *world) interruptCause() error {
 func (w *world) rankComm(g *group, r int) comm.Comm {
 	rc := &rankComm{w: w, g: g, rank: r}
 	if w.cfg.Checked {
-		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[g.members[r]]})
+		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[g.members[r]], AnySite: w.cfg.AnySite})
 	}
 	return rc
 }

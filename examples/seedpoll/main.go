@@ -85,7 +85,7 @@ func program(ctx context.Context, c comm.Comm, iters int, clamp bool) (int64, er
 			return 0, err
 		}
 		if len(pending) == 0 && waited >= interval {
-			return 0, fmt.Errorf("rank %d iteration %d: a poll with no transfer held slept out its whole %v interval (seed 000)", r, it, interval)
+			return 0, fmt.Errorf("iteration %d: a poll with no transfer held slept out its whole %v interval (seed 000)", it, interval)
 		}
 		// Phase 2, entered by every rank: agree on what completed.
 		sum := make([]int64, 1)
