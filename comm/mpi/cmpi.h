@@ -567,6 +567,8 @@ typedef struct {
 	// A typed all-to-all's blocks (RR_DX_ALLTOALL) travel as a_t, whose
 	// elements are a_es bytes; got then counts elements.
 	MPI_Datatype a_t; int a_es;
+	int *ucounts;  // 4 x size: a direct typed allreduce's uniform counts
+	int reduced;   // the direct typed allreduce reduced within its first call
 } rr_dx;
 
 static int rr_dx_peer(rr_dx *d, int i) { return i < d->rank ? i : i + 1; }
@@ -576,7 +578,7 @@ static void rr_dx_free(rr_dx *d) {
 	if (!d) return;
 	if (d->obuf) for (int i = 0; i < d->npeer; i++) free(d->obuf[i]);
 	free(d->obuf); free(d->ocap); free(d->got);
-	free(d->reqs); free(d->sts); free(d->idx); free(d->sbuf); free(d->rbuf);
+	free(d->reqs); free(d->sts); free(d->idx); free(d->sbuf); free(d->rbuf); free(d->ucounts);
 	free(d);
 }
 
@@ -591,7 +593,8 @@ static rr_dx *rr_dx_new(MPI_Comm comm, int rank, int size) {
 	d->obuf = (char **)calloc(n, sizeof(char *));
 	d->ocap = (long *)calloc(n, sizeof(long));
 	d->got = (int64_t *)calloc(n, sizeof(int64_t));
-	if (!d->reqs || !d->sts || !d->idx || !d->obuf || !d->ocap || !d->got) { rr_dx_free(d); return NULL; }
+	d->ucounts = (int *)calloc(4 * (size_t)size, sizeof(int));
+	if (!d->reqs || !d->sts || !d->idx || !d->obuf || !d->ocap || !d->got || !d->ucounts) { rr_dx_free(d); return NULL; }
 	for (int i = 0; i < 4 * n; i++) d->reqs[i] = MPI_REQUEST_NULL;
 	return d;
 }
@@ -857,6 +860,29 @@ static int rr_dx_a2a_run_u(uintptr_t p, int64_t h0, int64_t h1, const char *in, 
 	int rc = MPI_SUCCESS;
 	if (!d->flag) rc = rr_dx_spin(d, budget_ns, (int *)yield);
 	return rc;
+}
+
+// rr_dx_tallreduce_run_u runs a direct typed allreduce in one cgo call:
+// this rank's count elements of dtype, already copied to in (C memory),
+// go to every peer as an all-to-all of uniform blocks gathered in rank
+// order into gathered (C memory, size x count elements); when the round
+// completes within the spin they are reduced into out in rank order
+// (rr_treduce) and d->reduced is set, else the caller waits and reduces.
+// out is only written during the call, so it needs no pin.
+static int rr_dx_tallreduce_run_u(uintptr_t p, int64_t h0, int64_t h1, const char *in, char *gathered, int count, int dtype, int es,
+		int op, void *out, int64_t budget_ns, uintptr_t yield) {
+	rr_dx *d = (rr_dx *)p;
+	int n = d->size;
+	int *c4 = d->ucounts;
+	for (int r = 0; r < n; r++) {
+		c4[r] = count; c4[n + r] = 0; c4[2 * n + r] = count; c4[3 * n + r] = r * count;
+	}
+	d->reduced = 0;
+	int rc = rr_dx_a2a_run_u(p, h0, h1, in, gathered, c4, dtype, es, budget_ns, yield);
+	if (rc != MPI_SUCCESS || !d->flag) return rc;
+	d->reduced = 1;
+	if (count == 0) return MPI_SUCCESS;
+	return rr_treduce(gathered, n, (long)count * es, count, dtype, op, out);
 }
 
 // rr_dx_done reports (1) whether every request of an abandoned collective

@@ -61,6 +61,9 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	if err := c.usableLocked(name); err != nil {
 		return err
 	}
+	if op.Kind == comm.KindAllreduce && c.direct && len(op.Send) <= directTypedMax {
+		return c.allreduceDX(ctx, op)
+	}
 	co, h := c.co, c.h
 	n := c.size
 	tc := C.rr_tcounts(co, C.int(n))
@@ -130,8 +133,6 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 		// the direct round.
 		w := wait{kind: op.Kind}
 		err = c.runDXAlltoall(ctx, &w, name, op.Shape(), sp, rp, tc, op.Type)
-	case op.Kind == comm.KindAllreduce && c.direct && len(op.Send) <= directTypedMax:
-		err = c.allreduceDX(ctx, op, sp, counts, tc)
 	default:
 		w := wait{kind: op.Kind, mpiColl: true}
 		err = c.run(ctx, &w, true, name, "MPI_I"+name, func() C.int {
@@ -156,34 +157,52 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 // fewer bytes.
 const directTypedMax = 64 << 10
 
-// allreduceDX is the direct typed allreduce: an all-to-all in which every
-// rank sends its whole vector (sp, pinned) to every other one, gathered in
-// rank order into C scratch, then reduced there in rank order
-// (rr_treduce). The headers carry the op's kind and shape (datatype,
-// reduction, count hash), so a peer in another collective, or reducing
-// another datatype, is a desync. counts is tc's Go view (4 x size).
-// collMu held, c usable.
-func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op, sp unsafe.Pointer, counts []C.int, tc *C.int) error {
+// allreduceDX is the direct typed allreduce: this rank's vector, copied to
+// C scratch (co.sbuf), goes to every other rank as an all-to-all of
+// uniform blocks gathered in rank order (co.rbuf), then reduced in rank
+// order into op.Recv (rr_treduce), in the same cgo call when the round
+// completes within its spin. Nothing of the caller's is pinned: MPI only
+// ever holds C memory, which an orphan keeps. The headers carry the op's
+// kind and shape (datatype, reduction, count hash), so a peer in another
+// collective, or reducing another datatype, is a desync. collMu held, c
+// usable.
+func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op) error {
 	nb, es, n := len(op.Send), op.Type.Size(), c.size
-	if need := max((n*nb+7)/8, 1); int(c.co.rcap) < need {
-		if err := c.reserve("Allreduce", 0, need, 0, 0); err != nil {
+	words := max((nb+7)/8, 1)
+	if int(c.co.scap) < words || int(c.co.rcap) < n*words {
+		if err := c.reserve("Allreduce", words, n*words, 0, 0); err != nil {
 			return err
 		}
 	}
-	cnt := nb / es
-	for r := range n {
-		counts[r], counts[n+r], counts[2*n+r], counts[3*n+r] = C.int(cnt), 0, C.int(cnt), C.int(r*cnt)
-	}
-	gathered := unsafe.Pointer(c.co.rbuf)
-	w := wait{kind: comm.KindAllreduce}
-	if err := c.runDXAlltoall(ctx, &w, "Allreduce", op.Shape(), sp, gathered, tc, op.Type); err != nil {
+	if err := c.reserveDX("Allreduce", 0, 2); err != nil {
 		return err
 	}
-	if nb == 0 {
-		return nil
+	co := c.co
+	if nb > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(co.sbuf)), nb), op.Send)
 	}
-	if rc := C.rr_treduce((*C.char)(gathered), C.int(n), C.long(nb), C.int(cnt), C.int(op.Type), C.int(op.Reduce),
-		unsafe.Pointer(unsafe.SliceData(op.Recv))); rc != C.MPI_SUCCESS {
+	var out unsafe.Pointer
+	if nb > 0 {
+		out = unsafe.Pointer(unsafe.SliceData(op.Recv))
+	}
+	e := c.e
+	e.mu.Lock()
+	if e.finalized {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: Allreduce on group %q rank %d: MPI finalized", comm.ErrClosed, c.name, c.rank)
+	}
+	c.entered++
+	w := wait{kind: comm.KindAllreduce}
+	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
+	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
+	rc := C.rr_dx_tallreduce_run_u(C.uintptr_t(uintptr(unsafe.Pointer(c.dx))), h0, C.int64_t(op.Shape()),
+		(*C.char)(unsafe.Pointer(co.sbuf)), (*C.char)(unsafe.Pointer(co.rbuf)), C.int(nb/es), C.int(op.Type), C.int(es),
+		C.int(op.Reduce), out, spinBudgetNs, yield)
+	e.spun()
+	if err := c.dxPosted(ctx, &w, "Allreduce", rc); err != nil || c.dx.reduced != 0 || nb == 0 {
+		return err
+	}
+	if rc := C.rr_treduce((*C.char)(unsafe.Pointer(co.rbuf)), C.int(n), C.long(nb), C.int(nb/es), C.int(op.Type), C.int(op.Reduce), out); rc != C.MPI_SUCCESS {
 		return fmt.Errorf("mpi: Allreduce on group %q rank %d: MPI_Reduce_local failed (MPI error %d)", c.name, c.rank, int(rc))
 	}
 	return nil
