@@ -261,3 +261,40 @@ func TestPayloadScale(t *testing.T) {
 	res := sim.Run(t.Context(), 1, sim.Config{PayloadScale: -1}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
 	require.ErrorIs(t, res.Err(), comm.ErrBadArgument)
 }
+
+// The typed collectives cost what the link model says, exactly: a float32
+// allreduce of 1 MiB is a ring (2(p-1) steps, 2(p-1)/p of the buffer), an
+// all-to-all of 1 MiB per rank a pairwise exchange (p-1 steps, (p-1)/p of
+// it).
+func TestTypedCollectivesCostTheirModel(t *testing.T) {
+	f := sim.Fabric{Name: "test", Intra: sim.Link{Latency: 10 * time.Microsecond, Bandwidth: 1e9}}
+	const p, bytes = 4, 1 << 20
+	step := func(k int, moved float64) time.Duration {
+		return time.Duration(k)*10*time.Microsecond + time.Duration(moved/1e9*float64(time.Second))
+	}
+	for _, tc := range []struct {
+		name string
+		want time.Duration
+		op   func(ctx context.Context, c comm.Comm) error
+	}{
+		{"allreduce float32", step(2*(p-1), 2*float64(p-1)/p*bytes), func(ctx context.Context, c comm.Comm) error {
+			buf := make([]float32, bytes/4)
+			return comm.Allreduce(ctx, c, comm.Sum, buf, buf)
+		}},
+		{"alltoall float32", step(p-1, float64(p-1)/p*bytes), func(ctx context.Context, c comm.Comm) error {
+			return comm.Alltoall(ctx, c, make([]float32, bytes/4), make([]float32, bytes/4))
+		}},
+	} {
+		took := make([]time.Duration, p)
+		res := sim.Run(t.Context(), p, sim.Config{Fabric: f}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+			t0 := clk.Now()
+			err := tc.op(ctx, c)
+			took[c.Rank()] = clock.Since(clk, t0)
+			return err
+		})
+		require.NoError(t, res.Err(), tc.name)
+		for r, d := range took {
+			require.Equal(t, tc.want, d, "%s: rank %d", tc.name, r)
+		}
+	}
+}
