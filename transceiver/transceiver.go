@@ -18,9 +18,15 @@ import (
 // picks per request and announces in its request info.
 const (
 	tagControl  = 1
-	dataTagLow  = 16
+	dataTagLow  = DataTagLow
 	dataTagHigh = comm.MaxTag
 )
+
+// DataTagLow is the least tag a KV fragment travels on: every message on
+// a tag at or above it is KV payload (what a simulation that carries a
+// sample of each head charges in full, less its header: sim.Config's
+// PayloadTagsFrom and PayloadHeader).
+const DataTagLow = 16
 
 // Transceiver is one rank's transfer engine. See the package doc.
 type Transceiver struct {

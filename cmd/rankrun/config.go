@@ -45,6 +45,8 @@ type runFlags struct {
 	model                 string
 	computeEff, memoryEff float64
 	kvSample              int
+	autoSample            int             // run under sim with --kv-sample 0: the sample chosen to fit this host (0: none)
+	sampleNote            string          // the report's reason for autoSample
 	sweepSample           bool            // a sweep: --kv-sample 0 samples
 	set                   map[string]bool // flags the command line set
 }
@@ -124,7 +126,8 @@ func (f *runFlags) simConfig() (sim.Config, error) {
 	}
 	// The run's --timeout is virtual in simulation.
 	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.collChecked(), Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
-		Deadline: f.timeout, PayloadScale: f.payloadScale()}, nil
+		Deadline: f.timeout, PayloadScale: f.payloadScale(), PayloadTagsFrom: transceiver.DataTagLow,
+		PayloadHeader: transceiver.HeaderSize}, nil
 }
 
 func replayNames() string {

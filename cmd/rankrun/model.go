@@ -21,7 +21,7 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultComputeEff))
 	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
-		"(1: every byte; 0: 1 for run, HeadDim/4 for sweep)")
+		"(1: every byte; 0: for run 1, or under --backend sim the least that keeps the pools within half this host's memory, shown in the report; HeadDim/4 for sweep)")
 }
 
 // noteSet records which flags the command line set.
@@ -94,12 +94,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 	if err := full.Validate(); err != nil {
 		return usagef("--model %s: %v", f.model, err)
 	}
-	sample, err := f.sample(m)
-	if err != nil {
-		return err
-	}
 	c.Model = full
-	c.Model.HeadDim /= sample
 	c.Compute = placementCompute{p}
 	// Pools: what the HBM left after the weights holds, of the full
 	// geometry, but never more than the whole workload needs.
@@ -113,14 +108,64 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		}
 		*side.blocks = max(1, min(p.KVBlocks(side.l, full), workloadBlocks(c, side.l, full)))
 	}
+	if f.kvSample == 0 && !f.sweepSample && f.backend == "sim" {
+		if n, ok := fitSample(c, full, hostMemory()/2); ok && n > 1 {
+			f.autoSample = n
+			f.sampleNote = fmt.Sprintf("; sampled because the full pools (%s in this process) exceed half this host's %s of memory (--kv-sample 1 carries every byte)",
+				executor.FormatBytes(poolBytes(c, full)), executor.FormatBytes(hostMemory()))
+		}
+	}
+	sample, err := f.sample(m)
+	if err != nil {
+		return err
+	}
+	c.Model.HeadDim /= sample
 	return nil
+}
+
+// fitSample is the smallest --kv-sample divisor of full's head dim with
+// which c's pools, all in this process, take at most budget bytes (ok
+// false: none does, or the budget is unknown). The simulation charges the
+// links for every byte whatever the sample, so its figures do not change.
+func fitSample(c *executor.Config, full topology.Model, budget int64) (int, bool) {
+	if budget <= 0 {
+		return 0, false
+	}
+	for n := 1; n <= full.HeadDim; n++ {
+		if full.HeadDim%n != 0 {
+			continue
+		}
+		g := full
+		g.HeadDim /= n
+		if b := poolBytes(c, g); b > 0 && b <= budget {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// poolBytes is what c's pools take in one process with KV geometry g (0:
+// a layout that cannot shard g).
+func poolBytes(c *executor.Config, g topology.Model) int64 {
+	var total int64
+	for _, side := range []struct {
+		l      topology.Layout
+		blocks int
+	}{{c.Ctx, c.CtxBlocks}, {c.Gen, c.GenBlocks}} {
+		s, err := side.l.Shard(g, 0)
+		if err != nil {
+			return 0
+		}
+		total += int64(side.blocks) * int64(s.BlockBytes()) * int64(side.l.Ranks())
+	}
+	return total
 }
 
 // sample is the --kv-sample divisor of the head dim.
 func (f *runFlags) sample(m costmodel.Model) (int, error) {
 	n := f.kvSample
 	if n == 0 {
-		n = 1
+		n = max(1, f.autoSample)
 		if f.sweepSample && f.backend == "sim" {
 			n = max(1, m.HeadDim/4)
 		}

@@ -136,6 +136,9 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 	}
 	if rep != nil {
 		rep.Backend, rep.WallSeconds, rep.Compute = backend, time.Since(start).Seconds(), describeCompute(&cfg)
+		if rep.Compute != "" {
+			rep.Compute += f.sampleNote
+		}
 		f.markError(ctx, rep, err)
 	}
 	return rep, err

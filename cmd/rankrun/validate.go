@@ -90,20 +90,27 @@ func checkSize(backend string, c *executor.Config) error {
 		}
 		per := int64(side.blocks) * int64(s.BlockBytes())
 		if mem := hostMemory(); mem > 0 && per > mem {
-			return usagef("%s %d: a pool of %s per rank, more than this host's %s of memory", side.flag, side.blocks,
-				executor.FormatBytes(per), executor.FormatBytes(mem))
+			return usagef("%s %d: a pool of %s per rank, more than this host's %s of memory %s", side.flag, side.blocks,
+				executor.FormatBytes(per), executor.FormatBytes(mem), smallerPools)
 		}
 		inProcess += per * int64(side.l.Ranks())
 	}
 	if mem := hostMemory(); backend != "mpi" && mem > 0 && inProcess > mem {
-		return usagef("--ctx-blocks %d, --gen-blocks %d: the %d ranks' pools take %s in this process, more than this host's %s of memory",
-			c.CtxBlocks, c.GenBlocks, c.Ranks(), executor.FormatBytes(inProcess), executor.FormatBytes(mem))
+		return usagef("--ctx-blocks %d, --gen-blocks %d: the %d ranks' pools take %s in this process, more than this host's %s of memory %s",
+			c.CtxBlocks, c.GenBlocks, c.Ranks(), executor.FormatBytes(inProcess), executor.FormatBytes(mem), smallerPools)
 	}
 	return nil
 }
 
-// hostMemory is the host's physical memory in bytes (0: unknown).
-func hostMemory() int64 {
+// smallerPools ends a refusal of pools too big for the host.
+const smallerPools = "(give smaller pools; with --model, --backend sim samples the KV heads to fit unless --kv-sample is given)"
+
+// hostMemory is the host's physical memory in bytes (0: unknown); a
+// variable so that tests can be a smaller host.
+var hostMemory = readHostMemory
+
+// readHostMemory reads MemTotal from /proc/meminfo (0: unknown).
+func readHostMemory() int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0

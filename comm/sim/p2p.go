@@ -172,7 +172,12 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	// The link model: the message reaches its receiver after latency +
 	// bytes/bandwidth (plus seeded jitter), never before an earlier message
 	// on the same pair (MPI's non-overtaking rule).
-	arrival := w.now.Add(w.cfg.Fabric.Between(g.members[c.rank], g.members[dest]).Time(len(buf) * max(1, w.cfg.PayloadScale)))
+	bytes := len(buf)
+	if n := w.cfg.PayloadScale; n > 1 && tag >= w.cfg.PayloadTagsFrom {
+		head := min(bytes, w.cfg.PayloadHeader)
+		bytes = head + (bytes-head)*n
+	}
+	arrival := w.now.Add(w.cfg.Fabric.Between(g.members[c.rank], g.members[dest]).Time(bytes))
 	if w.cfg.Jitter > 0 {
 		arrival = arrival.Add(time.Duration(w.rng.Int64N(int64(w.cfg.Jitter))))
 	}

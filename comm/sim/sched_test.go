@@ -233,21 +233,28 @@ func TestLinkModel(t *testing.T) {
 }
 
 // PayloadScale charges the links for N times each message's bytes, exactly:
-// 10 us + 4 x 1 MB / 1 GB/s.
+// 10 us + 4 x 1 MB / 1 GB/s; with PayloadTagsFrom, only on the tags from
+// it (the KV fragments), and a control message below it as it is; with
+// PayloadHeader, a fragment's header once.
 func TestPayloadScale(t *testing.T) {
 	f := sim.Fabric{Name: "test", Intra: sim.Link{Latency: 10 * time.Microsecond, Bandwidth: 1e9}}
 	for _, tc := range []struct {
-		scale int
-		want  time.Duration
-	}{{0, 1010 * time.Microsecond}, {1, 1010 * time.Microsecond}, {4, 4010 * time.Microsecond}} {
+		scale, from, head, tag int
+		want                   time.Duration
+	}{
+		{0, 0, 0, 9, 1010 * time.Microsecond}, {1, 0, 0, 9, 1010 * time.Microsecond}, {4, 0, 0, 9, 4010 * time.Microsecond},
+		{4, 16, 0, 9, 1010 * time.Microsecond}, {4, 16, 0, 16, 4010 * time.Microsecond}, {4, 16, 0, 17, 4010 * time.Microsecond},
+		// A 1000-byte header is charged once: 10 us + (1000 + 4 x 999000) ns.
+		{4, 16, 1000, 16, f.Intra.Time(1000 + 4*999_000)}, {1, 16, 1000, 16, 1010 * time.Microsecond},
+	} {
 		var got time.Duration
-		res := sim.Run(t.Context(), 2, sim.Config{Seed: 1, Fabric: f, PayloadScale: tc.scale}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		res := sim.Run(t.Context(), 2, sim.Config{Seed: 1, Fabric: f, PayloadScale: tc.scale, PayloadTagsFrom: tc.from, PayloadHeader: tc.head}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
 			t0 := clk.Now()
 			if c.Rank() == 0 {
-				_, err := c.Isend(make([]byte, 1_000_000), 1, 9)
+				_, err := c.Isend(make([]byte, 1_000_000), 1, tc.tag)
 				return err
 			}
-			q, err := c.Irecv(make([]byte, 1_000_000), 0, 9)
+			q, err := c.Irecv(make([]byte, 1_000_000), 0, tc.tag)
 			if err != nil {
 				return err
 			}
@@ -256,10 +263,12 @@ func TestPayloadScale(t *testing.T) {
 			return err
 		})
 		require.NoError(t, res.Err())
-		require.Equal(t, tc.want, got, "scale %d", tc.scale)
+		require.Equal(t, tc.want, got, "scale %d from tag %d header %d, tag %d", tc.scale, tc.from, tc.head, tc.tag)
 	}
-	res := sim.Run(t.Context(), 1, sim.Config{PayloadScale: -1}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
-	require.ErrorIs(t, res.Err(), comm.ErrBadArgument)
+	for _, bad := range []sim.Config{{PayloadScale: -1}, {PayloadTagsFrom: -1}, {PayloadHeader: -1}} {
+		res := sim.Run(t.Context(), 1, bad, func(context.Context, comm.Comm, clock.Clock) error { return nil })
+		require.ErrorIs(t, res.Err(), comm.ErrBadArgument)
+	}
 }
 
 // The typed collectives cost what the link model says, exactly: a float32

@@ -46,12 +46,22 @@ type Config struct {
 	Timeout time.Duration
 	// Fabric is the link model (the zero Fabric: no cost).
 	Fabric Fabric
-	// PayloadScale makes every point-to-point message count this many
-	// times its length on the links (0 or 1: as is). A run that carries a
-	// sample of each KV head's elements (rankrun --kv-sample N moves
-	// HeadDim/N of them) charges the links for the full bytes; the few
-	// control messages are charged N times too, nanoseconds on any preset.
+	// PayloadScale makes every point-to-point message whose tag is at
+	// least PayloadTagsFrom count this many times its length on the links
+	// (0 or 1: as is). A run that carries a sample of each KV head's
+	// elements (rankrun --kv-sample N moves HeadDim/N of them) charges the
+	// links for the full bytes of its KV fragments (tags from
+	// transceiver.DataTagLow), and its control messages for what they are:
+	// With PayloadHeader, the virtual times are those of the run that
+	// carries every byte, to the nanosecond.
 	PayloadScale int
+	// PayloadTagsFrom is the least tag that PayloadScale applies to (0:
+	// every message).
+	PayloadTagsFrom int
+	// PayloadHeader is how many leading bytes of a scaled message are
+	// charged once, not PayloadScale times: a KV fragment's header
+	// (transceiver.HeaderSize).
+	PayloadHeader int
 	// Jitter adds a seeded delay in [0, Jitter) to every message (messages
 	// between one pair on one communicator still arrive in order).
 	Jitter time.Duration
@@ -88,6 +98,9 @@ func (c *Config) fill() error {
 	}
 	if c.Depth <= 0 {
 		c.Depth = 3
+	}
+	if c.PayloadTagsFrom < 0 || c.PayloadHeader < 0 {
+		return fmt.Errorf("%w: sim: payload tags from %d and header %d must not be negative", comm.ErrBadArgument, c.PayloadTagsFrom, c.PayloadHeader)
 	}
 	if c.PayloadScale < 0 {
 		return fmt.Errorf("%w: sim: payload scale %d must not be negative", comm.ErrBadArgument, c.PayloadScale)
