@@ -162,7 +162,7 @@ func (s *Scenario) Ranks() int {
 // RunArgs is the `rankrun run` argument list equivalent to the run (with
 // the replay under test on when withReplay is true), checked mode included.
 func (s *Scenario) RunArgs(withReplay bool) []string {
-	d := func(v time.Duration) string { return v.String() }
+	d := FormatDuration
 	a := []string{"--ctx", s.Ctx, "--gen", s.Gen, "--transfer", s.Transfer,
 		"--layers", strconv.Itoa(s.Model.Layers), "--kv-heads", strconv.Itoa(s.Model.KVHeads), "--head-dim", strconv.Itoa(s.Model.HeadDim),
 		"--tokens-per-block", strconv.Itoa(s.Model.TokensPerBlock), "--elem-bytes", strconv.Itoa(s.Model.ElemBytes),
@@ -202,22 +202,7 @@ func (s *Scenario) CommandLineOn(backend string, withReplay bool) string {
 	parts := []string{"rankrun", "run"}
 	args := s.RunArgs(withReplay)
 	if backend == "sim" {
-		args = append(args, "--backend", "sim")
-		if s.Hardware != "" {
-			args = append(args, "--hardware", s.Hardware)
-		}
-		if s.ScheduleSeed != 0 {
-			args = append(args, "--schedule-seed", strconv.FormatUint(s.ScheduleSeed, 10))
-		}
-		if s.Strategy != sim.RandomWalk {
-			args = append(args, "--strategy", s.Strategy.String())
-		}
-		if s.PCTDepth != 0 {
-			args = append(args, "--pct-depth", strconv.Itoa(s.PCTDepth))
-		}
-		if s.MsgJitter != 0 {
-			args = append(args, "--msg-jitter", s.MsgJitter.String())
-		}
+		args = append(args, s.SimArgs()...)
 	}
 	for _, a := range args {
 		if strings.ContainsAny(a, " \t'\"|&;<>()$`\\*?[]#~") {
@@ -226,6 +211,35 @@ func (s *Scenario) CommandLineOn(backend string, withReplay bool) string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// SimArgs are the `rankrun run` flags of the simulation this scenario
+// runs in: --backend sim and its schedule, links and jitter.
+func (s *Scenario) SimArgs() []string {
+	args := []string{"--backend", "sim"}
+	if s.Hardware != "" {
+		args = append(args, "--hardware", s.Hardware)
+	}
+	if s.ScheduleSeed != 0 {
+		args = append(args, "--schedule-seed", strconv.FormatUint(s.ScheduleSeed, 10))
+	}
+	if s.Strategy != sim.RandomWalk {
+		args = append(args, "--strategy", s.Strategy.String())
+	}
+	if s.PCTDepth != 0 {
+		args = append(args, "--pct-depth", strconv.Itoa(s.PCTDepth))
+	}
+	if s.MsgJitter != 0 {
+		args = append(args, "--msg-jitter", FormatDuration(s.MsgJitter))
+	}
+	return args
+}
+
+// FormatDuration is d as a flag value in ASCII: time.Duration's String
+// with "us" for "µs" (both parse back to d), so that a printed command
+// line can be typed.
+func FormatDuration(d time.Duration) string {
+	return strings.ReplaceAll(d.String(), "µs", "us")
 }
 
 // setter applies one key's value.

@@ -107,6 +107,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"handover-requests", *handoverN}, {"seed-requests", *seedN}, {"cp-requests", *cpN}} {
+		if n.v < 1 {
+			return usagef("--%s %d: must be at least 1", n.flag, n.v)
+		}
+	}
 	out := benchOut{Machine: machineInfo(*raw, *command)}
 	add := func(r benchRow) { out.Rows = append(out.Rows, r) }
 	missing := func(what string, err error) {

@@ -40,6 +40,9 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noteSet(fs)
+	if f.set["backend"] && f.backend != "sim" {
+		return usagef("--backend %s: explore runs every schedule in the simulation backend; drop --backend (or give sim)", f.backend)
+	}
 	if *seeds < 1 {
 		return usagef("--seeds %d: must be at least 1", *seeds)
 	}

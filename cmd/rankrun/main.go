@@ -49,6 +49,7 @@ Usage:
   rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
   rankrun explore  [flags]   search simulated rank schedules for desyncs, hangs and leaks
   rankrun bench    [flags]   benchmark table of ratios against references (make bench)
+  rankrun version            the version, commit and Go toolchain of this binary
 
 Run 'rankrun COMMAND -h' for the flags and examples of a command.
 `
@@ -66,6 +67,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runCmd(args[1:], stdout, stderr)
+		jsonUsageError(err, args[1:], stdout)
 	case "sweep":
 		err = sweepCmd(args[1:], stdout, stderr)
 	case "scenario":
@@ -79,8 +81,11 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionLine())
+		return 0
 	default:
-		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices or bench)\n", args[0])
+		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench or version)\n", args[0])
 		return 2
 	}
 	return exitCode(err, stderr)

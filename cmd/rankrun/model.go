@@ -78,11 +78,11 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		v    float64
 		to   *float64
 	}{{"compute-eff", f.computeEff, &hw.ComputeEff}, {"memory-eff", f.memoryEff, &hw.MemoryEff}} {
-		if !f.set[e.name] {
-			continue
+		if !f.set[e.name] || e.v == 0 {
+			continue // 0: the hardware's, as -h says
 		}
 		if !(e.v > 0 && e.v <= 1) {
-			return usagef("--%s %v: must be in (0, 1]", e.name, e.v)
+			return usagef("--%s %v: must be in (0, 1] (or 0 for the hardware's)", e.name, e.v)
 		}
 		*e.to = e.v
 	}

@@ -161,7 +161,9 @@ func writeFile(flag, path string, write func(w io.Writer) error) error {
 	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	err = write(bw)
-	err = errors.Join(err, bw.Flush(), tmp.Close())
+	// CreateTemp makes the file 0600; an output is as readable as any
+	// file written with os.Create under the usual umask.
+	err = errors.Join(err, bw.Flush(), tmp.Chmod(0o644), tmp.Close())
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}

@@ -63,6 +63,10 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 				return usagef("--with-replay: %s has no replay-under-test", s.File)
 			}
 			args := s.RunArgs(*withReplay)
+			if s.Backend == "sim" {
+				// A scenario pinned to the simulation: its run is a sim run.
+				args = append(args, s.SimArgs()...)
+			}
 			for i, a := range args {
 				if strings.ContainsAny(a, " \t'\"") {
 					args[i] = strconv.Quote(a)
@@ -90,7 +94,11 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 		return scenarioMPI(&all[0], *replayOn, log, stdout, stderr)
 	}
 	failed, runs := 0, 0
+	var skipped []string
 	for _, s := range all {
+		if len(backendsOf(s, *only)) == 0 {
+			skipped = append(skipped, fmt.Sprintf("%s runs on %s only (its backend key)", s.File, strings.Join(s.Backends(), ", ")))
+		}
 		for _, backend := range backendsOf(s, *only) {
 			runs++
 			opts := []scenario.Option{scenario.WithLogger(log), scenario.WithBackend(backend)}
@@ -114,6 +122,12 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stdout, "PASS %s [%s]\n", s.Label(), backend)
 			}
 		}
+	}
+	if runs == 0 {
+		return usagef("--backend %s: no scenario given runs on it: %s", *only, strings.Join(skipped, "; "))
+	}
+	for _, sk := range skipped {
+		fmt.Fprintf(stdout, "SKIP %s, not on --backend %s\n", sk, *only)
 	}
 	fmt.Fprintf(stdout, "%d runs of %d scenarios, %d passed, %d failed\n", runs, len(all), runs-failed, failed)
 	if failed > 0 {

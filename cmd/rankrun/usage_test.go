@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every flag's documented 0 means what -h says: --compute-eff 0 and
+// --memory-eff 0 are the hardware's figures, the same run as without them.
+func TestEfficiencyZeroIsTheHardwares(t *testing.T) {
+	base := []string{"run", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--kv-sample", "32",
+		"--requests", "2", "--input", "64", "--output", "2", "--json"}
+	code, want, errOut := cli(t, base...)
+	require.Equal(t, 0, code, errOut)
+	code, got, errOut := cli(t, append(append([]string{}, base...), "--compute-eff", "0", "--memory-eff", "0")...)
+	require.Equal(t, 0, code, errOut)
+	var a, b modelReport
+	require.NoError(t, json.Unmarshal([]byte(want), &a))
+	require.NoError(t, json.Unmarshal([]byte(got), &b))
+	assert.Equal(t, a.Compute, b.Compute)
+	assert.Contains(t, b.Compute, "at 40%", "the hardware's compute_eff")
+	assert.Equal(t, a.TTFTMs, b.TTFTMs)
+	code, _, errOut = cli(t, append(append([]string{}, base...), "--memory-eff", "-0.5")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--memory-eff -0.5: must be in (0, 1] (or 0 for the hardware's)")
+}
+
+// `rankrun version` and `--version` print one line: the binary's version
+// and Go toolchain.
+func TestVersion(t *testing.T) {
+	for _, a := range []string{"version", "--version"} {
+		code, out, errOut := cli(t, a)
+		require.Equal(t, 0, code, errOut)
+		assert.Regexp(t, `^rankrun \S+.* go1\.\d+`, out)
+		assert.Equal(t, 1, strings.Count(out, "\n"), out)
+	}
+	_, _, unknown := cli(t, "foo")
+	assert.Contains(t, unknown, "or version")
+}
+
+// With --json, a refused command line is the report's error object on
+// stdout (kind "usage"), as a run-time error is; the line on stderr stays.
+// Without --json, stdout stays empty.
+func TestRunJSONUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run", "--json", "--requests", "0"}, "--requests 0: must be at least 1"},
+		{[]string{"run", "--requests", "0", "-json=true"}, "--requests 0: must be at least 1"},
+		{[]string{"run", "--json", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "--json", "--ctx", "tp=0"}, "--ctx"},
+	} {
+		code, out, errOut := cli(t, tc.args...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		var r runReport
+		require.NoError(t, json.Unmarshal([]byte(out), &r), "%v: stdout %q", tc.args, out)
+		require.NotNil(t, r.Error, "%v", tc.args)
+		assert.Equal(t, "usage", r.Error.Kind)
+		assert.Contains(t, r.Error.Message, tc.msg)
+		assert.Contains(t, errOut, tc.msg)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line on stderr: %s", errOut)
+	}
+	code, out, _ := cli(t, "run", "--requests", "0")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out, "no --json: nothing on stdout")
+	code, out, _ = cli(t, "run", "--json=false", "--requests", "0")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out, "--json=false")
+	assert.False(t, jsonRequested([]string{"--requests", "1", "--", "--json"}), "after --")
+	assert.False(t, jsonRequested([]string{"--json-ish"}))
+}
+
+// Output files are as readable as any other (0644), not 0600 as the
+// temporary file they are written through.
+func TestOutputFilesAreReadable(t *testing.T) {
+	dir := t.TempDir()
+	records := filepath.Join(dir, "requests.jsonl")
+	code, _, errOut := cli(t, "run", "--requests", "2", "--requests-out", records)
+	require.Equal(t, 0, code, errOut)
+	st, err := os.Stat(records)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+}
+
+// Refusals come up front, with exit 2: explore runs only in simulation,
+// and bench's request counts are checked before it measures anything.
+func TestRefusedUpFront(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"explore", "--backend", "local"}, "--backend local: explore runs every schedule in the simulation backend"},
+		{[]string{"explore", "--backend", "mpi"}, "--backend mpi: explore runs every schedule in the simulation backend"},
+		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
+		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
+		{[]string{"bench", "--raw", "", "--json", "", "--handover-requests", "0"}, "--handover-requests 0: must be at least 1"},
+	} {
+		code, _, errOut := cli(t, tc.args...)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
+		assert.Contains(t, errOut, tc.msg, "%v", tc.args)
+	}
+}
+
+// A scenario pinned to the simulation prints a sim run for --print-run
+// (its replay fails there as the scenario says; without --backend sim
+// and the jitter it passed), in ASCII; on a backend it does not run on,
+// `scenario` says so and exits 2 instead of "0 runs" and 0.
+func TestSimOnlyScenario(t *testing.T) {
+	file := filepath.Join(repoRoot, "tests/multirank/testdata/replay-adp-early-outcome.txt")
+	code, out, errOut := cli(t, "scenario", "--print-run", "--with-replay", file)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, " --replay adp-early-outcome --backend sim --msg-jitter 20us\n")
+	assert.NotContains(t, out, "µ")
+	args := strings.Fields(out)[1:]
+	code, _, errOut = cli(t, append([]string{"run"}, args...)...)
+	assert.Equal(t, 1, code, "the printed replay fails as the scenario expects: %s", errOut)
+	assert.Contains(t, errOut, "pinned by open leases")
+
+	code, out, errOut = cli(t, "scenario", "--backend", "local", file)
+	assert.Equal(t, 2, code, out)
+	assert.Contains(t, errOut, "--backend local: no scenario given runs on it: "+file+" runs on sim only (its backend key)")
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/rankrun/rankrun/executor"
+)
+
+// versionLine is `rankrun version`: the module version, the commit and
+// its time (with "+dirty" for a modified tree) and the Go toolchain, from
+// what the build recorded.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "rankrun (no build information)"
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	line := "rankrun " + bi.Main.Version
+	if rev != "" && !strings.Contains(bi.Main.Version, rev[:min(12, len(rev))]) {
+		line += " commit " + rev[:min(12, len(rev))]
+		if dirty {
+			line += "+dirty"
+		}
+		if at != "" {
+			line += " (" + at + ")"
+		}
+	}
+	return line + " " + bi.GoVersion
+}
+
+// jsonUsageError prints, when args asked for --json, a refused command
+// line as the report's error object on stdout (kind "usage"), so that a
+// tool reading the JSON sees every failure; the line on stderr stays.
+func jsonUsageError(err error, args []string, stdout io.Writer) {
+	var ue usageError
+	if !errors.As(err, &ue) || quietRank() || !jsonRequested(args) {
+		return
+	}
+	b, merr := json.MarshalIndent(struct {
+		Error executor.RunError `json:"error"`
+	}{executor.RunError{Kind: "usage", Message: ue.Error(), Ranks: []int{}}}, "", "  ")
+	if merr == nil {
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+}
+
+// jsonRequested reports whether args set the boolean --json flag (before
+// a "--" that ends the flags).
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		if !hasVal {
+			return true
+		}
+		b, err := strconv.ParseBool(val)
+		return err == nil && b
+	}
+	return false
+}
