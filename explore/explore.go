@@ -86,6 +86,10 @@ type Result struct {
 	Smallest  *Failure      // the smallest reproducer shrinking found (First when none smaller)
 	Shrunk    int           // smaller cases that still failed on the way to Smallest
 	Wall      time.Duration // wall time the search took
+	// Interrupted: ctx ended the search (a signal) before --seeds or the
+	// budget; the schedule it cut short is not counted, so the search
+	// resumes at Start + Schedules.
+	Interrupted bool
 }
 
 // Run searches schedules of one variant of s (withReplay: with its replay
@@ -95,12 +99,21 @@ func Run(ctx context.Context, s scenario.Scenario, withReplay bool, o Options) R
 	start := time.Now()
 	var res Result
 	for i := range o.Seeds {
-		if ctx.Err() != nil || (o.Budget > 0 && time.Since(start) > o.Budget) {
+		if ctx.Err() != nil {
+			res.Interrupted = true
+			break
+		}
+		if o.Budget > 0 && time.Since(start) > o.Budget {
 			break
 		}
 		seed := o.Start + uint64(i)
-		res.Schedules++
 		f := Try(ctx, s, withReplay, seed, o)
+		if ctx.Err() != nil {
+			// The run ended because the search did: not a verdict.
+			res.Interrupted = true
+			break
+		}
+		res.Schedules++
 		if o.Progress != nil {
 			o.Progress(seed, f)
 		}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
@@ -80,8 +82,36 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	})
 	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.pctDepth, Jitter: jitter, Shrink: *shrink}
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	bar := newProgressBar("explore", *seeds, stderr)
+	o.Progress = func(seed uint64, fl *explore.Failure) {
+		log.Debug("explore schedule finished", zap.Uint64("seed", seed), zap.Bool("failed", fl != nil))
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("explore seed %d", seed))
+			_ = bar.Add(1)
+		}
+	}
+	if bar != nil {
+		defer func() { _ = bar.Finish() }()
+	}
+	ctx, stop := interruptible(context.Background())
+	defer stop()
 	wall := time.Now()
-	res := explore.Run(context.Background(), s, *withReplay, o)
+	res := explore.Run(ctx, s, *withReplay, o)
+	if ie, ok := interrupted(ctx, nil); ok && res.Interrupted {
+		// What was searched, and where to go on from.
+		msg := fmt.Sprintf("explore: %s after %d schedules (%s strategy, seeds %d..%d) in %.1f s: no failure; resume with --start %d",
+			ie, res.Schedules, st, *start, *start+uint64(res.Schedules)-1, time.Since(wall).Seconds(), *start+uint64(res.Schedules))
+		if res.Schedules == 0 {
+			msg = fmt.Sprintf("explore: %s before the first schedule ended; resume with --start %d", ie, *start)
+		}
+		fmt.Fprintln(stdout, msg)
+		return exitError{code: ie.code()}
+	}
 	if res.First == nil {
 		fmt.Fprintf(stdout, "explore: no failure in %d schedules (%s strategy, seeds %d..%d) in %.1f s\n",
 			res.Schedules, st, *start, *start+uint64(res.Schedules)-1, time.Since(wall).Seconds())

@@ -98,12 +98,6 @@ func (f runFlags) resolveBackend() (string, error) {
 	return "", usagef("--backend %q: must be auto, local, mpi or sim", f.backend)
 }
 
-// runInProcess runs cfg on an in-process backend (local or sim) under
-// --timeout and returns its report (partial when it fails).
-func (f runFlags) runInProcess(backend string, cfg executor.Config) (*executor.Report, error) {
-	return f.runIn(context.Background(), backend, cfg)
-}
-
 // runIn runs cfg on an in-process backend (local or sim) and returns its
 // report, marked with the backend and the wall time it took (the only
 // host-dependent figures, named wall_*). After an error the report holds

@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -149,5 +153,135 @@ func TestRunStdoutWriteErrorMidReport(t *testing.T) {
 		code := realMain(args, &failingWriter{after: after}, &errOut)
 		assert.Equal(t, 1, code, "%v", args)
 		assert.Contains(t, errOut.String(), "writing the report to stdout: disk on fire", "%v", args)
+	}
+}
+
+// SIGINT or SIGTERM to a running sweep ends it with what was done: the
+// cells finished before the signal in the table, a valid CSV, JSON and
+// plot, the cut named on stderr and in the table's title, exit 128 + the
+// signal. Also when the sweep was started with SIGINT ignored, as a
+// shell's background job is.
+func TestSweepInterruptedKeepsFinishedCells(t *testing.T) {
+	const cells = 40
+	var arrivals []string
+	for c := 1; c <= cells; c++ {
+		arrivals = append(arrivals, fmt.Sprintf("closed=%d", c))
+	}
+	for _, tc := range []struct {
+		name    string
+		sig     syscall.Signal
+		code    int
+		ignored bool // started with SIGINT ignored (sh: trap '' INT)
+	}{{"SIGINT", syscall.SIGINT, 130, false}, {"SIGTERM", syscall.SIGTERM, 143, false}, {"SIGINT in the background", syscall.SIGINT, 130, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			csvPath, jsonPath, plotPath := filepath.Join(dir, "s.csv"), filepath.Join(dir, "s.json"), filepath.Join(dir, "s.svg")
+			args := []string{"sweep", "--backend", "sim", "--jobs", "1", "--pair", "tp=1/tp=2", "--requests", "64",
+				"--arrival", strings.Join(arrivals, ","), "--csv", csvPath, "--json", jsonPath, "--plot", plotPath, "--log-level", "debug"}
+			cmd := rankrunProcess(args...)
+			if tc.ignored {
+				cmd = exec.Command("sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, os.Args[0]}, args...)...)
+				cmd.Env = append(os.Environ(), subprocessEnv+"=1")
+			}
+			var stdout bytes.Buffer
+			cmd.Stdout = &stdout
+			stderr, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			// Progress first: three cells finished (debug log lines).
+			sc := bufio.NewScanner(stderr)
+			finished := 0
+			for finished < 3 && sc.Scan() {
+				finished += strings.Count(sc.Text(), "sweep run finished")
+			}
+			require.Equal(t, 3, finished)
+			var rest bytes.Buffer
+			drained := make(chan struct{})
+			go func() { _, _ = io.Copy(&rest, stderr); close(drained) }()
+			require.NoError(t, cmd.Process.Signal(tc.sig))
+			select {
+			case <-drained:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatal("the sweep did not end within 30 s of the signal")
+			}
+			assert.Equal(t, tc.code, waitExit(t, cmd, 30*time.Second))
+
+			m := regexp.MustCompile(`rankrun: sweep: interrupted by (\S+) after (\d+) of 40 cells; the table and outputs hold the \d+ finished`).FindStringSubmatch(rest.String())
+			require.NotNil(t, m, "stderr: %s", rest.String())
+			assert.Equal(t, signalName(tc.sig), m[1])
+			k, err := strconv.Atoi(m[2])
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, k, 3, "the cells finished before the signal")
+			assert.Less(t, k, cells, "the signal cut the sweep short")
+			assert.Contains(t, stdout.String(), fmt.Sprintf("(%d of 40 cells finished before the interrupt)", k))
+
+			f, err := os.Open(csvPath)
+			require.NoError(t, err)
+			defer f.Close()
+			rows, err := csv.NewReader(f).ReadAll()
+			require.NoError(t, err, "a valid CSV")
+			assert.Len(t, rows, 1+k, "a header and one row per finished cell")
+			require.Equal(t, "requests_completed", rows[0][3])
+			for i, row := range rows[1:] {
+				assert.Equal(t, fmt.Sprintf("closed=%d", i+1), row[2], "the finished cells, in order")
+				assert.Equal(t, "64", row[3], "a cell the signal cut short is not in the CSV")
+				assert.Equal(t, "ok", row[18], "nor one marked interrupted")
+			}
+			b, err := os.ReadFile(jsonPath)
+			require.NoError(t, err)
+			var reports []json.RawMessage
+			require.NoError(t, json.Unmarshal(b, &reports), "valid JSON")
+			assert.Len(t, reports, k)
+			svg, err := os.ReadFile(plotPath)
+			require.NoError(t, err)
+			assert.Contains(t, string(svg), "<svg")
+			assert.True(t, strings.HasSuffix(strings.TrimSpace(string(svg)), "</svg>"), "a whole SVG")
+		})
+	}
+}
+
+// SIGINT or SIGTERM to a running explore ends it with its summary: how
+// many schedules passed, which seeds, and the --start to resume from; the
+// schedule the signal cut short is neither counted nor called a failure.
+func TestExploreInterruptedSaysWhereToResume(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(signalName(tc.sig), func(t *testing.T) {
+			cmd := rankrunProcess("explore", "--ctx", "tp=2", "--gen", "tp=2", "--requests", "4", "--seeds", "100000", "--start", "7", "--log-level", "debug")
+			var stdout bytes.Buffer
+			cmd.Stdout = &stdout
+			stderr, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			sc := bufio.NewScanner(stderr)
+			finished := 0
+			for finished < 3 && sc.Scan() {
+				finished += strings.Count(sc.Text(), "explore schedule finished")
+			}
+			require.Equal(t, 3, finished)
+			drained := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, stderr); close(drained) }()
+			require.NoError(t, cmd.Process.Signal(tc.sig))
+			select {
+			case <-drained:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatal("explore did not end within 30 s of the signal")
+			}
+			assert.Equal(t, tc.code, waitExit(t, cmd, 30*time.Second))
+			m := regexp.MustCompile(`^explore: interrupted by (\S+) after (\d+) schedules \(random strategy, seeds 7\.\.(\d+)\) in [0-9.]+ s: no failure; resume with --start (\d+)\n$`).
+				FindStringSubmatch(stdout.String())
+			require.NotNil(t, m, "stdout: %q", stdout.String())
+			assert.Equal(t, signalName(tc.sig), m[1])
+			n, _ := strconv.Atoi(m[2])
+			last, _ := strconv.Atoi(m[3])
+			resume, _ := strconv.Atoi(m[4])
+			assert.GreaterOrEqual(t, n, 3)
+			assert.Equal(t, 7+n-1, last)
+			assert.Equal(t, 7+n, resume, "resume at the first schedule not tried to its end")
+		})
 	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -39,6 +41,7 @@ type sweepRun struct {
 	cfg      executor.Config
 	reps     []*executor.Report // one per repeat, always set after the run (synthesised on error)
 	errs     []error            // each repeat's own error, if it returned one
+	ran      []bool             // each repeat ran to its end (not cut short by an interrupt)
 	stats    []cellStats
 	summary  summary
 }
@@ -132,11 +135,48 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if g.jobs > 1 && backend != "sim" {
 		return usagef("--jobs %d: only --backend sim runs cells at once (wall-clock figures of the local backend would share the CPUs)", g.jobs)
 	}
-	f.runSweep(runs, backend, g, log, stderr)
+	ctx, stop := interruptible(context.Background())
+	defer stop()
+	done := f.runSweep(ctx, runs, backend, g, log, stderr)
+	ie, stopped := interrupted(ctx, nil)
+	if !stopped {
+		sw := sweepWriter{runs: runs, slo: g.slo, gpus: g.gpus}
+		sw.title, sw.short = sweepTitle(runs)
+		return sw.finish(stdout, *csvOut, *jsonOut, *plotOut)
+	}
+	// Interrupted: the cells whose every repeat ran to its end before the
+	// signal are the sweep's result, in every output asked for; the cells
+	// cut short or never started are left out, and said so.
+	what := fmt.Sprintf("sweep: %s after %d of %d cells", ie, len(done), len(runs))
+	if len(done) == 0 {
+		return exitError{code: ie.code(), msg: what + "; no cell finished, nothing written"}
+	}
+	sw := sweepWriter{runs: done, slo: g.slo, gpus: g.gpus}
+	sw.title, sw.short = sweepTitle(done)
+	sw.cut = fmt.Sprintf("%d of %d cells finished before the interrupt", len(done), len(runs))
+	sw.title += " (" + sw.cut + ")"
+	sw.short += fmt.Sprintf(" (interrupted: %d of %d cells)", len(done), len(runs))
+	fmt.Fprintf(stderr, "rankrun: %s; the table and outputs hold the %d finished (the first left out: %s %s)\n",
+		what, len(done), firstLeftOut(runs, done).pair, firstLeftOut(runs, done).arrival)
+	if err := sw.finish(stdout, *csvOut, *jsonOut, *plotOut); err != nil {
+		var ee exitError
+		if !errors.As(err, &ee) {
+			return err
+		}
+		fmt.Fprintf(stderr, "rankrun: %s\n", ee.msg)
+	}
+	return exitError{code: ie.code()}
+}
 
-	sw := sweepWriter{runs: runs, slo: g.slo, gpus: g.gpus}
-	sw.title, sw.short = sweepTitle(runs)
-	return sw.finish(stdout, *csvOut, *jsonOut, *plotOut)
+// firstLeftOut is the first run of all that done (a subsequence of all)
+// lacks.
+func firstLeftOut(all, done []*sweepRun) *sweepRun {
+	for i, r := range all {
+		if i >= len(done) || done[i] != r {
+			return r
+		}
+	}
+	return all[len(all)-1]
 }
 
 // sweepArrivals splits the --arrival values (closed=4 when none).
@@ -230,7 +270,7 @@ func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*s
 				return nil, err
 			}
 			r := &sweepRun{pair: cfg.Ctx.String() + "/" + cfg.Gen.String(), ctx: cfg.Ctx, gen: cfg.Gen, arrival: cfg.Workload.Arrival.String(), cfg: cfg,
-				reps: make([]*executor.Report, repeat), errs: make([]error, repeat)}
+				reps: make([]*executor.Report, repeat), errs: make([]error, repeat), ran: make([]bool, repeat)}
 			if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {
 				r.rate = cfg.Workload.Arrival.Rate
 			}
@@ -240,9 +280,11 @@ func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*s
 	return runs, nil
 }
 
-// runSweep runs every repeat of every cell, g.jobs at a time, and fills
-// each cell's statistics.
-func (f *runFlags) runSweep(runs []*sweepRun, backend string, g gridFlags, log *zap.Logger, stderr io.Writer) {
+// runSweep runs every repeat of every cell, g.jobs at a time, fills each
+// cell's statistics, and returns the cells whose every repeat ran to its
+// end: all of them, unless ctx ends first (an interrupt), when no repeat
+// starts any more and those running end early.
+func (f *runFlags) runSweep(ctx context.Context, runs []*sweepRun, backend string, g gridFlags, log *zap.Logger, stderr io.Writer) []*sweepRun {
 	type task struct {
 		r *sweepRun
 		i int
@@ -268,7 +310,8 @@ func (f *runFlags) runSweep(runs []*sweepRun, backend string, g gridFlags, log *
 		go func() {
 			defer wg.Done()
 			for t := range next {
-				f.runRepeat(t.r, t.i, backend, log)
+				f.runRepeat(ctx, t.r, t.i, backend, log)
+				log.Debug("sweep run finished", zap.String("pair", t.r.pair), zap.String("arrival", t.r.arrival), zap.Int("repeat", t.i))
 				if bar != nil {
 					bar.Describe(fmt.Sprintf("%s %s", t.r.pair, t.r.arrival))
 					_ = bar.Add(1)
@@ -276,26 +319,37 @@ func (f *runFlags) runSweep(runs []*sweepRun, backend string, g gridFlags, log *
 			}
 		}()
 	}
+dispatch:
 	for _, t := range tasks {
-		next <- t
+		select {
+		case next <- t:
+		case <-ctx.Done():
+			break dispatch
+		}
 	}
 	close(next)
 	wg.Wait()
 	if bar != nil {
 		_ = bar.Finish()
 	}
+	var done []*sweepRun
 	for _, r := range runs {
+		if slices.Contains(r.ran, false) {
+			continue
+		}
 		r.stats = make([]cellStats, len(r.reps))
 		for i, rep := range r.reps {
 			r.stats[i] = statsOf(rep, r.failedAt(i), r.gpus(), r.cfg.Workload.Requests, g.slo)
 		}
 		r.summary = summarise(r.stats)
+		done = append(done, r)
 	}
+	return done
 }
 
 // runRepeat runs repeat i of r: seeds --seed+i (and --schedule-seed+i when
 // set).
-func (f *runFlags) runRepeat(r *sweepRun, i int, backend string, log *zap.Logger) {
+func (f *runFlags) runRepeat(ctx context.Context, r *sweepRun, i int, backend string, log *zap.Logger) {
 	rf := *f
 	rf.seed += uint64(i)
 	if rf.scheduleSeed != 0 {
@@ -305,10 +359,13 @@ func (f *runFlags) runRepeat(r *sweepRun, i int, backend string, log *zap.Logger
 	cfg.Log = log
 	cfg.Records = true // statsOf reads every request's TTFT and TPOT
 	cfg.Workload.Seed = rf.seed
-	rep, err := rf.runInProcess(backend, cfg)
+	rep, err := rf.runIn(ctx, backend, cfg)
 	if rep == nil {
 		rep = failedReport(&cfg, err)
 	}
 	rep.Ranks_ = nil // no per-rank reports or traces in a sweep's outputs
 	r.reps[i], r.errs[i] = rep, err
+	// A repeat that an interrupt cut short is not a result.
+	_, cut := interrupted(ctx, err)
+	r.ran[i] = err == nil || !cut
 }

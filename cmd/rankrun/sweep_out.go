@@ -26,6 +26,7 @@ type sweepWriter struct {
 	gpus  int    // the --gpus budget, 0 for --pair sweeps
 	title string // the workload and the compute model, for every output
 	short string // the same in a line a plot can hold
+	cut   string // after an interrupt: which cells the outputs hold ("" when all)
 }
 
 // finish prints the table, writes the outputs asked for, and fails the
@@ -153,6 +154,9 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 	budget := ""
 	if sw.gpus > 0 {
 		budget = fmt.Sprintf(" for %d GPUs", sw.gpus)
+	}
+	if sw.cut != "" {
+		budget += " among the " + sw.cut
 	}
 	if b := best[0]; b.perGPU > 0 {
 		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU\n", budget, b.pair, b.gpus, b.rate, b.perGPU)
@@ -310,14 +314,19 @@ func writeSweepJSON(path string, runs []*sweepRun) error {
 	return nil
 }
 
-// newSweepBar returns a progress bar on stderr when stderr is a terminal,
-// else nil.
+// newSweepBar returns the sweep's progress bar (nil: not a terminal).
 func newSweepBar(n int, stderr io.Writer) *progressbar.ProgressBar {
+	return newProgressBar("sweep", n, stderr)
+}
+
+// newProgressBar returns a progress bar of n steps (with rate and ETA) on
+// stderr when stderr is a terminal, else nil: quiet when piped.
+func newProgressBar(what string, n int, stderr io.Writer) *progressbar.ProgressBar {
 	f, ok := stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("sweep"),
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true))
 }
