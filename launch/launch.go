@@ -94,7 +94,9 @@ func (o Options) backend() (string, error) {
 // waited on) is an error too. Under mpirun a rank that
 // fails prints its error and aborts the job (a peer may be waiting for it
 // in a collective); Run returns on success, after MPI_Finalize, or when the
-// world is not Options.Ranks large (every rank returns that error).
+// world is not Options.Ranks large: every rank returns that error, world
+// rank 0 at once and the others once mpirun ends the job (world rank 0
+// exiting non-zero ends it), so that world rank 0's message is not lost.
 func Run(ctx context.Context, o Options, fn Func) error {
 	if fn == nil {
 		return fmt.Errorf("%w: launch: nil program", comm.ErrBadArgument)
@@ -139,11 +141,14 @@ func Run(ctx context.Context, o Options, fn Func) error {
 	}
 	if o.Ranks > 0 {
 		if err := w.RequireSize(o.Ranks); err != nil {
-			// Every rank sees the same mismatch: one says it.
-			if w.Rank() != 0 {
-				err = errQuiet{err}
-			}
+			// Every rank sees the same mismatch: world rank 0 says it
+			// and exits first; the others wait for mpirun to end the
+			// job, lest their exit kill rank 0 before it printed.
 			w.Finalize(2)
+			if w.Rank() != 0 {
+				mpi.LeaveLast(quietExitBound)
+				return errQuiet{err}
+			}
 			return err
 		}
 	}
@@ -173,6 +178,10 @@ func Main(o Options, fn Func) int {
 	}
 	return 0
 }
+
+// quietExitBound bounds how long a rank other than world rank 0 waits for
+// mpirun to end a job that world rank 0 refused (mpi.LeaveLast).
+const quietExitBound = 30 * time.Second
 
 // errQuiet is an error every rank of an MPI job returns alike, which the
 // ranks other than world rank 0 do not print.

@@ -17,11 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/mpi"
 )
 
 // usageError is a bad command line: exit code 2.
@@ -131,23 +130,9 @@ func quietRank() bool {
 // job (leaveLast).
 const quietExitBound = 30 * time.Second
 
-// leaveLast keeps a quiet rank until mpirun ends the job. mpirun ends it
-// when the first rank exits non-zero, so a quiet rank that left first
-// killed world rank 0 before it printed the refusal; world rank 0 now
-// prints, exits non-zero, and mpirun signals every other rank (SIGTERM),
-// which is the event this waits for, however slow the host. Past
-// quietExitBound (a launcher that does not end the job) it leaves anyway.
-func leaveLast() {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
-	t := time.NewTimer(quietExitBound)
-	defer t.Stop()
-	select {
-	case <-sig:
-	case <-t.C:
-	}
-}
+// leaveLast keeps a quiet rank until mpirun ends the job (mpi.LeaveLast):
+// world rank 0 prints the refusal and exits first.
+func leaveLast() { mpi.LeaveLast(quietExitBound) }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with
 // a usage text that ends in examples.
