@@ -50,6 +50,10 @@ type Report struct {
 	IdleCollectives   int              `json:"idle_check_collectives"`
 	LeakedBlocks      int              `json:"leaked_blocks"`
 	PinnedBlocksAtEnd int              `json:"pinned_blocks_at_end"`
+	// InUseAtEnd: the blocks still allocated when a run that ended early
+	// (Error set) stopped. They were in use, not leaked: a leak is what
+	// outlives a run that ran to its end (LeakedBlocks).
+	InUseAtEnd int `json:"in_use_blocks_at_end"`
 	Instances         []InstanceReport `json:"instances"`
 	Errors            []string         `json:"errors"`
 	// Error is why the run ended early (nil: it ran to its end); the
@@ -172,7 +176,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		r.Errors = append(r.Errors, fmt.Sprintf("%d requests failed or were cancelled with no fault injected", n))
 	}
 	if r.LeakedBlocks > 0 {
-		r.Errors = append(r.Errors, fmt.Sprintf("%d KV blocks still allocated at the end (%d pinned)", r.LeakedBlocks, r.PinnedBlocksAtEnd))
+		r.Errors = append(r.Errors, r.leakLine())
 	}
 	r.DurationS = elapsed.Seconds()
 	if done.LastDone > 0 {
@@ -182,6 +186,21 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	r.TTFTMs, r.IdleHandoverMs, r.IdleStepMs = done.TTFT.Dist(), done.Handover.Dist(), idleStep.Dist()
 	r.BusyStepMs, r.ReapDelayMs, r.TransferMs = busyStep.Dist(), reap.Dist(), done.Transfer.Dist()
 	return r
+}
+
+func (r *Report) leakLine() string {
+	return fmt.Sprintf("%d KV blocks still allocated at the end (%d pinned)", r.LeakedBlocks, r.PinnedBlocksAtEnd)
+}
+
+// cutShort marks r as the report of a run that ended early: the blocks
+// still allocated were in use when it stopped (InUseAtEnd), not leaked.
+func (r *Report) cutShort() {
+	if r.LeakedBlocks == 0 {
+		return
+	}
+	line := r.leakLine()
+	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool { return e == line })
+	r.InUseAtEnd, r.LeakedBlocks = r.InUseAtEnd+r.LeakedBlocks, 0
 }
 
 // OK reports whether the run ended clean: no error (a request that failed
@@ -237,12 +256,19 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s\n",
 			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs))
 	}
-	fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
+	if r.InUseAtEnd > 0 {
+		fmt.Fprintf(tw, "leaked blocks\t%d (in use when the run ended early: %d, pinned: %d)\n", r.LeakedBlocks, r.InUseAtEnd, r.PinnedBlocksAtEnd)
+	} else {
+		fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
+	}
 	if len(r.Errors) == 0 && r.Error == nil {
 		fmt.Fprintf(tw, "errors\tnone\n")
 	}
 	tw.Flush()
 	for _, e := range r.Errors {
+		if r.Error != nil && e == r.Error.Message {
+			continue // the error line below says it
+		}
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
 	if r.Error != nil {
