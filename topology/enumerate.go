@@ -61,6 +61,5 @@ func (l Layout) Family() string {
 // together (both hold it and one CP size divides the other): exactly the
 // pairs Map accepts.
 func Compatible(ctx, gen Layout, m Model) bool {
-	_, err := Map(ctx, gen, m)
-	return err == nil
+	return checkMap(ctx, gen, m) == nil // Map's verdict, without building the mapping
 }

@@ -59,3 +59,26 @@ func TestFamilyAndCompatible(t *testing.T) {
 	assert.True(t, Compatible(MustParseLayout("tp=2,dp=2,adp"), MustParseLayout("pp=2,dp=2,adp"), m))
 	assert.False(t, Compatible(Layout{TP: 1, PP: 1, CP: 3, DP: 1}, MustParseLayout("cp=2"), m))
 }
+
+// Compatible is exactly Map's verdict, over every pair of layouts of up to
+// 16 ranks of two models (one whose heads and layers some layouts cannot
+// split).
+func TestCompatibleIsMapsVerdict(t *testing.T) {
+	for _, m := range []Model{DefaultModel(), {Layers: 6, KVHeads: 3, HeadDim: 8, TokensPerBlock: 4, ElemBytes: 2}} {
+		ls := Enumerate(DefaultModel(), 16)
+		ls = append(ls, Layout{TP: 1, PP: 1, CP: 3, DP: 1}, Layout{TP: 3, PP: 1, CP: 1, DP: 1})
+		agree, yes := 0, 0
+		for _, c := range ls {
+			for _, g := range ls {
+				_, err := Map(c, g, m)
+				require.Equal(t, err == nil, Compatible(c, g, m), "%s -> %s on %+v: %v", c, g, m, err)
+				agree++
+				if err == nil {
+					yes++
+				}
+			}
+		}
+		assert.Positive(t, yes)
+		assert.Less(t, yes, agree, "both verdicts occur")
+	}
+}

@@ -55,23 +55,32 @@ type Mapping struct {
 // sender is chosen by the GEN rank's TP index, which spreads the load.
 // Errors wrap ErrIncompatible, ErrInvalidLayout or ErrInvalidModel.
 func Map(ctx, gen Layout, m Model) (*Mapping, error) {
-	where := fmt.Sprintf("topology: map ctx %q -> gen %q", ctx.String(), gen.String())
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	if err := ctx.ValidateFor(m); err != nil {
-		return nil, fmt.Errorf("%s: ctx: %w", where, err)
-	}
-	if err := gen.ValidateFor(m); err != nil {
-		return nil, fmt.Errorf("%s: gen: %w", where, err)
-	}
-	if ctx.CP%gen.CP != 0 && gen.CP%ctx.CP != 0 {
-		return nil, fmt.Errorf("%s: %w: ctx cp=%d and gen cp=%d: one must divide the other",
-			where, ErrIncompatible, ctx.CP, gen.CP)
+	if err := checkMap(ctx, gen, m); err != nil {
+		return nil, err
 	}
 	mp := &Mapping{Ctx: ctx, Gen: gen, Model: m, BlockMod: max(ctx.CP, gen.CP)}
 	mp.base = mp.build()
 	return mp, nil
+}
+
+// checkMap is Map's verdict without the mapping: nil when ctx -> gen can
+// be mapped for m.
+func checkMap(ctx, gen Layout, m Model) error {
+	where := func() string { return fmt.Sprintf("topology: map ctx %q -> gen %q", ctx.String(), gen.String()) }
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", where(), err)
+	}
+	if err := ctx.ValidateFor(m); err != nil {
+		return fmt.Errorf("%s: ctx: %w", where(), err)
+	}
+	if err := gen.ValidateFor(m); err != nil {
+		return fmt.Errorf("%s: gen: %w", where(), err)
+	}
+	if ctx.CP%gen.CP != 0 && gen.CP%ctx.CP != 0 {
+		return fmt.Errorf("%s: %w: ctx cp=%d and gen cp=%d: one must divide the other",
+			where(), ErrIncompatible, ctx.CP, gen.CP)
+	}
+	return nil
 }
 
 func (mp *Mapping) build() []Fragment {

@@ -66,6 +66,10 @@ func (r *sweepRun) failed() bool {
 	return false
 }
 
+// maxPlannedRuns is the largest sweep (cells x repeats) that runs without
+// --yes.
+const maxPlannedRuns = 5000
+
 func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("sweep", "Run each layout pair (--pair CTX/GEN, or every pair of a GPU budget: --gpus N) under each arrival pattern\n"+
 		"(--arrival), in this process, and print a table; optionally write CSV, JSON (one report per run) and a plot.\n"+
@@ -86,6 +90,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	var pairs, arrivals multiFlag
 	fs.Var(&pairs, "pair", "layout pair CTX/GEN to run (repeatable), e.g. tp=1/tp=4 or \"dp=2,adp/tp=2\"")
 	fs.Var(&arrivals, "arrival", "workload arrival pattern to run (repeatable; also comma-separated): burst | rate=R | poisson=R | closed=C")
+	yes := fs.Bool("yes", false, fmt.Sprintf("run a plan of more than %d runs (without it such a sweep is refused, saying how to narrow it)", maxPlannedRuns))
 	csvOut := fs.String("csv", "", "write one CSV row per run to this file")
 	jsonOut := fs.String("json", "", "write the runs' reports (a JSON array; no rank reports or traces) to this file")
 	plotOut := fs.String("plot", "", "draw the sweep to this file (.svg or .png): TTFT p99 and throughput per pair, or with two or more rates "+
@@ -108,9 +113,22 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !*yes {
+		g.maxPairs = max(1, maxPlannedRuns/(len(arrs)*g.repeat))
+	}
 	layoutPairs, err := f.sweepPairs(&g, pairs)
 	if err != nil {
 		return err
+	}
+	if cells := len(layoutPairs) * len(arrs) * g.repeat; cells > maxPlannedRuns && !*yes {
+		size := fmt.Sprintf("%d runs (%d layout pairs", cells, len(layoutPairs))
+		if g.maxPairs > 0 && len(layoutPairs) > g.maxPairs {
+			// The enumeration stopped at the bound: the count is a floor.
+			size = fmt.Sprintf("more than %d runs (more than %d layout pairs", g.maxPairs*len(arrs)*g.repeat, g.maxPairs)
+		}
+		return usagef("sweep: the plan is %s x %d arrival patterns x %d repeats); more than %d runs needs --yes, "+
+			"or narrow it (a smaller --gpus, --ctx-dims/--gen-dims, fewer --arrival, --pair)",
+			size, len(arrs), g.repeat, maxPlannedRuns)
 	}
 	runs, err := f.sweepRuns(layoutPairs, arrs, g.repeat)
 	if err != nil {

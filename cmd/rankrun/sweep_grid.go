@@ -17,6 +17,9 @@ type gridFlags struct {
 	ctxDims, genDims string
 	slo              slo
 	repeat, jobs     int
+	// maxPairs stops the grid's enumeration past this many pairs (0: no
+	// bound): a plan that large is refused anyway, without --yes.
+	maxPairs int
 }
 
 // slo is a service-level objective: a request meets it when its TTFT and
@@ -90,7 +93,8 @@ func allows(dims map[string]bool, l topology.Layout) bool {
 // gridPairs lists the CTX/GEN pairs of the grid, CTX layouts in
 // topology.Enumerate's order, then GEN: every pair of at most gpus ranks
 // that can serve geom, that uses only the allowed dimensions and (with a
-// cost model) whose weights fit each rank.
+// cost model) whose weights fit each rank; past g.maxPairs, the first
+// g.maxPairs+1 of them.
 func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) ([][2]topology.Layout, error) {
 	ctxDef, genDef := []string{"tp", "pp", "cp", "dp"}, []string{"tp", "pp", "dp"}
 	if model != nil && model.Model.MoE() {
@@ -115,6 +119,9 @@ func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) (
 				continue
 			}
 			out = append(out, [2]topology.Layout{c, gl})
+			if g.maxPairs > 0 && len(out) > g.maxPairs {
+				return out, nil // more than the plan may hold: the caller refuses it
+			}
 		}
 	}
 	if len(out) == 0 {

@@ -283,3 +283,32 @@ func TestSweepHonoursUnchecked(t *testing.T) {
 		}
 	}
 }
+
+// A plan of more than maxPlannedRuns runs is refused up front, with its
+// size and how to narrow it, unless --yes; a huge --gpus is refused as
+// fast (the enumeration stops at the bound instead of listing millions of
+// pairs first).
+func TestSweepPlanBound(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--gpus", "64", "--arrival", "closed=1"}, "the plan is more than 5000 runs (more than 5000 layout pairs x 1 arrival patterns x 1 repeats)"},
+		{[]string{"--gpus", "1048576", "--arrival", "closed=1,closed=2"}, "the plan is more than 5000 runs (more than 2500 layout pairs x 2 arrival patterns x 1 repeats)"},
+		{[]string{"--pair", "tp=1/tp=1", "--repeat", "1000", "--arrival", "closed=1,closed=2,closed=3,closed=4,closed=5,closed=6"},
+			"the plan is 6000 runs (1 layout pairs x 6 arrival patterns x 1000 repeats)"},
+	} {
+		code, out, errOut := cli(t, append([]string{"sweep", "--backend", "sim", "--requests", "2"}, tc.args...)...)
+		assert.Equal(t, 2, code, "%v", tc.args)
+		assert.Empty(t, out)
+		assert.Contains(t, errOut, tc.msg)
+		assert.Contains(t, errOut, "more than 5000 runs needs --yes, or narrow it")
+	}
+	// --yes takes the plan: what refuses it then is the next check (here
+	// an output that cannot be written), not its size.
+	code, _, errOut := cli(t, "sweep", "--backend", "sim", "--requests", "2", "--pair", "tp=1/tp=1", "--repeat", "1000",
+		"--arrival", "closed=1,closed=2,closed=3,closed=4,closed=5,closed=6", "--yes", "--csv", filepath.Join(t.TempDir(), "no", "such", "dir.csv"))
+	assert.Equal(t, 2, code)
+	assert.NotContains(t, errOut, "the plan is")
+	assert.Contains(t, errOut, "--csv")
+}
