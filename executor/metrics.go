@@ -135,6 +135,7 @@ type RequestTally struct {
 	Cancelled int    `json:"cancelled"`
 	LastDone  int64  `json:"last_done_ns"` // the latest completion (ns since the start)
 	TTFT      Sketch `json:"ttft_ns"`
+	TPOT      Sketch `json:"tpot_ns"` // per completed request of 2+ output tokens: (done - first token) / (output - 1)
 	Handover  Sketch `json:"idle_handover_ns"`
 	Transfer  Sketch `json:"transfer_ns"`
 }
@@ -144,6 +145,9 @@ func (t *RequestTally) add(q RequestRecord) {
 	case request.Completed:
 		t.Completed++
 		t.TTFT.Add(q.FirstToken - q.Arrival)
+		if q.Output > 1 {
+			t.TPOT.Add((q.Done - q.FirstToken) / int64(q.Output-1))
+		}
 		t.LastDone = max(t.LastDone, q.Done)
 	case request.Failed:
 		t.Failed++
@@ -164,6 +168,7 @@ func (t *RequestTally) merge(o RequestTally) {
 	t.Cancelled += o.Cancelled
 	t.LastDone = max(t.LastDone, o.LastDone)
 	t.TTFT.Merge(o.TTFT)
+	t.TPOT.Merge(o.TPOT)
 	t.Handover.Merge(o.Handover)
 	t.Transfer.Merge(o.Transfer)
 }

@@ -38,6 +38,7 @@ type Report struct {
 	RequestsCancelled int              `json:"requests_cancelled"`
 	ThroughputRPS     float64          `json:"throughput_rps"`
 	TTFTMs            Dist             `json:"ttft_ms"`
+	TPOTMs            Dist             `json:"tpot_ms"` // time per output token after the first, per completed request
 	IdleHandoverMs    Dist             `json:"idle_handover_ms"`
 	IdleStepMs        Dist             `json:"idle_step_ms"`
 	BusyStepMs        Dist             `json:"busy_step_ms"`
@@ -184,6 +185,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 		r.ThroughputRPS = float64(r.RequestsCompleted) / r.CompletionS
 	}
 	r.TTFTMs, r.IdleHandoverMs, r.IdleStepMs = done.TTFT.Dist(), done.Handover.Dist(), idleStep.Dist()
+	r.TPOTMs = done.TPOT.Dist()
 	r.BusyStepMs, r.ReapDelayMs, r.TransferMs = busyStep.Dist(), reap.Dist(), done.Transfer.Dist()
 	return r
 }
@@ -242,6 +244,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "%s\tp50 %s  p90 %s  p99 %s  max %s  (n=%d)\n", name, ms(x.P50), ms(x.P90), ms(x.P99), ms(x.Max), x.N)
 	}
 	d("TTFT", r.TTFTMs)
+	d("TPOT", r.TPOTMs)
 	d("idle handover", r.IdleHandoverMs)
 	d("idle host step (ctx)", r.IdleStepMs)
 	d("transfer (prefill end -> agreed)", r.TransferMs)

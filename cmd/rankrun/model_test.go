@@ -22,6 +22,11 @@ type modelReport struct {
 	TTFTMs        struct {
 		P50 float64 `json:"p50"`
 	} `json:"ttft_ms"`
+	TPOTMs struct {
+		N   int     `json:"n"`
+		P50 float64 `json:"p50"`
+		Max float64 `json:"max"`
+	} `json:"tpot_ms"`
 	Errors   []string       `json:"errors"`
 	Requests []modelRequest `json:"-"` // from --requests-out
 }
@@ -159,4 +164,18 @@ func TestModelBadInput(t *testing.T) {
 	code, out, errOut := cli(t, "explore", "--model", "llama-3-8b", "--hardware", "h100", "--seeds", "1")
 	oneLine(t, code, out, errOut, "--model", "explore")
 	assert.False(t, strings.Contains(errOut, "panic"))
+}
+
+// run reports TPOT as sweep does: per completed request of two or more
+// output tokens, (done - first token) / (output - 1), within the sketch's
+// accuracy of what the request records say.
+func TestRunReportsTPOT(t *testing.T) {
+	r := simModel(t, "--ctx", "tp=1", "--gen", "tp=1", "--requests", "4", "--input", "512", "--output", "16", "--arrival", "closed=1")
+	require.Equal(t, 4, r.TPOTMs.N)
+	want := r.tpot()
+	assert.Positive(t, want)
+	assert.InEpsilon(t, want, r.TPOTMs.P50, 0.02, "closed=1: every request decodes alone, alike")
+	assert.InEpsilon(t, want, r.TPOTMs.Max, 0.02)
+	r = simModel(t, "--ctx", "tp=1", "--gen", "tp=1", "--requests", "2", "--input", "64", "--output", "1", "--arrival", "closed=1")
+	assert.Zero(t, r.TPOTMs.N, "one output token: no time per output token")
 }
