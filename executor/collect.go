@@ -208,7 +208,6 @@ func applyFailures(ctx context.Context, world comm.Comm, rep *Report, missing bo
 		if rep.Error == nil || rep.Error.Kind == "interrupted" {
 			rep.Error = &RunError{Kind: re.Kind, Message: re.Message, Ranks: []int{}}
 			rep.Errors = rep.Errors[:max(0, len(rep.Errors)-1)] // the interrupt's own line
-			rep.cutShort()
 		}
 		rep.Error.Ranks = append(rep.Error.Ranks, st.Source)
 		rep.Errors = append(rep.Errors, fmt.Sprintf("world rank %d: %s", st.Source, re.Message))

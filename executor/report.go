@@ -32,31 +32,35 @@ type Report struct {
 	DurationS   float64  `json:"duration_s"`
 	// CompletionS is the start to the last completion: the interval of
 	// ThroughputRPS (throughput_rps x completion_s == requests_completed).
-	CompletionS       float64          `json:"completion_s"`
-	RequestsCompleted int              `json:"requests_completed"`
-	RequestsFailed    int              `json:"requests_failed"`
-	RequestsCancelled int              `json:"requests_cancelled"`
-	ThroughputRPS     float64          `json:"throughput_rps"`
-	TTFTMs            Dist             `json:"ttft_ms"`
-	TPOTMs            Dist             `json:"tpot_ms"` // time per output token after the first, per completed request
-	IdleHandoverMs    Dist             `json:"idle_handover_ms"`
-	IdleStepMs        Dist             `json:"idle_step_ms"`
-	BusyStepMs        Dist             `json:"busy_step_ms"`
-	ReapDelayMs       Dist             `json:"reap_delay_ms"`
-	TransferMs        Dist             `json:"transfer_ms"`
-	BytesMoved        int64            `json:"bytes_moved"`
-	BytesVerified     int64            `json:"bytes_verified"`
-	BytesDiscarded    int64            `json:"bytes_discarded"`
-	Collectives       uint64           `json:"collectives"`
-	IdleCollectives   int              `json:"idle_check_collectives"`
-	LeakedBlocks      int              `json:"leaked_blocks"`
-	PinnedBlocksAtEnd int              `json:"pinned_blocks_at_end"`
+	CompletionS       float64 `json:"completion_s"`
+	RequestsCompleted int     `json:"requests_completed"`
+	RequestsFailed    int     `json:"requests_failed"`
+	RequestsCancelled int     `json:"requests_cancelled"`
+	ThroughputRPS     float64 `json:"throughput_rps"`
+	TTFTMs            Dist    `json:"ttft_ms"`
+	TPOTMs            Dist    `json:"tpot_ms"` // time per output token after the first, per completed request
+	IdleHandoverMs    Dist    `json:"idle_handover_ms"`
+	IdleStepMs        Dist    `json:"idle_step_ms"`
+	BusyStepMs        Dist    `json:"busy_step_ms"`
+	ReapDelayMs       Dist    `json:"reap_delay_ms"`
+	TransferMs        Dist    `json:"transfer_ms"`
+	BytesMoved        int64   `json:"bytes_moved"`
+	BytesVerified     int64   `json:"bytes_verified"`
+	BytesDiscarded    int64   `json:"bytes_discarded"`
+	Collectives       uint64  `json:"collectives"`
+	IdleCollectives   int     `json:"idle_check_collectives"`
+	LeakedBlocks      int     `json:"leaked_blocks"`
+	PinnedBlocksAtEnd int     `json:"pinned_blocks_at_end"`
 	// InUseAtEnd: the blocks still allocated when a run that ended early
 	// (Error set) stopped. They were in use, not leaked: a leak is what
 	// outlives a run that ran to its end (LeakedBlocks).
 	InUseAtEnd int `json:"in_use_blocks_at_end"`
-	Instances         []InstanceReport `json:"instances"`
-	Errors            []string         `json:"errors"`
+	// KVSample: the run carried 1/KVSample of each KV head's elements
+	// (rankrun --kv-sample; 1: every byte, 0: not set). The byte counts are
+	// what was carried; the links were charged for all of them.
+	KVSample  int              `json:"kv_sample"`
+	Instances []InstanceReport `json:"instances"`
+	Errors    []string         `json:"errors"`
 	// Error is why the run ended early (nil: it ran to its end); the
 	// figures are then what the ranks measured up to it.
 	Error *RunError `json:"error"`
@@ -194,10 +198,14 @@ func (r *Report) leakLine() string {
 	return fmt.Sprintf("%d KV blocks still allocated at the end (%d pinned)", r.LeakedBlocks, r.PinnedBlocksAtEnd)
 }
 
-// cutShort marks r as the report of a run that ended early: the blocks
-// still allocated were in use when it stopped (InUseAtEnd), not leaked.
-func (r *Report) cutShort() {
-	if r.LeakedBlocks == 0 {
+// cutShort marks r, the report of a run that ended on an error, as cut
+// short when some of its requests never finished: the blocks still
+// allocated were in use when it stopped (InUseAtEnd), not leaked. When
+// every request finished (the error came at the end: a transfer session
+// or a message left over, a broken invariant), what is still allocated
+// outlived its requests: a leak.
+func (r *Report) cutShort(requests int) {
+	if r.LeakedBlocks == 0 || r.RequestsCompleted+r.RequestsFailed+r.RequestsCancelled >= requests {
 		return
 	}
 	line := r.leakLine()
@@ -269,7 +277,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	tw.Flush()
 	for _, e := range r.Errors {
-		if r.Error != nil && e == r.Error.Message {
+		if r.Error != nil && (e == r.Error.Message || strings.HasPrefix(e, "world rank ") && strings.HasSuffix(e, ": "+r.Error.Message)) {
 			continue // the error line below says it
 		}
 		fmt.Fprintf(w, "error: %s\n", e)

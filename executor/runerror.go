@@ -129,7 +129,7 @@ func (o *rankOutcomes) partial(cfg *Config, err error, elapsed float64) *Report 
 	rep.DurationS = elapsed
 	rep.Error = NewRunError(err, failed)
 	rep.Errors = append(rep.Errors, err.Error())
-	rep.cutShort()
+	rep.cutShort(cfg.Workload.Requests)
 	return rep
 }
 

@@ -88,7 +88,8 @@ type Result struct {
 	Wall      time.Duration // wall time the search took
 	// Interrupted: ctx ended the search (a signal) before --seeds or the
 	// budget; the schedule it cut short is not counted, so the search
-	// resumes at Start + Schedules.
+	// resumes at Start + Schedules. With First set, ctx ended the
+	// shrinking: Smallest is the smallest failing case found so far.
 	Interrupted bool
 }
 
@@ -124,6 +125,7 @@ func Run(ctx context.Context, s scenario.Scenario, withReplay bool, o Options) R
 	}
 	if res.First != nil && o.Shrink {
 		res.Smallest, res.Shrunk = shrink(ctx, res.First, o)
+		res.Interrupted = ctx.Err() != nil // Smallest is the smallest so far
 	}
 	res.Wall = time.Since(start)
 	return res

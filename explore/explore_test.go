@@ -72,3 +72,38 @@ func TestExploreFindsEveryReplay(t *testing.T) {
 		})
 	}
 }
+
+// An interrupt (ctx ending) during the search or the shrinking is said so
+// in the Result: a search cut short counts only the schedules it finished
+// and reports no failure of its own making; a shrinking cut short keeps
+// the failure found and the smallest case so far.
+func TestRunInterrupted(t *testing.T) {
+	s := base(t, "interrupted", func(s *scenario.Scenario) { s.Gen, s.Transfer = "dp=2,adp", "sync" })
+
+	// During the search: cancelled once two schedules passed.
+	ctx, cancel := context.WithCancel(context.Background())
+	passed := 0
+	res := explore.Run(ctx, s, false, explore.Options{Seeds: 1000, Progress: func(uint64, *explore.Failure) {
+		if passed++; passed == 2 {
+			cancel()
+		}
+	}})
+	cancel()
+	require.True(t, res.Interrupted)
+	require.Nil(t, res.First, "an interrupt is no failure")
+	require.Equal(t, 2, res.Schedules, "the schedules that ran to their end")
+
+	// During the shrinking: cancelled as the first failure is found.
+	s.Replays = []executor.Replay{executor.UnsafeIdleReap}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	res = explore.Run(ctx, s, false, explore.Options{Seeds: 50, Shrink: true, Progress: func(_ uint64, f *explore.Failure) {
+		if f != nil {
+			cancel()
+		}
+	}})
+	require.NotNil(t, res.First, "the failure found before the interrupt stands")
+	require.True(t, res.Interrupted, "the shrinking was cut short")
+	require.Zero(t, res.Shrunk)
+	require.Same(t, res.First, res.Smallest)
+}

@@ -36,7 +36,11 @@ func smallerFailing(ctx context.Context, f *Failure, o Options) *Failure {
 		}
 		for i := range o.ShrinkSeeds {
 			seed := f.Scenario.ScheduleSeed + uint64(i)
-			if g := Try(ctx, c, f.Replay, seed, o); g != nil && sameKind(f, g) {
+			g := Try(ctx, c, f.Replay, seed, o)
+			if ctx.Err() != nil {
+				return nil // a run the interrupt cut short is no verdict
+			}
+			if g != nil && sameKind(f, g) {
 				return g
 			}
 		}

@@ -42,7 +42,7 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noteSet(fs)
-	if f.set["backend"] && f.backend != "sim" {
+	if f.set["backend"] && f.backend != "sim" && f.backend != "auto" {
 		return usagef("--backend %s: explore runs every schedule in the simulation backend; drop --backend (or give sim)", f.backend)
 	}
 	if *seeds < 1 {
@@ -102,7 +102,7 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	wall := time.Now()
 	res := explore.Run(ctx, s, *withReplay, o)
-	if ie, ok := interrupted(ctx, nil); ok && res.Interrupted {
+	if ie, ok := interrupted(ctx, nil); ok && res.Interrupted && res.First == nil {
 		// What was searched, and where to go on from.
 		msg := fmt.Sprintf("explore: %s after %d schedules (%s strategy, seeds %d..%d) in %.1f s: no failure; resume with --start %d",
 			ie, res.Schedules, st, *start, *start+uint64(res.Schedules)-1, time.Since(wall).Seconds(), *start+uint64(res.Schedules))
@@ -118,6 +118,17 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(stdout, "explore: FAIL after %d schedules: %s\n", res.Schedules, res.First)
+	if ie, ok := interrupted(ctx, nil); ok && res.Interrupted {
+		// The failure stands; the shrinking was cut short.
+		if res.Shrunk == 0 {
+			fmt.Fprintf(stdout, "explore: shrinking %s before a smaller case failed the same way: the reproducer above is the smallest found\n", ie)
+		} else {
+			s := res.Smallest.Scenario
+			fmt.Fprintf(stdout, "explore: shrinking %s: the smallest so far (%d steps smaller: ctx %s, gen %s, %d requests): %s\n",
+				ie, res.Shrunk, s.Ctx, s.Gen, s.Requests, res.Smallest)
+		}
+		return exitError{code: ie.code()}
+	}
 	if *shrink {
 		if res.Shrunk == 0 {
 			fmt.Fprintf(stdout, "explore: no smaller case fails the same way: this is the smallest reproducer\n")

@@ -66,7 +66,6 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runCmd(args[1:], stdout, stderr)
-		jsonUsageError(err, args[1:], stdout)
 	case "sweep":
 		err = sweepCmd(args[1:], stdout, stderr)
 	case "scenario":

@@ -109,7 +109,15 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		*side.blocks = max(1, min(p.KVBlocks(side.l, full), workloadBlocks(c, side.l, full)))
 	}
 	if f.kvSample == 0 && !f.sweepSample && f.backend == "sim" {
-		if n, ok := fitSample(c, full, hostMemory()/2); ok && n > 1 {
+		n, ok := fitSample(c, full, hostMemory()/2)
+		if !ok && hostMemory() > 0 {
+			one := full
+			one.HeadDim = 1
+			return usagef("--model %s: the %d ranks' KV pools take %s in this process even with one element of each head (--kv-sample %d), more than half this host's %s: "+
+				"give smaller pools (--ctx-blocks, --gen-blocks) or fewer --requests", f.model, c.Ranks(),
+				executor.FormatBytes(poolBytes(c, one)), full.HeadDim, executor.FormatBytes(hostMemory()))
+		}
+		if n > 1 {
 			f.autoSample = n
 			f.sampleNote = fmt.Sprintf("; sampled because the full pools (%s in this process) exceed half this host's %s of memory (--kv-sample 1 carries every byte)",
 				executor.FormatBytes(poolBytes(c, full)), executor.FormatBytes(hostMemory()))

@@ -18,6 +18,7 @@ import (
 // modelReport is what the cost-model tests read of a JSON report.
 type modelReport struct {
 	Compute       string  `json:"compute"`
+	KVSample      int     `json:"kv_sample"`
 	ThroughputRPS float64 `json:"throughput_rps"`
 	TTFTMs        struct {
 		P50 float64 `json:"p50"`

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -152,18 +154,30 @@ func checkWritable(path string) error {
 	return f.Close()
 }
 
+// createTemp creates a new file beside path to be renamed over it, with
+// the mode os.Create gives (0666 less the umask; os.CreateTemp's 0600
+// would make every output private).
+func createTemp(path string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d", filepath.Base(path), rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, fmt.Errorf("no free temporary name beside %s", path)
+}
+
 // writeFile writes path through a temporary file in its directory and a
 // rename, so a reader never sees half a file, even after an interrupt.
 func writeFile(flag, path string, write func(w io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	tmp, err := createTemp(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	err = write(bw)
-	// CreateTemp makes the file 0600; an output is as readable as any
-	// file written with os.Create under the usual umask.
-	err = errors.Join(err, bw.Flush(), tmp.Chmod(0o644), tmp.Close())
+	err = errors.Join(err, bw.Flush(), tmp.Close())
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}

@@ -26,7 +26,7 @@ SIGINT or SIGTERM ends the run early: every rank stops, the partial report
 an "error" object in --json (kind, message, ranks).
 `
 
-func runCmd(args []string, stdout, stderr io.Writer) error {
+func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("run", "One disaggregated run: CTX ranks prefill and send verified KV blocks to GEN ranks, which decode.\n"+
 		"The number of ranks is CTX ranks + GEN ranks, derived from --ctx and --gen.", runExamples, stderr)
 	var f runFlags
@@ -36,6 +36,9 @@ func runCmd(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON on stdout (stable field names)")
 	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace (Perfetto) of the run to this file")
 	fs.StringVar(&o.requests, "requests-out", "", "write every request's record to this file, one JSON object per line (JSON Lines)")
+	// With --json (as the parser read it, up to a bad flag), a refused
+	// command line is an error object on stdout too.
+	defer func() { jsonUsageError(err, o.json, stdout) }()
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -133,6 +136,7 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 		if rep.Compute != "" {
 			rep.Compute += f.sampleNote
 		}
+		rep.KVSample = f.payloadScale()
 		f.markError(ctx, rep, err)
 	}
 	return rep, err

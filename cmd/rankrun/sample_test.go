@@ -71,6 +71,8 @@ func TestRunSamplesToFitTheHost(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, n, 1)
 	t.Logf("64 MiB host: full pools %s, sampled 1/%d", m[2], n)
+	assert.Equal(t, n, small.KVSample, "the sample, as a field: the byte counts are 1/kv_sample of the full run's")
+	assert.Equal(t, 1, full.KVSample)
 	assert.Equal(t, full.TTFTMs, small.TTFTMs, "virtual time does not depend on the sample")
 	assert.Equal(t, full.ThroughputRPS, small.ThroughputRPS)
 	// Every request's record, to the nanosecond; only the bytes carried
@@ -93,6 +95,13 @@ func TestRunSamplesToFitTheHost(t *testing.T) {
 	assert.Contains(t, errOut, "more than this host's 64.00 MiB of memory")
 	assert.Contains(t, errOut, "--backend sim samples the KV heads to fit")
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %s", errOut)
+	// A host too small even for one element of each head: said so, with
+	// what to change, and nothing run.
+	hostMemory = func() int64 { return 1 << 20 }
+	code, _, errOut = cli(t, args...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "even with one element of each head (--kv-sample 128), more than half this host's 1.00 MiB")
+	hostMemory = func() int64 { return 64 << 20 }
 	// An explicit --kv-sample is the user's choice: never overridden.
 	code, _, errOut = cli(t, append(append([]string{}, args...), "--kv-sample", "1")...)
 	assert.Equal(t, 2, code)

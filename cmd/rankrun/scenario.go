@@ -43,6 +43,9 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *only != "" && !slices.Contains(scenario.InProcess, *only) {
+		return usagef("--backend %q: must be local or sim (the in-process backends; under mpirun a scenario runs on MPI)", *only)
+	}
 	if *generate != "" {
 		return generateScenarios(*generate, *outDir, fs.NArg(), stdout)
 	}

@@ -122,13 +122,16 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if cells := len(layoutPairs) * len(arrs) * g.repeat; cells > maxPlannedRuns && !*yes {
 		size := fmt.Sprintf("%d runs (%d layout pairs", cells, len(layoutPairs))
-		if g.maxPairs > 0 && len(layoutPairs) > g.maxPairs {
-			// The enumeration stopped at the bound: the count is a floor.
-			size = fmt.Sprintf("more than %d runs (more than %d layout pairs", g.maxPairs*len(arrs)*g.repeat, g.maxPairs)
+		narrow := "fewer --pair, --arrival or --repeat"
+		if g.gpus > 0 {
+			narrow = "a smaller --gpus, --ctx-dims/--gen-dims, fewer --arrival or --repeat, or --pair"
+			if len(layoutPairs) > g.maxPairs {
+				// The grid's enumeration stopped at the bound: a floor.
+				size = fmt.Sprintf("more than %d runs (more than %d layout pairs", g.maxPairs*len(arrs)*g.repeat, g.maxPairs)
+			}
 		}
-		return usagef("sweep: the plan is %s x %d arrival patterns x %d repeats); more than %d runs needs --yes, "+
-			"or narrow it (a smaller --gpus, --ctx-dims/--gen-dims, fewer --arrival, --pair)",
-			size, len(arrs), g.repeat, maxPlannedRuns)
+		return usagef("sweep: the plan is %s x %d arrival patterns x %d repeats); more than %d runs needs --yes, or narrow it (%s)",
+			size, len(arrs), g.repeat, maxPlannedRuns, narrow)
 	}
 	runs, err := f.sweepRuns(layoutPairs, arrs, g.repeat)
 	if err != nil {
@@ -157,7 +160,9 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	done := f.runSweep(ctx, runs, backend, g, log, stderr)
 	ie, stopped := interrupted(ctx, nil)
-	if !stopped {
+	if !stopped || len(done) == len(runs) {
+		// Every cell ran to its end (a signal after the last one cut
+		// nothing short): the whole sweep.
 		sw := sweepWriter{runs: runs, slo: g.slo, gpus: g.gpus}
 		sw.title, sw.short = sweepTitle(runs)
 		return sw.finish(stdout, *csvOut, *jsonOut, *plotOut)

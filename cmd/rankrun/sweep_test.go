@@ -297,6 +297,9 @@ func TestSweepPlanBound(t *testing.T) {
 		{[]string{"--gpus", "1048576", "--arrival", "closed=1,closed=2"}, "the plan is more than 5000 runs (more than 2500 layout pairs x 2 arrival patterns x 1 repeats)"},
 		{[]string{"--pair", "tp=1/tp=1", "--repeat", "1000", "--arrival", "closed=1,closed=2,closed=3,closed=4,closed=5,closed=6"},
 			"the plan is 6000 runs (1 layout pairs x 6 arrival patterns x 1000 repeats)"},
+		// Explicit pairs are never cut: the count is exact.
+		{[]string{"--pair", "tp=1/tp=1", "--pair", "tp=1/tp=2", "--pair", "tp=2/tp=1", "--repeat", "1000", "--arrival", "closed=1,closed=2"},
+			"the plan is 6000 runs (3 layout pairs x 2 arrival patterns x 1000 repeats); more than 5000 runs needs --yes, or narrow it (fewer --pair, --arrival or --repeat)"},
 	} {
 		code, out, errOut := cli(t, append([]string{"sweep", "--backend", "sim", "--requests", "2"}, tc.args...)...)
 		assert.Equal(t, 2, code, "%v", tc.args)

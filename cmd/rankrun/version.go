@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strconv"
 	"strings"
 
 	"github.com/rankrun/rankrun/executor"
@@ -45,12 +44,13 @@ func versionLine() string {
 	return line + " " + bi.GoVersion
 }
 
-// jsonUsageError prints, when args asked for --json, a refused command
-// line as the report's error object on stdout (kind "usage"), so that a
-// tool reading the JSON sees every failure; the line on stderr stays.
-func jsonUsageError(err error, args []string, stdout io.Writer) {
+// jsonUsageError prints, when the command line set --json, a refused
+// command line as the report's error object on stdout (kind "usage"), so
+// that a tool reading the JSON sees every failure; the line on stderr
+// stays.
+func jsonUsageError(err error, jsonOut bool, stdout io.Writer) {
 	var ue usageError
-	if !errors.As(err, &ue) || quietRank() || !jsonRequested(args) {
+	if !jsonOut || !errors.As(err, &ue) || quietRank() {
 		return
 	}
 	b, merr := json.MarshalIndent(struct {
@@ -59,24 +59,4 @@ func jsonUsageError(err error, args []string, stdout io.Writer) {
 	if merr == nil {
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
-}
-
-// jsonRequested reports whether args set the boolean --json flag (before
-// a "--" that ends the flags).
-func jsonRequested(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "json" {
-			continue
-		}
-		if !hasVal {
-			return true
-		}
-		b, err := strconv.ParseBool(val)
-		return err == nil && b
-	}
-	return false
 }
