@@ -57,9 +57,18 @@ func simModel(t *testing.T, args ...string) modelReport {
 	t.Helper()
 	// Every byte still moves and is verified, 1/32 of each head's
 	// elements (--kv-sample): the race detector makes full heads slow.
+	base := []string{"run", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--json", "--kv-sample", "32"}
+	r, _ := runWithRecords(t, append(base, args...)...)
+	return r
+}
+
+// runWithRecords runs a rankrun run command line that must succeed with
+// --json, with --requests-out, and returns its report (records parsed)
+// and the records file as written.
+func runWithRecords(t *testing.T, args ...string) (modelReport, string) {
+	t.Helper()
 	records := filepath.Join(t.TempDir(), "requests.jsonl")
-	base := []string{"run", "--backend", "sim", "--model", "llama-3-8b", "--hardware", "h100", "--json", "--kv-sample", "32", "--requests-out", records}
-	code, out, errOut := cli(t, append(base, args...)...)
+	code, out, errOut := cli(t, append(args, "--requests-out", records)...)
 	require.Equal(t, 0, code, "stderr: %s", errOut)
 	var r modelReport
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
@@ -70,7 +79,7 @@ func simModel(t *testing.T, args ...string) modelReport {
 		r.Requests = append(r.Requests, modelRequest{})
 		require.NoError(t, json.Unmarshal([]byte(line), &r.Requests[len(r.Requests)-1]), line)
 	}
-	return r
+	return r, string(lines)
 }
 
 // The executor sleeps exactly what the cost model answers: each request's

@@ -227,3 +227,20 @@ func writeTrace(path string, rep *executor.Report) error {
 		return json.NewEncoder(w).Encode(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
 	})
 }
+
+// jsonUsageError prints, when the command line set --json, a refused
+// command line as the report's error object on stdout (kind "usage"), so
+// that a tool reading the JSON sees every failure; the line on stderr
+// stays.
+func jsonUsageError(err error, jsonOut bool, stdout io.Writer) {
+	var ue usageError
+	if !jsonOut || !errors.As(err, &ue) || quietRank() {
+		return
+	}
+	b, merr := json.MarshalIndent(struct {
+		Error executor.RunError `json:"error"`
+	}{executor.RunError{Kind: "usage", Message: ue.Error(), Ranks: []int{}}}, "", "  ")
+	if merr == nil {
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+}

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,15 +44,7 @@ func TestRunSamplesToFitTheHost(t *testing.T) {
 		"--ctx", "tp=1", "--gen", "tp=2", "--requests", "2", "--input", "512", "--output", "4", "--arrival", "closed=1"}
 	run := func(extra ...string) (modelReport, string) {
 		t.Helper()
-		records := filepath.Join(t.TempDir(), "requests.jsonl")
-		code, out, errOut := cli(t, append(append(args, "--requests-out", records), extra...)...)
-		require.Equal(t, 0, code, "stderr: %s", errOut)
-		var r modelReport
-		require.NoError(t, json.Unmarshal([]byte(out), &r))
-		require.Empty(t, r.Errors)
-		lines, err := os.ReadFile(records)
-		require.NoError(t, err)
-		return r, string(lines)
+		return runWithRecords(t, append(append([]string{}, args...), extra...)...)
 	}
 	full, fullRecords := run("--kv-sample", "1")
 	assert.NotContains(t, full.Compute, "KV sampled", "a host with room: every byte")

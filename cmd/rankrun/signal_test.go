@@ -156,6 +156,34 @@ func TestRunStdoutWriteErrorMidReport(t *testing.T) {
 	}
 }
 
+// signalAfter starts cmd, waits until its stderr has shown marker n
+// times (progress, from debug log lines), sends it sig, and returns its
+// stdout, the rest of its stderr and its exit code; 30 s bound each wait.
+func signalAfter(t *testing.T, cmd *exec.Cmd, marker string, n int, sig syscall.Signal) (stdout, rest *bytes.Buffer, code int) {
+	t.Helper()
+	stdout, rest = new(bytes.Buffer), new(bytes.Buffer)
+	cmd.Stdout = stdout
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stderr)
+	seen := 0
+	for seen < n && sc.Scan() {
+		seen += strings.Count(sc.Text(), marker)
+	}
+	require.Equal(t, n, seen, "%q lines before the signal", marker)
+	drained := make(chan struct{})
+	go func() { _, _ = io.Copy(rest, stderr); close(drained) }()
+	require.NoError(t, cmd.Process.Signal(sig))
+	select { // stderr closes when the process ends
+	case <-drained:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s did not end within 30 s of the signal", cmd.Args[0])
+	}
+	return stdout, rest, waitExit(t, cmd, 30*time.Second)
+}
+
 // SIGINT or SIGTERM to a running sweep ends it with what was done: the
 // cells finished before the signal in the table, a valid CSV, JSON and
 // plot, the cut named on stderr and in the table's title, exit 128 + the
@@ -183,29 +211,9 @@ func TestSweepInterruptedKeepsFinishedCells(t *testing.T) {
 				cmd = exec.Command("sh", append([]string{"-c", `trap '' INT; exec "$0" "$@"`, os.Args[0]}, args...)...)
 				cmd.Env = append(os.Environ(), subprocessEnv+"=1")
 			}
-			var stdout bytes.Buffer
-			cmd.Stdout = &stdout
-			stderr, err := cmd.StderrPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
 			// Progress first: three cells finished (debug log lines).
-			sc := bufio.NewScanner(stderr)
-			finished := 0
-			for finished < 3 && sc.Scan() {
-				finished += strings.Count(sc.Text(), "sweep run finished")
-			}
-			require.Equal(t, 3, finished)
-			var rest bytes.Buffer
-			drained := make(chan struct{})
-			go func() { _, _ = io.Copy(&rest, stderr); close(drained) }()
-			require.NoError(t, cmd.Process.Signal(tc.sig))
-			select {
-			case <-drained:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("the sweep did not end within 30 s of the signal")
-			}
-			assert.Equal(t, tc.code, waitExit(t, cmd, 30*time.Second))
+			stdout, rest, code := signalAfter(t, cmd, "sweep run finished", 3, tc.sig)
+			assert.Equal(t, tc.code, code)
 
 			m := regexp.MustCompile(`rankrun: sweep: interrupted by (\S+) after (\d+) of 40 cells; the table and outputs hold the \d+ finished`).FindStringSubmatch(rest.String())
 			require.NotNil(t, m, "stderr: %s", rest.String())
@@ -251,27 +259,8 @@ func TestExploreInterruptedSaysWhereToResume(t *testing.T) {
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
 		t.Run(signalName(tc.sig), func(t *testing.T) {
 			cmd := rankrunProcess("explore", "--ctx", "tp=2", "--gen", "tp=2", "--requests", "4", "--seeds", "100000", "--start", "7", "--log-level", "debug")
-			var stdout bytes.Buffer
-			cmd.Stdout = &stdout
-			stderr, err := cmd.StderrPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			sc := bufio.NewScanner(stderr)
-			finished := 0
-			for finished < 3 && sc.Scan() {
-				finished += strings.Count(sc.Text(), "explore schedule finished")
-			}
-			require.Equal(t, 3, finished)
-			drained := make(chan struct{})
-			go func() { _, _ = io.Copy(io.Discard, stderr); close(drained) }()
-			require.NoError(t, cmd.Process.Signal(tc.sig))
-			select {
-			case <-drained:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("explore did not end within 30 s of the signal")
-			}
-			assert.Equal(t, tc.code, waitExit(t, cmd, 30*time.Second))
+			stdout, _, code := signalAfter(t, cmd, "explore schedule finished", 3, tc.sig)
+			assert.Equal(t, tc.code, code)
 			m := regexp.MustCompile(`^explore: interrupted by (\S+) after (\d+) schedules \(random strategy, seeds 7\.\.(\d+)\) in [0-9.]+ s: no failure; resume with --start (\d+)\n$`).
 				FindStringSubmatch(stdout.String())
 			require.NotNil(t, m, "stdout: %q", stdout.String())

@@ -1,14 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"runtime/debug"
 	"strings"
-
-	"github.com/rankrun/rankrun/executor"
 )
 
 // versionLine is `rankrun version`: the module version, the commit and
@@ -42,21 +36,4 @@ func versionLine() string {
 		}
 	}
 	return line + " " + bi.GoVersion
-}
-
-// jsonUsageError prints, when the command line set --json, a refused
-// command line as the report's error object on stdout (kind "usage"), so
-// that a tool reading the JSON sees every failure; the line on stderr
-// stays.
-func jsonUsageError(err error, jsonOut bool, stdout io.Writer) {
-	var ue usageError
-	if !jsonOut || !errors.As(err, &ue) || quietRank() {
-		return
-	}
-	b, merr := json.MarshalIndent(struct {
-		Error executor.RunError `json:"error"`
-	}{executor.RunError{Kind: "usage", Message: ue.Error(), Ranks: []int{}}}, "", "  ")
-	if merr == nil {
-		fmt.Fprintf(stdout, "%s\n", b)
-	}
 }
