@@ -510,7 +510,7 @@ import re, sys
 place = sys.argv[2].split(",")
 for line in open(sys.argv[1], errors="replace"):
     m = re.match(r'rankrun: world rank (\d+): .*comm: collective timeout on group "world(?:/s1c([12])/[^"]*)?"[^:]*: '
-                 r'rank (\d+) waited .*?; ranks \[([\d ]+)\] never arrived( \(world ranks \[([\d ]+)\]\))?', line)
+                 r'rank (\d+)(?: \(world rank \d+\))? waited .*?; ranks \[([\d ]+)\] never arrived( \(world ranks \[([\d ]+)\]\))?', line)
     if not m:
         continue
     # group "world" (the liveness probe): its ranks are world ranks.
