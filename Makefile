@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-explore test-sim-scale test-examples mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore test-sim-scale test-memory test-docs test-examples mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -23,7 +23,7 @@ mpi-deps:
 run: build
 	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64
 
-test: test-go test-explore test-sim-scale test-examples test-mpi test-multinode
+test: test-go test-explore test-sim-scale test-memory test-docs test-examples test-mpi test-multinode
 
 # -p 1: one test package at a time. Multi-rank tests run many goroutine
 # ranks under the race detector; on a 2-core machine, two such packages at
@@ -46,6 +46,18 @@ test-explore:
 # verdicts come from virtual time alone, however long the host takes.
 test-sim-scale: build
 	$(BIN)/rankrun scenario --backend sim tests/multirank/testdata/scale/*.txt
+
+# Peak RSS against stated budgets (scripts/test-memory.sh has the table):
+# a run's trace and records stream to their files, and a 2048-rank
+# simulation fits its budget.
+test-memory:
+	@scripts/test-memory.sh
+
+# Every rankrun command line of the README, as written (a smaller size
+# where cmd/rankrun/readme_test.go says so), without -race: the sweep and
+# the 70B run take minutes under it.
+test-docs:
+	$(GO) test -count=1 -run '^TestREADMECommands$$' ./cmd/rankrun -v
 
 # The suite must kill every named mutant of cmd/mutate's catalogue (each
 # applied alone to a scratch copy; the fast sim and in-process packages

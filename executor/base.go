@@ -213,7 +213,7 @@ func (l *loop) traceSpan(cat, name string, from, to int64, args map[string]any) 
 	if !l.cfg.Trace {
 		return
 	}
-	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "X", TS: float64(from) / 1e3, Dur: float64(to-from) / 1e3,
+	l.traceEvent(TraceEvent{Name: name, Cat: cat, Ph: "X", TS: float64(from) / 1e3, Dur: float64(to-from) / 1e3,
 		PID: 0, TID: l.world.Rank(), Args: args})
 }
 
@@ -224,8 +224,17 @@ func (l *loop) traceAsync(cat, name, id string, from, to int64, args map[string]
 		return
 	}
 	tid := l.world.Rank()
-	l.rep.Trace = append(l.rep.Trace, TraceEvent{Name: name, Cat: cat, Ph: "b", TS: float64(from) / 1e3, ID: id, TID: tid, Args: args},
-		TraceEvent{Name: name, Cat: cat, Ph: "e", TS: float64(to) / 1e3, ID: id, TID: tid})
+	l.traceEvent(TraceEvent{Name: name, Cat: cat, Ph: "b", TS: float64(from) / 1e3, ID: id, TID: tid, Args: args})
+	l.traceEvent(TraceEvent{Name: name, Cat: cat, Ph: "e", TS: float64(to) / 1e3, ID: id, TID: tid})
+}
+
+// traceEvent hands ev to the sink, or keeps it in the rank's report.
+func (l *loop) traceEvent(ev TraceEvent) {
+	if l.cfg.Sink != nil {
+		l.cfg.Sink.Event(ev)
+		return
+	}
+	l.rep.Trace = append(l.rep.Trace, ev)
 }
 
 // progressed records progress (an admission, a reap, a completion, a

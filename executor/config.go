@@ -73,6 +73,13 @@ type Config struct {
 	// (per-request state on the GEN leaders; off by default, so a report's
 	// size does not grow with the number of requests).
 	Records bool
+	// Sink, when set, receives the trace events (with Trace) and the
+	// request records (with Records) as they happen, from every rank of
+	// this process, and the rank reports keep none of them: what a run
+	// holds then does not grow with its length. Nil: they are kept and
+	// travel to world rank 0 with the rank reports (Report.Requests, the
+	// rank reports' Trace).
+	Sink Sink
 	// Clock is the time source of the run: every timestamp, timed wait
 	// and modelled compute (clock.Real() when nil). Each rank of a
 	// simulated world gets its own.

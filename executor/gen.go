@@ -286,7 +286,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		delete(g.gen, id)
 		delete(g.recs, id)
 		g.progressed()
-		g.rep.finished(*rr, g.leader, g.cfg.Records)
+		g.rep.finished(*rr, g.leader, g.cfg.Records, g.cfg.Sink)
 		if !g.leader {
 			continue
 		}

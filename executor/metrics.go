@@ -84,6 +84,16 @@ type TraceEvent struct {
 	Args map[string]any `json:"args,omitempty"`
 }
 
+// Sink receives a run's opt-in streams as they happen (Config.Sink):
+// every finished request's record, from the GEN leaders, and every trace
+// event, from every rank. The ranks of one process share it, so its
+// methods must be safe to call from many goroutines at once. A sink that
+// fails keeps its error for whoever owns it: the run does not stop for it.
+type Sink interface {
+	Record(RequestRecord)
+	Event(TraceEvent)
+}
+
 // RankReport is what one rank measured. World rank 0 collects them.
 type RankReport struct {
 	WorldRank      int    `json:"world_rank"`
@@ -176,7 +186,7 @@ func (t *RequestTally) merge(o RequestTally) {
 // finished accounts for a request this GEN rank finished: its bytes
 // (verified only when it completed) and, on the leader, its tally and,
 // when asked for, its record.
-func (rr *RankReport) finished(q RequestRecord, leader, records bool) {
+func (rr *RankReport) finished(q RequestRecord, leader, records bool, sink Sink) {
 	if q.State == request.Completed {
 		rr.BytesVerified += q.Verified
 	} else {
@@ -186,7 +196,10 @@ func (rr *RankReport) finished(q RequestRecord, leader, records bool) {
 		return
 	}
 	rr.Finished.add(q)
-	if records {
+	switch {
+	case records && sink != nil:
+		sink.Record(q)
+	case records:
 		rr.Requests = append(rr.Requests, q)
 	}
 }

@@ -19,15 +19,22 @@ type Report struct {
 	Backend     string   `json:"backend"`
 	Sim         *SimInfo `json:"sim,omitempty"`
 	WallSeconds float64  `json:"wall_seconds"`
-	Ctx         string   `json:"ctx"`
-	Gen         string   `json:"gen"`
-	Ranks       int      `json:"ranks"`
-	Mode        string   `json:"transfer_mode"`
-	Verify      string   `json:"verify"`
-	Checked     bool     `json:"checked"` // collectives ran in checked mode (the CLI's default)
-	Workload    string   `json:"workload"`
-	Compute     string   `json:"compute,omitempty"` // the compute cost model, "" with none
-	Replays     string   `json:"replays"`
+	// WallPeakRSS is the peak resident memory of the process that wrote
+	// the report (under MPI, world rank 0's), in bytes; 0 where unknown.
+	// Host-dependent like wall_seconds.
+	WallPeakRSS int64  `json:"wall_peak_rss_bytes"`
+	Ctx         string `json:"ctx"`
+	Gen         string `json:"gen"`
+	Ranks       int    `json:"ranks"`
+	Mode        string `json:"transfer_mode"`
+	Verify      string `json:"verify"`
+	Checked     bool   `json:"checked"` // collectives ran in checked mode (the CLI's default)
+	Workload    string `json:"workload"`
+	Compute     string `json:"compute,omitempty"` // the compute cost model, "" with none
+	Replays     string `json:"replays"`
+	// ReplayNotes: for each replay this run cannot show, what it lacks and
+	// a run that shows it (ReplayNotes); omitted when none.
+	ReplayNotes []string `json:"replay_notes,omitempty"`
 	Faults      []string `json:"faults"`
 	DurationS   float64  `json:"duration_s"`
 	// CompletionS is the start to the last completion: the interval of
@@ -133,7 +140,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(), Verify: cfg.Verify.String(),
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
 			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
-		Replays: cfg.Replays.String(), Faults: []string{}, Errors: []string{}}
+		Replays: cfg.Replays.String(), ReplayNotes: ReplayNotes(cfg), Faults: []string{}, Errors: []string{}}
 	for _, rr := range reps {
 		r.Checked = r.Checked || rr.Checked
 	}
@@ -239,6 +246,9 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.Compute != "" {
 		fmt.Fprintf(w, "\ncompute: %s", r.Compute)
 	}
+	for _, n := range r.ReplayNotes {
+		fmt.Fprintf(w, "\nnote: %s", n)
+	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled; the last completed at %.3f s of a %.3f s run\n",
@@ -271,6 +281,9 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "leaked blocks\t%d (in use when the run ended early: %d, pinned: %d)\n", r.LeakedBlocks, r.InUseAtEnd, r.PinnedBlocksAtEnd)
 	} else {
 		fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
+	}
+	if r.WallPeakRSS > 0 {
+		fmt.Fprintf(tw, "host\t%.2f s of wall time, peak RSS %s (this process)\n", r.WallSeconds, FormatBytes(r.WallPeakRSS))
 	}
 	if len(r.Errors) == 0 && r.Error == nil {
 		fmt.Fprintf(tw, "errors\tnone\n")

@@ -2,7 +2,8 @@
 # A 1,000,000-request run ends with its report, in-process and under
 # mpirun, and neither the report nor memory grows with the run beyond the
 # per-request state: each run is measured beside a 100,000-request run of
-# the same flags (report bytes and peak RSS, from /usr/bin/time).
+# the same flags (report bytes and peak RSS, from /usr/bin/time), and the
+# in-process run again with --trace and --requests-out, which stream.
 #
 # Tiny model, closed=256 so the control plane is the load. In-process
 # (5 ranks) takes ~3 min on 2 cores; under mpirun ctx tp=1 -> gen tp=1
@@ -33,6 +34,9 @@ measure() { # NAME N CMD...: runs CMD, report in $tmp/NAME.json, "seconds maxrss
 T=(/usr/bin/time -f "TIME %e %M")
 measure local-small "${T[@]}" bin/rankrun "${flags[@]}" --requests $((N / 10))
 measure local-big "${T[@]}" bin/rankrun "${flags[@]}" --requests "$N"
+# The same run with --trace and --requests-out: both stream to their files
+# (~5 GB of trace at 1,000,000), so memory stays that of the plain run.
+measure local-streams "${T[@]}" bin/rankrun "${flags[@]}" --requests "$N" --trace "$tmp/trace.json" --requests-out "$tmp/requests.jsonl"
 mp=(timeout 3600 mpirun --oversubscribe --bind-to none -np 2)
 measure mpi-small "${mp[@]}" "${T[@]}" bin/rankrun-mpi "${flags[@]}" --gen tp=1 --requests $((N / 10))
 measure mpi-big "${mp[@]}" "${T[@]}" bin/rankrun-mpi "${flags[@]}" --gen tp=1 --requests "$N"
@@ -57,6 +61,15 @@ for kind in ["local", "mpi"]:
     print(f"test-cli-scale: {kind}: {n} requests in {secs['big']:.0f} s ({n // 10}: {secs['small']:.0f} s); report "
           f"{size['small']} -> {size['big']} bytes ({size['big'] / size['small']:.2f}x for 10x the requests); peak RSS per process "
           f"{rss['small']} -> {rss['big']} KB ({rss['big'] / rss['small']:.2f}x); TTFT p99 {big['ttft_ms']['p99']:.2f} ms (n={big['ttft_ms']['n']})")
+plain = max(int(l.split()[1]) for l in open(f"{tmp}/local-big.time"))
+streams = max(int(l.split()[1]) for l in open(f"{tmp}/local-streams.time"))
+lines = sum(1 for _ in open(f"{tmp}/requests.jsonl"))
+if lines != n:
+    bad.append(f"local-streams: {lines} records in --requests-out, want {n}")
+if streams - plain > 64 * 1024:
+    bad.append(f"local-streams: peak RSS {plain} KB without the files, {streams} KB with them")
+print(f"test-cli-scale: local with --trace and --requests-out: peak RSS {streams} KB ({plain} KB without them; "
+      f"trace {os.path.getsize(f'{tmp}/trace.json')} bytes)")
 for b in bad:
     print("test-cli-scale:   " + b, file=sys.stderr)
 sys.exit(1 if bad else 0)

@@ -174,6 +174,22 @@ var catalogue = []mutant{
 	{name: "sim-sample-scales-control", file: "comm/sim/p2p.go",
 		old: "n > 1 && tag >= w.cfg.PayloadTagsFrom {", new: "n > 1 {",
 		why: "a run that carries a sample of each KV head charges its control messages N times too: its virtual times drift from the full run's", pkgs: []string{"./comm/sim"}},
+	// Streams (issue 26): a run's records and events go to its sink as they
+	// happen, not into the reports (make test's test-memory.sh holds the
+	// trace's memory to a budget too).
+	{name: "sink-ignored-for-records", file: "executor/metrics.go",
+		old: "\tcase records && sink != nil:\n", new: "\tcase records && sink != nil && false:\n",
+		why: "request records pile up in the GEN leader's report until the end although a sink takes them", pkgs: []string{"./executor"}},
+	{name: "sink-ignored-for-events", file: "executor/base.go",
+		old: "\tif l.cfg.Sink != nil {\n\t\tl.cfg.Sink.Event(ev)", new: "\tif l.cfg.Sink != nil && false {\n\t\tl.cfg.Sink.Event(ev)",
+		why: "trace events pile up in every rank's report until the end (13 GB at 200,000 requests) although a sink takes them", pkgs: []string{"./executor"}},
+	// Replay notes (issue 26): what a run lacks for a replay's bug to show.
+	{name: "replay-note-ignores-mode", file: "executor/replay_needs.go",
+		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (the guard`, new: `return need(true, "--transfer sync (the guard`,
+		why: "an async run with --replay unsafe-idle-reap is not told that the bug needs --transfer sync", pkgs: []string{"./executor"}},
+	{name: "replay-note-too-strict", file: "executor/replay_needs.go",
+		old: `c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2`, new: `c.Gen.AttentionDP && c.Gen.DP > 2, "GEN attention-DP, dp=2`,
+		why: "a run that shows unsafe-idle-reap's bug (gen dp=2,adp) is told it cannot", pkgs: []string{"./executor", "./tests/multirank"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

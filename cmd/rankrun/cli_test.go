@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,7 +71,8 @@ type requestRecord struct {
 	State string `json:"state"`
 }
 
-// readRequests reads a --requests-out file: one JSON record per line.
+// readRequests reads a --requests-out file: one JSON record per line, in
+// the order the requests finished; it returns them by ID.
 func readRequests(t *testing.T, path string) []requestRecord {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -80,6 +83,7 @@ func readRequests(t *testing.T, path string) []requestRecord {
 		require.NoError(t, json.Unmarshal([]byte(line), &q), "line %d: %q", i+1, line)
 		out = append(out, q)
 	}
+	slices.SortFunc(out, func(a, b requestRecord) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

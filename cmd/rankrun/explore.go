@@ -74,6 +74,13 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if cfg, err := s.Config(*withReplay); err == nil {
+		// A replay this search cannot show passes every schedule: say so
+		// before the minutes it takes.
+		for _, n := range executor.ReplayNotes(&cfg) {
+			fmt.Fprintf(stderr, "rankrun: note: %s\n", n)
+		}
+	}
 	// Explore jitters messages by default (20 us); --msg-jitter 0 turns it off.
 	jitter := f.msgJitter
 	fs.Visit(func(fl *flag.Flag) {

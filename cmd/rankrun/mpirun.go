@@ -66,7 +66,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	// waiting in Finalize would keep mpirun from running.
 	code := 0
 	if w.Rank() == 0 {
-		rep.Compute, rep.KVSample = describeCompute(&cfg), f.payloadScale()
+		rep.Compute, rep.KVSample, rep.WallPeakRSS = describeCompute(&cfg), f.payloadScale(), peakRSS()
 		if err := o.writeFiles(rep); err != nil {
 			fmt.Fprintf(stderr, "rankrun: %v\n", err)
 			code = 1
@@ -134,6 +134,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
 	}
 	rep.Backend, rep.WallSeconds, rep.Compute = "mpi", elapsed.Seconds(), describeCompute(&cfg)
+	rep.WallPeakRSS = peakRSS()
 	rep.KVSample = f.payloadScale()
 	if !isInt {
 		f.markError(ctx, rep, err)

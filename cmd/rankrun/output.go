@@ -29,6 +29,9 @@ type outputs struct {
 	// signal mpirun forwards only ~10 KB more of a rank's output (it stops
 	// reading while it tears the job down): the report must fit.
 	brief bool
+	// streams, when open, receives the run's records and events as they
+	// happen (the run's executor.Sink).
+	streams *streams
 }
 
 // check fails before the run, not after it, on a path that cannot be
@@ -55,6 +58,9 @@ func (o outputs) check() error {
 // error, a failed write or a report with errors or leaks, else 0.
 func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error, stdout io.Writer) error {
 	var errs []error
+	if rep == nil && o.streams != nil {
+		o.streams.discard()
+	}
 	if rep != nil {
 		errs = append(errs, o.writeFiles(rep))
 		if o.brief {
@@ -81,20 +87,24 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 	return nil
 }
 
-// writeFiles writes the trace and the request records, when asked for,
-// then drops the trace events from rep (the report carries none).
+// writeFiles finishes the trace and the request records, when asked
+// for: those streamed during the run (o.streams) and those rep still
+// holds; it drops the trace events from rep (the report carries none).
 func (o outputs) writeFiles(rep *executor.Report) error {
-	var errs []error
-	if o.trace != "" {
-		errs = append(errs, writeTrace(o.trace, rep))
+	ss := o.streams
+	if ss == nil {
+		var err error
+		if ss, err = o.open(); err != nil {
+			return err
+		}
 	}
-	if o.requests != "" {
-		errs = append(errs, writeRequests(o.requests, rep.Requests))
+	if ss == nil {
+		for i := range rep.Ranks_ {
+			rep.Ranks_[i].Trace = nil
+		}
+		return nil
 	}
-	for i := range rep.Ranks_ {
-		rep.Ranks_[i].Trace = nil
-	}
-	return errors.Join(errs...)
+	return ss.finish(rep)
 }
 
 // emit prints the report and writes the trace; a report with errors or
@@ -186,46 +196,6 @@ func writeFile(flag, path string, write func(w io.Writer) error) error {
 		return fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	return nil
-}
-
-// writeRequests writes one JSON object per request and line (JSON Lines).
-func writeRequests(path string, recs []executor.RequestRecord) error {
-	return writeFile("--requests-out", path, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		for i := range recs {
-			if err := enc.Encode(&recs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// writeTrace writes the run in the Chrome trace event format: one track
-// (thread) per rank, named after its role and instance rank; transfers
-// are async events, drawn on tracks of their own.
-func writeTrace(path string, rep *executor.Report) error {
-	// Metadata events carry ts 0: the format does not need it, but strict
-	// readers of the trace event format expect every event to have one.
-	type meta struct {
-		Name string         `json:"name"`
-		Ph   string         `json:"ph"`
-		TS   float64        `json:"ts"`
-		PID  int            `json:"pid"`
-		TID  int            `json:"tid"`
-		Args map[string]any `json:"args"`
-	}
-	events := []any{meta{Name: "process_name", Ph: "M", Args: map[string]any{"name": fmt.Sprintf("rankrun ctx %s -> gen %s", rep.Ctx, rep.Gen)}}}
-	for _, rr := range rep.Ranks_ {
-		events = append(events, meta{Name: "thread_name", Ph: "M", TID: rr.WorldRank,
-			Args: map[string]any{"name": fmt.Sprintf("%s rank %d (world %d)", rr.Role, rr.Rank, rr.WorldRank)}})
-		for _, ev := range rr.Trace {
-			events = append(events, ev)
-		}
-	}
-	return writeFile("--trace", path, func(w io.Writer) error {
-		return json.NewEncoder(w).Encode(map[string]any{"traceEvents": events, "displayTimeUnit": "ms"})
-	})
 }
 
 // jsonUsageError prints, when the command line set --json, a refused

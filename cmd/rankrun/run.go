@@ -35,7 +35,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	var o outputs
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON on stdout (stable field names)")
 	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace (Perfetto) of the run to this file")
-	fs.StringVar(&o.requests, "requests-out", "", "write every request's record to this file, one JSON object per line (JSON Lines)")
+	fs.StringVar(&o.requests, "requests-out", "", "write every request's record to this file as it finishes, one JSON object per line (JSON Lines)")
 	// With --json (as the parser read it, up to a bad flag), a refused
 	// command line is an error object on stdout too.
 	defer func() { jsonUsageError(err, o.json, stdout) }()
@@ -69,6 +69,12 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if *ranks != 0 && *ranks != cfg.Ranks() {
 		return usagef("--ranks %d: ctx %s (%d ranks) + gen %s (%d ranks) need %d", *ranks, cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks())
+	}
+	if o.streams, err = o.open(); err != nil {
+		return err
+	}
+	if o.streams != nil {
+		cfg.Sink = o.streams
 	}
 	ctx, stop := interruptible(context.Background())
 	defer stop()
@@ -133,6 +139,7 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 	}
 	if rep != nil {
 		rep.Backend, rep.WallSeconds, rep.Compute = backend, time.Since(start).Seconds(), describeCompute(&cfg)
+		rep.WallPeakRSS = peakRSS()
 		if rep.Compute != "" {
 			rep.Compute += f.sampleNote
 		}

@@ -41,6 +41,7 @@ type sweepRun struct {
 	cfg      executor.Config
 	reps     []*executor.Report // one per repeat, always set after the run (synthesised on error)
 	errs     []error            // each repeat's own error, if it returned one
+	met      []int              // each repeat's requests that met the SLO
 	ran      []bool             // each repeat ran to its end (not cut short by an interrupt)
 	stats    []cellStats
 	summary  summary
@@ -293,7 +294,7 @@ func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*s
 				return nil, err
 			}
 			r := &sweepRun{pair: cfg.Ctx.String() + "/" + cfg.Gen.String(), ctx: cfg.Ctx, gen: cfg.Gen, arrival: cfg.Workload.Arrival.String(), cfg: cfg,
-				reps: make([]*executor.Report, repeat), errs: make([]error, repeat), ran: make([]bool, repeat)}
+				reps: make([]*executor.Report, repeat), errs: make([]error, repeat), met: make([]int, repeat), ran: make([]bool, repeat)}
 			if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {
 				r.rate = cfg.Workload.Arrival.Rate
 			}
@@ -333,7 +334,7 @@ func (f *runFlags) runSweep(ctx context.Context, runs []*sweepRun, backend strin
 		go func() {
 			defer wg.Done()
 			for t := range next {
-				f.runRepeat(ctx, t.r, t.i, backend, log)
+				f.runRepeat(ctx, t.r, t.i, backend, g.slo, log)
 				log.Debug("sweep run finished", zap.String("pair", t.r.pair), zap.String("arrival", t.r.arrival), zap.Int("repeat", t.i))
 				if bar != nil {
 					bar.Describe(fmt.Sprintf("%s %s", t.r.pair, t.r.arrival))
@@ -362,7 +363,7 @@ dispatch:
 		}
 		r.stats = make([]cellStats, len(r.reps))
 		for i, rep := range r.reps {
-			r.stats[i] = statsOf(rep, r.failedAt(i), r.gpus(), r.cfg.Workload.Requests, g.slo)
+			r.stats[i] = statsOf(rep, r.met[i], r.failedAt(i), r.gpus(), r.cfg.Workload.Requests)
 		}
 		r.summary = summarise(r.stats)
 		done = append(done, r)
@@ -371,8 +372,8 @@ dispatch:
 }
 
 // runRepeat runs repeat i of r: seeds --seed+i (and --schedule-seed+i when
-// set).
-func (f *runFlags) runRepeat(ctx context.Context, r *sweepRun, i int, backend string, log *zap.Logger) {
+// set), counting the requests that meet s.
+func (f *runFlags) runRepeat(ctx context.Context, r *sweepRun, i int, backend string, s slo, log *zap.Logger) {
 	rf := *f
 	rf.seed += uint64(i)
 	if rf.scheduleSeed != 0 {
@@ -380,14 +381,15 @@ func (f *runFlags) runRepeat(ctx context.Context, r *sweepRun, i int, backend st
 	}
 	cfg := r.cfg
 	cfg.Log = log
-	cfg.Records = true // statsOf reads every request's TTFT and TPOT
+	tally := &sloTally{slo: s}
+	cfg.Records, cfg.Sink = true, tally // each record is counted and dropped
 	cfg.Workload.Seed = rf.seed
 	rep, err := rf.runIn(ctx, backend, cfg)
 	if rep == nil {
 		rep = failedReport(&cfg, err)
 	}
 	rep.Ranks_ = nil // no per-rank reports or traces in a sweep's outputs
-	r.reps[i], r.errs[i] = rep, err
+	r.reps[i], r.errs[i], r.met[i] = rep, err, int(tally.met.Load())
 	// A repeat that an interrupt cut short is not a result.
 	_, cut := interrupted(ctx, err)
 	r.ran[i] = err == nil || !cut

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/request"
@@ -19,35 +20,49 @@ type cellStats struct {
 }
 
 // statsOf reads the figures of rep, a run on gpus GPUs of a workload of
-// requests requests, against s.
-func statsOf(rep *executor.Report, failed bool, gpus, requests int, s slo) cellStats {
+// requests requests, met of which met the SLO (counted by its sloTally).
+func statsOf(rep *executor.Report, met int, failed bool, gpus, requests int) cellStats {
 	c := cellStats{failed: failed, tput: rep.ThroughputRPS, tputPerGPU: rep.ThroughputRPS / float64(gpus),
 		ttftP50: math.NaN(), ttftP99: math.NaN(), tpotP50: math.NaN()}
 	if rep.TTFTMs.N > 0 {
 		c.ttftP50, c.ttftP99 = rep.TTFTMs.P50, rep.TTFTMs.P99
 	}
-	var tpots []float64
-	met := 0
-	for _, q := range rep.Requests {
-		if q.State != request.Completed {
-			continue
-		}
-		tpot := 0.0
-		if q.Output > 1 {
-			tpot = float64(q.Done-q.FirstToken) / float64(q.Output-1) / 1e6
-			tpots = append(tpots, tpot)
-		}
-		if q.TTFT() <= s.TTFT && tpot <= float64(s.TPOT)/1e6 {
-			met++
-		}
-	}
-	if len(tpots) > 0 {
-		c.tpotP50 = quantile(tpots, 0.5)
+	if rep.TPOTMs.N > 0 {
+		c.tpotP50 = rep.TPOTMs.P50
 	}
 	if requests > 0 && !failed {
 		c.attain = float64(met) / float64(requests)
 	}
 	return c
+}
+
+// sloTally counts the requests of one run that met an SLO as they finish:
+// the run's executor.Sink, so that a sweep cell holds a count, not every
+// request's record.
+type sloTally struct {
+	slo slo
+	met atomic.Int64
+}
+
+func (s *sloTally) Record(q executor.RequestRecord) {
+	if s.slo.metBy(q) {
+		s.met.Add(1)
+	}
+}
+
+func (s *sloTally) Event(executor.TraceEvent) {}
+
+// metBy reports whether q completed within both bounds; its TPOT is
+// (done - first token) / (output - 1), 0 with one output token.
+func (s slo) metBy(q executor.RequestRecord) bool {
+	if q.State != request.Completed {
+		return false
+	}
+	tpot := 0.0
+	if q.Output > 1 {
+		tpot = float64(q.Done-q.FirstToken) / float64(q.Output-1)
+	}
+	return q.TTFT() <= s.TTFT && tpot <= float64(s.TPOT)
 }
 
 // quantile is the q-quantile of xs by the nearest rank (xs is sorted in

@@ -215,20 +215,29 @@ func TestEvenTicks(t *testing.T) {
 	}
 }
 
-// statsOf: TPOT is (done - first token) / (output - 1); a request meets
-// the SLO when both bounds hold; a failed run meets nothing.
+// A request meets the SLO when it completed and both bounds hold, TPOT
+// being (done - first token) / (output - 1); statsOf reads the report's
+// figures and the tally's count; a failed run meets nothing.
 func TestStatsOf(t *testing.T) {
-	rep := &executor.Report{ThroughputRPS: 8, Requests: []executor.RequestRecord{
+	tally := &sloTally{slo: slo{TTFT: 20e6, TPOT: 20e6, Share: 0.9}}
+	for _, q := range []executor.RequestRecord{
 		{Output: 5, Arrival: 0, FirstToken: 10e6, Done: 50e6, State: request.Completed}, // TTFT 10 ms, TPOT 10 ms
 		{Output: 5, Arrival: 0, FirstToken: 30e6, Done: 70e6, State: request.Completed}, // TTFT 30 ms: misses
 		{Output: 3, Arrival: 0, FirstToken: 10e6, Done: 70e6, State: request.Completed}, // TPOT 30 ms: misses
 		{Output: 5, Arrival: 0, FirstToken: 5e6, Done: 25e6, State: request.Completed},  // TTFT 5, TPOT 5
-	}}
-	s := statsOf(rep, false, 4, 5, slo{TTFT: 20e6, TPOT: 20e6, Share: 0.9})
+		{Output: 5, Arrival: 0, FirstToken: 5e6, Done: 25e6, State: request.Failed},     // within bounds, but failed
+		{Output: 1, Arrival: 0, FirstToken: 20e6, Done: 20e6, State: request.Completed}, // one token: TPOT 0, TTFT at the bound
+	} {
+		tally.Record(q)
+	}
+	assert.EqualValues(t, 3, tally.met.Load())
+	rep := &executor.Report{ThroughputRPS: 8, TPOTMs: executor.Dist{N: 4, P50: 10}}
+	s := statsOf(rep, int(tally.met.Load()), false, 4, 6)
 	assert.InDelta(t, 2.0, s.tputPerGPU, 0)
-	assert.InDelta(t, 2.0/5, s.attain, 1e-12, "2 of the workload's 5 requests met it (one never completed)")
-	assert.InDelta(t, 10.0, s.tpotP50, 1e-9)
-	assert.Zero(t, statsOf(rep, true, 4, 5, slo{TTFT: 20e6, TPOT: 20e6}).attain)
+	assert.InDelta(t, 3.0/6, s.attain, 1e-12, "3 of the workload's 6 requests met it")
+	assert.InDelta(t, 10.0, s.tpotP50, 1e-9, "the report's TPOT")
+	assert.True(t, math.IsNaN(statsOf(&executor.Report{}, 0, false, 4, 6).tpotP50), "no TPOT sample: NaN")
+	assert.Zero(t, statsOf(rep, 3, true, 4, 6).attain)
 }
 
 func TestSweepGridBadInput(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rankrun/rankrun/comm/local"
@@ -126,4 +127,14 @@ func readHostMemory() int64 {
 		}
 	}
 	return 0
+}
+
+// peakRSS is this process's peak resident memory in bytes (getrusage's
+// ru_maxrss, which Linux gives in KiB); 0 where unknown.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil || ru.Maxrss <= 0 {
+		return 0
+	}
+	return ru.Maxrss * 1024
 }

@@ -50,3 +50,24 @@ func TestScenarios(t *testing.T) {
 		}
 	}
 }
+
+// Every scenario that proves a replay caught is a run that can show the
+// replay's bug: executor.ReplayNotes, which tells a user when a run cannot
+// show it, says nothing of it (its conditions are not too strict).
+func TestReplayScenariosShowTheirBug(t *testing.T) {
+	all, err := scenario.Load(filepath.Join("testdata", "*.txt"))
+	require.NoError(t, err)
+	n := 0
+	for _, s := range all {
+		if s.ReplayUnderTest == "" {
+			continue
+		}
+		n++
+		cfg, err := s.Config(true)
+		require.NoError(t, err, s.File)
+		for _, note := range executor.ReplayNotes(&cfg) {
+			require.NotContains(t, note, "cannot show", "%s: %s", s.File, note)
+		}
+	}
+	require.GreaterOrEqual(t, n, len(executor.Replays))
+}

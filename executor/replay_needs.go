@@ -1,0 +1,157 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// A replay brings its bug back only where the bug's code path runs: a
+// transfer mode, a layout, a fault, a pool that fills. On a run without
+// them the replay is switched on and nothing happens, which reads as a
+// pass. replayShows says, for each replay, what a run needs for its bug to
+// show (sound: a run that lacks one of them cannot show it) and the flags
+// of a run that does show it (tested, in simulation).
+type replayShow struct {
+	needs   func(c *Config) []string // what c lacks, each as the flag or fact to change
+	example string                   // rankrun run flags of a run that shows the bug
+	symptom string                   // what the bug looks like there
+}
+
+var replayShows = map[Replay]replayShow{
+	UnclampedPoll: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Async, "--transfer async (the clamp is in the async CTX's idle status check)")
+		},
+		example: "--backend sim --ctx tp=1 --gen tp=1 --requests 8 --input 64 --output 2 --arrival closed=1 " +
+			"--decode-per-step 5ms --idle-tick 2ms --sender-wait-slice 100ms",
+		symptom: "the idle host step (ctx) and max poll wait grow to --sender-wait-slice, and TTFT with them",
+	},
+	NoIdleReap: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)",
+				c.poolCanFill(topology.Context), fmt.Sprintf("a CTX pool the workload can fill (%d requests of up to %d tokens fit in --ctx-blocks %d)",
+					c.Workload.Requests, c.Workload.maxTokens(), c.CtxBlocks))
+		},
+		example: "--backend sim --ctx tp=1 --gen tp=4 --transfer sync --requests 24 --input 64 --output 2 --arrival closed=8 " +
+			"--ctx-blocks 16 --gen-blocks 64 --stall-timeout 1s",
+		symptom: "ErrStalled: completed sends pin the CTX pool until admission stops",
+	},
+	UnsafeIdleReap: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Sync, "--transfer sync (the guard is the sync GEN's)",
+				c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2 or more with adp (only then do the ranks of one GEN group hold different requests)")
+		},
+		example: "--backend sim --ctx tp=1 --gen dp=2,adp --transfer sync --requests 8 --input 64 --output 2 --arrival closed=1 --collective-timeout 2s",
+		symptom: "ErrDesync or ErrCollectiveTimeout: an idle GEN rank enters the status check while a peer receives",
+	},
+	LocalAdmissionGate: {
+		needs: func(c *Config) []string {
+			uneven := c.Ctx.CP > 1 || c.Ctx.AttentionDP || slices.ContainsFunc(c.Faults, func(f Fault) bool {
+				return f.Kind == FaultShrinkPool && f.Role == topology.Context
+			})
+			return need(execGroup(c.Ctx) > 1, "a CTX executor group of 2+ ranks (tp, pp or cp above 1, or dp with adp)",
+				uneven, "CTX ranks whose pools fill unevenly: --fault shrink-pool@ctx:N,blocks=B, cp above 1, or adp",
+				c.poolCanFill(topology.Context), fmt.Sprintf("a CTX pool the workload can fill (%d requests of up to %d tokens fit in --ctx-blocks %d)",
+					c.Workload.Requests, c.Workload.maxTokens(), c.CtxBlocks))
+		},
+		example: "--backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 " +
+			"--fault shrink-pool@ctx:1,blocks=8 --collective-timeout 2s",
+		symptom: "ErrDesync or ErrCollectiveTimeout: the full rank reaps while its peers agree on admission",
+	},
+	LocalErrorCollective: {
+		needs: func(c *Config) []string {
+			fails := slices.ContainsFunc(c.Faults, func(f Fault) bool {
+				switch f.Kind {
+				case FaultFailTransfer, FaultCorrupt, FaultTimeoutTransfer, FaultCancel:
+					return true
+				}
+				return false
+			})
+			return need(execGroup(c.Gen) > 1, "a GEN executor group of 2+ ranks (tp, pp or cp above 1, or dp with adp)",
+				fails, "a transfer that fails on a GEN rank: --fault fail-transfer@gen:N,req=R (or corrupt, timeout-transfer, cancel)")
+		},
+		example: "--backend sim --ctx tp=1 --gen tp=2 --requests 16 --input 64 --output 2 --arrival closed=4 " +
+			"--fault fail-transfer@gen:1,req=3 --collective-timeout 2s",
+		symptom: "ErrDesync or ErrCollectiveTimeout: the failing rank enters a collective of its own",
+	},
+	AdpEarlyOutcome: {
+		needs: func(c *Config) []string {
+			return need(c.Gen.AttentionDP && c.Gen.DP > 1 && c.Gen.ReplicaRanks() > 1,
+				"GEN attention-DP with 2+ ranks per DP index (e.g. --gen tp=4,dp=2,adp): the early decision is between the TP siblings of one index")
+		},
+		example: "--backend sim --msg-jitter 20us --ctx tp=1 --gen tp=4,dp=2,adp --requests 16 --input 64 --output 2 --arrival closed=4 --collective-timeout 2s",
+		symptom: "ErrPinned: blocks a sibling still receives into are released (it needs schedule jitter: --backend sim --msg-jitter)",
+	},
+}
+
+// need lists the descriptions whose condition is false; its arguments
+// alternate a condition and what it asks for.
+func need(pairs ...any) []string {
+	var out []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !pairs[i].(bool) {
+			out = append(out, pairs[i+1].(string))
+		}
+	}
+	return out
+}
+
+// execGroup is the size of an instance's executor groups.
+func execGroup(l topology.Layout) int {
+	if l.AttentionDP {
+		return l.Ranks()
+	}
+	return l.ReplicaRanks()
+}
+
+// poolCanFill reports whether the whole workload could fill role's pool
+// on some rank: false when every request at its largest fits at once in
+// the smallest pool any rank has (a shrink-pool fault's).
+func (c *Config) poolCanFill(role topology.Role) bool {
+	l, blocks := c.Ctx, c.CtxBlocks
+	if role == topology.Generation {
+		l, blocks = c.Gen, c.GenBlocks
+	}
+	for _, f := range c.Faults {
+		if f.Kind == FaultShrinkPool && f.Role == role {
+			blocks = min(blocks, f.Blocks)
+		}
+	}
+	need := c.Model.Blocks(c.Workload.maxTokens())
+	if s, err := l.Shard(c.Model, 0); err == nil {
+		need = max(need, s.BlocksFor(c.Workload.maxTokens())) // a shard holds at most the whole
+	}
+	return c.Workload.Requests*need > blocks
+}
+
+// ReplayNotes says, for each replay switched on in c that c's run cannot
+// show, what it lacks and a run that shows it ("" lines: none). The
+// unclamped-poll replay, which fails nothing, is noted with its symptom
+// even where it shows.
+func ReplayNotes(c *Config) []string {
+	var out []string
+	for _, r := range Replays {
+		if !c.Replays.On(r) {
+			continue
+		}
+		s := replayShows[r]
+		if miss := s.needs(c); len(miss) > 0 {
+			out = append(out, fmt.Sprintf("--replay %s cannot show its bug in this run: it needs %s; one that shows it (%s): rankrun run %s --replay %s",
+				r, strings.Join(miss, "; and "), s.symptom, s.example, r))
+		} else if r == UnclampedPoll {
+			out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", r, s.symptom))
+		}
+	}
+	return out
+}
+
+// ReplayExample is the rankrun run flags of a run that shows r's bug, and
+// what it looks like there.
+func ReplayExample(r Replay) (flags, symptom string) {
+	s := replayShows[r]
+	return s.example, s.symptom
+}
