@@ -143,9 +143,14 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 	const top = 10
 	fmt.Fprintf(w, "\ngoodput per GPU: the highest rate at which %s, over GPUs (rates swept: %s)\n", sw.slo, strings.Join(sw.rates(), " "))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rank\tpair\tGPUs\tgoodput rps\tper GPU rps\t")
+	// The last two columns break ties on goodput per GPU, in that order.
+	fmt.Fprintln(tw, "rank\tpair\tGPUs\tgoodput rps\tper GPU rps\tthroughput per GPU at it\tTTFT p99 ms at it\t")
 	for i, g := range best[:min(top, len(best))] {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t\n", i+1, g.pair, g.gpus, g.rate, g.perGPU)
+		at, p99 := "-", "-"
+		if g.perGPU > 0 {
+			at, p99 = fmt.Sprintf("%.3f", g.bestRPS), fmt.Sprintf("%.1f", g.p99)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t%s\t%s\t\n", i+1, g.pair, g.gpus, g.rate, g.perGPU, at, p99)
 	}
 	_ = tw.Flush()
 	if len(best) > top {
@@ -159,10 +164,42 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 		budget += " among the " + sw.cut
 	}
 	if b := best[0]; b.perGPU > 0 {
-		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU\n", budget, b.pair, b.gpus, b.rate, b.perGPU)
+		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU%s\n", budget, b.pair, b.gpus, b.rate, b.perGPU, whyBest(best, sw.gpus))
 	} else {
 		fmt.Fprintf(w, "best placement%s: none: no pair meets the SLO at any rate swept (lower the rates or loosen --slo-*)\n", budget)
 	}
+}
+
+// whyBest says what the best placement line would otherwise leave a
+// reader to guess: that it uses fewer GPUs than the budget (the ranking is
+// per GPU), and which pairs it ties with on goodput per GPU and what put
+// it first (ranked's order).
+func whyBest(best []goodput, budget int) string {
+	b := best[0]
+	var out string
+	if budget > b.gpus {
+		out = fmt.Sprintf("; it uses %d of the %d GPUs: pairs rank by goodput per GPU, and no larger pair has more", b.gpus, budget)
+	}
+	var tied []string
+	for _, g := range best[1:] {
+		if g.perGPU == b.perGPU {
+			tied = append(tied, g.pair)
+		}
+	}
+	if len(tied) == 0 {
+		return out
+	}
+	n := best[1]
+	out += fmt.Sprintf("; tied on goodput per GPU with %s", strings.Join(tied, ", "))
+	switch {
+	case b.bestRPS != n.bestRPS:
+		out += fmt.Sprintf(", first on throughput per GPU at that rate (%.3f against %s's %.3f requests/s)", b.bestRPS, n.pair, n.bestRPS)
+	case b.p99 != n.p99 && !math.IsNaN(b.p99) && !math.IsNaN(n.p99):
+		out += fmt.Sprintf(", first on TTFT p99 at that rate (%.1f against %s's %.1f ms)", b.p99, n.pair, n.p99)
+	default:
+		out += fmt.Sprintf(", and with %s on every figure: first in the sweep's order", n.pair)
+	}
+	return out
 }
 
 // goodputs is every pair's goodput, nil when no cell has a rate.

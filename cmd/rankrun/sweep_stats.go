@@ -163,7 +163,7 @@ func goodputs(runs []*sweepRun, s slo) []goodput {
 }
 
 // ranked orders goodputs best first: goodput per GPU, then throughput per
-// GPU at it, then TTFT p99, then the pair's name.
+// GPU at it, then TTFT p99 (lower first), then the sweep's order.
 func ranked(gs []goodput) []goodput {
 	out := slices.Clone(gs)
 	slices.SortStableFunc(out, func(a, b goodput) int {
