@@ -123,4 +123,3 @@ func TestREADMECommands(t *testing.T) {
 		assert.True(t, seen[k], "readmeCommands has %q, which the README no longer shows", k)
 	}
 }
-
