@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -669,4 +671,27 @@ func TestCheckedIsTheDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On a terminal a run shows the requests finished (count, rate, ETA);
+// piped, nothing. The records it counts still reach --requests-out.
+func TestRunProgress(t *testing.T) {
+	var out bytes.Buffer
+	var bar *progressbar.ProgressBar
+	real := newProgressBar
+	t.Cleanup(func() { newProgressBar = real })
+	newProgressBar = func(what string, n int, _ io.Writer) *progressbar.ProgressBar {
+		bar = progressBarOn(what, n, &out) // a terminal, for the test
+		return bar
+	}
+	reqs := filepath.Join(t.TempDir(), "requests.jsonl")
+	code, _, errOut := cli(t, "run", "--requests", "30", "--requests-out", reqs)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out.String(), "run  50% |", "drawn as it goes")
+	assert.Equal(t, progressbar.State{Max: 30, CurrentNum: 30}, progressbar.State{Max: bar.State().Max, CurrentNum: bar.State().CurrentNum},
+		"every finished request counted")
+	assert.Len(t, readRequests(t, reqs), 30)
+	code, _, errOut = cli(t, "run", "--backend", "sim", "--requests", "12", "--gen", "tp=2,dp=2")
+	require.Equal(t, 0, code, errOut)
+	assert.EqualValues(t, 12, bar.State().CurrentNum, "two GEN instances, each leader counting its own")
 }

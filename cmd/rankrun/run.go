@@ -76,9 +76,22 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if o.streams != nil {
 		cfg.Sink = o.streams
 	}
+	// On a terminal, a bar of the requests finished (rate, ETA); the GEN
+	// leaders' records count them, so the run keeps them (to the sink).
+	bar := newProgressBar("run", cfg.Workload.Requests, stderr)
+	if bar != nil {
+		p := progressSink{bar: bar}
+		if o.streams != nil {
+			p.next = o.streams
+		}
+		cfg.Records, cfg.Sink = true, p
+	}
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	rep, err := f.runIn(ctx, backend, cfg)
+	if bar != nil {
+		_ = bar.Clear() // before the report
+	}
 	return o.finish(ctx, rep, err, stdout)
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/schollz/progressbar/v3"
+
 	"github.com/rankrun/rankrun/executor"
 )
 
@@ -187,4 +189,24 @@ func (ss *streams) discard() {
 		}
 	}
 	ss.trace, ss.requests = nil, nil
+}
+
+// progressSink counts finished requests on a progress bar (a run on a
+// terminal) and hands records and events on to next, when set.
+type progressSink struct {
+	bar  *progressbar.ProgressBar
+	next executor.Sink
+}
+
+func (p progressSink) Record(q executor.RequestRecord) {
+	_ = p.bar.Add(1)
+	if p.next != nil {
+		p.next.Record(q)
+	}
+}
+
+func (p progressSink) Event(ev executor.TraceEvent) {
+	if p.next != nil {
+		p.next.Event(ev)
+	}
 }

@@ -357,12 +357,17 @@ func newSweepBar(n int, stderr io.Writer) *progressbar.ProgressBar {
 }
 
 // newProgressBar returns a progress bar of n steps (with rate and ETA) on
-// stderr when stderr is a terminal, else nil: quiet when piped.
-func newProgressBar(what string, n int, stderr io.Writer) *progressbar.ProgressBar {
+// stderr when stderr is a terminal, else nil: quiet when piped. A variable
+// so that a test can be a terminal.
+var newProgressBar = func(what string, n int, stderr io.Writer) *progressbar.ProgressBar {
 	f, ok := stderr.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
+	return progressBarOn(what, n, stderr)
+}
+
+func progressBarOn(what string, n int, stderr io.Writer) *progressbar.ProgressBar {
 	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true))
