@@ -10,6 +10,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/topology"
 )
 
 // reportChunk bounds one message of a rank report on its way to world rank
@@ -174,6 +175,7 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 	}
 	rep := out.partial(&cfg, runErr, elapsed.Seconds())
 	applyFailures(ctx, world, rep, len(heard) < world.Size()-1)
+	rep.noteMissing(&cfg, world.Size(), heard)
 	done := func(ctx context.Context) {
 		for _, r := range heard {
 			if q, err := world.Isend([]byte{1}, r, tagPartialDone); err == nil {
@@ -182,6 +184,45 @@ func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankR
 		}
 	}
 	return rep, done
+}
+
+// noteMissing names the ranks whose partial reports never came (besides
+// world rank 0's own, heard lists those that did): after an interrupt, in
+// the error, for a rank that ended before the signal (mpirun's SIGTERM
+// after a rank was killed) is what ended the run. A missing GEN leader's
+// finished requests are not counted: the counts are then a lower bound,
+// and the report says so.
+func (r *Report) noteMissing(cfg *Config, size int, heard []int) {
+	r.MissingRanks = nil
+	for w := 1; w < size; w++ {
+		if !slices.Contains(heard, w) {
+			r.MissingRanks = append(r.MissingRanks, w)
+		}
+	}
+	if len(r.MissingRanks) == 0 {
+		return
+	}
+	var leaders []int
+	for _, w := range r.MissingRanks {
+		if role, rank := topology.RoleOf(cfg.Ctx, cfg.Gen, w); role == topology.Generation && cfg.Gen.ExecutorGroup(rank)[0] == rank {
+			leaders = append(leaders, w)
+		}
+	}
+	if len(leaders) > 0 {
+		r.CountsPartial = fmt.Sprintf("a lower bound: GEN leader world ranks %v, which count the requests they finish, sent no report", leaders)
+	}
+	if r.Error == nil || r.Error.Kind != "interrupted" {
+		return // a failing rank's own error says what happened
+	}
+	old := r.Error.Message
+	r.Error.Message += fmt.Sprintf("; world ranks %v sent no partial report: they ended before the signal (killed or crashed) "+
+		"or did not answer in time (frozen); mpirun's own message names how", r.MissingRanks)
+	r.Error.Ranks = slices.Clone(r.MissingRanks)
+	for i, e := range r.Errors {
+		if e == old {
+			r.Errors[i] = r.Error.Message
+		}
+	}
 }
 
 // applyFailures makes the partial report name the error a failing rank

@@ -62,6 +62,12 @@ type Report struct {
 	// (Error set) stopped. They were in use, not leaked: a leak is what
 	// outlives a run that ran to its end (LeakedBlocks).
 	InUseAtEnd int `json:"in_use_blocks_at_end"`
+	// MissingRanks: under MPI, the world ranks whose partial reports never
+	// reached world rank 0 after an interrupt (killed, crashed or frozen
+	// first); their figures are not in the report. CountsPartial says when
+	// the request counts are a lower bound for it (a GEN leader missing).
+	MissingRanks  []int  `json:"missing_ranks,omitempty"`
+	CountsPartial string `json:"counts_partial,omitempty"`
 	// KVSample: the run carried 1/KVSample of each KV head's elements
 	// (rankrun --kv-sample; 1: every byte, 0: not set). The byte counts are
 	// what was carried; the links were charged for all of them.
@@ -251,8 +257,12 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled; the last completed at %.3f s of a %.3f s run\n",
+	fmt.Fprintf(tw, "requests\t%d completed, %d failed, %d cancelled; the last completed at %.3f s of a %.3f s run",
 		r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled, r.CompletionS, r.DurationS)
+	if r.CountsPartial != "" {
+		fmt.Fprintf(tw, " (%s)", r.CountsPartial)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "throughput\t%.1f requests/s (%d completed / %.3f s)\n", r.ThroughputRPS, r.RequestsCompleted, r.CompletionS)
 	d := func(name string, x Dist) {
 		if x.N == 0 {
@@ -268,6 +278,9 @@ func (r *Report) WriteText(w io.Writer) {
 	d("transfer (prefill end -> agreed)", r.TransferMs)
 	d("reap delay", r.ReapDelayMs)
 	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified (of completed requests)", FormatBytes(r.BytesMoved), FormatBytes(r.BytesVerified))
+	if len(r.MissingRanks) > 0 {
+		fmt.Fprintf(tw, ", by the ranks that reported (not world ranks %v)", r.MissingRanks)
+	}
 	if r.BytesDiscarded > 0 {
 		fmt.Fprintf(tw, ", %s discarded (of failed or cancelled ones)", FormatBytes(r.BytesDiscarded))
 	}

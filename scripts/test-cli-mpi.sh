@@ -8,7 +8,10 @@
 #  2. a run error under mpirun (an injected exit on gen rank 1) still
 #     prints one JSON report with an error object naming world rank 2;
 #  3. rankrun-mpi run --backend local says to drop --backend local, once;
-#  4. a bad flag under mpirun is one line, printed by world rank 0 only.
+#  4. a bad flag under mpirun is one line, printed by world rank 0 only;
+#  5. kill -9 of world rank 1 (the GEN leader) during a long run: world
+#     rank 0's report names it as the rank that sent no partial report,
+#     and says the request counts are a lower bound.
 #
 # Every mpirun is bounded. Exits non-zero on any failure; without Open MPI
 # it skips (except under CI=true).
@@ -107,5 +110,33 @@ mpirun_ -np 3 bin/rankrun-mpi run --requests 0 >"$tmp/bad.out" 2>"$tmp/bad.err" 
 [ "$(grep -c '^rankrun:' "$tmp/bad.err")" -eq 1 ] || { cat "$tmp/bad.err" >&2; fail "the usage error is not printed exactly once"; }
 grep -q -- "--requests 0: must be at least 1" "$tmp/bad.err" || fail "the usage error does not name --requests"
 echo "test-cli-mpi: ok: $(grep '^rankrun:' "$tmp/bad.err")"
+
+echo "test-cli-mpi: 5. kill -9 of world rank 1 (the GEN leader) under mpirun -np 5"
+mpirun --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 3 -np 5 bin/rankrun-mpi run --requests 1000000 --layers 1 --kv-heads 1 --head-dim 8 \
+	--json --log-level debug >"$tmp/kill.out" 2>"$tmp/kill.err" &
+pid=$!
+progress() { [ "$(grep -c 'executor starting' "$tmp/kill.err" || true)" -ge 5 ] && grep -q 'requests finished' "$tmp/kill.err"; }
+waitfor 60 progress || { tail "$tmp/kill.err" >&2; fail "no progress within 60 s"; }
+victim=
+for p in $(pgrep -f 'bin/rankrun-mpi run --requests 1000000'); do
+	if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+done
+[ -n "$victim" ] || fail "no process of world rank 1 found"
+kill -KILL "$victim"
+waitfor 30 exited || fail "mpirun did not end within 30 s of the kill"
+rc=0
+wait "$pid" || rc=$?
+pid=
+[ "$rc" -ne 0 ] || fail "mpirun exited 0 after a rank was killed"
+python3 - "$tmp/kill.out" <<'PY' || { tail -20 "$tmp/kill.err" >&2; fail "the report after kill -9 does not name the killed rank"; }
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["error"]["kind"] == "interrupted", r["error"]
+assert r["error"]["ranks"] == [1], r["error"]
+assert "world ranks [1] sent no partial report" in r["error"]["message"], r["error"]["message"]
+assert r["missing_ranks"] == [1], r.get("missing_ranks")
+assert "GEN leader world ranks [1]" in r["counts_partial"], r.get("counts_partial")
+print(f"test-cli-mpi: ok: {r['error']['message']}; counts: {r['counts_partial']}")
+PY
 
 echo "test-cli-mpi: PASS"

@@ -190,6 +190,9 @@ var catalogue = []mutant{
 	{name: "replay-note-too-strict", file: "executor/replay_needs.go",
 		old: `c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2`, new: `c.Gen.AttentionDP && c.Gen.DP > 2, "GEN attention-DP, dp=2`,
 		why: "a run that shows unsafe-idle-reap's bug (gen dp=2,adp) is told it cannot", pkgs: []string{"./executor", "./tests/multirank"}},
+	{name: "partial-ignores-missing-ranks", file: "executor/collect.go",
+		old: "\trep.noteMissing(&cfg, world.Size(), heard)\n", new: "",
+		why: "after kill -9 of a rank the partial report says only \"interrupted by SIGTERM\" and counts without its GEN leader as if whole", pkgs: []string{"./executor"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

@@ -1,0 +1,69 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// After an interrupt, world rank 0 gathers the other ranks' partial
+// reports; a rank that sends none (killed before mpirun's SIGTERM, as with
+// kill -9) is named in the error, and when it is a GEN leader the request
+// counts say they are a lower bound. Each position: the GEN leader, a GEN
+// member, a CTX rank.
+func TestCollectPartialNamesMissingRanks(t *testing.T) {
+	cfg := baseConfig("tp=2", "tp=2,dp=2", transceiver.Async) // world: ctx 0,1; gen 2,3 (dp 0), 4,5 (dp 1)
+	for _, c := range []struct {
+		missing     int
+		leader      bool
+		description string
+	}{
+		{2, true, "the GEN leader of dp index 0"},
+		{5, false, "the last GEN rank, not a leader"},
+		{1, false, "a CTX rank"},
+		{4, true, "the GEN leader of dp index 1"},
+	} {
+		t.Run(c.description, func(t *testing.T) {
+			var rep *executor.Report
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := local.Run(ctx, cfg.Ranks(), local.Config{}, func(ctx context.Context, w comm.Comm) error {
+				mine := executor.RankReport{WorldRank: w.Rank(), Finished: executor.RequestTally{Completed: 1}}
+				switch w.Rank() {
+				case 0:
+					bctx, bcancel := context.WithTimeout(ctx, 500*time.Millisecond) // the missing rank is waited for this long
+					defer bcancel()
+					var done func(context.Context)
+					rep, done = executor.CollectPartial(bctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second)
+					done(ctx)
+				case c.missing: // killed: sends nothing
+				default:
+					return executor.SendPartial(ctx, w, mine)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			require.NotNil(t, rep)
+			assert.Equal(t, []int{c.missing}, rep.MissingRanks)
+			require.NotNil(t, rep.Error)
+			assert.Equal(t, "interrupted", rep.Error.Kind)
+			assert.Equal(t, []int{c.missing}, rep.Error.Ranks)
+			assert.Contains(t, rep.Error.Message, fmt.Sprintf("world ranks [%d] sent no partial report", c.missing))
+			if c.leader {
+				assert.Contains(t, rep.CountsPartial, fmt.Sprintf("a lower bound: GEN leader world ranks [%d]", c.missing))
+			} else {
+				assert.Empty(t, rep.CountsPartial)
+			}
+			assert.Contains(t, rep.Errors, rep.Error.Message, "the error line is the error's")
+		})
+	}
+}
