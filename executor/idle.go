@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/transceiver"
 )
 
 // idleState is what the idle waits carry between iterations.
@@ -45,9 +46,12 @@ func (l *loop) leaderWait(ctx context.Context) (time.Duration, error) {
 	}
 	start := l.clk.Now()
 	deadline := start.Add(l.cfg.IdleTick)
-	if l.cfg.Replays.On(UnclampedPoll) && l.isCtx() {
+	if l.cfg.Replays.On(UnclampedPoll) && l.isCtx() && l.cfg.Mode == transceiver.Async {
 		// The old loop had no event-driven wait: its idle status check
 		// was the wait. Iterate again at once (members still get a tick).
+		// Async only, as the replay's check: an idle sync CTX checks
+		// nothing, and iterating at once would spin at one instant (in
+		// simulation, forever).
 		deadline = start
 	}
 	if at, ok := l.router.nextArrival(); ok && l.t0.Add(at).Before(deadline) {

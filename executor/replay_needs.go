@@ -31,14 +31,16 @@ var replayShows = map[Replay]replayShow{
 		symptom: "the idle host step (ctx) and max poll wait grow to --sender-wait-slice, and TTFT with them",
 	},
 	NoIdleReap: {
+		// Both of its rows are sync CTX's: no idle reap (single rank) and no
+		// coordinated reap or drain (any group). With no drain a sync run
+		// never ends clean, whatever the pool: it stalls when the pool
+		// fills, else its sends stay pinned at the end.
 		needs: func(c *Config) []string {
-			return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)",
-				c.poolCanFill(topology.Context), fmt.Sprintf("a CTX pool the workload can fill (%d requests of up to %d tokens fit in --ctx-blocks %d)",
-					c.Workload.Requests, c.Workload.maxTokens(), c.CtxBlocks))
+			return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)")
 		},
 		example: "--backend sim --ctx tp=1 --gen tp=4 --transfer sync --requests 24 --input 64 --output 2 --arrival closed=8 " +
 			"--ctx-blocks 16 --gen-blocks 64 --stall-timeout 1s",
-		symptom: "ErrStalled: completed sends pin the CTX pool until admission stops",
+		symptom: "ErrStalled: completed sends pin the CTX pool until admission stops (with a pool the workload cannot fill, the sends stay pinned and the run never drains)",
 	},
 	UnsafeIdleReap: {
 		needs: func(c *Config) []string {
@@ -55,8 +57,8 @@ var replayShows = map[Replay]replayShow{
 			})
 			return need(execGroup(c.Ctx) > 1, "a CTX executor group of 2+ ranks (tp, pp or cp above 1, or dp with adp)",
 				uneven, "CTX ranks whose pools fill unevenly: --fault shrink-pool@ctx:N,blocks=B, cp above 1, or adp",
-				c.poolCanFill(topology.Context), fmt.Sprintf("a CTX pool the workload can fill (%d requests of up to %d tokens fit in --ctx-blocks %d)",
-					c.Workload.Requests, c.Workload.maxTokens(), c.CtxBlocks))
+				c.poolCanFill(topology.Context), fmt.Sprintf("a CTX pool the workload can fill (%d requests of up to %d tokens fit in %d blocks, the smallest CTX pool)",
+					c.Workload.Requests, c.Workload.maxTokens(), c.smallestPool(topology.Context)))
 		},
 		example: "--backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 " +
 			"--fault shrink-pool@ctx:1,blocks=8 --collective-timeout 2s",
@@ -112,14 +114,9 @@ func execGroup(l topology.Layout) int {
 // on some rank: false when every request at its largest fits at once in
 // the smallest pool any rank has (a shrink-pool fault's).
 func (c *Config) poolCanFill(role topology.Role) bool {
-	l, blocks := c.Ctx, c.CtxBlocks
+	l, blocks := c.Ctx, c.smallestPool(role)
 	if role == topology.Generation {
-		l, blocks = c.Gen, c.GenBlocks
-	}
-	for _, f := range c.Faults {
-		if f.Kind == FaultShrinkPool && f.Role == role {
-			blocks = min(blocks, f.Blocks)
-		}
+		l = c.Gen
 	}
 	need := c.Model.Blocks(c.Workload.maxTokens())
 	if s, err := l.Shard(c.Model, 0); err == nil {
@@ -128,11 +125,35 @@ func (c *Config) poolCanFill(role topology.Role) bool {
 	return c.Workload.Requests*need > blocks
 }
 
+// smallestPool is the fewest blocks a rank of role has: its pool, or a
+// shrink-pool fault's.
+func (c *Config) smallestPool(role topology.Role) int {
+	blocks := c.CtxBlocks
+	if role == topology.Generation {
+		blocks = c.GenBlocks
+	}
+	for _, f := range c.Faults {
+		if f.Kind == FaultShrinkPool && f.Role == role {
+			blocks = min(blocks, f.Blocks)
+		}
+	}
+	return blocks
+}
+
 // ReplayNotes says, for each replay switched on in c that c's run cannot
-// show, what it lacks and a run that shows it ("" lines: none). The
-// unclamped-poll replay, which fails nothing, is noted with its symptom
-// even where it shows.
+// show, what it lacks and a run that shows it (ReplayGaps); and for
+// unclamped-poll, which fails no run, that its bug is time.
 func ReplayNotes(c *Config) []string {
+	out := ReplayGaps(c)
+	if c.Replays.On(UnclampedPoll) && len(replayShows[UnclampedPoll].needs(c)) == 0 {
+		out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", UnclampedPoll, replayShows[UnclampedPoll].symptom))
+	}
+	return out
+}
+
+// ReplayGaps says, for each replay switched on in c that c's run cannot
+// show, what it lacks and a run that shows it; none when every replay can.
+func ReplayGaps(c *Config) []string {
 	var out []string
 	for _, r := range Replays {
 		if !c.Replays.On(r) {
@@ -142,8 +163,6 @@ func ReplayNotes(c *Config) []string {
 		if miss := s.needs(c); len(miss) > 0 {
 			out = append(out, fmt.Sprintf("--replay %s cannot show its bug in this run: it needs %s; one that shows it (%s): rankrun run %s --replay %s",
 				r, strings.Join(miss, "; and "), s.symptom, s.example, r))
-		} else if r == UnclampedPoll {
-			out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", r, s.symptom))
 		}
 	}
 	return out

@@ -69,7 +69,11 @@ for k in ["ranks", "requests_completed", "requests_failed", "requests_cancelled"
     want(mpi[k] == local[k], f"{k}: mpirun {mpi[k]} != in-process {local[k]}")
 want(mpi["ttft_ms"]["n"] == local["ttft_ms"]["n"], "ttft_ms.n differs from the in-process run")
 want(len(mpi_reqs) == 32, f"{len(mpi_reqs)} records in --requests-out, not 32")
-want([r["state"] for r in mpi_reqs] == [r["state"] for r in local_reqs], "request states differ")
+# The files are in the order requests finished (under mpirun the other
+# ranks' records come at the end): compare them by id.
+by_id = lambda reqs: [(r["id"], r["state"]) for r in sorted(reqs, key=lambda r: r["id"])]
+want(by_id(mpi_reqs) == by_id(local_reqs), "request ids or states differ")
+want(len({r["id"] for r in mpi_reqs}) == 32, "a request recorded twice in --requests-out")
 want(mpi["error"] is None, f"error {mpi['error']}")
 for b in bad:
     print("test-mpi-cli:   " + b, file=sys.stderr)

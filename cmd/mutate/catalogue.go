@@ -193,6 +193,10 @@ var catalogue = []mutant{
 	{name: "partial-ignores-missing-ranks", file: "executor/collect.go",
 		old: "\trep.noteMissing(&cfg, world.Size(), heard)\n", new: "",
 		why: "after kill -9 of a rank the partial report says only \"interrupted by SIGTERM\" and counts without its GEN leader as if whole", pkgs: []string{"./executor"}},
+	{name: "replay-note-no-idle-reap-needs-fill", file: "executor/replay_needs.go",
+		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)")`,
+		new: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)", c.poolCanFill(topology.Context), "a CTX pool the workload can fill")`,
+		why: "a sync run with a large pool is told no-idle-reap cannot show its bug, though without the drain its sends stay pinned (the review's find)", pkgs: []string{"./executor"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

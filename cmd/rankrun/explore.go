@@ -77,7 +77,7 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	if cfg, err := s.Config(*withReplay); err == nil {
 		// A replay this search cannot show passes every schedule: say so
 		// before the minutes it takes.
-		for _, n := range executor.ReplayNotes(&cfg) {
+		for _, n := range executor.ReplayGaps(&cfg) {
 			fmt.Fprintf(stderr, "rankrun: note: %s\n", n)
 		}
 	}

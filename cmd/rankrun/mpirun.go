@@ -51,6 +51,17 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		return exitError{code: w.Finalize(2)}
 	}
 	cfg.Log = cfg.Log.With(zap.Int("world_rank", w.Rank()))
+	if w.Rank() == 0 {
+		// World rank 0 streams its own events as they happen; the other
+		// ranks' travel with their reports and are appended at the end.
+		if o.streams, err = o.open(); err != nil {
+			fmt.Fprintf(stderr, "rankrun: %v\n", err)
+			return exitError{code: w.Finalize(2)}
+		}
+		if o.streams != nil {
+			cfg.Sink = o.streams
+		}
+	}
 	start := time.Now()
 	sctx, stop := interruptible(context.Background())
 	defer stop()

@@ -92,19 +92,17 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 // holds; it drops the trace events from rep (the report carries none).
 func (o outputs) writeFiles(rep *executor.Report) error {
 	ss := o.streams
+	var err error
 	if ss == nil {
-		var err error
-		if ss, err = o.open(); err != nil {
-			return err
-		}
+		ss, err = o.open()
 	}
-	if ss == nil {
-		for i := range rep.Ranks_ {
-			rep.Ranks_[i].Trace = nil
-		}
-		return nil
+	if ss != nil {
+		err = ss.finish(rep)
 	}
-	return ss.finish(rep)
+	for i := range rep.Ranks_ {
+		rep.Ranks_[i].Trace = nil // never in the report, even when a file failed
+	}
+	return err
 }
 
 // emit prints the report and writes the trace; a report with errors or

@@ -69,7 +69,7 @@ func TestReplayNotesNameWhatIsMissing(t *testing.T) {
 		replay string
 		want   []string
 	}{
-		{"no-idle-reap", []string{"--transfer sync", "a CTX pool the workload can fill"}},
+		{"no-idle-reap", []string{"--transfer sync"}},
 		{"unsafe-idle-reap", []string{"--transfer sync", "GEN attention-DP"}},
 		{"local-admission-gate", []string{"a CTX executor group of 2+ ranks", "pools fill unevenly", "a CTX pool the workload can fill"}},
 		{"local-error-collective", []string{"a transfer that fails on a GEN rank"}},

@@ -161,13 +161,17 @@ func (ss *streams) finish(rep *executor.Report) error {
 				ss.event(ev)
 			}
 		}
-		ss.trace.write([]byte("\n]}\n"))
 	}
 	for i := range rep.Ranks_ {
 		rep.Ranks_[i].Trace = nil
 	}
+	// Closed under the lock: an event that comes later is dropped (Event
+	// finds no file), never written after the closing bracket.
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if ss.trace != nil {
+		ss.trace.write([]byte("\n]}\n"))
+	}
 	var errs []error
 	for _, s := range []*stream{ss.trace, ss.requests} {
 		if s != nil {

@@ -193,13 +193,27 @@ func whyBest(best []goodput, budget int) string {
 	out += fmt.Sprintf("; tied on goodput per GPU with %s", strings.Join(tied, ", "))
 	switch {
 	case b.bestRPS != n.bestRPS:
-		out += fmt.Sprintf(", first on throughput per GPU at that rate (%.3f against %s's %.3f requests/s)", b.bestRPS, n.pair, n.bestRPS)
+		x, y := apart(b.bestRPS, n.bestRPS, 3)
+		out += fmt.Sprintf(", first on throughput per GPU at that rate (%s against %s's %s requests/s)", x, n.pair, y)
 	case b.p99 != n.p99 && !math.IsNaN(b.p99) && !math.IsNaN(n.p99):
-		out += fmt.Sprintf(", first on TTFT p99 at that rate (%.1f against %s's %.1f ms)", b.p99, n.pair, n.p99)
+		x, y := apart(b.p99, n.p99, 1)
+		out += fmt.Sprintf(", first on TTFT p99 at that rate (%s against %s's %s ms)", x, n.pair, y)
 	default:
 		out += fmt.Sprintf(", and with %s on every figure: first in the sweep's order", n.pair)
 	}
 	return out
+}
+
+// apart prints two different figures with decimals (at least) digits, more
+// when they would read the same.
+func apart(a, b float64, decimals int) (string, string) {
+	for d := decimals; d < 17; d++ {
+		x, y := strconv.FormatFloat(a, 'f', d, 64), strconv.FormatFloat(b, 'f', d, 64)
+		if x != y {
+			return x, y
+		}
+	}
+	return strconv.FormatFloat(a, 'g', -1, 64), strconv.FormatFloat(b, 'g', -1, 64)
 }
 
 // goodputs is every pair's goodput, nil when no cell has a rate.

@@ -344,6 +344,8 @@ func TestWhyBest(t *testing.T) {
 			"; tied on goodput per GPU with b, c, first on throughput per GPU at that rate (0.400 against b's 0.390 requests/s)"},
 		{"TTFT p99 decides", []goodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with a, first on TTFT p99 at that rate (90.0 against a's 120.0 ms)"},
+		{"figures that round alike", []goodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
+			"; tied on goodput per GPU with a, first on throughput per GPU at that rate (0.3954 against a's 0.3951 requests/s)"},
 		{"every figure", []goodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with b, and with b on every figure: first in the sweep's order"},
 	} {
