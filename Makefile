@@ -5,7 +5,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
 
-.PHONY: all build build-mpi run test test-go test-explore test-sim-scale test-memory test-docs test-examples mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
+.PHONY: all build build-mpi run test test-go test-explore test-sim-scale test-memory test-docs test-perf perf-update test-examples mutate test-mpi test-multinode test-scale bench lint fuzz soak mpi-deps clean
 
 all: build
 
@@ -23,7 +23,7 @@ mpi-deps:
 run: build
 	$(BIN)/rankrun run --ctx tp=1 --gen tp=4 --requests 64
 
-test: test-go test-explore test-sim-scale test-memory test-docs test-examples test-mpi test-multinode
+test: test-go test-explore test-sim-scale test-memory test-docs test-perf test-examples test-mpi test-multinode
 
 # -p 1: one test package at a time. Multi-rank tests run many goroutine
 # ranks under the race detector; on a 2-core machine, two such packages at
@@ -58,6 +58,17 @@ test-memory:
 # the 70B run take minutes under it.
 test-docs:
 	$(GO) test -count=1 -run '^TestREADMECommands$$' ./cmd/rankrun -v
+
+# The perf-regression suite: cmd/rankrun/perf.go's standard runs in
+# simulation (the seeds' shapes, the README's examples, a layout per
+# family) must give exactly the virtual-time figures committed in
+# cmd/rankrun/testdata/perf-figures.txt; it prints each that moved, old
+# and new. make perf-update rewrites the file (review its diff).
+test-perf:
+	$(GO) test -count=1 -run '^TestPerfFigures$$' ./cmd/rankrun
+
+perf-update:
+	$(GO) test -count=1 -run '^TestPerfFigures$$' ./cmd/rankrun -perf.update
 
 # The suite must kill every named mutant of cmd/mutate's catalogue (each
 # applied alone to a scratch copy; the fast sim and in-process packages

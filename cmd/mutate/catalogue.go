@@ -197,6 +197,22 @@ var catalogue = []mutant{
 		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)")`,
 		new: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)", c.poolCanFill(topology.Context), "a CTX pool the workload can fill")`,
 		why: "a sync run with a large pool is told no-idle-reap cannot show its bug, though without the drain its sends stay pinned (the review's find)", pkgs: []string{"./executor"}},
+	// The perf-regression suite (issue 30): a change that costs time but
+	// breaks nothing. Each is killed by TestPerfFigures and, as checked
+	// when the suite landed, by no other test of the fast suite or
+	// cmd/rankrun.
+	{name: "perf-extra-collective-per-iteration", file: "executor/base.go",
+		old: "\tif err := l.auditAgreed(ctx, \"busy\", busy); err != nil {\n",
+		new: "\tif err := l.auditAgreed(ctx, \"busy\", busy); err != nil {\n\t\treturn err\n\t}\n\tif err := l.auditAgreed(ctx, \"busy\", busy); err != nil {\n",
+		why: "every iteration of a multi-rank group enters one more allreduce (the audit twice): consistent on every rank, so nothing fails, but each costs a collective's latency", pkgs: []string{"./cmd/rankrun"}},
+	{name: "perf-idle-wait-sleeps-past-arrival", file: "executor/idle.go",
+		old: "if at, ok := l.router.nextArrival(); ok && l.t0.Add(at).Before(deadline) {",
+		new: "if at, ok := l.router.nextArrival(); ok && l.t0.Add(at).Before(deadline) && false {",
+		why: "an idle leader sleeps out its idle tick though the next request arrives sooner: every handover to an idle group waits up to a tick", pkgs: []string{"./cmd/rankrun"}},
+	{name: "perf-prefill-serialised", file: "executor/compute.go",
+		old: "\treturn c.Compute.Prefill(buf), buf\n",
+		new: "\tvar d time.Duration\n\tfor i := range buf {\n\t\td += c.Compute.Prefill(buf[i : i+1])\n\t}\n\treturn d, buf\n",
+		why: "a CTX prefill runs its batch one request at a time: the batch costs the sum of single-request prefills", pkgs: []string{"./cmd/rankrun"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

@@ -104,6 +104,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	handoverN := fs.Int("handover-requests", 400, "requests of the in-process handover run")
 	seedN := fs.Int("seed-requests", 6, "requests of each seed-shape run")
 	cpN := fs.Int("cp-requests", 3000, "requests of each control-plane throughput run")
+	perfPath := fs.String("perf", perfFile, "the committed perf-regression figures: each case is run and shown beside them ('' : not)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -140,6 +141,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := executorRows(*raw, *handoverN, *seedN, *cpN, add, missing, stderr); err != nil {
 		return err
+	}
+	if *perfPath != "" {
+		perfRows(*perfPath, add, missing)
 	}
 	printBenchTable(stdout, out)
 	if *jsonPath != "" {
