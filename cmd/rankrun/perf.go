@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -15,7 +17,8 @@ import (
 )
 
 // The perf-regression suite: a standard set of runs in simulation, whose
-// figures (all virtual time, so exact and the same on any host) are
+// figures (all virtual time, so exact and the same on any host of one
+// architecture; the cost model's floats may round apart on another) are
 // committed in perfFile. make test-perf fails when a figure moves; make
 // perf-update rewrites the file, and its diff is the review. rankrun bench
 // prints the same figures beside the committed ones: what got faster or
@@ -111,6 +114,39 @@ func runPerfCase(c perfCase) ([]perfFigure, error) {
 // perfKey names one figure of one case in perfFile.
 type perfKey struct{ caseName, figure string }
 
+// perfArch is the architecture whose float rounding the figures have.
+func perfArch() string { return runtime.GOARCH + "/" + goamd64() }
+
+// goamd64 is the amd64 level the binary was built for ("" elsewhere).
+func goamd64() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "GOAMD64" {
+				return s.Value
+			}
+		}
+	}
+	if runtime.GOARCH == "amd64" {
+		return "v1"
+	}
+	return ""
+}
+
+// readPerfArch reads the "# arch" line perfFile was written with ("" if
+// none).
+func readPerfArch(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if a, ok := strings.CutPrefix(line, "# arch "); ok {
+			return strings.TrimSpace(a)
+		}
+	}
+	return ""
+}
+
 // readPerfFile reads perfFile's figures: "CASE FIGURE VALUE" lines; #
 // comments and blank lines are skipped.
 func readPerfFile(path string) (map[perfKey]float64, []perfKey, error) {
@@ -149,9 +185,13 @@ func readPerfFile(path string) (map[perfKey]float64, []perfKey, error) {
 // form that reads back exactly.
 func writePerfFile(w io.Writer, figs map[string][]perfFigure) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "# rankrun's perf-regression figures: each case's run in simulation (virtual time: exact, the same on any host).")
+	fmt.Fprintln(bw, "# rankrun's perf-regression figures: each case's run in simulation (virtual time: exact, the same on any host of the arch below).")
 	fmt.Fprintln(bw, "# make test-perf fails when one moves; make perf-update rewrites this file, and its diff is the review.")
 	fmt.Fprintln(bw, "# The cases are cmd/rankrun/perf.go's perfCases; CASE FIGURE VALUE.")
+	// The cost model's floats may round differently in the last bits on
+	// another architecture (fused multiply-adds, math.Log/Exp): the file
+	// says where it was written, and elsewhere figures compare to 1e-6.
+	fmt.Fprintf(bw, "# arch %s\n", perfArch())
 	for _, c := range perfCases {
 		fmt.Fprintf(bw, "\n# %s: %s\n# rankrun run --backend sim %s\n", c.name, c.why, c.args)
 		for _, f := range figs[c.name] {
@@ -168,11 +208,13 @@ type perfChange struct {
 }
 
 func (c perfChange) String() string {
-	change := "new"
+	var change string
 	switch {
-	case math.IsNaN(c.old) && math.IsNaN(c.new):
-		change = "both NaN"
-	case c.old != 0 && !math.IsNaN(c.old):
+	case math.IsNaN(c.old) || math.IsNaN(c.new):
+		change = "no sample on one side"
+	case c.old == 0:
+		change = "from 0"
+	default:
 		change = fmt.Sprintf("%+.2f%%", 100*(c.new-c.old)/math.Abs(c.old))
 	}
 	return fmt.Sprintf("%s %s: %s -> %s (%s)", c.key.caseName, c.key.figure, fmtPerf(c.old), fmtPerf(c.new), change)
@@ -180,8 +222,23 @@ func (c perfChange) String() string {
 
 func fmtPerf(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
-// samePerf: exact, NaN equal to NaN (a case with no sample of a figure).
-func samePerf(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+// samePerf: exact (within tol, relative, when the file is of another
+// architecture), NaN equal to NaN (a case with no sample of a figure).
+func samePerf(a, b, tol float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	return a == b || math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// perfTolerance is the relative tolerance of a comparison with the
+// figures in path: 0 on the architecture that wrote them, else 1e-6.
+func perfTolerance(path string) float64 {
+	if readPerfArch(path) == perfArch() {
+		return 0
+	}
+	return 1e-6
+}
 
 // perfBenchFigures are the figures rankrun bench shows of each case.
 var perfBenchFigures = map[string]string{
@@ -198,6 +255,7 @@ func perfRows(path string, add func(benchRow), missing func(string, error)) {
 		missing("perf-regression figures", err)
 		return
 	}
+	tol := perfTolerance(path)
 	for _, c := range perfCases {
 		figs, err := runPerfCase(c)
 		if err != nil {
@@ -213,8 +271,11 @@ func perfRows(path string, add func(benchRow), missing func(string, error)) {
 			r := ratioRow(benchRow{Section: "perf-regression suite (virtual time, against " + path + ")", Figure: c.name + " " + f.name,
 				Value: f.value, Unit: unit, Reference: "committed", RefValue: old})
 			switch {
-			case samePerf(f.value, old):
+			case samePerf(f.value, old, tol):
 				r.Note = "unchanged"
+			case math.IsNaN(f.value) || math.IsNaN(old):
+				r.Value, r.RefValue, r.Ratio = 0, 0, 0 // JSON has no NaN
+				r.Note = fmt.Sprintf("changed: %s -> %s", fmtPerf(old), fmtPerf(f.value))
 			case (f.value > old) == (f.name == "throughput_rps"):
 				r.Note = "better"
 			default:

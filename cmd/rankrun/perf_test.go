@@ -2,12 +2,14 @@ package main
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -51,6 +53,10 @@ func TestPerfFigures(t *testing.T) {
 	}
 	want, order, err := readPerfFile(path)
 	require.NoError(t, err, "make perf-update writes it")
+	tol := perfTolerance(path)
+	if tol > 0 {
+		t.Logf("%s was written on %q, this is %s: figures compare to %g, not exactly", perfFile, readPerfArch(path), perfArch(), tol)
+	}
 	var changes []string
 	seen := map[perfKey]bool{}
 	for _, c := range perfCases {
@@ -61,7 +67,7 @@ func TestPerfFigures(t *testing.T) {
 			switch {
 			case !ok:
 				changes = append(changes, k.caseName+" "+k.figure+": not in the file (new: "+fmtPerf(f.value)+")")
-			case !samePerf(old, f.value):
+			case !samePerf(old, f.value, tol):
 				changes = append(changes, perfChange{k, old, f.value}.String())
 			}
 		}
@@ -73,4 +79,34 @@ func TestPerfFigures(t *testing.T) {
 	}
 	require.Empty(t, changes, "%d figures moved against %s (virtual time: exact):\n  %s\n"+
 		"if the change is meant, make perf-update rewrites the file; review its diff", len(changes), perfFile, strings.Join(changes, "\n  "))
+}
+
+// Figures compare exactly, or within a relative tolerance (a file of
+// another architecture); NaN (no sample) equals only NaN. The file names
+// the architecture that wrote it.
+func TestSamePerf(t *testing.T) {
+	nan := math.NaN()
+	assert.True(t, samePerf(1.5, 1.5, 0))
+	assert.False(t, samePerf(4.391933671, 4.391933672, 0), "a nanosecond of 4 s")
+	assert.False(t, samePerf(4.391933671, 4.391933672, 1e-12))
+	assert.True(t, samePerf(1, 1+1e-9, 1e-6))
+	assert.False(t, samePerf(1, 1.01, 1e-6))
+	assert.True(t, samePerf(nan, nan, 0))
+	assert.False(t, samePerf(nan, 0, 1e-6))
+	assert.False(t, samePerf(0, nan, 1e-6))
+	assert.Equal(t, "c f: 0 -> 5 (from 0)", perfChange{perfKey{"c", "f"}, 0, 5}.String())
+	assert.Equal(t, "c f: 2 -> 1 (-50.00%)", perfChange{perfKey{"c", "f"}, 2, 1}.String())
+	assert.Equal(t, "c f: 2 -> NaN (no sample on one side)", perfChange{perfKey{"c", "f"}, 2, nan}.String())
+
+	path := filepath.Join(t.TempDir(), "figures.txt")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, writePerfFile(f, map[string][]perfFigure{"seed001-shape": {{"completed", 16}, {"idle_step_p90_ms", nan}}}))
+	require.NoError(t, f.Close())
+	assert.Equal(t, perfArch(), readPerfArch(path))
+	assert.Zero(t, perfTolerance(path), "this architecture's file: exact")
+	figs, _, err := readPerfFile(path)
+	require.NoError(t, err)
+	assert.True(t, math.IsNaN(figs[perfKey{"seed001-shape", "idle_step_p90_ms"}]), "NaN reads back")
+	assert.InDelta(t, 1e-6, perfTolerance(filepath.Join(t.TempDir(), "none.txt")), 0, "no arch line: tolerant")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,7 +23,8 @@ func TestSeed000Table(t *testing.T) {
 	assert.Greater(t, wait.bad-wait.good, 0.0, "the handover waits for the CTX's sleep")
 	assert.LessOrEqual(t, wait.bad-wait.good, 1000.0, "at most one interval per handover")
 	assert.InDelta(t, (wait.bad-wait.good)/1e3, dur.bad-dur.good, 1e-9, "the duration grows by the one delayed handover, exactly")
-	assert.Less(t, tput.change, -10.0, "a loss of the seed's order (-27.7%%)")
+	assert.Less(t, tput.change, -10.0, "a loss of the seed's order (-27.7 percent)")
+	assert.Contains(t, tput.why, fmt.Sprintf("ends %.2f s into a sleep", 1-(wait.bad-wait.good)/1e3), "the note's figure is the run's")
 	for _, r := range rows {
 		t.Logf("%-50s seed %8.2f -> %8.2f   run %8.2f -> %8.2f %s (change %.1f%% vs seed's %.1f%%)", r.what, r.seedGood, r.seedBad, r.good, r.bad, r.unit, r.change, r.seedChange)
 	}
