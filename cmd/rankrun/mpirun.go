@@ -55,8 +55,12 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		// World rank 0 streams its own events as they happen; the other
 		// ranks' travel with their reports and are appended at the end.
 		if o.streams, err = o.open(); err != nil {
+			// Rank-local: the others are already on their way into the
+			// run, so the job ends by abort, not by a Finalize only this
+			// rank enters.
 			fmt.Fprintf(stderr, "rankrun: %v\n", err)
-			return exitError{code: w.Finalize(2)}
+			w.Abort(2, err)
+			return exitError{code: 2}
 		}
 		if o.streams != nil {
 			cfg.Sink = o.streams

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -99,16 +97,14 @@ func perfFigures(r *executor.Report) []perfFigure {
 
 // runPerfCase runs c in simulation and returns its figures.
 func runPerfCase(c perfCase) ([]perfFigure, error) {
-	var out, errOut bytes.Buffer
-	args := append([]string{"run", "--backend", "sim", "--json"}, strings.Fields(c.args)...)
-	if code := realMain(args, &out, &errOut); code != 0 {
-		return nil, fmt.Errorf("perf case %s: rankrun %s: exit %d: %s", c.name, strings.Join(args, " "), code, firstLine(errOut.String()))
+	rep, _, err := runJob(c.args, false)
+	if err != nil {
+		return nil, fmt.Errorf("perf case %s: %w", c.name, err)
 	}
-	var rep executor.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		return nil, fmt.Errorf("perf case %s: the report: %w", c.name, err)
+	if rep.Error != nil || !rep.OK() {
+		return nil, fmt.Errorf("perf case %s: the run failed: %v %v", c.name, rep.Error, rep.Errors)
 	}
-	return perfFigures(&rep), nil
+	return perfFigures(rep), nil
 }
 
 // perfKey names one figure of one case in perfFile.

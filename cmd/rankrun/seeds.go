@@ -45,23 +45,31 @@ type seedRow struct {
 }
 
 // runJob runs a rankrun run command line in simulation and returns its
-// report and request records (by id).
-func runJob(args string) (*executor.Report, []executor.RequestRecord, error) {
-	dir, err := os.MkdirTemp("", "rankrun-seed")
-	if err != nil {
-		return nil, nil, err
+// report and, with records, its request records (by id). A run that ends
+// on an error still returns its report.
+func runJob(args string, records bool) (*executor.Report, []executor.RequestRecord, error) {
+	argv := append([]string{"run", "--backend", "sim", "--json"}, strings.Fields(args)...)
+	var path string
+	if records {
+		dir, err := os.MkdirTemp("", "rankrun-seed")
+		if err != nil {
+			return nil, nil, err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "requests.jsonl")
+		argv = append(argv, "--requests-out", path)
 	}
-	defer os.RemoveAll(dir)
-	records := filepath.Join(dir, "requests.jsonl")
 	var out, errOut bytes.Buffer
-	argv := append([]string{"run", "--backend", "sim", "--json", "--requests-out", records}, strings.Fields(args)...)
 	code := realMain(argv, &out, &errOut)
 	var rep executor.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		return nil, nil, fmt.Errorf("rankrun %s: exit %d, no report: %s", strings.Join(argv, " "), code, firstLine(errOut.String()))
 	}
+	if !records {
+		return &rep, nil, nil
+	}
 	var recs []executor.RequestRecord
-	if b, err := os.ReadFile(records); err == nil {
+	if b, err := os.ReadFile(path); err == nil {
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			var q executor.RequestRecord
 			if line != "" && json.Unmarshal([]byte(line), &q) == nil {
@@ -86,11 +94,11 @@ func genIdleWait(recs []executor.RequestRecord) float64 {
 
 // seed000Table runs seed000Job fixed and with the unclamped-poll replay.
 func seed000Table() ([]seedRow, error) {
-	good, goodRecs, err := runJob(seed000Job)
+	good, goodRecs, err := runJob(seed000Job, true)
 	if err != nil {
 		return nil, err
 	}
-	bad, badRecs, err := runJob(seed000Job + " --replay unclamped-poll")
+	bad, badRecs, err := runJob(seed000Job+" --replay unclamped-poll", true)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +132,7 @@ func seed000Table() ([]seedRow, error) {
 // seed001Stall runs seed001Job with the no-idle-reap replay and returns the
 // CTX pool's use when the run stalled (the seed: 99.9%) and the stall.
 func seed001Stall() (float64, string, error) {
-	rep, _, err := runJob(seed001Job + " --replay no-idle-reap")
+	rep, _, err := runJob(seed001Job+" --replay no-idle-reap", false)
 	if err != nil {
 		return 0, "", err
 	}

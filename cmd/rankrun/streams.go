@@ -101,13 +101,7 @@ func (ss *streams) Record(q executor.RequestRecord) {
 	b, err := json.Marshal(&q)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.requests == nil {
-		return
-	}
-	if err != nil && ss.requests.err == nil {
-		ss.requests.err = err
-	}
-	ss.requests.write(append(b, '\n'))
+	ss.put(ss.requests, err, b, []byte("\n"))
 }
 
 // Event writes one trace event.
@@ -119,17 +113,28 @@ func (ss *streams) event(ev any) {
 	b, err := json.Marshal(ev)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.trace == nil {
-		return
-	}
-	if err != nil && ss.trace.err == nil {
-		ss.trace.err = err
-	}
-	if ss.events > 0 {
+	if ss.trace != nil && ss.events > 0 {
 		ss.trace.write([]byte(",\n"))
 	}
-	ss.events++
-	ss.trace.write(b)
+	if ss.put(ss.trace, err, b) {
+		ss.events++
+	}
+}
+
+// put writes parts to s (held under ss.mu), keeping err, a failed
+// encoding, as s's error; it reports whether s is open (nil: closed, or
+// never asked for, and the write is dropped).
+func (ss *streams) put(s *stream, err error, parts ...[]byte) bool {
+	if s == nil {
+		return false
+	}
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	for _, p := range parts {
+		s.write(p)
+	}
+	return true
 }
 
 // finish appends what rep still holds (records and events that travelled
