@@ -89,6 +89,19 @@ func (p *Path) Site() string {
 	return strings.Join(parts, " < ")
 }
 
+// Full renders every frame of the path outside the collective plumbing,
+// innermost first: what tells two entries of one site apart (a failure
+// dump compares them).
+func (p *Path) Full() string {
+	var parts []string
+	for _, f := range p.frames() {
+		if !plumbing(f.Function) {
+			parts = append(parts, fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function)))
+		}
+	}
+	return strings.Join(parts, " < ")
+}
+
 // divergence names where two paths part: the first frame (from the
 // outermost common one inwards) at which they differ, for a desync message.
 func divergence(a, b *Path) string {

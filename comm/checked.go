@@ -55,7 +55,8 @@ type checked struct {
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
-	path    Path // of the collective in progress
+	path    Path   // of the collective in progress
+	cur     uint64 // its flight-record id
 	stamp   [stampLen]int64
 	send    []int64  // stamp, then payload: the one backend collective's input
 	bsend   []int64  // Bcast: root's length and bytes as words
@@ -99,7 +100,8 @@ func noCancel() {}
 
 // entry is this rank's view of the collective in progress, for errors.
 func (c *checked) entry(kind Kind, shape int64) Entry {
-	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape}
+	g := c.cfg.Recorder.guardsOf(c.cur)
+	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape, Guards: g.values()}
 }
 
 // begin runs the one backend collective of a checked collective of kind
@@ -117,6 +119,7 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 	c.seq++
 	c.path = *path
 	id := c.cfg.Recorder.BeginAt(c.raw.Name(), c.seq, kind, &c.path)
+	c.cur = id
 	tctx, cancel := ctx, context.CancelFunc(noCancel)
 	if !c.bounded {
 		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)

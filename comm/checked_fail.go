@@ -16,6 +16,8 @@ import (
 func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 	c.gbuf = append(c.gbuf[:0], s[0], s[1], s[2], s[3], s[5], int64(c.path.n))
 	c.gbuf = append(c.gbuf, c.path.pcs[:c.path.n]...)
+	guards := c.cfg.Recorder.guardsOf(c.cur)
+	c.gbuf = appendGuards(c.gbuf, &guards)
 	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
 		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
 	}
@@ -23,13 +25,20 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 	paths := make([]Path, c.raw.Size())
 	for r := range c.raw.Size() {
 		v := c.gather.Of(r)
-		if len(v) < 6 || v[0] != stampMagic || v[5] < 0 || v[5] > pathDepth || len(v) != 6+int(v[5]) {
+		var gs []GuardValue
+		ok := len(v) >= 6 && v[0] == stampMagic && v[5] >= 0 && v[5] <= pathDepth && len(v) >= 6+int(v[5])
+		if ok {
+			var rest []int64
+			gs, rest, ok = parseGuards(v[6+int(v[5]):])
+			ok = ok && len(rest) == 0
+		}
+		if !ok {
 			de.Entries = append(de.Entries, Entry{Rank: r, Site: "(not a checked collective)"})
 			continue
 		}
 		p := &paths[r]
-		p.n = copy(p.pcs[:], v[6:])
-		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3]})
+		p.n = copy(p.pcs[:], v[6:6+int(v[5])])
+		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3], Guards: gs})
 	}
 	// Where the first two differing paths part (same kind and site at
 	// the top, different branches below), for the reader.

@@ -40,11 +40,23 @@ type Entry struct {
 	Kind  Kind
 	Site  string // the call path outside the collective plumbing
 	Shape int64  // argument shape: count for allreduce, root for bcast
-	hash  int64  // the call path's hash (desync reports)
+	// Guards are the rank-local values the rank recorded before it
+	// entered (Recorder.Guard): why it took this collective.
+	Guards []GuardValue
+	hash   int64 // the call path's hash (desync reports)
 }
 
 func (e Entry) String() string {
-	return fmt.Sprintf("rank %d: %s #%d at %s%s", e.Rank, e.Kind, e.Seq, e.Site, e.shapeString())
+	return fmt.Sprintf("rank %d: %s #%d at %s%s%s", e.Rank, e.Kind, e.Seq, e.Site, e.shapeString(), afterGuards(e.Guards))
+}
+
+// afterGuards is ", after fits=1 at executor/intake.go:88 (ctxIntake)"
+// for the guard values a collective was entered after, "" for none.
+func afterGuards(gs []GuardValue) string {
+	if len(gs) == 0 {
+		return ""
+	}
+	return ", after " + GuardsText(gs)
 }
 
 // DescribeShape renders a collective's stamped argument shape as an error
@@ -88,16 +100,17 @@ func (e *DesyncError) Error() string {
 	// Group ranks by identical entries so the message names each distinct
 	// call site once with the ranks that were there.
 	type key struct {
-		seq   uint64
-		kind  Kind
-		site  string
-		shape int64
-		hash  int64
+		seq    uint64
+		kind   Kind
+		site   string
+		shape  int64
+		hash   int64
+		guards string
 	}
 	var order []key
 	ranks := map[key][]int{}
 	for _, en := range e.Entries {
-		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash}
+		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash, afterGuards(en.Guards)}
 		if _, ok := ranks[k]; !ok {
 			order = append(order, k)
 		}
@@ -105,7 +118,7 @@ func (e *DesyncError) Error() string {
 	}
 	for _, k := range order {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
-		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString())
+		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString(), k.guards)
 	}
 	out := strings.TrimSuffix(b.String(), ";")
 	if e.Parted != "" {
@@ -126,6 +139,9 @@ type PeerRecords struct {
 	// rank whose count is below the waiting collective's Seq never arrived.
 	Entered uint64
 	Counted bool
+	// Pending are the guard values the rank recorded after its last
+	// collective began (Recorder.Pending): what kept it from this one.
+	Pending []GuardValue
 }
 
 // TimeoutError is returned (wrapping ErrCollectiveTimeout) when a collective
@@ -155,6 +171,7 @@ func (e *TimeoutError) Error() string {
 	if e.Waiting.Site != "" && e.Waiting.Site != "?" {
 		fmt.Fprintf(&b, " at %s", e.Waiting.Site)
 	}
+	b.WriteString(afterGuards(e.Waiting.Guards))
 	if len(e.Missing) == 0 {
 		b.WriteString("; no rank is missing (every rank entered it)")
 	} else {
@@ -175,6 +192,9 @@ func (e *TimeoutError) Error() string {
 			fmt.Fprintf(&b, "; %s is at #%d", who, p.Entered)
 		default:
 			fmt.Fprintf(&b, "; %s has recorded no operation", who)
+		}
+		if len(p.Pending) > 0 {
+			fmt.Fprintf(&b, "; since then %s recorded %s", who, GuardsText(p.Pending))
 		}
 	}
 	if w := e.WaitsOn(); len(w) > 0 {
@@ -288,6 +308,9 @@ func (e *TimeoutError) FlightLog() string {
 		}
 		for _, r := range p.Records {
 			fmt.Fprintf(&b, "  %s\n", r)
+		}
+		if len(p.Pending) > 0 {
+			fmt.Fprintf(&b, "  then recorded %s\n", GuardsText(p.Pending))
 		}
 	}
 	return b.String()

@@ -59,11 +59,18 @@ type OpRecord struct {
 	Seq   uint64 // collective sequence number on Group (0 for point-to-point)
 	Kind  Kind
 	Site  string // the call path outside the collective plumbing
-	Peer  int    // point-to-point: the other rank (-1 for collectives)
-	Tag   int    // point-to-point: the tag
+	// Path is the whole call path outside the plumbing (Site is its
+	// first frames): two entries of one site from different branches
+	// differ here.
+	Path  string
+	Peer  int // point-to-point: the other rank (-1 for collectives)
+	Tag   int // point-to-point: the tag
 	Start time.Time
 	End   time.Time // zero while the operation is in progress
 	Err   string    // non-empty when the operation failed
+	// Guards are the guard values the rank recorded before it entered
+	// this collective (see Recorder.Guard).
+	Guards []GuardValue
 }
 
 // InProgress reports whether the operation had not finished when recorded.
@@ -80,24 +87,29 @@ func (r OpRecord) String() string {
 	if r.Kind == KindSend || r.Kind == KindRecv {
 		return fmt.Sprintf("%s peer %d tag %d on %s at %s, %s", r.Kind, r.Peer, r.Tag, r.Group, r.Site, state)
 	}
-	return fmt.Sprintf("%s #%d on %s at %s, %s", r.Kind, r.Seq, r.Group, r.Site, state)
+	after := ""
+	if len(r.Guards) > 0 {
+		after = " after " + GuardsText(r.Guards)
+	}
+	return fmt.Sprintf("%s #%d on %s at %s%s, %s", r.Kind, r.Seq, r.Group, r.Site, after, state)
 }
 
 // DefaultRecorderDepth is how many operations a Recorder keeps by default.
 const DefaultRecorderDepth = 64
 
 type slot struct {
-	group string
-	seq   uint64
-	kind  Kind
-	path  Path
-	peer  int
-	tag   int
-	start time.Duration // since the recorder's base (one monotonic read)
-	end   time.Duration
-	done  bool
-	err   string
-	gen   uint64
+	group  string
+	seq    uint64
+	kind   Kind
+	path   Path
+	peer   int
+	tag    int
+	start  time.Duration // since the recorder's base (one monotonic read)
+	end    time.Duration
+	done   bool
+	err    string
+	gen    uint64
+	guards guardSet // recorded before a collective began
 }
 
 // Recorder is a rank's flight recorder: a ring of its last operations across
@@ -109,6 +121,8 @@ type Recorder struct {
 	base time.Time // slots hold times as offsets from it
 	ring []slot
 	next uint64 // total operations begun
+	// pending are the guards recorded since the last collective began.
+	pending guardSet
 }
 
 // NewRecorder returns a recorder on the real clock that keeps the last
@@ -148,7 +162,11 @@ func (r *Recorder) BeginAt(group string, seq uint64, kind Kind, path *Path) uint
 	r.mu.Lock()
 	id := r.next
 	r.next++
-	r.ring[id%uint64(len(r.ring))] = slot{group: group, seq: seq, kind: kind, path: *path, peer: -1, start: now, gen: id}
+	sl := &r.ring[id%uint64(len(r.ring))]
+	sl.group, sl.seq, sl.kind, sl.path, sl.peer, sl.tag, sl.start, sl.end, sl.done, sl.err, sl.gen = group, seq, kind, *path, -1, 0, now, 0, false, "", id
+	// Only the guards recorded: a collective usually has none or a few.
+	r.pending.copyTo(&sl.guards)
+	r.pending.n = 0
 	r.mu.Unlock()
 	return id
 }
@@ -208,8 +226,8 @@ func (r *Recorder) Snapshot() []OpRecord {
 	r.mu.Unlock()
 	out := make([]OpRecord, len(slots))
 	for i, s := range slots {
-		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: s.path.Site(),
-			Peer: s.peer, Tag: s.tag, Start: r.base.Add(s.start), Err: s.err}
+		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: s.path.Site(), Path: s.path.Full(),
+			Peer: s.peer, Tag: s.tag, Start: r.base.Add(s.start), Err: s.err, Guards: s.guards.values()}
 		if s.done {
 			out[i].End = r.base.Add(s.end)
 		}

@@ -96,6 +96,8 @@ type loop struct {
 	reportBuf [1]int64 // the local-error-collective replay's collective
 	reported  int      // local failures already reported by that replay
 	rep       RankReport
+	rec       *comm.Recorder // guard values (checked mode; nil otherwise)
+	log1      decisions      // the last decisions, for the failure dump
 }
 
 func (l *loop) isCtx() bool { return l.g.role == topology.Context }
@@ -262,8 +264,8 @@ func (l *loop) stallCheck() error {
 		return nil
 	}
 	st := l.pool.Stats()
-	return fmt.Errorf("%w: %s: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped",
-		ErrStalled, l.g.who(), len(l.waiting), in.Quiet.Round(time.Millisecond), st.Used, st.Total, st.Pinned, in.Over)
+	return fmt.Errorf("%w: %s: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped%s",
+		ErrStalled, l.g.who(), len(l.waiting), in.Quiet.Round(time.Millisecond), st.Used, st.Total, st.Pinned, in.Over, l.lastDecisionText("progress"))
 }
 
 // StallInput is what a rank knows when it asks whether it is stalled.

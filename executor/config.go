@@ -80,6 +80,17 @@ type Config struct {
 	// travel to world rank 0 with the rank reports (Report.Requests, the
 	// rank reports' Trace).
 	Sink Sink
+	// DumpDir, when set, is where every rank whose loop ends in an error
+	// (desync, timeout, stall, injected exit, interruption) writes its
+	// failure dump, diag.FileName(world rank): flight recorder, guard
+	// values, live sessions, pool, last decisions (DESIGN.md §12).
+	DumpDir string
+	// DumpStacks: every rank's dump carries the process's goroutine
+	// stacks (each rank is a process of its own, under mpirun); otherwise
+	// only world rank 0's does.
+	DumpStacks bool
+	// DumpBackend names the backend in the dumps ("local", "sim", "mpi").
+	DumpBackend string
 	// Clock is the time source of the run: every timestamp, timed wait
 	// and modelled compute (clock.Real() when nil). Each rank of a
 	// simulated world gets its own.

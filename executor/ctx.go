@@ -68,6 +68,7 @@ func (c *ctxLoop) run(ctx context.Context) error {
 // progress runs the status check the policy decides for in.
 func (c *ctxLoop) progress(ctx context.Context, in ProgressInput) error {
 	a := DecideProgress(in)
+	c.guardProgress(in, a)
 	if !a.Check {
 		return nil
 	}

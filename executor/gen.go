@@ -2,9 +2,11 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -24,6 +26,7 @@ type genLoop struct {
 	outcomes   []int64
 	outcomeBuf comm.Gathered
 	tally      outcomeTally // reports of each request's holders, until all are in
+	holders    int          // the ranks that hold each request (what the tally needs, replays aside)
 }
 
 // genReq is a request between its admission and its end on the group. Its
@@ -33,14 +36,16 @@ type genReq struct {
 	received  bool           // the group agreed its transfer completed
 	status    request.Status // Failed or Cancelled once the group agreed so
 	reason    string
+	reports   int // holder reports the group decided its transfer on
 	generated int
 }
 
 func newGenLoop(l *loop, holders int) *genLoop {
+	real := holders
 	if l.cfg.Replays.On(AdpEarlyOutcome) {
 		holders = 1 // decide on the first holder's report
 	}
-	g := &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders)}
+	g := &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders), holders: real}
 	l.pending = func() bool { return len(g.gen) > 0 }
 	return g
 }
@@ -72,6 +77,7 @@ func (g *genLoop) run(ctx context.Context) error {
 			in.BusyLocally = g.busyLocally(adm.recs)
 		}
 		a := DecideProgress(in)
+		g.guardProgress(in, a)
 		if a.ReportFailures > 0 {
 			if err := g.reportLocalFailures(ctx, a.ReportFailures); err != nil {
 				return err
@@ -176,6 +182,7 @@ func (g *genLoop) noteReaped(reaped []transceiver.Reaped, scope CheckScope) {
 func (g *genLoop) shareOutcomes(ctx context.Context) error {
 	flat := g.outcomes
 	if g.layout.AttentionDP && g.layout.DP > 1 && g.g.exec.Size() > 1 {
+		g.rec.Guard("outcome_reports", int64(len(g.outcomes)/2))
 		if err := g.g.exec.AllgatherInt64s(ctx, g.outcomes, &g.outcomeBuf); err != nil {
 			return fmt.Errorf("executor: sharing transfer outcomes: %w", err)
 		}
@@ -191,6 +198,7 @@ func (g *genLoop) shareOutcomes(ctx context.Context) error {
 		if q == nil {
 			continue
 		}
+		q.reports = g.tally.decidedAfter
 		rr := g.recs[id]
 		rr.TransferDone = g.now()
 		if st == request.Completed {
@@ -280,6 +288,9 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	g.order = keep
 	for _, id := range finished {
 		if err := g.releaseBlocks(id); err != nil {
+			if q := g.gen[id]; errors.Is(err, gpu.ErrPinned) && q.reports > 0 {
+				err = fmt.Errorf("%w; the group decided its transfer after reports=%d of holders=%d (the ranks that hold it), and this rank's receive was still open", err, q.reports, g.holders)
+			}
 			return false, err
 		}
 		rr := g.recs[id]

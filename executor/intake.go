@@ -27,6 +27,9 @@ func (l *loop) intake(ctx context.Context) (bool, error) {
 	}
 	batch := l.inbox
 	if l.g.exec.Size() > 1 {
+		if l.leader {
+			l.rec.Guard("inbox", int64(len(l.inbox)))
+		}
 		l.batchBuf = encodeBatch(l.batchBuf, routerDone, l.inbox)
 		got, err := l.g.exec.Bcast(ctx, 0, l.batchBuf)
 		if err != nil {
@@ -86,7 +89,9 @@ func (l *loop) admit(ctx context.Context) (admitted, error) {
 	for i, r := range l.waiting {
 		needs[i] = l.blocksFor(r)
 	}
-	a := DecideAdmission(AdmissionInput{Role: l.g.role, GroupRanks: l.g.exec.Size(), Needs: needs, Free: l.pool.Stats().Free, Replays: l.cfg.Replays})
+	free := l.pool.Stats().Free
+	a := DecideAdmission(AdmissionInput{Role: l.g.role, GroupRanks: l.g.exec.Size(), Needs: needs, Free: free, Replays: l.cfg.Replays})
+	l.guardAdmission(len(needs), a, free)
 	fit := a.LocalFit
 	switch {
 	case a.ReapFirst:

@@ -14,6 +14,8 @@ import "github.com/rankrun/rankrun/request"
 type outcomeTally struct {
 	holders int // reports a request needs (the ranks that hold it)
 	pending map[request.ID]*tallyEntry
+	// decidedAfter is how many reports the last decided request had.
+	decidedAfter int
 }
 
 type tallyEntry struct {
@@ -39,5 +41,6 @@ func (t *outcomeTally) add(id request.ID, st request.Status) (request.Status, bo
 		return request.Pending, false
 	}
 	delete(t.pending, id)
+	t.decidedAfter = e.reports
 	return e.status, true
 }

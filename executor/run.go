@@ -150,6 +150,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 		ctlChan: ctlChan{ctlBuf: make([]byte, recBytes)}, idleState: idleState{tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1)},
 		audit: comm.IsChecked(world), pending: func() bool { return false }}
 	defer l.waiter.Stop()
+	l.rec = recorderOf(g, world)
 	l.rep = RankReport{WorldRank: world.Rank(), Role: g.role.String(), Rank: g.rank, Leader: l.leader, PoolBlocks: blocks}
 	// How many requests this executor group handles: all of them under
 	// attention-DP, else those of its DP index.
@@ -176,6 +177,14 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 			holders = layout.ReplicaRanks()
 		}
 		err = newGenLoop(l, holders).run(ctx)
+	}
+	if err != nil && cfg.DumpDir != "" {
+		path, derr := l.writeDump(err)
+		if derr != nil {
+			err = errors.Join(err, derr)
+		} else {
+			log.Debug("failure dump written", zap.String("path", path))
+		}
 	}
 	fctx := ctx
 	if err != nil {

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -477,4 +478,25 @@ func (p *Pool) CheckInvariants() error {
 		return bad("waiter for %v (%d blocks) left waiting with %d free", p.queue[0].req, p.queue[0].n, len(p.free))
 	}
 	return nil
+}
+
+// Holding is what one request holds in a pool: its blocks and how many
+// leases pin them.
+type Holding struct {
+	Request request.ID
+	Blocks  int
+	Leases  int
+}
+
+// Holdings lists every request holding blocks, by request id: what a
+// failure dump shows of the pool.
+func (p *Pool) Holdings() []Holding {
+	p.mu.Lock()
+	out := make([]Holding, 0, len(p.held))
+	for id, h := range p.held {
+		out = append(out, Holding{Request: id, Blocks: len(h.blocks), Leases: h.leases})
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b Holding) int { return cmp.Compare(a.Request, b.Request) })
+	return out
 }

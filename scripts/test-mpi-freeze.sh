@@ -81,6 +81,11 @@ freeze_case() { # WORLD_RANK MODE
 	local frozen=$1 mode=$2 bad=() rc=0 pid="" t0 wall deadline
 	local args=(run --ctx tp=1 --gen tp=2 --requests 5000 --arrival rate=500 --collective-timeout "${COLL_TIMEOUT}s")
 	[ "$mode" = checked ] || args+=(--unchecked)
+	# Checked: every rank that can writes its failure dump; rankrun
+	# analyze must then name the frozen rank (no dump), its last
+	# collective and the requests in flight with it.
+	rm -rf "$tmp/dumps"
+	[ "$mode" != checked ] || args+=(--dump-dir "$tmp/dumps")
 	echo "test-mpi-freeze: world rank $frozen: mpirun -np 3 bin/rankrun-mpi ${args[*]}, SIGSTOP after ${FREEZE_AFTER}s"
 	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none -np 3 \
 		"$tmp/rankrun-mpi" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
@@ -143,6 +148,36 @@ for m in re.finditer(r'on group "([^"]+)"[^\n]*?ranks \[([\d ]*)\] never arrived
 sys.exit(1)
 PY
 	grep -q "comm: collective timeout" "$tmp/err" || bad+=("stderr does not report a collective timeout")
+	if [ "$mode" = checked ]; then
+		if ! "$tmp/rankrun-mpi" analyze --json "$tmp/dumps" >"$tmp/story.json" 2>"$tmp/story.err"; then
+			bad+=("rankrun analyze failed on the dumps: $(head -c 300 "$tmp/story.err")")
+		else
+			python3 - "$tmp/story.json" "$frozen" <<'PY' || bad+=("rankrun analyze does not name the frozen rank, its last collective and the requests it holds")
+import json, sys
+s, frozen = json.load(open(sys.argv[1])), int(sys.argv[2])
+# mpirun wakes a stopped rank (SIGCONT) when it tears the job down, so the
+# frozen rank may have written a dump too: either way the story must name
+# it where its peers wait, with its last collective and its requests.
+why = []
+absent = [a for w in s.get("waits") or [] for a in w["absent"] if a["rank"] == frozen]
+inferred = [m["seq"] for f in s["groups"] for m in f["members"] if m["rank"] == frozen and m.get("inferred")]
+if frozen not in s["no_dump"] and not absent:
+    why.append("rank %d is neither without a dump (%s) nor absent from a wait (%s)" % (frozen, s["no_dump"], s.get("waits")))
+if not s["dumped"]:
+    why.append("no rank wrote a dump")
+last = [a["last_seq"] for a in absent] + inferred
+if not last or max(last) == 0:
+    why.append("no last collective for rank %d" % frozen)
+held = [r["request"] for r in s.get("requests") or []
+        if frozen in (r.get("absent") or []) or any(x["rank"] == frozen or frozen in (x.get("peers") or []) for x in r["sessions"])]
+if not held:
+    why.append("no request in flight with rank %d" % frozen)
+if why:
+    print("analyze:", "; ".join(why), file=sys.stderr)
+    sys.exit(1)
+PY
+		fi
+	fi
 	# mpirun has returned: no rank may be left (allow the kernel a moment
 	# to reap a killed process).
 	local left

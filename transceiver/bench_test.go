@@ -162,6 +162,36 @@ func BenchmarkConsensusRound(b *testing.B) {
 	for _, ids := range []int{0, 64, 1024} {
 		b.Run(fmt.Sprintf("ranks=4/ids=%d/check-checked", ids), func(b *testing.B) { benchCheckHeld(b, 4, ids, true) })
 	}
+	b.Run("guards", benchGuards)
+	b.Run("guards-none", func(b *testing.B) {
+		rec := comm.NewRecorder(0)
+		var p comm.Path
+		b.ReportAllocs()
+		for i := range b.N {
+			rec.End(rec.BeginAt("world", uint64(i), comm.KindAllgather, &p), nil)
+		}
+	})
+}
+
+// benchGuards is what guard values add to one checked iteration of a rank
+// (issue 29): the executor's six guards (admission's waiting, fits and
+// free blocks, the leader's inbox, the progress policy's two local facts)
+// recorded at their three decision points, as the executor records them
+// (one lock each), then the collective that takes them: its flight record
+// begun and ended, which copies them into the record. The bench row
+// subtracts the record alone (guards-none): checked mode begins it with or
+// without guards.
+func benchGuards(b *testing.B) {
+	rec := comm.NewRecorder(0)
+	var p comm.Path
+	b.ReportAllocs()
+	for i := range b.N {
+		v := int64(i)
+		rec.Guards(comm.Value{Name: "waiting", V: v}, comm.Value{Name: "fits", V: v}, comm.Value{Name: "free_blocks", V: v})
+		rec.Guard("inbox", v)
+		rec.Guards(comm.Value{Name: "scope_holds", V: v & 1, Bool: true}, comm.Value{Name: "busy_locally", V: v & 2, Bool: true})
+		rec.End(rec.BeginAt("world", uint64(i), comm.KindAllgather, &p), nil)
+	}
 }
 
 // benchCheckHeld: CTX tp=ranks (one consensus hop, the TP group), each rank

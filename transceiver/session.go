@@ -248,3 +248,49 @@ func (t *Transceiver) noteFinished(id request.ID) {
 	delete(t.pendingInfo, id)
 	delete(t.earlyCancel, id)
 }
+
+// SessionInfo is one held session as a failure dump shows it.
+type SessionInfo struct {
+	ID            request.ID
+	Role          topology.Role // Context: this rank sends; Generation: it receives
+	Peers         []int         // world ranks of the other side, one per fragment
+	State         string        // the session's state, and why it failed or is cancelling
+	BytesDone     int64         // payload bytes sent (CTX) or received (GEN) so far
+	BytesExpected int64
+	Started       time.Time
+	Lease         string // "lease N" while the blocks are pinned, "" otherwise
+}
+
+// Snapshot lists the sessions held, in creation order: what a failure dump
+// shows of this rank's transfers. Call it from the goroutine that owns the
+// transceiver.
+func (t *Transceiver) Snapshot() []SessionInfo {
+	out := make([]SessionInfo, 0, len(t.sessions))
+	for _, s := range t.order {
+		if s.dropped {
+			continue
+		}
+		si := SessionInfo{ID: s.req.ID, Role: t.cfg.Role, State: s.state.String(), Started: s.started}
+		switch {
+		case s.failed:
+			si.State += " (failed: " + s.why + ")"
+		case s.cancelling:
+			si.State += " (cancelling: " + s.cancelReason + ")"
+		}
+		for i := range s.frags {
+			fs := &s.frags[i]
+			if !slices.Contains(si.Peers, fs.peer) {
+				si.Peers = append(si.Peers, fs.peer)
+			}
+			si.BytesExpected += int64(fs.payload)
+			if fs.done {
+				si.BytesDone += int64(fs.payload)
+			}
+		}
+		if s.leased {
+			si.Lease = fmt.Sprintf("lease %d on %d blocks", s.lease, len(s.blocks))
+		}
+		out = append(out, si)
+	}
+	return out
+}

@@ -48,6 +48,7 @@ Usage:
   rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
   rankrun explore  [flags]   search simulated rank schedules for desyncs, hangs and leaks
   rankrun bench    [flags]   benchmark table of ratios against references (make bench)
+  rankrun analyze  DIR       a job's story from its ranks' failure dumps (run --dump-dir, PyTorch's flight recorder)
   rankrun version            the version, commit and Go toolchain of this binary
 
 Run 'rankrun COMMAND -h' for the flags and examples of a command.
@@ -76,6 +77,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = benchCmd(args[1:], stdout, stderr)
 	case "explore":
 		err = exploreCmd(args[1:], stdout, stderr)
+	case "analyze":
+		err = analyzeCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
@@ -83,7 +86,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return 0
 	default:
-		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench or version)\n", args[0])
+		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench, analyze or version)\n", args[0])
 		return 2
 	}
 	return exitCode(err, stderr)
@@ -164,7 +167,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 		return usagef("%s: %v (rankrun %s -h lists the flags)", fs.Name(), err, fs.Name())
 	}
-	if fs.NArg() > 0 && fs.Name() != "scenario" {
+	if fs.NArg() > 0 && fs.Name() != "scenario" && fs.Name() != "analyze" {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	return nil

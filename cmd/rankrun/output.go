@@ -25,6 +25,7 @@ type outputs struct {
 	json     bool
 	trace    string // --trace FILE: Chrome trace of the run
 	requests string // --requests-out FILE: one JSON record per request
+	dumps    string // --dump-dir DIR: every failed rank's dump
 	// brief: the report without rank_reports, JSON unindented. After a
 	// signal mpirun forwards only ~10 KB more of a rank's output (it stops
 	// reading while it tears the job down): the report must fit.
@@ -39,6 +40,16 @@ type outputs struct {
 func (o outputs) check() error {
 	if o.trace != "" && o.trace == o.requests {
 		return usagef("--requests-out %s: the same file as --trace", o.requests)
+	}
+	if o.dumps != "" {
+		if err := os.MkdirAll(o.dumps, 0o755); err != nil {
+			return usagef("--dump-dir: %v", err)
+		}
+		probe := filepath.Join(o.dumps, fmt.Sprintf(".rankrun-check-%d", os.Getpid()))
+		if err := checkWritable(probe); err != nil {
+			return usagef("--dump-dir %s: %v", o.dumps, err)
+		}
+		_ = os.Remove(probe)
 	}
 	for _, p := range []struct{ flag, path string }{{"--trace", o.trace}, {"--requests-out", o.requests}} {
 		if p.path == "" {
@@ -57,6 +68,7 @@ func (o outputs) check() error {
 // result is the exit: 128 + signal after an interrupt, 1 after a run
 // error, a failed write or a report with errors or leaks, else 0.
 func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error, stdout io.Writer) error {
+	runErr = o.withDumps(runErr)
 	var errs []error
 	if rep == nil && o.streams != nil {
 		o.streams.discard()
@@ -211,4 +223,32 @@ func jsonUsageError(err error, jsonOut bool, stdout io.Writer) {
 	if merr == nil {
 		fmt.Fprintf(stdout, "%s\n", b)
 	}
+}
+
+// dumpsError is a run error whose ranks wrote failure dumps: the message
+// says where, and how to read them.
+type dumpsError struct {
+	err error
+	dir string
+}
+
+func (e dumpsError) Error() string {
+	return fmt.Sprintf("%v\nfailure dumps (one per rank that could write one) are in %s: rankrun analyze %s", e.err, e.dir, e.dir)
+}
+func (e dumpsError) Unwrap() error { return e.err }
+
+// withDumps names the dump directory in a run error, when the run had one
+// and some rank wrote a dump there.
+func (o outputs) withDumps(err error) error {
+	if err == nil || o.dumps == "" {
+		return err
+	}
+	var de dumpsError
+	if errors.As(err, &de) {
+		return err
+	}
+	if m, _ := filepath.Glob(filepath.Join(o.dumps, "rank-*.json")); len(m) == 0 {
+		return err
+	}
+	return dumpsError{err: err, dir: o.dumps}
 }

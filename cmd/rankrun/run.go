@@ -36,6 +36,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON on stdout (stable field names)")
 	fs.StringVar(&o.trace, "trace", "", "write a Chrome trace (Perfetto) of the run to this file")
 	fs.StringVar(&o.requests, "requests-out", "", "write every request's record to this file as it finishes, one JSON object per line (JSON Lines)")
+	fs.StringVar(&o.dumps, "dump-dir", "", "on a failure, every rank that can writes its dump (flight recorder, guard values, sessions, pool, decisions, stacks) here, one JSON file per rank; read them with rankrun analyze DIR")
 	// With --json (as the parser read it, up to a bad flag), a refused
 	// command line is an error object on stdout too.
 	defer func() { jsonUsageError(err, o.json, stdout) }()
@@ -61,6 +62,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	cfg.DumpDir, cfg.DumpBackend, cfg.DumpStacks = o.dumps, backend, backend == "mpi"
 	if backend == "mpi" {
 		if *ranks != 0 {
 			return usagef("--ranks applies to the local backend only; under mpirun the world size is -np")

@@ -92,6 +92,7 @@ func cases() []testCase {
 		{"DesyncSameKindDifferentSite", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncSites},
 		{"DesyncAllreduceCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncCount},
 		{"DesyncSameSiteDifferentBranch", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncBranches},
+		{"DesyncNamesGuards", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncGuards},
 		{"TimeoutNamesMissingRank", 2, Options{Checked: true, Timeout: 500 * time.Millisecond}, timeoutMissing},
 		{"UncheckedTimeoutNamesMissingRank", 2, Options{Timeout: 500 * time.Millisecond}, uncheckedTimeoutMissing},
 	}
@@ -792,10 +793,54 @@ func desyncBranches(n int) RankFunc {
 	}
 }
 
+// desyncGuards: the ranks decide on a rank-local value (the last rank's
+// differs), record it as a guard, and enter different collectives; every
+// rank's desync names each side's value and where it was recorded. Guards
+// recorded before an earlier collective are not carried into this one.
+func desyncGuards(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		start := comm.ClockOf(c).Now()
+		comm.Guard(c, "stale", 7) // kept with the barrier below, not the desync
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		fits := int64(1)
+		if c.Rank() == n-1 {
+			fits = 0
+		}
+		comm.Guard(c, "fits", fits)
+		comm.GuardBool(c, "busy", c.Rank() == 0)
+		var err error
+		if fits == 1 {
+			var g comm.Gathered
+			err = c.AllgatherInt64s(ctx, []int64{1}, &g)
+		} else {
+			err = c.Barrier(ctx)
+		}
+		if err != nil && strings.Contains(err.Error(), "stale") {
+			return errorf(c, "desync names a guard of an earlier collective: %v", err)
+		}
+		var de *comm.DesyncError
+		if errors.As(err, &de) {
+			for _, en := range de.Entries {
+				want := "fits=1"
+				if en.Rank == n-1 {
+					want = "fits=0"
+				}
+				if g := comm.GuardsText(en.Guards); !strings.Contains(g, want) || !strings.Contains(g, "suite.go:") {
+					return errorf(c, "rank %d's entry has guards %q, want %s and where it was recorded", en.Rank, g, want)
+				}
+			}
+		}
+		return expectDesync(c, err, start, "after fits=1 at commtest/suite.go:", "after fits=0 at commtest/suite.go:", "busy=true at", "busy=false at", "desyncGuards")
+	}
+}
+
 func timeoutMissing(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		stalled := n - 1
 		if c.Rank() == stalled {
+			comm.Guard(c, "sessions", 1) // why it went to its receive instead
 			// The stall: this rank waits in rank-local work (a receive)
 			// until rank 0 has seen its timeout and releases it.
 			b := make([]byte, 1)
@@ -824,6 +869,8 @@ func timeoutMissing(n int) RankFunc {
 			verdict = errorf(c, "error %q does not name rank %d", err, stalled)
 		case !strings.Contains(te.FlightLog(), "Irecv peer 0 tag 21"):
 			verdict = errorf(c, "flight log does not show the stalled rank's receive:\n%s", te.FlightLog())
+		case !strings.Contains(err.Error(), fmt.Sprintf("since then rank %d recorded sessions=1 at commtest/suite.go:", stalled)):
+			verdict = errorf(c, "error %q does not name the stalled rank's guard value", err)
 		}
 		return errors.Join(verdict, releaseStalled(ctx, c, stalled, 21))
 	}

@@ -189,6 +189,7 @@ func (c *rankComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 		out[i].Rank = i
 		if c.w.recorders != nil {
 			out[i].Records = c.w.recorders[wr].Snapshot()
+			out[i].Pending = c.w.recorders[wr].Pending()
 		}
 	}
 	return out

@@ -13,14 +13,15 @@ import (
 // the communicator it was asked about, and its flight records, as a small
 // length-prefixed encoding (no reflection, no allocation beyond the output):
 //
-//	"RRI2" nonce:varint entered:uvarint count:uvarint record*
+//	"RRI3" nonce:varint entered:uvarint count:uvarint record* pending:guards
 //	record = group:str seq:uvarint kind:byte site:str peer:varint tag:varint
-//	         start:varint end:varint err:str      (times in Unix ns, 0 = zero)
+//	         start:varint end:varint err:str guards (times in Unix ns, 0 = zero)
+//	guards = count:uvarint (name:str value:varint bool:byte site:str)*
 //	str    = len:uvarint bytes
 //
 // It is kept free of cgo so that it builds, and is fuzzed, without MPI.
 
-var replyMagic = []byte("RRI2")
+var replyMagic = []byte("RRI3")
 
 // maxReplyRecords bounds the record count a decoder accepts.
 const maxReplyRecords = 1 << 16
@@ -32,6 +33,7 @@ type reply struct {
 	nonce   int64
 	entered uint64 // collectives entered on the inspected communicator
 	recs    []comm.OpRecord
+	pending []comm.GuardValue // recorded since the rank's last collective
 }
 
 func encodeReply(rp reply) []byte {
@@ -50,8 +52,48 @@ func encodeReply(rp reply) []byte {
 		b = binary.AppendVarint(b, unixNano(r.Start))
 		b = binary.AppendVarint(b, unixNano(r.End))
 		b = appendString(b, r.Err)
+		b = appendGuards(b, r.Guards)
+	}
+	return appendGuards(b, rp.pending)
+}
+
+func appendGuards(b []byte, gs []comm.GuardValue) []byte {
+	b = binary.AppendUvarint(b, uint64(len(gs)))
+	for _, g := range gs {
+		b = appendString(b, g.Name)
+		b = binary.AppendVarint(b, g.Value)
+		flag := byte(0)
+		if g.Bool {
+			flag = 1
+		}
+		b = append(b, flag)
+		b = appendString(b, g.Site)
 	}
 	return b
+}
+
+// guards reads what appendGuards wrote.
+func (r *replyReader) guards() []comm.GuardValue {
+	n := r.uvarint("guard count")
+	if r.err != nil {
+		return nil
+	}
+	// Every guard takes at least 4 bytes.
+	if n > comm.MaxGuards || n > uint64(len(r.b))/4 {
+		r.fail("guard count")
+		return nil
+	}
+	var out []comm.GuardValue
+	for range n {
+		g := comm.GuardValue{Name: r.str("guard name"), Value: r.varint("guard value")}
+		g.Bool = r.byte1("guard flag") == 1
+		g.Site = r.str("guard site")
+		if r.err != nil {
+			return nil
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 func appendString(b []byte, s string) []byte {
@@ -148,8 +190,8 @@ func decodeReply(b []byte) (reply, error) {
 	if r.err != nil {
 		return reply{}, r.err
 	}
-	// Every record takes at least 10 bytes: refuse counts the input cannot hold.
-	if count > maxReplyRecords || count > uint64(len(r.b))/10 {
+	// Every record takes at least 11 bytes: refuse counts the input cannot hold.
+	if count > maxReplyRecords || count > uint64(len(r.b))/11 {
 		return reply{}, fmt.Errorf("%w: record count %d too large for %d bytes", errBadReply, count, len(r.b))
 	}
 	recs := make([]comm.OpRecord, 0, count)
@@ -164,13 +206,18 @@ func decodeReply(b []byte) (reply, error) {
 		o.Start = fromUnixNano(r.varint("start"))
 		o.End = fromUnixNano(r.varint("end"))
 		o.Err = r.str("err")
+		o.Guards = r.guards()
 		if r.err != nil {
 			return reply{}, r.err
 		}
 		recs = append(recs, o)
 	}
+	pending := r.guards()
+	if r.err != nil {
+		return reply{}, r.err
+	}
 	if len(r.b) != 0 {
 		return reply{}, fmt.Errorf("%w: %d trailing bytes", errBadReply, len(r.b))
 	}
-	return reply{nonce: nonce, entered: entered, recs: recs}, nil
+	return reply{nonce: nonce, entered: entered, recs: recs, pending: pending}, nil
 }

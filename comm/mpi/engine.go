@@ -210,7 +210,7 @@ func (e *engine) serviceLocked() {
 
 // replyLocked sends rp, with this rank's flight records, to src.
 func (e *engine) replyLocked(in *C.rr_insp, src int, rp reply) {
-	rp.recs = e.rec.Snapshot()
+	rp.recs, rp.pending = e.rec.Snapshot(), e.rec.Pending()
 	msg := encodeReply(rp)
 	p := C.rr_p2p_new()
 	p.owned = (*C.char)(C.CBytes(msg))

@@ -26,7 +26,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	for r := range out {
 		out[r].Rank = r
 	}
-	out[c.rank].Records = c.e.rec.Snapshot()
+	out[c.rank].Records, out[c.rank].Pending = c.e.rec.Snapshot(), c.e.rec.Pending()
 	e := c.e
 	waiting := map[int]bool{}
 	e.mu.Lock()
@@ -86,7 +86,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 				if rp.nonce != nonce {
 					continue // a late reply to an earlier inspection
 				}
-				out[p].Records = rp.recs
+				out[p].Records, out[p].Pending = rp.recs, rp.pending
 				out[p].Entered, out[p].Counted = rp.entered, true
 				delete(waiting, p)
 				break

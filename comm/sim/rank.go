@@ -152,6 +152,7 @@ func (c *rankComm) InspectPeers(context.Context) []comm.PeerRecords {
 		out[i].Rank = i
 		if c.w.recorders != nil {
 			out[i].Records = c.w.recorders[wr].Snapshot()
+			out[i].Pending = c.w.recorders[wr].Pending()
 		}
 	}
 	return out

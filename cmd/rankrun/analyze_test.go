@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rankrun/rankrun/diag"
+)
+
+// Each replay that splits the ranks, run with --dump-dir: every rank
+// writes its dump, the error says where they are, and rankrun analyze
+// names the first mismatch with the guard value that differed on each
+// side. In simulation (one seed, one run) and in-process.
+func TestAnalyzeNamesTheGuardOnEachSide(t *testing.T) {
+	cases := []struct {
+		name, backend string
+		args          []string
+		want          []string
+	}{
+		{"local-admission-gate", "sim", []string{"--ctx", "tp=2", "--gen", "tp=2", "--requests", "24", "--input", "64", "--output", "2", "--arrival", "closed=8",
+			"--ctx-blocks", "64", "--gen-blocks", "64", "--fault", "shrink-pool@ctx:1,blocks=8", "--replay", "local-admission-gate"},
+			[]string{"first mismatch", "fits=0", "sends_held=true", "their call paths part at executor/ctx.go"}},
+		{"local-error-collective", "local", []string{"--ctx", "tp=1", "--gen", "tp=2", "--requests", "16", "--input", "64", "--output", "2", "--arrival", "closed=4",
+			"--fault", "fail-transfer@gen:1,req=3", "--replay", "local-error-collective"},
+			[]string{"first mismatch", "ranks [1] entered Allgather", "new_local_failures=0", "ranks [2] entered Allreduce", "new_local_failures=1"}},
+		{"unsafe-idle-reap", "sim", []string{"--ctx", "tp=1", "--gen", "dp=2,adp", "--transfer", "sync", "--requests", "8", "--input", "64", "--output", "2",
+			"--arrival", "closed=1", "--replay", "unsafe-idle-reap"},
+			[]string{"first mismatch", "busy_locally=false", "busy_locally=true"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name+"/"+c.backend, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "dumps")
+			args := append([]string{"run", "--backend", c.backend, "--collective-timeout", "5s", "--dump-dir", dir}, c.args...)
+			code, _, stderr := cli(t, args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1 (the replay's failure); stderr:\n%s", code, stderr)
+			}
+			if !strings.Contains(stderr, "failure dumps (one per rank that could write one) are in "+dir+": rankrun analyze "+dir) {
+				t.Errorf("stderr does not say where the dumps are:\n%s", stderr)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "rank-*.json"))
+			if len(files) < 2 {
+				t.Fatalf("dumps %v, want one per failed rank", files)
+			}
+			code, story, serr := cli(t, "analyze", dir)
+			if code != 0 {
+				t.Fatalf("analyze exit %d: %s", code, serr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(story, w) {
+					t.Errorf("the story lacks %q:\n%s", w, story)
+				}
+			}
+			code, js, _ := cli(t, "analyze", "--json", dir)
+			var s diag.Story
+			if err := json.Unmarshal([]byte(js), &s); code != 0 || err != nil || s.Mismatch == nil {
+				t.Errorf("analyze --json: exit %d, %v, mismatch %v", code, err, s.Mismatch)
+			}
+		})
+	}
+}
+
+// A rank that exits (an injected fault) and one that stalls leave dumps
+// whose story names the failure, the pool and the sessions; --trace writes
+// the last moments as a Chrome trace.
+func TestDumpsOfOtherFailures(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		kind string
+		want []string
+	}{
+		{"injected exit", []string{"--fault", "exit@gen:1,req=3"}, "injected", []string{"rank 2 failed (injected)", "requests in flight"}},
+		{"stall (seed 001)", []string{"--transfer", "sync", "--replay", "no-idle-reap", "--ctx-blocks", "16", "--requests", "24", "--input", "64", "--output", "2",
+			"--arrival", "closed=8", "--stall-timeout", "1s"}, "stalled", []string{"rank 0 failed (stalled)", "sends_held=true"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			args := append([]string{"run", "--backend", "sim", "--dump-dir", dir}, c.args...)
+			if code, _, stderr := cli(t, args...); code != 1 {
+				t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
+			}
+			dumps, err := diag.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]bool{}
+			decided := 0
+			for _, d := range dumps {
+				kinds[d.ErrorKind] = true
+				decided += len(d.Iterations)
+				if len(d.Pools) != 1 || d.Pools[0].Total == 0 || len(d.Groups) == 0 {
+					t.Errorf("rank %d's dump lacks its pool or groups: %+v %+v", d.WorldRank, d.Pools, d.Groups)
+				}
+				if d.WorldRank == 0 && !strings.Contains(d.Stacks, "goroutine ") {
+					t.Errorf("world rank 0's dump has no goroutine stacks")
+				}
+			}
+			if decided == 0 {
+				t.Errorf("no dump lists a decision")
+			}
+			if !kinds[c.kind] {
+				t.Errorf("dump error kinds %v, want %s among them", kinds, c.kind)
+			}
+			tr := filepath.Join(t.TempDir(), "t.json")
+			code, story, serr := cli(t, "analyze", "--trace", tr, dir)
+			if code != 0 {
+				t.Fatalf("analyze exit %d: %s", code, serr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(story, w) {
+					t.Errorf("the story lacks %q:\n%s", w, story)
+				}
+			}
+			b, err := os.ReadFile(tr)
+			var trace struct {
+				TraceEvents []map[string]any `json:"traceEvents"`
+			}
+			if err != nil || json.Unmarshal(b, &trace) != nil || len(trace.TraceEvents) < len(dumps) {
+				t.Errorf("trace %s: %v, %d events", tr, err, len(trace.TraceEvents))
+			}
+		})
+	}
+}
+
+// Bad input to analyze is one line naming the rule.
+func TestAnalyzeBadInput(t *testing.T) {
+	empty := t.TempDir()
+	junk := t.TempDir()
+	if err := os.WriteFile(filepath.Join(junk, "rank-00000.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"analyze"}, "want one directory of dumps"},
+		{[]string{"analyze", empty}, "holds no dump"},
+		{[]string{"analyze", junk}, "not a JSON dump"},
+		{[]string{"analyze", filepath.Join(empty, "nope")}, "no such file"},
+	} {
+		code, _, stderr := cli(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q, want one line with %q", c.args, code, stderr, c.want)
+		}
+	}
+}

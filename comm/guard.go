@@ -1,0 +1,373 @@
+// Guards: the rank-local values a rank's next collective decision depends
+// on (DESIGN.md §12). A rank records them cheaply before it decides; they
+// ride with its next collective's flight record and, in checked mode, come
+// out in the desync or timeout that collective ends in, on every side.
+
+package comm
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// MaxGuards is how many guard values one collective keeps: a decision
+// depends on a few values. Past it the oldest are dropped; a name recorded
+// twice counts once, with its last value.
+const MaxGuards = 8
+
+// GuardValue is one recorded rank-local value.
+type GuardValue struct {
+	Name  string
+	Value int64
+	Bool  bool   // the value is a truth value (0 or 1), shown as false or true
+	Site  string // where it was recorded: "executor/intake.go:88 (ctxIntake)"
+}
+
+// Text renders the value alone: "1", "true".
+func (g GuardValue) Text() string {
+	if g.Bool {
+		return strconv.FormatBool(g.Value != 0)
+	}
+	return strconv.FormatInt(g.Value, 10)
+}
+
+func (g GuardValue) String() string { return g.Name + "=" + g.Text() }
+
+// guardSlot is a guard as the recorder keeps it: no allocation (the name is
+// the caller's string, the site an anchored program counter resolved only
+// when read).
+type guardSlot struct {
+	name   string
+	v      int64
+	isBool bool
+	pc     int64 // return address into the recording function, minus anchor
+}
+
+// guardSet is a small ring of guard values, recorded without search (a
+// name recorded again is resolved when read: its last value counts).
+type guardSet struct {
+	n int // values recorded (may exceed MaxGuards: the oldest are gone)
+	g [MaxGuards]guardSlot
+}
+
+// put records one value.
+func (s *guardSet) put(g guardSlot) {
+	s.g[s.n%MaxGuards] = g
+	s.n++
+}
+
+// copyTo copies the set into dst, oldest first, as at most MaxGuards
+// values.
+func (s *guardSet) copyTo(dst *guardSet) {
+	if s.n <= MaxGuards {
+		dst.n = copy(dst.g[:], s.g[:s.n])
+		return
+	}
+	k := s.n % MaxGuards
+	copy(dst.g[:], s.g[k:])
+	copy(dst.g[MaxGuards-k:], s.g[:k])
+	dst.n = MaxGuards
+}
+
+// sameName compares guard names, constants first by address.
+func sameName(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// values resolves the set for a reader: each name once, at its place of
+// first record, with its last value.
+func (s *guardSet) values() []GuardValue {
+	var c guardSet
+	s.copyTo(&c)
+	if c.n == 0 {
+		return nil
+	}
+	out := make([]GuardValue, 0, c.n)
+next:
+	for _, g := range c.g[:c.n] {
+		v := GuardValue{Name: g.name, Value: g.v, Bool: g.isBool, Site: pcSite(g.pc)}
+		for i := range out {
+			if sameName(out[i].Name, g.name) {
+				out[i] = v
+				continue next
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// pcSite names the call at an anchored return address.
+func pcSite(off int64) string {
+	if off == 0 {
+		return ""
+	}
+	f, _ := runtime.CallersFrames([]uintptr{uintptr(off + int64(anchor))}).Next()
+	if f.Function == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function))
+}
+
+// Guard records a rank-local value that the rank's next collective decision
+// depends on ("fits", 1): it is kept with the next collective this rank
+// enters on any of its communicators, and named if that collective fails.
+// A no-op on a nil recorder. It does not allocate.
+//
+//go:noinline
+func (r *Recorder) Guard(name string, v int64) {
+	if r != nil {
+		r.guard(guardSlot{name: name, v: v, pc: callerRet()})
+	}
+}
+
+// GuardBool is Guard for a truth value ("busy", true).
+//
+//go:noinline
+func (r *Recorder) GuardBool(name string, b bool) {
+	if r != nil {
+		v := int64(0)
+		if b {
+			v = 1
+		}
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet()})
+	}
+}
+
+// GuardCaller is Guard recording the site of its caller's caller: for a
+// helper that records on behalf of the decision point that called it (the
+// helper must not be inlined: mark it //go:noinline).
+//
+//go:noinline
+func (r *Recorder) GuardCaller(name string, v int64) {
+	if r != nil {
+		r.guard(guardSlot{name: name, v: v, pc: callerRet2()})
+	}
+}
+
+// GuardBoolCaller is GuardBool recording its caller's caller's site.
+//
+//go:noinline
+func (r *Recorder) GuardBoolCaller(name string, b bool) {
+	if r != nil {
+		v := int64(0)
+		if b {
+			v = 1
+		}
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet2()})
+	}
+}
+
+func (r *Recorder) guard(g guardSlot) {
+	r.mu.Lock()
+	r.pending.put(g)
+	r.mu.Unlock()
+}
+
+// Value is one guard value for Guards: a name, a value, and whether it is
+// a truth value.
+type Value struct {
+	Name string
+	V    int64
+	Bool bool
+}
+
+// B is a truth value as a Value's V.
+func B(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Guards records several guard values at one decision point under one
+// lock (cheaper than as many Guard calls), all at the caller's site.
+//
+//go:noinline
+func (r *Recorder) Guards(vs ...Value) {
+	if r != nil {
+		r.guards(callerRet(), vs)
+	}
+}
+
+// GuardsCaller is Guards recording its caller's caller's site (see
+// GuardCaller).
+//
+//go:noinline
+func (r *Recorder) GuardsCaller(vs ...Value) {
+	if r != nil {
+		r.guards(callerRet2(), vs)
+	}
+}
+
+func (r *Recorder) guards(pc int64, vs []Value) {
+	r.mu.Lock()
+	for _, v := range vs {
+		r.pending.put(guardSlot{name: v.Name, v: v.V, isBool: v.Bool, pc: pc})
+	}
+	r.mu.Unlock()
+}
+
+// Pending returns the guard values recorded since the rank's last
+// collective began: what its next collective decision depends on.
+func (r *Recorder) Pending() []GuardValue {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	s := r.pending
+	r.mu.Unlock()
+	return s.values()
+}
+
+// guardsOf returns the guards kept with operation id, unresolved (nil when
+// it has left the ring).
+func (r *Recorder) guardsOf(id uint64) guardSet {
+	if r == nil {
+		return guardSet{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := &r.ring[id%uint64(len(r.ring))]; s.gen == id {
+		return s.guards
+	}
+	return guardSet{}
+}
+
+// RecorderOf returns the flight recorder behind c (checked mode), or nil:
+// a rank resolves it once and records its guards on it.
+func RecorderOf(c Comm) *Recorder {
+	for c != nil {
+		if ch, ok := c.(*checked); ok {
+			return ch.cfg.Recorder
+		}
+		w, ok := c.(Wrapper)
+		if !ok {
+			return nil
+		}
+		c = w.Unwrap()
+	}
+	return nil
+}
+
+// Guard records a guard value on c's flight recorder (see Recorder.Guard);
+// a no-op when c is not checked. A rank that records often resolves the
+// recorder once with RecorderOf.
+//
+//go:noinline
+func Guard(c Comm, name string, v int64) {
+	if r := RecorderOf(c); r != nil {
+		r.guard(guardSlot{name: name, v: v, pc: callerRet()})
+	}
+}
+
+// GuardBool is Guard for a truth value.
+//
+//go:noinline
+func GuardBool(c Comm, name string, b bool) {
+	if r := RecorderOf(c); r != nil {
+		v := int64(0)
+		if b {
+			v = 1
+		}
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet()})
+	}
+}
+
+// GuardsText renders guard values for a message: "fits=1, busy=true at
+// executor/intake.go:88 (ctxIntake)" (each distinct site once, after the
+// values recorded there); "" for none.
+func GuardsText(gs []GuardValue) string {
+	if len(gs) == 0 {
+		return ""
+	}
+	var parts []string
+	var vals []string
+	site := gs[0].Site
+	flush := func() {
+		p := strings.Join(vals, ", ")
+		if site != "" {
+			p += " at " + site
+		}
+		parts = append(parts, p)
+		vals = vals[:0]
+	}
+	for _, g := range gs {
+		if g.Site != site {
+			flush()
+			site = g.Site
+		}
+		vals = append(vals, g.String())
+	}
+	flush()
+	return strings.Join(parts, "; ")
+}
+
+// appendGuards packs a guard set into words for a desync's gather:
+// count, then per guard value, isBool, pc, name length, name bytes.
+func appendGuards(dst []int64, set *guardSet) []int64 {
+	var s guardSet
+	set.copyTo(&s)
+	dst = append(dst, int64(s.n))
+	for _, g := range s.g[:s.n] {
+		b := int64(0)
+		if g.isBool {
+			b = 1
+		}
+		dst = append(dst, g.v, b, g.pc, int64(len(g.name)))
+		dst = appendBytes(dst, []byte(g.name))
+	}
+	return dst
+}
+
+// parseGuards reads what appendGuards packed, returning the values and the
+// words after them, or ok false when v is not such a packing.
+func parseGuards(v []int64) (out []GuardValue, rest []int64, ok bool) {
+	if len(v) < 1 || v[0] < 0 || v[0] > MaxGuards {
+		return nil, v, false
+	}
+	n := int(v[0])
+	v = v[1:]
+	for range n {
+		if len(v) < 4 || v[3] < 0 || v[3] > 1<<10 {
+			return nil, v, false
+		}
+		words := int((v[3] + 7) / 8)
+		if len(v) < 4+words {
+			return nil, v, false
+		}
+		name, err := unpackBytes(nil, append([]int64{v[3]}, v[4:4+words]...))
+		if err != nil {
+			return nil, v, false
+		}
+		out = append(out, GuardValue{Name: string(name), Value: v[0], Bool: v[1] != 0, Site: pcSite(v[2])})
+		v = v[4+words:]
+	}
+	return out, v, true
+}
+
+// Entered is how many collectives this rank has entered on c, in checked
+// mode (ok false otherwise, or while a collective on c is in progress on
+// another goroutine): what a failure dump records of each group, so that
+// a reader knows how far the group got even when the flight recorder has
+// let its early collectives go.
+func Entered(c Comm) (n uint64, ok bool) {
+	for c != nil {
+		if ch, isChecked := c.(*checked); isChecked {
+			if !ch.mu.TryLock() {
+				return 0, false
+			}
+			defer ch.mu.Unlock()
+			return ch.seq, true
+		}
+		w, isWrapper := c.(Wrapper)
+		if !isWrapper {
+			return 0, false
+		}
+		c = w.Unwrap()
+	}
+	return 0, false
+}

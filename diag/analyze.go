@@ -1,0 +1,531 @@
+package diag
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Story is what a job's dumps say together (DESIGN.md §12): which ranks
+// wrote one and which did not, how far each rank got on each communicator
+// (the wavefront), the first collective the ranks entered differently, the
+// ranks that never arrived where others wait and what they did instead,
+// the guard values that differed, and the requests still in flight.
+type Story struct {
+	Source    string      `json:"source"` // "rankrun" or "pytorch" (of the first dump)
+	WorldSize int         `json:"world_size"`
+	Dumped    []int       `json:"dumped"`  // world ranks with a dump
+	NoDump    []int       `json:"no_dump"` // world ranks in a group with no dump
+	Errors    []RankError `json:"errors,omitempty"`
+	Groups    []Front     `json:"groups"`
+	// Mismatch is the first collective (lowest sequence number, on any
+	// group) where the ranks' entries differ; nil when none does.
+	Mismatch *Mismatch `json:"mismatch,omitempty"`
+	// Waits are the collectives where some ranks wait and others never
+	// arrived.
+	Waits    []Wait         `json:"waits,omitempty"`
+	Requests []RequestStory `json:"requests,omitempty"`
+}
+
+// RankError is the failure one rank saw.
+type RankError struct {
+	Rank  int    `json:"rank"`
+	Kind  string `json:"kind"`
+	First string `json:"first_line"`
+}
+
+// Front is one communicator's wavefront: each member's last collective.
+type Front struct {
+	Group   string     `json:"group"`
+	Ranks   []int      `json:"ranks"` // world ranks, in group-rank order
+	Members []Position `json:"members"`
+}
+
+// Position is where one rank is on a group.
+type Position struct {
+	Rank int `json:"rank"`
+	// Seq is its last collective's number; for a rank with no dump the
+	// highest number its peers completed (which it must have entered).
+	Seq      uint64  `json:"seq"`
+	Kind     string  `json:"kind,omitempty"`
+	Site     string  `json:"site,omitempty"`
+	Done     bool    `json:"done"`
+	Failed   bool    `json:"failed,omitempty"`   // it ended in an error
+	Inferred bool    `json:"inferred,omitempty"` // no dump: from its peers
+	Guards   []Guard `json:"guards,omitempty"`
+}
+
+// Mismatch is one collective entered differently.
+type Mismatch struct {
+	Group string `json:"group"`
+	Seq   uint64 `json:"seq"`
+	Sides []Side `json:"sides"`
+	// Parted names where the first two sides' call paths part ("a vs
+	// b"), when the dumps have whole paths.
+	Parted string `json:"parted,omitempty"`
+}
+
+// Side is the ranks that entered a mismatched collective alike.
+type Side struct {
+	Ranks  []int   `json:"ranks"`
+	Kind   string  `json:"kind"`
+	Shape  string  `json:"shape,omitempty"`
+	Site   string  `json:"site,omitempty"`
+	Path   string  `json:"path,omitempty"`
+	Guards []Guard `json:"guards,omitempty"`
+}
+
+// Wait is a collective some ranks wait in while others never arrived.
+type Wait struct {
+	Group   string    `json:"group"`
+	Seq     uint64    `json:"seq"`
+	Kind    string    `json:"kind"`
+	Site    string    `json:"site,omitempty"`
+	Waiting []int     `json:"waiting"`
+	Absent  []Absence `json:"absent"`
+}
+
+// Absence is a rank that never arrived at a Wait, and what it did instead.
+type Absence struct {
+	Rank   int  `json:"rank"`
+	NoDump bool `json:"no_dump"`
+	// Last is its last collective on the group (inferred for a rank with
+	// no dump: the highest its peers completed).
+	Last uint64 `json:"last_seq"`
+	// Doing is its last operation anywhere, when it had not ended (a
+	// point-to-point wait, another group's collective).
+	Doing string `json:"doing,omitempty"`
+	// Pending are the guard values it recorded since its last collective.
+	Pending []Guard `json:"pending_guards,omitempty"`
+	// Holds are the requests whose transfers the others have with it.
+	Holds []int64 `json:"holds,omitempty"`
+}
+
+// RequestStory is one request still in flight: every rank's session.
+type RequestStory struct {
+	Request  int64         `json:"request"`
+	Sessions []RankSession `json:"sessions"`
+	// Absent are ranks that are a session's peer but wrote no dump.
+	Absent []int `json:"absent,omitempty"`
+}
+
+// RankSession is one rank's session of a request.
+type RankSession struct {
+	Rank int `json:"rank"`
+	Session
+}
+
+// ReadDir reads every dump in dir: rankrun's rank-*.json and any other
+// file that parses as a dump (PyTorch's nccl_trace_rank_N). A file that is
+// neither is an error naming it.
+func ReadDir(dir string) ([]*Dump, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	var out []*Dump
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		d, err := ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("diag: %s holds no dump (rankrun's rank-NNNNN.json, or PyTorch's flight-recorder files)", dir)
+	}
+	seen := map[int]string{}
+	for _, d := range out {
+		if f, dup := seen[d.WorldRank]; dup {
+			return nil, fmt.Errorf("diag: %s and %s are both world rank %d's dump", f, d.File, d.WorldRank)
+		}
+		seen[d.WorldRank] = d.File
+	}
+	slices.SortFunc(out, func(a, b *Dump) int { return cmp.Compare(a.WorldRank, b.WorldRank) })
+	return out, nil
+}
+
+// Analyze tells the story of a job's dumps. It is a pure function of them.
+func Analyze(dumps []*Dump) *Story {
+	s := &Story{Dumped: []int{}, NoDump: []int{}, Groups: []Front{}}
+	by := map[int]*Dump{}
+	for _, d := range dumps {
+		by[d.WorldRank] = d
+		s.Dumped = append(s.Dumped, d.WorldRank)
+		s.WorldSize = max(s.WorldSize, d.WorldSize)
+		if s.Source == "" {
+			s.Source = d.Source
+		}
+		if d.Error != "" {
+			first, _, _ := strings.Cut(d.Error, "\n")
+			s.Errors = append(s.Errors, RankError{Rank: d.WorldRank, Kind: d.ErrorKind, First: first})
+		}
+	}
+	slices.Sort(s.Dumped)
+	groups := groupsOf(dumps)
+	absent := map[int]bool{}
+	for _, g := range groups {
+		for _, r := range g.Ranks {
+			if by[r] == nil {
+				absent[r] = true
+			}
+		}
+	}
+	for r := range s.WorldSize {
+		if by[r] == nil {
+			absent[r] = true
+		}
+	}
+	for r := range absent {
+		s.NoDump = append(s.NoDump, r)
+	}
+	slices.Sort(s.NoDump)
+	timedOut := timeoutWaits(dumps, groups, by)
+	for _, g := range groups {
+		s.Groups = append(s.Groups, front(g, by))
+		if m := mismatch(g, by); m != nil && (s.Mismatch == nil || m.Seq < s.Mismatch.Seq) {
+			s.Mismatch = m
+		}
+		if timedOut == nil {
+			s.Waits = append(s.Waits, waits(g, by)...)
+		}
+	}
+	s.Waits = append(s.Waits, timedOut...)
+	s.Requests = requests(dumps, absent)
+	for i := range s.Waits {
+		for j := range s.Waits[i].Absent {
+			a := &s.Waits[i].Absent[j]
+			a.Holds = holds(s.Requests, a.Rank)
+		}
+	}
+	return s
+}
+
+// groupsOf is every group any dump names, once, by name.
+func groupsOf(dumps []*Dump) []Group {
+	m := map[string]Group{}
+	for _, d := range dumps {
+		for _, g := range d.Groups {
+			if _, ok := m[g.Name]; !ok && len(g.Ranks) > 0 {
+				m[g.Name] = g
+			}
+		}
+	}
+	out := make([]Group, 0, len(m))
+	for _, g := range m {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b Group) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// entered is how many collectives d's rank entered on group, by its count.
+func entered(d *Dump, group string) uint64 {
+	for _, g := range d.Groups {
+		if g.Name == group {
+			return g.Entered
+		}
+	}
+	return 0
+}
+
+// collectives are d's collective ops on group, oldest first.
+func collectives(d *Dump, group string) []Op {
+	var out []Op
+	for _, o := range d.Ops {
+		if o.Group == group && !o.P2P() && o.Seq > 0 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// completedBy is the highest sequence number any dumped member completed
+// on g: every member entered it (a collective completes only once all
+// have arrived). A member that entered n collectives there (its dump's
+// count) completed n-1 of them, even when its flight recorder has let
+// them go.
+func completedBy(g Group, by map[int]*Dump) uint64 {
+	var hi uint64
+	for _, r := range g.Ranks {
+		d := by[r]
+		if d == nil {
+			continue
+		}
+		for _, o := range collectives(d, g.Name) {
+			if !o.InProgress() && o.Err == "" {
+				hi = max(hi, o.Seq)
+			}
+		}
+		for _, dg := range d.Groups {
+			if dg.Name == g.Name && dg.Entered > 0 {
+				hi = max(hi, dg.Entered-1)
+			}
+		}
+	}
+	return hi
+}
+
+func front(g Group, by map[int]*Dump) Front {
+	f := Front{Group: g.Name, Ranks: g.Ranks}
+	done := completedBy(g, by)
+	for _, r := range g.Ranks {
+		d := by[r]
+		if d == nil {
+			f.Members = append(f.Members, Position{Rank: r, Seq: done, Done: true, Inferred: true})
+			continue
+		}
+		ops := collectives(d, g.Name)
+		if len(ops) == 0 {
+			// Its recorder let them go: its count says how far it got.
+			n := entered(d, g.Name)
+			f.Members = append(f.Members, Position{Rank: r, Seq: n, Done: n > 0})
+			continue
+		}
+		o := ops[len(ops)-1]
+		f.Members = append(f.Members, Position{Rank: r, Seq: o.Seq, Kind: o.Kind, Site: o.Site, Done: !o.InProgress(), Failed: o.Err != "", Guards: o.Guards})
+	}
+	return f
+}
+
+// mismatch is g's first collective that dumped members entered
+// differently: another kind or shape, or (rankrun's stamps name it) another
+// call path.
+func mismatch(g Group, by map[int]*Dump) *Mismatch {
+	type key struct{ kind, shape, path string }
+	bySeq := map[uint64]map[key][]int{}
+	guards := map[uint64]map[key][]Guard{}
+	sites := map[key]string{}
+	for _, r := range g.Ranks {
+		d := by[r]
+		if d == nil {
+			continue
+		}
+		for _, o := range collectives(d, g.Name) {
+			k := key{o.Kind, o.Shape, ""}
+			if d.Source == "rankrun" {
+				k.path = cmp.Or(o.Path, o.Site)
+			}
+			sites[k] = o.Site
+			if bySeq[o.Seq] == nil {
+				bySeq[o.Seq], guards[o.Seq] = map[key][]int{}, map[key][]Guard{}
+			}
+			bySeq[o.Seq][k] = append(bySeq[o.Seq][k], r)
+			if len(o.Guards) > 0 && guards[o.Seq][k] == nil {
+				guards[o.Seq][k] = o.Guards
+			}
+		}
+	}
+	seqs := make([]uint64, 0, len(bySeq))
+	for q := range bySeq {
+		seqs = append(seqs, q)
+	}
+	slices.Sort(seqs)
+	for _, q := range seqs {
+		if len(bySeq[q]) < 2 {
+			continue
+		}
+		m := &Mismatch{Group: g.Name, Seq: q}
+		for k, ranks := range bySeq[q] {
+			m.Sides = append(m.Sides, Side{Ranks: ranks, Kind: k.kind, Shape: k.shape, Site: sites[k], Path: k.path, Guards: guards[q][k]})
+		}
+		slices.SortFunc(m.Sides, func(a, b Side) int { return cmp.Compare(a.Ranks[0], b.Ranks[0]) })
+		m.Parted = parted(m.Sides[0].Path, m.Sides[1].Path)
+		return m
+	}
+	return nil
+}
+
+// timeoutWaits are the waits the ranks' own collective timeouts name:
+// where each timed-out rank waited and the ranks its stall inspector found
+// had never arrived, as the ranks knew it when they failed. Nil when no
+// dump carries a timeout (then the waits are read off the flight records).
+func timeoutWaits(dumps []*Dump, groups []Group, by map[int]*Dump) []Wait {
+	var out []Wait
+	at := map[string]int{}
+	for _, d := range dumps {
+		t := d.Timeout
+		if t == nil {
+			continue
+		}
+		key := fmt.Sprintf("%s#%d", t.Group, t.Seq)
+		i, ok := at[key]
+		if !ok {
+			i = len(out)
+			at[key] = i
+			out = append(out, Wait{Group: t.Group, Seq: t.Seq, Kind: t.Kind, Site: t.Site})
+		}
+		w := &out[i]
+		w.Waiting = append(w.Waiting, d.WorldRank)
+		var g Group
+		for _, x := range groups {
+			if x.Name == t.Group {
+				g = x
+			}
+		}
+		done := completedBy(g, by)
+		if t.Seq > 0 {
+			done = min(done, t.Seq-1) // it never arrived at t.Seq
+		}
+		for _, m := range t.Missing {
+			if slices.ContainsFunc(w.Absent, func(a Absence) bool { return a.Rank == m }) {
+				continue
+			}
+			a := Absence{Rank: m, NoDump: by[m] == nil, Last: done}
+			if md := by[m]; md != nil {
+				a.Pending = md.Pending
+			}
+			w.Absent = append(w.Absent, a)
+		}
+	}
+	return out
+}
+
+// waits are g's collectives some members wait in (in progress at their
+// dump) that others never reached.
+func waits(g Group, by map[int]*Dump) []Wait {
+	done := completedBy(g, by)
+	var out []Wait
+	at := map[uint64]*Wait{}
+	var order []uint64
+	for _, r := range g.Ranks {
+		d := by[r]
+		if d == nil {
+			continue
+		}
+		ops := collectives(d, g.Name)
+		if len(ops) == 0 {
+			continue
+		}
+		o := ops[len(ops)-1]
+		if !o.InProgress() && o.Err == "" {
+			continue // it left the collective: done (a failed one is where it waited)
+		}
+		w := at[o.Seq]
+		if w == nil {
+			w = &Wait{Group: g.Name, Seq: o.Seq, Kind: o.Kind, Site: o.Site}
+			at[o.Seq] = w
+			order = append(order, o.Seq)
+		}
+		w.Waiting = append(w.Waiting, r)
+	}
+	for _, q := range order {
+		w := at[q]
+		for _, r := range g.Ranks {
+			if slices.Contains(w.Waiting, r) {
+				continue
+			}
+			d := by[r]
+			if d == nil {
+				w.Absent = append(w.Absent, Absence{Rank: r, NoDump: true, Last: done})
+				continue
+			}
+			ops := collectives(d, g.Name)
+			var last uint64
+			if len(ops) > 0 {
+				last = ops[len(ops)-1].Seq
+			}
+			if last >= q {
+				continue // it arrived (and maybe went on: a mismatch tells)
+			}
+			a := Absence{Rank: r, Last: last, Pending: d.Pending}
+			if n := len(d.Ops); n > 0 && d.Ops[n-1].InProgress() {
+				a.Doing = describe(d.Ops[n-1])
+			}
+			w.Absent = append(w.Absent, a)
+		}
+		if len(w.Absent) > 0 {
+			out = append(out, *w)
+		}
+	}
+	return out
+}
+
+// describe renders one op for a reader.
+func describe(o Op) string {
+	if o.P2P() {
+		s := fmt.Sprintf("%s peer %d tag %d on %q", o.Kind, o.Peer, o.Tag, o.Group)
+		if o.Site != "" {
+			s += " at " + o.Site
+		}
+		return s
+	}
+	s := fmt.Sprintf("%s #%d on %q", o.Kind, o.Seq, o.Group)
+	if o.Site != "" {
+		s += " at " + o.Site
+	}
+	return s
+}
+
+// holds are the requests in flight with rank r: its own sessions, and
+// those of other ranks that name it as their peer.
+func holds(rqs []RequestStory, r int) []int64 {
+	var out []int64
+	for _, rq := range rqs {
+		with := slices.Contains(rq.Absent, r)
+		for _, ss := range rq.Sessions {
+			with = with || ss.Rank == r || slices.Contains(ss.Peers, r)
+		}
+		if with {
+			out = append(out, rq.Request)
+		}
+	}
+	return out
+}
+
+// requests groups every dumped session by request, and names the peers
+// with no dump.
+func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
+	m := map[int64]*RequestStory{}
+	for _, d := range dumps {
+		for _, ss := range d.Sessions {
+			rq := m[ss.Request]
+			if rq == nil {
+				rq = &RequestStory{Request: ss.Request}
+				m[ss.Request] = rq
+			}
+			rq.Sessions = append(rq.Sessions, RankSession{Rank: d.WorldRank, Session: ss})
+			for _, p := range ss.Peers {
+				if absent[p] && !slices.Contains(rq.Absent, p) {
+					rq.Absent = append(rq.Absent, p)
+				}
+			}
+		}
+	}
+	out := make([]RequestStory, 0, len(m))
+	for _, rq := range m {
+		slices.Sort(rq.Absent)
+		out = append(out, *rq)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Request < out[j].Request })
+	return out
+}
+
+// parted names where two call paths (innermost first, " < " between
+// frames) part: the first frame, from the outermost in, where they differ.
+func parted(a, b string) string {
+	if a == "" || b == "" || a == b {
+		return ""
+	}
+	fa, fb := strings.Split(a, " < "), strings.Split(b, " < ")
+	i, j := len(fa)-1, len(fb)-1
+	for i >= 0 && j >= 0 && fa[i] == fb[j] {
+		i--
+		j--
+	}
+	at := func(fs []string, k int) string {
+		if k < 0 {
+			return "(end of path)"
+		}
+		return fs[k]
+	}
+	return at(fa, i) + " vs " + at(fb, j)
+}

@@ -1,0 +1,159 @@
+package diag
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func readDir(t *testing.T, dir string) []*Dump {
+	t.Helper()
+	d, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A PyTorch job whose rank 3 wrote no dump: ranks 0-2 wait in all_reduce
+// #5; the story names rank 3 as missing and its last collective (#4, which
+// its peers completed).
+func TestAnalyzePyTorchMissingRank(t *testing.T) {
+	s := Analyze(readDir(t, "testdata/pytorch/missing"))
+	if !slices.Equal(s.NoDump, []int{3}) || !slices.Equal(s.Dumped, []int{0, 1, 2}) {
+		t.Fatalf("dumped %v, no dump %v: want [0 1 2] and [3]", s.Dumped, s.NoDump)
+	}
+	if s.Mismatch != nil {
+		t.Errorf("mismatch %+v: the ranks that dumped agree", s.Mismatch)
+	}
+	if len(s.Waits) != 1 {
+		t.Fatalf("waits %+v, want one", s.Waits)
+	}
+	w := s.Waits[0]
+	if w.Group != "0" || w.Seq != 5 || w.Kind != "all_reduce" || !slices.Equal(w.Waiting, []int{0, 1, 2}) {
+		t.Errorf("wait %+v, want ranks [0 1 2] in all_reduce #5 on group 0", w)
+	}
+	if len(w.Absent) != 1 || w.Absent[0].Rank != 3 || !w.Absent[0].NoDump || w.Absent[0].Last != 4 {
+		t.Errorf("absent %+v, want rank 3 (no dump) last at #4", w.Absent)
+	}
+	var b bytes.Buffer
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"no dump from world ranks [3]", `ranks [0 1 2] wait in "0" #5 (all_reduce`, "rank 3 (no dump", "last collective there is #4"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("story lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// A PyTorch job whose rank 2 entered all_gather where the others entered
+// all_reduce (#7): the story names the mismatch and each side.
+func TestAnalyzePyTorchMismatch(t *testing.T) {
+	s := Analyze(readDir(t, "testdata/pytorch/mismatch"))
+	if len(s.NoDump) != 0 {
+		t.Errorf("no dump %v, want none", s.NoDump)
+	}
+	m := s.Mismatch
+	if m == nil || m.Group != "0" || m.Seq != 7 || len(m.Sides) != 2 {
+		t.Fatalf("mismatch %+v, want #7 on group 0 with two sides", m)
+	}
+	if !slices.Equal(m.Sides[0].Ranks, []int{0, 1, 3}) || m.Sides[0].Kind != "all_reduce" ||
+		!slices.Equal(m.Sides[1].Ranks, []int{2}) || m.Sides[1].Kind != "all_gather" {
+		t.Errorf("sides %+v, want [0 1 3] all_reduce and [2] all_gather", m.Sides)
+	}
+	var b bytes.Buffer
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `first mismatch: "0" #7`) || !strings.Contains(b.String(), "ranks [2] entered all_gather") {
+		t.Errorf("story does not name the mismatch:\n%s", b.String())
+	}
+}
+
+// rankrun's dumps: a desync whose sides are the same site reached from two
+// branches (the whole paths differ) names each side's guard values; a rank
+// with no dump is absent from a wait, holds the requests whose sessions
+// name it, and its last collective is what its peers' counts say.
+func TestAnalyzeRankrunDumps(t *testing.T) {
+	path := func(branch string) string {
+		return "transceiver/check.go:157 (check) < executor/base.go:158 (check) < " + branch + " < executor/run.go:170 (runLoop)"
+	}
+	desync := []*Dump{
+		{Source: "rankrun", WorldRank: 0, WorldSize: 2, Groups: []Group{{Name: "g", Ranks: []int{0, 1}, Entered: 2}},
+			Ops: []Op{{Group: "g", Seq: 1, Kind: "Allgather", Peer: -1, StartNS: 1, EndNS: 2},
+				{Group: "g", Seq: 2, Kind: "Allgather", Site: "transceiver/check.go:157 (check)", Path: path("executor/ctx.go:42 (run)"), Peer: -1, StartNS: 3, EndNS: 4, Err: "desync",
+					Guards: []Guard{{Name: "sends_held", Value: "true"}}}}},
+		{Source: "rankrun", WorldRank: 1, WorldSize: 2, Groups: []Group{{Name: "g", Ranks: []int{0, 1}, Entered: 2}},
+			Ops: []Op{{Group: "g", Seq: 1, Kind: "Allgather", Peer: -1, StartNS: 1, EndNS: 2},
+				{Group: "g", Seq: 2, Kind: "Allgather", Site: "transceiver/check.go:157 (check)", Path: path("executor/ctx.go:30 (run)"), Peer: -1, StartNS: 3, EndNS: 4, Err: "desync",
+					Guards: []Guard{{Name: "fits", Value: "0"}}}}},
+	}
+	s := Analyze(desync)
+	m := s.Mismatch
+	if m == nil || m.Seq != 2 || len(m.Sides) != 2 {
+		t.Fatalf("mismatch %+v, want #2 with two sides", m)
+	}
+	if g := guardsText(m.Sides[0].Guards); g != "sends_held=true" {
+		t.Errorf("rank 0's side has guards %q, want sends_held=true", g)
+	}
+	if g := guardsText(m.Sides[1].Guards); g != "fits=0" {
+		t.Errorf("rank 1's side has guards %q, want fits=0", g)
+	}
+	if m.Parted != "executor/ctx.go:42 (run) vs executor/ctx.go:30 (run)" {
+		t.Errorf("parted %q", m.Parted)
+	}
+
+	frozen := []*Dump{
+		{Source: "rankrun", WorldRank: 0, WorldSize: 3, Groups: []Group{{Name: "world", Ranks: []int{0, 1, 2}, Entered: 3}},
+			Sessions: []Session{{Request: 7, Role: "send", Peers: []int{1, 2}, State: "transferring"}, {Request: 8, Role: "send", Peers: []int{1}}}},
+		{Source: "rankrun", WorldRank: 1, WorldSize: 3, Groups: []Group{{Name: "world", Ranks: []int{0, 1, 2}, Entered: 3}, {Name: "gen", Ranks: []int{1, 2}, Entered: 41}},
+			Ops: []Op{{Group: "gen", Seq: 40, Kind: "Allreduce", Peer: -1, StartNS: 5, EndNS: 6},
+				{Group: "gen", Seq: 41, Kind: "Allreduce", Peer: -1, StartNS: 7, Err: "timeout"}}},
+	}
+	s = Analyze(frozen)
+	if !slices.Equal(s.NoDump, []int{2}) {
+		t.Fatalf("no dump %v, want [2]", s.NoDump)
+	}
+	if len(s.Waits) != 1 || s.Waits[0].Group != "gen" || s.Waits[0].Seq != 41 || len(s.Waits[0].Absent) != 1 {
+		t.Fatalf("waits %+v, want rank 1 waiting in gen #41 with one absent", s.Waits)
+	}
+	a := s.Waits[0].Absent[0]
+	if a.Rank != 2 || !a.NoDump || a.Last != 40 || !slices.Equal(a.Holds, []int64{7}) {
+		t.Errorf("absent %+v, want rank 2, no dump, last #40, holding request 7", a)
+	}
+	for _, f := range s.Groups {
+		if f.Group != "world" {
+			continue
+		}
+		for _, p := range f.Members {
+			if p.Rank == 2 && (!p.Inferred || p.Seq != 2) {
+				t.Errorf("world position of rank 2 %+v, want at least #2 (its peers entered 3)", p)
+			}
+		}
+	}
+}
+
+// A rank's own collective timeout is what it knew when it failed: the
+// story's wait comes from it, not from a frozen rank's later dump (mpirun
+// wakes a stopped rank to end it, and it may go on into the next
+// collective before it notices).
+func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
+	dumps := []*Dump{
+		{Source: "rankrun", WorldRank: 1, WorldSize: 3, Groups: []Group{{Name: "gen", Ranks: []int{1, 2}, Entered: 10}},
+			Timeout: &Timeout{Group: "gen", Seq: 10, Kind: "Allreduce", Missing: []int{2}},
+			Ops:     []Op{{Group: "gen", Seq: 10, Kind: "Allreduce", Peer: -1, StartNS: 9, Err: "timeout"}}},
+		// The frozen rank, woken: it entered #10 and #11 after its peer gave up.
+		{Source: "rankrun", WorldRank: 2, WorldSize: 3, ErrorKind: "signal", Groups: []Group{{Name: "gen", Ranks: []int{1, 2}, Entered: 11}},
+			Ops: []Op{{Group: "gen", Seq: 10, Kind: "Allreduce", Peer: -1, StartNS: 20, EndNS: 21}, {Group: "gen", Seq: 11, Kind: "Allreduce", Peer: -1, StartNS: 22}},
+			Sessions: []Session{{Request: 4, Role: "recv", Peers: []int{0}}}},
+	}
+	s := Analyze(dumps)
+	if len(s.Waits) != 1 || s.Waits[0].Seq != 10 || !slices.Equal(s.Waits[0].Waiting, []int{1}) || len(s.Waits[0].Absent) != 1 {
+		t.Fatalf("waits %+v, want rank 1 waiting in gen #10 with one absent", s.Waits)
+	}
+	if a := s.Waits[0].Absent[0]; a.Rank != 2 || a.NoDump || a.Last != 9 || !slices.Equal(a.Holds, []int64{4}) {
+		t.Errorf("absent %+v, want rank 2 (with a dump) last at #9, holding request 4", a)
+	}
+}

@@ -1,0 +1,207 @@
+package diag
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Format names the dump format a rankrun dump carries.
+const Format = "rankrun-dump/1"
+
+// Dump is what one rank knew when the job failed: its flight recorder, the
+// guard values it recorded, its live transfer sessions, its pools, its last
+// executor iterations and its goroutine stacks. A dump read from another
+// tool (a PyTorch flight-recorder dump) fills what that format holds.
+type Dump struct {
+	Format    string `json:"format"`
+	Source    string `json:"source"` // "rankrun" or "pytorch"
+	WorldRank int    `json:"world_rank"`
+	WorldSize int    `json:"world_size"` // 0 when the dump does not say
+	Host      string `json:"host,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	// Backend is where the rank ran: "local", "sim", "mpi", or the tool
+	// that wrote the dump.
+	Backend string `json:"backend,omitempty"`
+	// Error is the failure this rank saw, as its error reads.
+	Error string `json:"error,omitempty"`
+	// ErrorKind names it: "desync", "timeout", "stall", "deadlock",
+	// "exit", "signal", "pinned", "error".
+	ErrorKind string `json:"error_kind,omitempty"`
+	// Timeout is the collective timeout this rank saw, when its failure
+	// is one: where it waited and the ranks its stall inspector found had
+	// never arrived (what the rank knew when it failed; a frozen rank that
+	// mpirun wakes to end it may dump a later state of its own).
+	Timeout *Timeout `json:"timeout,omitempty"`
+	// Groups are the communicators the rank belongs to, each with its
+	// members' world ranks in group-rank order.
+	Groups []Group `json:"groups"`
+	// Ops is the flight recorder, oldest first.
+	Ops []Op `json:"ops"`
+	// Pending are guard values recorded after the last collective, which
+	// the rank's next collective decision depends on.
+	Pending    []Guard     `json:"pending_guards,omitempty"`
+	Sessions   []Session   `json:"sessions,omitempty"`
+	Pools      []Pool      `json:"pools,omitempty"`
+	Iterations []Iteration `json:"iterations,omitempty"`
+	Stacks     string      `json:"stacks,omitempty"`
+
+	// File is where the dump was read from (not written).
+	File string `json:"-"`
+}
+
+// Timeout is where a rank waited when its collective timed out.
+type Timeout struct {
+	Group   string `json:"group"`
+	Seq     uint64 `json:"seq"`
+	Kind    string `json:"kind"`
+	Site    string `json:"site,omitempty"`
+	Missing []int  `json:"missing"` // world ranks that never arrived
+}
+
+// Group is one communicator: its name and its members' world ranks.
+type Group struct {
+	Name  string `json:"name"`
+	Ranks []int  `json:"ranks"`
+	// Entered is how many collectives the dumping rank had entered on
+	// the group (0 when the dump does not say).
+	Entered uint64 `json:"entered,omitempty"`
+}
+
+// Op is one flight-recorder entry.
+type Op struct {
+	Group string `json:"group"`
+	Seq   uint64 `json:"seq"` // collective sequence on Group (0: point-to-point)
+	Kind  string `json:"kind"`
+	// Shape is the argument shape as a string ("count 4, sum"; sizes and
+	// dtypes for PyTorch): equal on every rank of a matched collective.
+	Shape string `json:"shape,omitempty"`
+	Site  string `json:"site,omitempty"`
+	// Path is the whole call path (rankrun: every frame outside the
+	// collective plumbing, innermost first), when the dump has it.
+	Path string `json:"path,omitempty"`
+	Peer int    `json:"peer"` // point-to-point: the other rank in Group; -1 otherwise
+	Tag  int    `json:"tag,omitempty"`
+	// StartNS and EndNS are nanoseconds on the rank's clock (Unix time, or
+	// virtual time in simulation); EndNS is 0 while in progress.
+	StartNS int64   `json:"start_ns"`
+	EndNS   int64   `json:"end_ns,omitempty"`
+	Err     string  `json:"err,omitempty"`
+	Guards  []Guard `json:"guards,omitempty"`
+}
+
+// P2P reports whether the op is point-to-point.
+func (o Op) P2P() bool { return o.Seq == 0 && o.Peer >= 0 }
+
+// InProgress reports whether the op had not ended when dumped.
+func (o Op) InProgress() bool { return o.EndNS == 0 && o.Err == "" }
+
+// Guard is a rank-local value a collective decision depended on.
+type Guard struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Site  string `json:"site,omitempty"`
+}
+
+func (g Guard) String() string { return g.Name + "=" + g.Value }
+
+// Session is one live transfer session.
+type Session struct {
+	Request       int64  `json:"request"`
+	Role          string `json:"role"`  // "send" or "recv"
+	Peers         []int  `json:"peers"` // world ranks of the other side
+	State         string `json:"state"`
+	BytesDone     int64  `json:"bytes_done"`
+	BytesExpected int64  `json:"bytes_expected"`
+	AgeNS         int64  `json:"age_ns"`
+	Lease         string `json:"lease,omitempty"`
+}
+
+// Pool is one KV pool's state.
+type Pool struct {
+	Name     string     `json:"name"`
+	Total    int        `json:"total_blocks"`
+	Free     int        `json:"free_blocks"`
+	Used     int        `json:"used_blocks"`
+	Pinned   int        `json:"pinned_blocks"`
+	PinnedBy []PinnedBy `json:"pinned_by,omitempty"`
+}
+
+// PinnedBy is how many blocks a request holds pinned.
+type PinnedBy struct {
+	Request int64 `json:"request"`
+	Blocks  int   `json:"blocks"`
+}
+
+// Iteration is one executor iteration: what it decided and why.
+type Iteration struct {
+	N        int64   `json:"n"`
+	AtNS     int64   `json:"at_ns"`
+	Decision string  `json:"decision"`
+	Why      string  `json:"why,omitempty"`
+	Guards   []Guard `json:"guards,omitempty"`
+}
+
+// FileName is the dump file of a world rank in a dump directory.
+func FileName(worldRank int) string { return fmt.Sprintf("rank-%05d.json", worldRank) }
+
+// Write writes d to dir as FileName(d.WorldRank), through a temporary file
+// renamed into place, and returns its path.
+func Write(dir string, d *Dump) (string, error) {
+	if d.Format == "" {
+		d.Format = Format
+	}
+	if d.Source == "" {
+		d.Source = "rankrun"
+	}
+	b, err := json.MarshalIndent(d, "", " ")
+	if err != nil {
+		return "", fmt.Errorf("diag: encoding the dump of rank %d: %w", d.WorldRank, err)
+	}
+	path := filepath.Join(dir, FileName(d.WorldRank))
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("diag: writing the dump of rank %d: %w", d.WorldRank, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("diag: writing the dump of rank %d: %w", d.WorldRank, err)
+	}
+	return path, nil
+}
+
+// ReadFile reads one dump: a rankrun dump, or a PyTorch flight-recorder
+// JSON dump (see ReadPyTorch).
+func ReadFile(path string) (*Dump, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	var head struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("diag: %s: not a JSON dump: %v", path, err)
+	}
+	if head.Format == "" {
+		d, err := ReadPyTorch(path, b)
+		if err != nil {
+			return nil, err
+		}
+		d.File = path
+		return d, nil
+	}
+	if !strings.HasPrefix(head.Format, "rankrun-dump/") {
+		return nil, fmt.Errorf("diag: %s: format %q is not one this reads (rankrun-dump/1, or a PyTorch flight-recorder JSON dump)", path, head.Format)
+	}
+	if head.Format != Format {
+		return nil, fmt.Errorf("diag: %s: format %q is newer than this rankrun reads (%s)", path, head.Format, Format)
+	}
+	d := &Dump{}
+	if err := json.Unmarshal(b, d); err != nil {
+		return nil, fmt.Errorf("diag: %s: %v", path, err)
+	}
+	d.File = path
+	return d, nil
+}

@@ -1,0 +1,232 @@
+package diag
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteText prints the story for a reader: one screen for a small job.
+func (s *Story) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job: %d dumps (%s)", len(s.Dumped), s.Source)
+	if s.WorldSize > 0 {
+		fmt.Fprintf(&b, " of a world of %d ranks", s.WorldSize)
+	}
+	fmt.Fprintf(&b, "; dumps from world ranks %v", s.Dumped)
+	if len(s.NoDump) > 0 {
+		fmt.Fprintf(&b, "; no dump from world ranks %v", s.NoDump)
+	}
+	b.WriteString("\n")
+	for _, e := range s.Errors {
+		fmt.Fprintf(&b, "rank %d failed (%s): %s\n", e.Rank, e.Kind, clip(e.First, 300))
+	}
+	if m := s.Mismatch; m != nil {
+		fmt.Fprintf(&b, "\nfirst mismatch: %q #%d was entered differently:\n", m.Group, m.Seq)
+		for _, sd := range m.Sides {
+			fmt.Fprintf(&b, "  ranks %v entered %s", sd.Ranks, sd.Kind)
+			if sd.Shape != "" {
+				fmt.Fprintf(&b, " (%s)", sd.Shape)
+			}
+			if sd.Site != "" {
+				fmt.Fprintf(&b, " at %s", sd.Site)
+			}
+			if len(sd.Guards) > 0 {
+				fmt.Fprintf(&b, ", after %s", guardsText(sd.Guards))
+			}
+			b.WriteString("\n")
+		}
+		if m.Parted != "" {
+			fmt.Fprintf(&b, "  their call paths part at %s\n", m.Parted)
+		}
+	}
+	for _, wt := range s.Waits {
+		fmt.Fprintf(&b, "\nranks %v wait in %q #%d (%s", wt.Waiting, wt.Group, wt.Seq, wt.Kind)
+		if wt.Site != "" {
+			fmt.Fprintf(&b, " at %s", wt.Site)
+		}
+		b.WriteString("); never arrived:\n")
+		for _, a := range wt.Absent {
+			if a.NoDump {
+				fmt.Fprintf(&b, "  rank %d (no dump: frozen, killed, or it could not write): its last collective there is #%d (its peers completed it)", a.Rank, a.Last)
+			} else {
+				fmt.Fprintf(&b, "  rank %d: its last collective there is #%d", a.Rank, a.Last)
+				if a.Doing != "" {
+					fmt.Fprintf(&b, "; it is in %s", a.Doing)
+				}
+				if len(a.Pending) > 0 {
+					fmt.Fprintf(&b, "; since then it recorded %s", guardsText(a.Pending))
+				}
+			}
+			if len(a.Holds) > 0 {
+				fmt.Fprintf(&b, "; %d requests in flight with it: %s", len(a.Holds), idList(a.Holds))
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(s.Groups) > 0 {
+		b.WriteString("\nwavefront (each rank's last collective per group):\n")
+		for _, f := range s.Groups {
+			fmt.Fprintf(&b, "  %q (world ranks %v):", f.Group, f.Ranks)
+			for _, p := range f.Members {
+				state := "in progress"
+				switch {
+				case p.Inferred:
+					state = "no dump, at least"
+				case p.Seq == 0:
+					state = "none"
+				case p.Failed:
+					state = "failed"
+				case p.Done:
+					state = "done"
+				}
+				fmt.Fprintf(&b, " %d:#%d %s", p.Rank, p.Seq, state)
+				if p.Kind != "" && !p.Done {
+					fmt.Fprintf(&b, " %s", p.Kind)
+				}
+				b.WriteString(";")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(s.Requests) > 0 {
+		b.WriteString("\nrequests in flight (every rank's session):\n")
+		for i, rq := range s.Requests {
+			if i == maxTextRequests {
+				fmt.Fprintf(&b, "  ... and %d more (--json lists them all)\n", len(s.Requests)-i)
+				break
+			}
+			fmt.Fprintf(&b, "  request %d:", rq.Request)
+			for _, ss := range rq.Sessions {
+				fmt.Fprintf(&b, " rank %d %s %v %s %d/%d bytes, %v old", ss.Rank, ss.Role, ss.Peers, ss.State, ss.BytesDone, ss.BytesExpected,
+					time.Duration(ss.AgeNS).Round(time.Millisecond))
+				if ss.Lease != "" {
+					fmt.Fprintf(&b, " (%s)", ss.Lease)
+				}
+				b.WriteString(";")
+			}
+			if len(rq.Absent) > 0 {
+				fmt.Fprintf(&b, " peers with no dump: %v", rq.Absent)
+			}
+			b.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// maxTextRequests is how many requests the text lists.
+const maxTextRequests = 8
+
+// WriteJSON prints the story as JSON.
+func (s *Story) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+func guardsText(gs []Guard) string {
+	var parts []string
+	site := ""
+	var vals []string
+	flush := func() {
+		if len(vals) == 0 {
+			return
+		}
+		p := strings.Join(vals, ", ")
+		if site != "" {
+			p += " at " + site
+		}
+		parts = append(parts, p)
+		vals = nil
+	}
+	for _, g := range gs {
+		if g.Site != site {
+			flush()
+			site = g.Site
+		}
+		vals = append(vals, g.String())
+	}
+	flush()
+	return strings.Join(parts, "; ")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// traceEvent is one Chrome trace (Perfetto) event.
+type traceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"` // microseconds
+	Dur  float64        `json:"dur,omitempty"`
+	Pid  int            `json:"pid"`
+	Tid  string         `json:"tid"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// WriteTrace writes the dumps' last moments as a Chrome trace (open it in
+// Perfetto): one process per rank, one track per group, each recorded
+// operation a slice; one still in progress runs to the last time any dump
+// recorded.
+func WriteTrace(w io.Writer, dumps []*Dump) error {
+	var end int64
+	var start int64 = -1
+	for _, d := range dumps {
+		for _, o := range d.Ops {
+			end = max(end, o.StartNS, o.EndNS)
+			if o.StartNS > 0 && (start < 0 || o.StartNS < start) {
+				start = o.StartNS
+			}
+		}
+	}
+	start = max(start, 0)
+	evs := []traceEvent{}
+	for _, d := range dumps {
+		evs = append(evs, traceEvent{Name: "process_name", Ph: "M", Pid: d.WorldRank, Tid: "",
+			Args: map[string]any{"name": fmt.Sprintf("world rank %d (%s)", d.WorldRank, d.Source)}})
+		for _, o := range d.Ops {
+			if o.StartNS == 0 {
+				continue
+			}
+			e := o.EndNS
+			if o.InProgress() || e < o.StartNS {
+				e = end
+			}
+			name := fmt.Sprintf("%s #%d", o.Kind, o.Seq)
+			if o.P2P() {
+				name = fmt.Sprintf("%s peer %d tag %d", o.Kind, o.Peer, o.Tag)
+			}
+			args := map[string]any{"site": o.Site, "in_progress": o.InProgress()}
+			if len(o.Guards) > 0 {
+				args["guards"] = guardsText(o.Guards)
+			}
+			if o.Err != "" {
+				args["err"] = o.Err
+			}
+			evs = append(evs, traceEvent{Name: name, Ph: "X", Ts: float64(o.StartNS-start) / 1e3, Dur: float64(e-o.StartNS) / 1e3,
+				Pid: d.WorldRank, Tid: o.Group, Args: args})
+		}
+	}
+	return json.NewEncoder(w).Encode(map[string]any{"traceEvents": evs, "displayTimeUnit": "ms"})
+}
+
+// idList renders request ids, the first few and a count.
+func idList(ids []int64) string {
+	const show = 8
+	var parts []string
+	for i, id := range ids {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("... (%d more)", len(ids)-show))
+			break
+		}
+		parts = append(parts, fmt.Sprint(id))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"errors"
+	"os"
+	"runtime"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/diag"
+)
+
+// maxStackBytes bounds the goroutine stacks a dump keeps.
+const maxStackBytes = 1 << 20
+
+// writeDump writes this rank's failure dump into cfg.DumpDir (DESIGN.md
+// §12): what it knew when err ended its loop, taken before the loop's
+// cleanup closes its sessions. It returns the file's path.
+func (l *loop) writeDump(err error) (string, error) {
+	return diag.Write(l.cfg.DumpDir, l.dump(err))
+}
+
+// dump is this rank's state as the failure dump shows it.
+func (l *loop) dump(err error) *diag.Dump {
+	d := &diag.Dump{WorldRank: l.world.Rank(), WorldSize: l.world.Size(), PID: os.Getpid(), Backend: l.cfg.DumpBackend}
+	d.Host, _ = os.Hostname()
+	if h, ok := comm.Unwrap(l.world).(comm.Hosts); ok {
+		if name := h.HostOf(l.world.Rank()); name != "" {
+			d.Host = name
+		}
+	}
+	if err != nil {
+		d.Error, d.ErrorKind = err.Error(), ErrorKind(err)
+	}
+	if errors.Is(err, ErrInterrupted) {
+		d.ErrorKind = "signal"
+	}
+	var te *comm.TimeoutError
+	if errors.As(err, &te) {
+		t := &diag.Timeout{Group: te.Group, Seq: te.Waiting.Seq, Kind: te.Waiting.Kind.String(), Site: te.Waiting.Site, Missing: []int{}}
+		for _, m := range te.Missing {
+			if w := comm.WorldOf(te.WorldRanks, []int{m}); w != nil {
+				m = w[0]
+			}
+			t.Missing = append(t.Missing, m)
+		}
+		d.Timeout = t
+	}
+	for _, c := range l.comms() {
+		n, _ := comm.Entered(c)
+		d.Groups = append(d.Groups, diag.Group{Name: c.Name(), Ranks: membersOf(c, l.world.Size()), Entered: n})
+	}
+	for _, r := range l.rec.Snapshot() {
+		op := diag.Op{Group: r.Group, Seq: r.Seq, Kind: r.Kind.String(), Site: r.Site, Path: r.Path, Peer: r.Peer, Tag: r.Tag,
+			StartNS: r.Start.UnixNano(), Err: r.Err, Guards: guardsOf(r.Guards)}
+		if !r.InProgress() {
+			op.EndNS = r.End.UnixNano()
+		}
+		d.Ops = append(d.Ops, op)
+	}
+	d.Pending = guardsOf(l.rec.Pending())
+	now := l.clk.Now()
+	for _, s := range l.tr.Snapshot() {
+		role := "send"
+		if !l.isCtx() {
+			role = "recv"
+		}
+		d.Sessions = append(d.Sessions, diag.Session{Request: int64(s.ID), Role: role, Peers: s.Peers, State: s.State,
+			BytesDone: s.BytesDone, BytesExpected: s.BytesExpected, AgeNS: now.Sub(s.Started).Nanoseconds(), Lease: s.Lease})
+	}
+	st := l.pool.Stats()
+	p := diag.Pool{Name: l.pool.Name(), Total: st.Total, Free: st.Free, Used: st.Used, Pinned: st.Pinned}
+	for _, h := range l.pool.Holdings() {
+		if h.Leases > 0 {
+			p.PinnedBy = append(p.PinnedBy, diag.PinnedBy{Request: int64(h.Request), Blocks: h.Blocks})
+		}
+	}
+	d.Pools = []diag.Pool{p}
+	for _, x := range l.log1.last() {
+		d.Iterations = append(d.Iterations, diag.Iteration{N: int64(x.iter), AtNS: x.at, Decision: x.what + ": " + x.row, Why: x.inputs()})
+	}
+	if l.cfg.DumpStacks || l.world.Rank() == 0 {
+		// In one process every rank's goroutines are the same process's:
+		// world rank 0 keeps them, unless each rank is a process of its own.
+		buf := make([]byte, maxStackBytes)
+		d.Stacks = string(buf[:runtime.Stack(buf, true)])
+	}
+	return d
+}
+
+// comms are the rank's communicators, each once.
+func (l *loop) comms() []comm.Comm {
+	var out []comm.Comm
+	seen := map[string]bool{}
+	for _, c := range append([]comm.Comm{l.world, l.g.inst, l.g.exec}, l.g.scope...) {
+		if c != nil && !seen[c.Name()] {
+			seen[c.Name()] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// membersOf is c's members as world ranks (the identity for the world).
+func membersOf(c comm.Comm, worldSize int) []int {
+	if w := comm.WorldRanksOf(c); w != nil {
+		return w
+	}
+	out := make([]int, c.Size())
+	for i := range out {
+		out[i] = i
+	}
+	if c.Size() != worldSize {
+		return nil // a group whose members the backend does not say
+	}
+	return out
+}
+
+func guardsOf(gs []comm.GuardValue) []diag.Guard {
+	out := make([]diag.Guard, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, diag.Guard{Name: g.Name, Value: g.Text(), Site: g.Site})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
