@@ -288,6 +288,15 @@ func transceiverRows(raw string, add func(benchRow)) error {
 			}
 		}
 	}
+	if g, ok := tb["ConsensusRound/guards"]; ok {
+		none, ok1 := tb["ConsensusRound/guards-none"]
+		ref, ok2 := tb["ConsensusRound/ranks=2/ids=0/check"]
+		if ok1 && ok2 {
+			add(ratioRow(benchRow{Section: sec, Figure: "guard values of one checked iteration (6 values at 3 decision points, copied into the next collective's record)",
+				Value: max(g["ns/op"]-none["ns/op"], 0), Unit: "ns/op", Reference: "CTX tp=2 status check, unchecked", RefValue: ref["ns/op"],
+				Goal: "<=0.05", Allocs: ptr(g["allocs/op"]), Note: "issue 29: the flight record alone (begun with or without guards) subtracted"}))
+		}
+	}
 	sec = "3 KV transfer CTX tp=1 -> GEN tp=4 (in-process)"
 	for _, sz := range []string{"1MiB", "64MiB"} {
 		p := "Transfer/frag=" + sz + "/"

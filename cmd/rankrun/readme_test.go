@@ -44,6 +44,9 @@ var readmeCommands = map[string]readmeCommand{
 	"rankrun sweep --backend sim --model llama-3-70b --hardware h100 --gpus 8": {shrink: []string{"--requests", "4", "--arrival", "poisson=4"},
 		want: regexp.MustCompile(`best placement for 8 GPUs: \S+/\S+ \(\d GPUs\): goodput 4 requests/s`)},
 	"mpirun -np 5 --oversubscribe bin/rankrun-mpi run --ctx tp=1 --gen tp=4": {skip: "scripts/test-mpi-cli.sh runs it under mpirun"},
+	"rankrun run --backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 --fault shrink-pool@ctx:1,blocks=8 --replay local-admission-gate": {
+		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
+	"rankrun analyze diag/testdata/pytorch/mismatch": {want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
 }
 
 // readmeLines returns the command lines of the README's plain code blocks
@@ -77,7 +80,7 @@ func readmeLines(t *testing.T) []string {
 		}
 		f := strings.Fields(line)
 		runs := len(f) > 0 && (f[0] == "rankrun" || slices.ContainsFunc(f, func(w string) bool { return strings.HasSuffix(w, "/rankrun") || strings.HasSuffix(w, "/rankrun-mpi") }))
-		if !runs || strings.Contains(line, "[flags]") || strings.Contains(line, "FILE...") || f[0] == "rankrun" && f[1] == "version" {
+		if !runs || strings.Contains(line, "[flags]") || strings.Contains(line, "FILE...") || strings.Contains(line, " DIR ") || f[0] == "rankrun" && f[1] == "version" {
 			continue // not a command line, or the command list
 		}
 		out = append(out, strings.Join(f, " "))
@@ -117,8 +120,10 @@ func TestREADMECommands(t *testing.T) {
 			var args []string
 			for _, a := range strings.Fields(line)[1:] {
 				switch {
-				case strings.HasPrefix(a, "docs/") || strings.HasSuffix(a, ".png") || strings.HasSuffix(a, ".svg"):
+				case strings.HasPrefix(a, "docs/") || strings.HasSuffix(a, ".png") || strings.HasSuffix(a, ".svg") || a == "dumps":
 					a = filepath.Join(tmp, filepath.Base(a)) // an output: not into the repository
+				case strings.HasPrefix(a, "diag/testdata/"):
+					a = filepath.Join(repoRoot, a) // an input of the repository
 				case strings.Contains(a, "*"):
 					m, err := filepath.Glob(filepath.Join(repoRoot, a))
 					require.NoError(t, err)
