@@ -33,36 +33,16 @@ func walkFrames(pcs *[pathDepth]int64, skip int) int {
 	return n
 }
 
-// callerRet returns the return address into the caller of the function that
-// called it (a guard recorder, not inlined), anchored: where a guard value
-// was recorded. A few nanoseconds.
+// callerRetN returns the return address, anchored, into the function up
+// frames above the one that called it: up 1 is the caller of a guard
+// recorder (which must not be inlined), up 2 that caller's caller. A few
+// nanoseconds: where a guard value was recorded.
 //
 //go:noinline
 //go:nosplit
-func callerRet() int64 {
-	fp := callerFP() // callerRet's frame
-	if fp == nil {
-		return 0
-	}
-	fp = *(*unsafe.Pointer)(fp) // the recording function's frame
-	if fp == nil {
-		return 0
-	}
-	ret := *(*uintptr)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0))))
-	if ret == 0 {
-		return 0
-	}
-	return int64(ret) - int64(anchor)
-}
-
-// callerRet2 is callerRet one frame further out: the return address into
-// the caller of the caller of the recording function.
-//
-//go:noinline
-//go:nosplit
-func callerRet2() int64 {
-	fp := callerFP()
-	for range 2 {
+func callerRetN(up int) int64 {
+	fp := callerFP() // callerRetN's frame
+	for range up {
 		if fp == nil {
 			return 0
 		}

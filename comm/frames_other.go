@@ -18,25 +18,13 @@ func walkFrames(pcs *[pathDepth]int64, skip int) int {
 	return n
 }
 
-// callerRet returns the anchored return address into the caller of the
-// function that called it (see frames_fp.go).
+// callerRetN is the runtime.Callers fallback of frames_fp.go's.
 //
 //go:noinline
-func callerRet() int64 {
+func callerRetN(up int) int64 {
 	var buf [1]uintptr
-	// 0: runtime.Callers, 1: callerRet, 2: the recorder, 3: its caller.
-	if runtime.Callers(3, buf[:]) == 0 {
-		return 0
-	}
-	return int64(buf[0]) - int64(anchor)
-}
-
-// callerRet2 is callerRet one frame further out.
-//
-//go:noinline
-func callerRet2() int64 {
-	var buf [1]uintptr
-	if runtime.Callers(4, buf[:]) == 0 {
+	// 0: runtime.Callers, 1: callerRetN, 2: the recorder, 3: its caller.
+	if runtime.Callers(2+up, buf[:]) == 0 {
 		return 0
 	}
 	return int64(buf[0]) - int64(anchor)

@@ -55,7 +55,11 @@ type guardSet struct {
 
 // put records one value.
 func (s *guardSet) put(g guardSlot) {
-	s.g[s.n%MaxGuards] = g
+	i := s.n
+	if i >= MaxGuards {
+		i %= MaxGuards
+	}
+	s.g[i] = g
 	s.n++
 }
 
@@ -115,12 +119,13 @@ func pcSite(off int64) string {
 // Guard records a rank-local value that the rank's next collective decision
 // depends on ("fits", 1): it is kept with the next collective this rank
 // enters on any of its communicators, and named if that collective fails.
-// A no-op on a nil recorder. It does not allocate.
+// A no-op on a nil recorder. It takes no lock and does not allocate: call
+// it from the goroutine that enters the rank's collectives.
 //
 //go:noinline
 func (r *Recorder) Guard(name string, v int64) {
 	if r != nil {
-		r.guard(guardSlot{name: name, v: v, pc: callerRet()})
+		r.guard(guardSlot{name: name, v: v, pc: callerRetN(1)})
 	}
 }
 
@@ -133,7 +138,7 @@ func (r *Recorder) GuardBool(name string, b bool) {
 		if b {
 			v = 1
 		}
-		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet()})
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRetN(1)})
 	}
 }
 
@@ -144,7 +149,7 @@ func (r *Recorder) GuardBool(name string, b bool) {
 //go:noinline
 func (r *Recorder) GuardCaller(name string, v int64) {
 	if r != nil {
-		r.guard(guardSlot{name: name, v: v, pc: callerRet2()})
+		r.guard(guardSlot{name: name, v: v, pc: callerRetN(2)})
 	}
 }
 
@@ -157,15 +162,17 @@ func (r *Recorder) GuardBoolCaller(name string, b bool) {
 		if b {
 			v = 1
 		}
-		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet2()})
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRetN(2)})
 	}
 }
 
-func (r *Recorder) guard(g guardSlot) {
-	r.mu.Lock()
-	r.pending.put(g)
-	r.mu.Unlock()
-}
+// guard records one value. The pending set belongs to the rank's own
+// goroutine (the one that enters its collectives and posts its
+// point-to-point operations): recording takes no lock. The recorder
+// publishes it, under its lock, when that goroutine begins an operation
+// (and clears it when a collective takes it), which is where other
+// goroutines (a stall inspector) read it.
+func (r *Recorder) guard(g guardSlot) { r.pending.put(g) }
 
 // Value is one guard value for Guards: a name, a value, and whether it is
 // a truth value.
@@ -183,13 +190,13 @@ func B(b bool) int64 {
 	return 0
 }
 
-// Guards records several guard values at one decision point under one
-// lock (cheaper than as many Guard calls), all at the caller's site.
+// Guards records several guard values at one decision point, all at the
+// caller's site (one frame walk for all of them).
 //
 //go:noinline
 func (r *Recorder) Guards(vs ...Value) {
 	if r != nil {
-		r.guards(callerRet(), vs)
+		r.guards(callerRetN(1), vs)
 	}
 }
 
@@ -199,28 +206,46 @@ func (r *Recorder) Guards(vs ...Value) {
 //go:noinline
 func (r *Recorder) GuardsCaller(vs ...Value) {
 	if r != nil {
-		r.guards(callerRet2(), vs)
+		r.guards(callerRetN(2), vs)
 	}
 }
 
 func (r *Recorder) guards(pc int64, vs []Value) {
-	r.mu.Lock()
-	for _, v := range vs {
-		r.pending.put(guardSlot{name: v.Name, v: v.V, isBool: v.Bool, pc: pc})
+	s := r.pending
+	for i := range vs {
+		j := s.n
+		if j >= MaxGuards {
+			j %= MaxGuards
+		}
+		g := &s.g[j]
+		g.name, g.v, g.isBool, g.pc = vs[i].Name, vs[i].V, vs[i].Bool, pc
+		s.n++
 	}
-	r.mu.Unlock()
 }
 
-// Pending returns the guard values recorded since the rank's last
-// collective began: what its next collective decision depends on.
+// Pending returns the guard values the rank recorded since its last
+// collective began, as of the last operation it began (safe from any
+// goroutine): what kept it from the next collective, for a stall
+// inspector.
 func (r *Recorder) Pending() []GuardValue {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
-	s := r.pending
+	s := r.published
 	r.mu.Unlock()
 	return s.values()
+}
+
+// Publish makes the guards recorded so far visible to Pending: the rank's
+// own goroutine calls it before it reports its state (a failure dump).
+func (r *Recorder) Publish() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.pending.copyTo(&r.published)
+	r.mu.Unlock()
 }
 
 // guardsOf returns the guards kept with operation id, unresolved (nil when
@@ -232,7 +257,7 @@ func (r *Recorder) guardsOf(id uint64) guardSet {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s := &r.ring[id%uint64(len(r.ring))]; s.gen == id {
-		return s.guards
+		return *s.guards
 	}
 	return guardSet{}
 }
@@ -260,7 +285,7 @@ func RecorderOf(c Comm) *Recorder {
 //go:noinline
 func Guard(c Comm, name string, v int64) {
 	if r := RecorderOf(c); r != nil {
-		r.guard(guardSlot{name: name, v: v, pc: callerRet()})
+		r.guard(guardSlot{name: name, v: v, pc: callerRetN(1)})
 	}
 }
 
@@ -273,7 +298,7 @@ func GuardBool(c Comm, name string, b bool) {
 		if b {
 			v = 1
 		}
-		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRet()})
+		r.guard(guardSlot{name: name, v: v, isBool: true, pc: callerRetN(1)})
 	}
 }
 

@@ -109,7 +109,7 @@ type slot struct {
 	done   bool
 	err    string
 	gen    uint64
-	guards guardSet // recorded before a collective began
+	guards *guardSet // recorded before a collective began (swapped in, not copied)
 }
 
 // Recorder is a rank's flight recorder: a ring of its last operations across
@@ -121,8 +121,11 @@ type Recorder struct {
 	base time.Time // slots hold times as offsets from it
 	ring []slot
 	next uint64 // total operations begun
-	// pending are the guards recorded since the last collective began.
-	pending guardSet
+	// pending are the guards recorded since the last collective began,
+	// owned by the rank's goroutine (guard.go); published is their copy
+	// as of the last operation it began, under mu.
+	pending   *guardSet
+	published guardSet
 }
 
 // NewRecorder returns a recorder on the real clock that keeps the last
@@ -136,7 +139,12 @@ func NewRecorderOn(depth int, clk clock.Clock) *Recorder {
 		depth = DefaultRecorderDepth
 	}
 	c := clock.Or(clk)
-	return &Recorder{ring: make([]slot, depth), clk: c, base: c.Now()}
+	r := &Recorder{ring: make([]slot, depth), clk: c, base: c.Now(), pending: &guardSet{}}
+	sets := make([]guardSet, depth)
+	for i := range r.ring {
+		r.ring[i].guards = &sets[i]
+	}
+	return r
 }
 
 // Begin records the start of an operation and returns a handle for End.
@@ -164,9 +172,10 @@ func (r *Recorder) BeginAt(group string, seq uint64, kind Kind, path *Path) uint
 	r.next++
 	sl := &r.ring[id%uint64(len(r.ring))]
 	sl.group, sl.seq, sl.kind, sl.path, sl.peer, sl.tag, sl.start, sl.end, sl.done, sl.err, sl.gen = group, seq, kind, *path, -1, 0, now, 0, false, "", id
-	// Only the guards recorded: a collective usually has none or a few.
-	r.pending.copyTo(&sl.guards)
-	r.pending.n = 0
+	// The pending set becomes the record's; the record's old set, free
+	// now that its operation left the ring, collects the next guards.
+	sl.guards, r.pending = r.pending, sl.guards
+	r.pending.n, r.published.n = 0, 0
 	r.mu.Unlock()
 	return id
 }
@@ -186,7 +195,12 @@ func (r *Recorder) BeginP2PAt(group string, kind Kind, peer, tag int, path *Path
 	r.mu.Lock()
 	id := r.next
 	r.next++
-	r.ring[id%uint64(len(r.ring))] = slot{group: group, kind: kind, path: *path, peer: peer, tag: tag, start: now, gen: id}
+	sl := &r.ring[id%uint64(len(r.ring))]
+	sl.group, sl.seq, sl.kind, sl.path, sl.peer, sl.tag, sl.start, sl.end, sl.done, sl.err, sl.gen = group, 0, kind, *path, peer, tag, now, 0, false, "", id
+	sl.guards.n = 0 // a point-to-point operation keeps no guards
+	// A point-to-point wait may be where the rank stays: what it recorded
+	// since its last collective becomes visible to a stall inspector.
+	r.pending.copyTo(&r.published)
 	r.mu.Unlock()
 	return id
 }

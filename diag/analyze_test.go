@@ -146,7 +146,7 @@ func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
 			Ops:     []Op{{Group: "gen", Seq: 10, Kind: "Allreduce", Peer: -1, StartNS: 9, Err: "timeout"}}},
 		// The frozen rank, woken: it entered #10 and #11 after its peer gave up.
 		{Source: "rankrun", WorldRank: 2, WorldSize: 3, ErrorKind: "signal", Groups: []Group{{Name: "gen", Ranks: []int{1, 2}, Entered: 11}},
-			Ops: []Op{{Group: "gen", Seq: 10, Kind: "Allreduce", Peer: -1, StartNS: 20, EndNS: 21}, {Group: "gen", Seq: 11, Kind: "Allreduce", Peer: -1, StartNS: 22}},
+			Ops:      []Op{{Group: "gen", Seq: 10, Kind: "Allreduce", Peer: -1, StartNS: 20, EndNS: 21}, {Group: "gen", Seq: 11, Kind: "Allreduce", Peer: -1, StartNS: 22}},
 			Sessions: []Session{{Request: 4, Role: "recv", Peers: []int{0}}}},
 	}
 	s := Analyze(dumps)

@@ -57,6 +57,7 @@ func (l *loop) dump(err error) *diag.Dump {
 		}
 		d.Ops = append(d.Ops, op)
 	}
+	l.rec.Publish()
 	d.Pending = guardsOf(l.rec.Pending())
 	now := l.clk.Now()
 	for _, s := range l.tr.Snapshot() {

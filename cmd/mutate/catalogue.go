@@ -215,10 +215,10 @@ var catalogue = []mutant{
 		why: "a CTX prefill runs its batch one request at a time: the batch costs the sum of single-request prefills", pkgs: []string{"./cmd/rankrun"}},
 	// Guard values and failure dumps (issue 29).
 	{name: "guards-not-kept-with-collective", file: "comm/recorder.go",
-		old: "\tr.pending.copyTo(&sl.guards)\n", new: "\tsl.guards.n = 0\n",
+		old: "\tsl.guards, r.pending = r.pending, sl.guards\n", new: "\tsl.guards.n = 0\n",
 		why: "a desync names where each side's path parted but not the rank-local value that sent it there", pkgs: []string{"./comm/local", "./tests/multirank"}},
 	{name: "guards-not-cleared", file: "comm/recorder.go",
-		old: "\tr.pending.n = 0\n", new: "",
+		old: "\tr.pending.n, r.published.n = 0, 0\n", new: "\tr.published.n = 0\n",
 		why: "a guard recorded before one collective is named again with every later one, so a desync names values that did not decide it", pkgs: []string{"./comm/local"}},
 	{name: "timeout-omits-missing-guards", file: "comm/errors.go",
 		old: "\t\t\tfmt.Fprintf(&b, \"; since then %s recorded %s\", who, GuardsText(p.Pending))\n", new: "",
