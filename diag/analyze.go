@@ -101,8 +101,13 @@ type Absence struct {
 	Doing string `json:"doing,omitempty"`
 	// Pending are the guard values it recorded since its last collective.
 	Pending []Guard `json:"pending_guards,omitempty"`
-	// Holds are the requests whose transfers the others have with it.
+	// Holds are the requests in flight with it: its own sessions and the
+	// others' that name it as their peer.
 	Holds []int64 `json:"holds,omitempty"`
+	// Later: its own dump shows it in or past the collective, taken after
+	// its peers gave up (mpirun wakes a stopped rank to end it): its
+	// position is its peers' view.
+	Later bool `json:"dumped_later,omitempty"`
 }
 
 // RequestStory is one request still in flight: every rank's session.
@@ -194,8 +199,8 @@ func Analyze(dumps []*Dump) *Story {
 		if m := mismatch(g, by); m != nil && (s.Mismatch == nil || m.Seq < s.Mismatch.Seq) {
 			s.Mismatch = m
 		}
-		if timedOut == nil {
-			s.Waits = append(s.Waits, waits(g, by)...)
+		if !slices.ContainsFunc(timedOut, func(w Wait) bool { return w.Group == g.Name }) {
+			s.Waits = append(s.Waits, waits(g, by)...) // no timeout names this group: read its flight records
 		}
 	}
 	s.Waits = append(s.Waits, timedOut...)
@@ -382,6 +387,14 @@ func timeoutWaits(dumps []*Dump, groups []Group, by map[int]*Dump) []Wait {
 			a := Absence{Rank: m, NoDump: by[m] == nil, Last: done}
 			if md := by[m]; md != nil {
 				a.Pending = md.Pending
+				last, doing := lastOn(md, t.Group)
+				if last < t.Seq || t.Seq == 0 {
+					// Its own records agree it never arrived: they say
+					// how far it got and what it was in instead.
+					a.Last, a.Doing = last, doing
+				} else {
+					a.Later = true // it went on after its peers gave up
+				}
 			}
 			w.Absent = append(w.Absent, a)
 		}
@@ -428,25 +441,32 @@ func waits(g Group, by map[int]*Dump) []Wait {
 				w.Absent = append(w.Absent, Absence{Rank: r, NoDump: true, Last: done})
 				continue
 			}
-			ops := collectives(d, g.Name)
-			var last uint64
-			if len(ops) > 0 {
-				last = ops[len(ops)-1].Seq
-			}
+			last, doing := lastOn(d, g.Name)
 			if last >= q {
 				continue // it arrived (and maybe went on: a mismatch tells)
 			}
-			a := Absence{Rank: r, Last: last, Pending: d.Pending}
-			if n := len(d.Ops); n > 0 && d.Ops[n-1].InProgress() {
-				a.Doing = describe(d.Ops[n-1])
-			}
-			w.Absent = append(w.Absent, a)
+			w.Absent = append(w.Absent, Absence{Rank: r, Last: last, Pending: d.Pending, Doing: doing})
 		}
 		if len(w.Absent) > 0 {
 			out = append(out, *w)
 		}
 	}
 	return out
+}
+
+// lastOn is how far d's rank got on group (its last collective there, or
+// its count when its recorder let them go) and, when its last operation
+// anywhere had not ended, what that was.
+func lastOn(d *Dump, group string) (uint64, string) {
+	last := entered(d, group)
+	if ops := collectives(d, group); len(ops) > 0 {
+		last = ops[len(ops)-1].Seq
+	}
+	doing := ""
+	if n := len(d.Ops); n > 0 && d.Ops[n-1].InProgress() {
+		doing = describe(d.Ops[n-1])
+	}
+	return last, doing
 }
 
 // describe renders one op for a reader.

@@ -153,7 +153,18 @@ func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
 	if len(s.Waits) != 1 || s.Waits[0].Seq != 10 || !slices.Equal(s.Waits[0].Waiting, []int{1}) || len(s.Waits[0].Absent) != 1 {
 		t.Fatalf("waits %+v, want rank 1 waiting in gen #10 with one absent", s.Waits)
 	}
-	if a := s.Waits[0].Absent[0]; a.Rank != 2 || a.NoDump || a.Last != 9 || !slices.Equal(a.Holds, []int64{4}) {
-		t.Errorf("absent %+v, want rank 2 (with a dump) last at #9, holding request 4", a)
+	if a := s.Waits[0].Absent[0]; a.Rank != 2 || a.NoDump || !a.Later || a.Last != 9 || !slices.Equal(a.Holds, []int64{4}) {
+		t.Errorf("absent %+v, want rank 2 (with a later dump) last at #9, holding request 4", a)
+	}
+
+	// In-process every rank dumps when the run fails: the missing rank's
+	// own records say where it was instead.
+	dumps[1].ErrorKind = "cancelled"
+	dumps[1].Groups[0].Entered = 9
+	dumps[1].Ops = []Op{{Group: "gen", Seq: 9, Kind: "Allreduce", Peer: -1, StartNS: 5, EndNS: 6},
+		{Group: "world", Kind: "Irecv", Peer: 0, Tag: 3, StartNS: 7}}
+	s = Analyze(dumps)
+	if a := s.Waits[0].Absent[0]; a.Later || a.Last != 9 || !strings.Contains(a.Doing, "Irecv peer 0 tag 3") {
+		t.Errorf("absent %+v, want rank 2 last at #9, in its Irecv from rank 0", a)
 	}
 }

@@ -149,6 +149,8 @@ sys.exit(1)
 PY
 	grep -q "comm: collective timeout" "$tmp/err" || bad+=("stderr does not report a collective timeout")
 	if [ "$mode" = checked ]; then
+		grep -q "failure dumps (one per rank that could write one) are in $tmp/dumps" "$tmp/err" ||
+			bad+=("stderr does not say where the failure dumps are")
 		if ! "$tmp/rankrun-mpi" analyze --json "$tmp/dumps" >"$tmp/story.json" 2>"$tmp/story.err"; then
 			bad+=("rankrun analyze failed on the dumps: $(head -c 300 "$tmp/story.err")")
 		else
@@ -157,21 +159,18 @@ import json, sys
 s, frozen = json.load(open(sys.argv[1])), int(sys.argv[2])
 # mpirun wakes a stopped rank (SIGCONT) when it tears the job down, so the
 # frozen rank may have written a dump too: either way the story must name
-# it where its peers wait, with its last collective and its requests.
+# it absent where its peers wait, with its last collective and the
+# requests in flight with it.
 why = []
 absent = [a for w in s.get("waits") or [] for a in w["absent"] if a["rank"] == frozen]
-inferred = [m["seq"] for f in s["groups"] for m in f["members"] if m["rank"] == frozen and m.get("inferred")]
-if frozen not in s["no_dump"] and not absent:
-    why.append("rank %d is neither without a dump (%s) nor absent from a wait (%s)" % (frozen, s["no_dump"], s.get("waits")))
 if not s["dumped"]:
     why.append("no rank wrote a dump")
-last = [a["last_seq"] for a in absent] + inferred
-if not last or max(last) == 0:
-    why.append("no last collective for rank %d" % frozen)
-held = [r["request"] for r in s.get("requests") or []
-        if frozen in (r.get("absent") or []) or any(x["rank"] == frozen or frozen in (x.get("peers") or []) for x in r["sessions"])]
-if not held:
-    why.append("no request in flight with rank %d" % frozen)
+if not absent:
+    why.append("no wait names rank %d absent (waits: %s)" % (frozen, s.get("waits")))
+elif max(a["last_seq"] for a in absent) == 0:
+    why.append("no last collective for rank %d: %s" % (frozen, absent))
+elif not any(a.get("holds") for a in absent):
+    why.append("no request in flight with rank %d: %s" % (frozen, absent))
 if why:
     print("analyze:", "; ".join(why), file=sys.stderr)
     sys.exit(1)

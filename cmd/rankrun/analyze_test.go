@@ -19,16 +19,17 @@ func TestAnalyzeNamesTheGuardOnEachSide(t *testing.T) {
 		name, backend string
 		args          []string
 		want          []string
+		differ        string // the guard whose value differs between the two sides
 	}{
 		{"local-admission-gate", "sim", []string{"--ctx", "tp=2", "--gen", "tp=2", "--requests", "24", "--input", "64", "--output", "2", "--arrival", "closed=8",
 			"--ctx-blocks", "64", "--gen-blocks", "64", "--fault", "shrink-pool@ctx:1,blocks=8", "--replay", "local-admission-gate"},
-			[]string{"first mismatch", "fits=0", "sends_held=true", "their call paths part at executor/ctx.go"}},
+			[]string{"first mismatch", "fits=0", "sends_held=true", "their call paths part at executor/ctx.go"}, "waiting"},
 		{"local-error-collective", "local", []string{"--ctx", "tp=1", "--gen", "tp=2", "--requests", "16", "--input", "64", "--output", "2", "--arrival", "closed=4",
 			"--fault", "fail-transfer@gen:1,req=3", "--replay", "local-error-collective"},
-			[]string{"first mismatch", "ranks [1] entered Allgather", "new_local_failures=0", "ranks [2] entered Allreduce", "new_local_failures=1"}},
+			[]string{"first mismatch", "ranks [1] entered Allgather", "new_local_failures=0", "ranks [2] entered Allreduce", "new_local_failures=1"}, "new_local_failures"},
 		{"unsafe-idle-reap", "sim", []string{"--ctx", "tp=1", "--gen", "dp=2,adp", "--transfer", "sync", "--requests", "8", "--input", "64", "--output", "2",
 			"--arrival", "closed=1", "--replay", "unsafe-idle-reap"},
-			[]string{"first mismatch", "busy_locally=false", "busy_locally=true"}},
+			[]string{"first mismatch", "busy_locally=false", "busy_locally=true"}, "busy_locally"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"/"+c.backend, func(t *testing.T) {
@@ -56,8 +57,19 @@ func TestAnalyzeNamesTheGuardOnEachSide(t *testing.T) {
 			}
 			code, js, _ := cli(t, "analyze", "--json", dir)
 			var s diag.Story
-			if err := json.Unmarshal([]byte(js), &s); code != 0 || err != nil || s.Mismatch == nil {
-				t.Errorf("analyze --json: exit %d, %v, mismatch %v", code, err, s.Mismatch)
+			if err := json.Unmarshal([]byte(js), &s); code != 0 || err != nil || s.Mismatch == nil || len(s.Mismatch.Sides) < 2 {
+				t.Fatalf("analyze --json: exit %d, %v, mismatch %+v", code, err, s.Mismatch)
+			}
+			value := func(sd diag.Side) string {
+				for _, g := range sd.Guards {
+					if g.Name == c.differ {
+						return g.Value
+					}
+				}
+				return "(none)"
+			}
+			if a, b := value(s.Mismatch.Sides[0]), value(s.Mismatch.Sides[1]); a == b || a == "(none)" || b == "(none)" {
+				t.Errorf("%s is %s on one side and %s on the other: want it named on both, with different values", c.differ, a, b)
 			}
 		})
 	}

@@ -127,7 +127,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		}
 		return exitError{code: code}
 	}
-	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), err)
+	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), o.withDumps(err))
 	var te *comm.TimeoutError
 	if errors.As(err, &te) {
 		fmt.Fprintf(stderr, "flight recorder:\n%s", te.FlightLog())

@@ -88,6 +88,10 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 		if werr != nil {
 			msg += "; " + werr.Error()
 		}
+		var de dumpsError
+		if errors.As(runErr, &de) {
+			msg += "\n" + de.where()
+		}
 		return exitError{code: ie.code(), msg: msg}
 	}
 	if runErr != nil || werr != nil {
@@ -232,8 +236,10 @@ type dumpsError struct {
 	dir string
 }
 
-func (e dumpsError) Error() string {
-	return fmt.Sprintf("%v\nfailure dumps (one per rank that could write one) are in %s: rankrun analyze %s", e.err, e.dir, e.dir)
+func (e dumpsError) Error() string { return fmt.Sprintf("%v\n%s", e.err, e.where()) }
+
+func (e dumpsError) where() string {
+	return fmt.Sprintf("failure dumps (one per rank that could write one) are in %s: rankrun analyze %s", e.dir, e.dir)
 }
 func (e dumpsError) Unwrap() error { return e.err }
 
