@@ -147,6 +147,11 @@ func ReadDir(dir string) ([]*Dump, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("diag: %s holds no dump (rankrun's rank-NNNNN.json, or PyTorch's flight-recorder files)", dir)
 	}
+	for _, d := range out[1:] {
+		if d.Job != out[0].Job {
+			return nil, fmt.Errorf("diag: %s holds dumps of more than one job (%q in %s, %q in %s): keep one job's dumps per directory", dir, out[0].Job, out[0].File, d.Job, d.File)
+		}
+	}
 	seen := map[int]string{}
 	for _, d := range out {
 		if f, dup := seen[d.WorldRank]; dup {

@@ -18,6 +18,9 @@ const Format = "rankrun-dump/1"
 type Dump struct {
 	Format    string `json:"format"`
 	Source    string `json:"source"` // "rankrun" or "pytorch"
+	// Job names the job that wrote the dump (the same on every rank of
+	// it): a directory's dumps must all be one job's.
+	Job       string `json:"job,omitempty"`
 	WorldRank int    `json:"world_rank"`
 	WorldSize int    `json:"world_size"` // 0 when the dump does not say
 	Host      string `json:"host,omitempty"`
@@ -144,6 +147,9 @@ type Iteration struct {
 	Guards   []Guard `json:"guards,omitempty"`
 }
 
+// MaxWorld bounds the world size a dump may claim.
+const MaxWorld = 1 << 20
+
 // FileName is the dump file of a world rank in a dump directory.
 func FileName(worldRank int) string { return fmt.Sprintf("rank-%05d.json", worldRank) }
 
@@ -201,6 +207,12 @@ func ReadFile(path string) (*Dump, error) {
 	d := &Dump{}
 	if err := json.Unmarshal(b, d); err != nil {
 		return nil, fmt.Errorf("diag: %s: %v", path, err)
+	}
+	switch {
+	case d.WorldSize < 0 || d.WorldSize > MaxWorld:
+		return nil, fmt.Errorf("diag: %s: world_size %d: must be in 0..%d", path, d.WorldSize, MaxWorld)
+	case d.WorldRank < 0 || d.WorldSize > 0 && d.WorldRank >= d.WorldSize:
+		return nil, fmt.Errorf("diag: %s: world_rank %d: must be in 0..world_size-1 (%d)", path, d.WorldRank, d.WorldSize-1)
 	}
 	d.File = path
 	return d, nil

@@ -91,6 +91,8 @@ type Config struct {
 	DumpStacks bool
 	// DumpBackend names the backend in the dumps ("local", "sim", "mpi").
 	DumpBackend string
+	// DumpJob names the job in the dumps, the same on every rank.
+	DumpJob string
 	// Clock is the time source of the run: every timestamp, timed wait
 	// and modelled compute (clock.Real() when nil). Each rank of a
 	// simulated world gets its own.

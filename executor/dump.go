@@ -21,7 +21,7 @@ func (l *loop) writeDump(err error) (string, error) {
 
 // dump is this rank's state as the failure dump shows it.
 func (l *loop) dump(err error) *diag.Dump {
-	d := &diag.Dump{WorldRank: l.world.Rank(), WorldSize: l.world.Size(), PID: os.Getpid(), Backend: l.cfg.DumpBackend}
+	d := &diag.Dump{Job: l.cfg.DumpJob, WorldRank: l.world.Rank(), WorldSize: l.world.Size(), PID: os.Getpid(), Backend: l.cfg.DumpBackend}
 	d.Host, _ = os.Hostname()
 	if h, ok := comm.Unwrap(l.world).(comm.Hosts); ok {
 		if name := h.HostOf(l.world.Rank()); name != "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,10 +147,24 @@ func TestAnalyzeBadInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(junk, "rank-00000.json"), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	mixed := t.TempDir()
+	for i, job := range []string{"a", "b"} {
+		b := fmt.Sprintf(`{"format": "rankrun-dump/1", "job": %q, "world_rank": %d, "world_size": 2}`, job, i)
+		if err := os.WriteFile(filepath.Join(mixed, diag.FileName(i)), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	huge := t.TempDir()
+	if err := os.WriteFile(filepath.Join(huge, "rank-00000.json"), []byte(`{"format": "rankrun-dump/1", "world_rank": 0, "world_size": 1000000000000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"analyze", mixed}, "holds dumps of more than one job"},
+		{[]string{"analyze", huge}, "world_size 1000000000000: must be in 0..1048576"},
+		{[]string{"run", "--dump-dir", mixed}, "holds dumps of an earlier job (rank-00000.json)"},
 		{[]string{"analyze"}, "want one directory of dumps"},
 		{[]string{"analyze", empty}, "holds no dump"},
 		{[]string{"analyze", junk}, "not a JSON dump"},

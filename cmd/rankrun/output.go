@@ -45,6 +45,9 @@ func (o outputs) check() error {
 		if err := os.MkdirAll(o.dumps, 0o755); err != nil {
 			return usagef("--dump-dir: %v", err)
 		}
+		if old, _ := filepath.Glob(filepath.Join(o.dumps, "rank-*.json")); len(old) > 0 {
+			return usagef("--dump-dir %s holds dumps of an earlier job (%s): move them away or choose another directory", o.dumps, filepath.Base(old[0]))
+		}
 		probe := filepath.Join(o.dumps, fmt.Sprintf(".rankrun-check-%d", os.Getpid()))
 		if err := checkWritable(probe); err != nil {
 			return usagef("--dump-dir %s: %v", o.dumps, err)
@@ -257,4 +260,18 @@ func (o outputs) withDumps(err error) error {
 		return err
 	}
 	return dumpsError{err: err, dir: o.dumps}
+}
+
+// jobID names this job in its dumps, the same on every rank: mpirun's job
+// (PMIx namespace) under MPI, else this process and the time it started.
+func jobID(backend string) string {
+	if backend == "mpi" {
+		for _, k := range []string{"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"} {
+			if v := os.Getenv(k); v != "" {
+				return "mpi-" + v
+			}
+		}
+		return "" // unknown, but the same on every rank
+	}
+	return fmt.Sprintf("%s-%d-%d", backend, os.Getpid(), time.Now().UnixNano())
 }

@@ -62,7 +62,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg.DumpDir, cfg.DumpBackend, cfg.DumpStacks = o.dumps, backend, backend == "mpi"
+	cfg.DumpDir, cfg.DumpBackend, cfg.DumpStacks, cfg.DumpJob = o.dumps, backend, backend == "mpi", jobID(backend)
 	if backend == "mpi" {
 		if *ranks != 0 {
 			return usagef("--ranks applies to the local backend only; under mpirun the world size is -np")
