@@ -16,8 +16,8 @@ const Format = "rankrun-dump/1"
 // executor iterations and its goroutine stacks. A dump read from another
 // tool (a PyTorch flight-recorder dump) fills what that format holds.
 type Dump struct {
-	Format    string `json:"format"`
-	Source    string `json:"source"` // "rankrun" or "pytorch"
+	Format string `json:"format"`
+	Source string `json:"source"` // "rankrun" or "pytorch"
 	// Job names the job that wrote the dump (the same on every rank of
 	// it): a directory's dumps must all be one job's.
 	Job       string `json:"job,omitempty"`
