@@ -103,22 +103,26 @@ func (e *DesyncError) Error() string {
 		seq    uint64
 		kind   Kind
 		site   string
-		shape  int64
-		hash   int64
-		guards string
+		shape int64
+		hash  int64
 	}
 	var order []key
 	ranks := map[key][]int{}
+	guards := map[key][][]GuardValue{}
 	for _, en := range e.Entries {
-		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash, afterGuards(en.Guards)}
+		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash}
 		if _, ok := ranks[k]; !ok {
 			order = append(order, k)
 		}
 		ranks[k] = append(ranks[k], en.Rank)
+		guards[k] = append(guards[k], en.Guards)
 	}
+	// One clause per distinct collective, however many ranks entered it:
+	// guard values the ranks of a clause recorded differently show their
+	// range (MergeGuards), so the message stays one line per side.
 	for _, k := range order {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
-		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString(), k.guards)
+		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString(), afterGuards(MergeGuards(guards[k])))
 	}
 	out := strings.TrimSuffix(b.String(), ";")
 	if e.Parted != "" {

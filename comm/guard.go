@@ -24,14 +24,49 @@ type GuardValue struct {
 	Value int64
 	Bool  bool   // the value is a truth value (0 or 1), shown as false or true
 	Site  string // where it was recorded: "executor/intake.go:88 (ctxIntake)"
+	// Hi, with Varies, is the largest of several ranks' values (Value the
+	// smallest): MergeGuards' summary of ranks that recorded different ones.
+	Hi     int64
+	Varies bool
 }
 
-// Text renders the value alone: "1", "true".
+// Text renders the value alone: "1", "true", "0..32", "false|true".
 func (g GuardValue) Text() string {
-	if g.Bool {
+	switch {
+	case g.Varies && g.Bool:
+		return "false|true"
+	case g.Varies:
+		return strconv.FormatInt(g.Value, 10) + ".." + strconv.FormatInt(g.Hi, 10)
+	case g.Bool:
 		return strconv.FormatBool(g.Value != 0)
 	}
 	return strconv.FormatInt(g.Value, 10)
+}
+
+// MergeGuards summarises the guard values of several ranks that entered
+// the same collective: a name every rank recorded alike keeps its value,
+// one they recorded differently shows its range. The names are those of
+// the first set, then any the others add, in order.
+func MergeGuards(sets [][]GuardValue) []GuardValue {
+	var out []GuardValue
+	at := map[string]int{}
+	for _, set := range sets {
+		for _, g := range set {
+			i, ok := at[g.Name]
+			if !ok {
+				at[g.Name] = len(out)
+				g.Hi = g.Value
+				out = append(out, g)
+				continue
+			}
+			m := &out[i]
+			if g.Value < m.Value || g.Value > m.Hi {
+				m.Varies = true
+				m.Value, m.Hi = min(m.Value, g.Value), max(m.Hi, g.Value)
+			}
+		}
+	}
+	return out
 }
 
 func (g GuardValue) String() string { return g.Name + "=" + g.Text() }

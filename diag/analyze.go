@@ -312,7 +312,7 @@ func front(g Group, by map[int]*Dump) Front {
 func mismatch(g Group, by map[int]*Dump) *Mismatch {
 	type key struct{ kind, shape, path string }
 	bySeq := map[uint64]map[key][]int{}
-	guards := map[uint64]map[key][]Guard{}
+	guards := map[uint64]map[key][][]Guard{}
 	sites := map[key]string{}
 	for _, r := range g.Ranks {
 		d := by[r]
@@ -326,12 +326,10 @@ func mismatch(g Group, by map[int]*Dump) *Mismatch {
 			}
 			sites[k] = o.Site
 			if bySeq[o.Seq] == nil {
-				bySeq[o.Seq], guards[o.Seq] = map[key][]int{}, map[key][]Guard{}
+				bySeq[o.Seq], guards[o.Seq] = map[key][]int{}, map[key][][]Guard{}
 			}
 			bySeq[o.Seq][k] = append(bySeq[o.Seq][k], r)
-			if len(o.Guards) > 0 && guards[o.Seq][k] == nil {
-				guards[o.Seq][k] = o.Guards
-			}
+			guards[o.Seq][k] = append(guards[o.Seq][k], o.Guards)
 		}
 	}
 	seqs := make([]uint64, 0, len(bySeq))
@@ -345,7 +343,7 @@ func mismatch(g Group, by map[int]*Dump) *Mismatch {
 		}
 		m := &Mismatch{Group: g.Name, Seq: q}
 		for k, ranks := range bySeq[q] {
-			m.Sides = append(m.Sides, Side{Ranks: ranks, Kind: k.kind, Shape: k.shape, Site: sites[k], Path: k.path, Guards: guards[q][k]})
+			m.Sides = append(m.Sides, Side{Ranks: ranks, Kind: k.kind, Shape: k.shape, Site: sites[k], Path: k.path, Guards: mergeGuards(guards[q][k])})
 		}
 		slices.SortFunc(m.Sides, func(a, b Side) int { return cmp.Compare(a.Ranks[0], b.Ranks[0]) })
 		m.Parted = parted(m.Sides[0].Path, m.Sides[1].Path)
@@ -531,6 +529,31 @@ func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
 		out = append(out, *rq)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Request < out[j].Request })
+	return out
+}
+
+// mergeGuards summarises the guard values of the ranks of one side: a
+// value they all recorded alike is kept, one they recorded differently
+// shows the distinct values ("0|8|32").
+func mergeGuards(sets [][]Guard) []Guard {
+	var out []Guard
+	vals := map[string][]string{}
+	for _, set := range sets {
+		for _, g := range set {
+			if _, ok := vals[g.Name]; !ok {
+				out = append(out, g)
+			}
+			if !slices.Contains(vals[g.Name], g.Value) {
+				vals[g.Name] = append(vals[g.Name], g.Value)
+			}
+		}
+	}
+	for i := range out {
+		if v := vals[out[i].Name]; len(v) > 1 {
+			slices.Sort(v)
+			out[i].Value = strings.Join(v, "|")
+		}
+	}
 	return out
 }
 

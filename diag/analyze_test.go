@@ -168,3 +168,11 @@ func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
 		t.Errorf("absent %+v, want rank 2 last at #9, in its Irecv from rank 0", a)
 	}
 }
+
+// A side's ranks that recorded a guard differently show every value.
+func TestMergeGuards(t *testing.T) {
+	got := mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "free", Value: "32"}}, {{Name: "fits", Value: "1"}, {Name: "free", Value: "0"}}, nil})
+	if guardsText(got) != "fits=1, free=0|32" {
+		t.Errorf("merged %q, want fits=1, free=0|32", guardsText(got))
+	}
+}
