@@ -100,9 +100,9 @@ func (e *DesyncError) Error() string {
 	// Group ranks by identical entries so the message names each distinct
 	// call site once with the ranks that were there.
 	type key struct {
-		seq    uint64
-		kind   Kind
-		site   string
+		seq   uint64
+		kind  Kind
+		site  string
 		shape int64
 		hash  int64
 	}
