@@ -114,8 +114,17 @@ type Absence struct {
 type RequestStory struct {
 	Request  int64         `json:"request"`
 	Sessions []RankSession `json:"sessions"`
+	// Timeline is every rank's events for it, in time (each rank's
+	// clock; under mpirun the ranks' clocks start a little apart).
+	Timeline []RankEvent `json:"timeline,omitempty"`
 	// Absent are ranks that are a session's peer but wrote no dump.
 	Absent []int `json:"absent,omitempty"`
+}
+
+// RankEvent is one rank's event of a request.
+type RankEvent struct {
+	Rank int `json:"rank"`
+	Event
 }
 
 // RankSession is one rank's session of a request.
@@ -508,13 +517,23 @@ func holds(rqs []RequestStory, r int) []int64 {
 // with no dump.
 func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
 	m := map[int64]*RequestStory{}
+	get := func(id int64) *RequestStory {
+		rq := m[id]
+		if rq == nil {
+			rq = &RequestStory{Request: id}
+			m[id] = rq
+		}
+		return rq
+	}
 	for _, d := range dumps {
-		for _, ss := range d.Sessions {
-			rq := m[ss.Request]
-			if rq == nil {
-				rq = &RequestStory{Request: ss.Request}
-				m[ss.Request] = rq
+		for _, rt := range d.Requests {
+			rq := get(rt.Request)
+			for _, e := range rt.Events {
+				rq.Timeline = append(rq.Timeline, RankEvent{Rank: d.WorldRank, Event: e})
 			}
+		}
+		for _, ss := range d.Sessions {
+			rq := get(ss.Request)
 			rq.Sessions = append(rq.Sessions, RankSession{Rank: d.WorldRank, Session: ss})
 			for _, p := range ss.Peers {
 				if absent[p] && !slices.Contains(rq.Absent, p) {
@@ -526,6 +545,9 @@ func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
 	out := make([]RequestStory, 0, len(m))
 	for _, rq := range m {
 		slices.Sort(rq.Absent)
+		slices.SortStableFunc(rq.Timeline, func(a, b RankEvent) int {
+			return cmp.Or(cmp.Compare(a.AtNS, b.AtNS), cmp.Compare(a.What, b.What), cmp.Compare(a.Rank, b.Rank))
+		})
 		out = append(out, *rq)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Request < out[j].Request })

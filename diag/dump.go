@@ -49,7 +49,10 @@ type Dump struct {
 	Sessions   []Session   `json:"sessions,omitempty"`
 	Pools      []Pool      `json:"pools,omitempty"`
 	Iterations []Iteration `json:"iterations,omitempty"`
-	Stacks     string      `json:"stacks,omitempty"`
+	// Requests are what this rank saw of each request it still had, in
+	// time: arrival, prefill, admission, its transfer session.
+	Requests []RequestTimes `json:"requests,omitempty"`
+	Stacks   string         `json:"stacks,omitempty"`
 
 	// File is where the dump was read from (not written).
 	File string `json:"-"`
@@ -136,6 +139,19 @@ type Pool struct {
 type PinnedBy struct {
 	Request int64 `json:"request"`
 	Blocks  int   `json:"blocks"`
+}
+
+// RequestTimes is one request's events on one rank, each in nanoseconds
+// since the run's start on the rank's clock.
+type RequestTimes struct {
+	Request int64   `json:"request"`
+	Events  []Event `json:"events"`
+}
+
+// Event is one thing that happened to a request.
+type Event struct {
+	What string `json:"what"`
+	AtNS int64  `json:"at_ns"`
 }
 
 // Iteration is one executor iteration: what it decided and why.

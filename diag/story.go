@@ -94,7 +94,7 @@ func (s *Story) WriteText(w io.Writer) error {
 		}
 	}
 	if len(s.Requests) > 0 {
-		b.WriteString("\nrequests in flight (every rank's session):\n")
+		b.WriteString("\nrequests still held (every rank's session, and what each rank saw of it, in time):\n")
 		for i, rq := range s.Requests {
 			if i == maxTextRequests {
 				fmt.Fprintf(&b, "  ... and %d more (--json lists them all)\n", len(s.Requests)-i)
@@ -113,6 +113,22 @@ func (s *Story) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, " peers with no dump: %v", rq.Absent)
 			}
 			b.WriteString("\n")
+			if len(rq.Timeline) > 0 {
+				b.WriteString("    timeline:")
+				// The same event at the same time on several ranks (the
+				// TP ranks of one request) reads once, with its ranks.
+				for i := 0; i < len(rq.Timeline); {
+					e := rq.Timeline[i]
+					ranks := []int{e.Rank}
+					j := i + 1
+					for ; j < len(rq.Timeline) && rq.Timeline[j].What == e.What && rq.Timeline[j].AtNS == e.AtNS; j++ {
+						ranks = append(ranks, rq.Timeline[j].Rank)
+					}
+					fmt.Fprintf(&b, " %.3f ms %s (ranks %v);", float64(e.AtNS)/1e6, e.What, ranks)
+					i = j
+				}
+				b.WriteString("\n")
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -88,16 +88,19 @@ type loop struct {
 
 	// pending reports role-specific work still held (GEN: admitted
 	// requests not finished); nil: none beyond sessions.
-	pending   func() bool
-	audit     bool // checked mode: audit decisions that choose the next collective
-	auditBuf  [2]int64
-	admitBuf  [1]int64 // the admission allreduce
-	noneBuf   [1]int64 // the termination allreduce
-	reportBuf [1]int64 // the local-error-collective replay's collective
-	reported  int      // local failures already reported by that replay
-	rep       RankReport
-	rec       *comm.Recorder // guard values (checked mode; nil otherwise)
-	log1      decisions      // the last decisions, for the failure dump
+	pending func() bool
+	// liveRecords (GEN) lists the records of the requests admitted and
+	// not finished, for a failure dump; nil: none.
+	liveRecords func() []RequestRecord
+	audit       bool // checked mode: audit decisions that choose the next collective
+	auditBuf    [2]int64
+	admitBuf    [1]int64 // the admission allreduce
+	noneBuf     [1]int64 // the termination allreduce
+	reportBuf   [1]int64 // the local-error-collective replay's collective
+	reported    int      // local failures already reported by that replay
+	rep         RankReport
+	rec         *comm.Recorder // guard values (checked mode; nil otherwise)
+	log1        decisions      // the last decisions, for the failure dump
 }
 
 func (l *loop) isCtx() bool { return l.g.role == topology.Context }

@@ -1,12 +1,17 @@
 package executor
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/diag"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/transceiver"
 )
 
 // maxStackBytes bounds the goroutine stacks a dump keeps.
@@ -60,7 +65,9 @@ func (l *loop) dump(err error) *diag.Dump {
 	l.rec.Publish()
 	d.Pending = guardsOf(l.rec.Pending())
 	now := l.clk.Now()
-	for _, s := range l.tr.Snapshot() {
+	sessions := l.tr.Snapshot()
+	d.Requests = l.requestTimes(sessions)
+	for _, s := range sessions {
 		role := "send"
 		if !l.isCtx() {
 			role = "recv"
@@ -123,6 +130,67 @@ func guardsOf(gs []comm.GuardValue) []diag.Guard {
 	}
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// maxDumpWaiting bounds the waiting requests a dump lists.
+const maxDumpWaiting = 64
+
+// requestTimes is what this rank saw of each request it still has: the
+// records of those taken in (waiting, or admitted on GEN), and its
+// sessions' start and end.
+func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTimes {
+	var out []diag.RequestTimes
+	at := map[request.ID]int{}
+	// A record's times are 0 until set (0 is also the run's start: an
+	// arrival then is kept); a session's and the dump's own are real.
+	add := func(id request.ID, what string, ns int64, set bool) {
+		if !set && ns <= 0 {
+			return
+		}
+		i, ok := at[id]
+		if !ok {
+			i = len(out)
+			at[id] = i
+			out = append(out, diag.RequestTimes{Request: int64(id)})
+		}
+		out[i].Events = append(out[i].Events, diag.Event{What: what, AtNS: ns})
+	}
+	record := func(r RequestRecord, where string) {
+		add(r.ID, "arrived", r.Arrival, true)
+		add(r.ID, "prefill started", r.PrefillStart, false)
+		add(r.ID, "prefill ended", r.PrefillEnd, false)
+		add(r.ID, "admitted on GEN", r.GenAdmit, false)
+		add(r.ID, "transfer agreed", r.TransferDone, false)
+		add(r.ID, "first token", r.FirstToken, false)
+		if where != "" {
+			add(r.ID, where, l.now(), true)
+		}
+	}
+	for i, r := range l.waiting {
+		if i == maxDumpWaiting {
+			break
+		}
+		record(RequestRecord{ID: r.ID, Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd}, "waiting for admission (at the dump)")
+	}
+	if l.liveRecords != nil {
+		for _, r := range l.liveRecords() {
+			record(r, "")
+		}
+	}
+	for _, s := range sessions {
+		role := "sending"
+		if !l.isCtx() {
+			role = "receiving"
+		}
+		add(s.ID, fmt.Sprintf("%s session opened (peers %v)", role, s.Peers), s.Started.Sub(l.t0).Nanoseconds(), true)
+		if !s.Terminal.IsZero() {
+			add(s.ID, "session "+s.State+" here", s.Terminal.Sub(l.t0).Nanoseconds(), true)
+		}
+	}
+	for i := range out {
+		slices.SortStableFunc(out[i].Events, func(a, b diag.Event) int { return cmp.Compare(a.AtNS, b.AtNS) })
 	}
 	return out
 }

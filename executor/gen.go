@@ -47,6 +47,15 @@ func newGenLoop(l *loop, holders int) *genLoop {
 	}
 	g := &genLoop{loop: l, gen: map[request.ID]*genReq{}, recs: map[request.ID]*RequestRecord{}, tally: newOutcomeTally(holders), holders: real}
 	l.pending = func() bool { return len(g.gen) > 0 }
+	l.liveRecords = func() []RequestRecord {
+		out := make([]RequestRecord, 0, len(g.order))
+		for _, id := range g.order {
+			if rr := g.recs[id]; rr != nil {
+				out = append(out, *rr)
+			}
+		}
+		return out
+	}
 	return g
 }
 

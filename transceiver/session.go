@@ -258,7 +258,8 @@ type SessionInfo struct {
 	BytesDone     int64         // payload bytes sent (CTX) or received (GEN) so far
 	BytesExpected int64
 	Started       time.Time
-	Lease         string // "lease N" while the blocks are pinned, "" otherwise
+	Terminal      time.Time // when it ended on this rank (zero while in flight)
+	Lease         string    // "lease N" while the blocks are pinned, "" otherwise
 }
 
 // Snapshot lists the sessions held, in creation order: what a failure dump
@@ -270,7 +271,7 @@ func (t *Transceiver) Snapshot() []SessionInfo {
 		if s.dropped {
 			continue
 		}
-		si := SessionInfo{ID: s.req.ID, Role: t.cfg.Role, State: s.state.String(), Started: s.started}
+		si := SessionInfo{ID: s.req.ID, Role: t.cfg.Role, State: s.state.String(), Started: s.started, Terminal: s.terminal}
 		switch {
 		case s.failed:
 			si.State += " (failed: " + s.why + ")"

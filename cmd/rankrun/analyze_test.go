@@ -86,7 +86,7 @@ func TestDumpsOfOtherFailures(t *testing.T) {
 		kind string
 		want []string
 	}{
-		{"injected exit", []string{"--fault", "exit@gen:1,req=3"}, "injected", []string{"rank 2 failed (injected)", "requests in flight"}},
+		{"injected exit", []string{"--fault", "exit@gen:1,req=3"}, "injected", []string{"rank 2 failed (injected)", "requests still held", "timeline: 0.000 ms arrived (ranks [1 2 3 4])", "sending session opened (peers [1 2 3 4]) (ranks [0])"}},
 		{"stall (seed 001)", []string{"--transfer", "sync", "--replay", "no-idle-reap", "--ctx-blocks", "16", "--requests", "24", "--input", "64", "--output", "2",
 			"--arrival", "closed=8", "--stall-timeout", "1s"}, "stalled", []string{"rank 0 failed (stalled)", "sends_held=true"}},
 	}
