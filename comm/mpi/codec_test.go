@@ -12,18 +12,25 @@ import (
 func sampleRecords() []comm.OpRecord {
 	t0 := time.Unix(1700000000, 123456789)
 	return []comm.OpRecord{
-		{Group: "world/s0c1", Seq: 7, Kind: comm.KindAllreduce, Site: "consensus/gather.go:42 (consensus.Gather)", Peer: -1, Start: t0, End: t0.Add(time.Microsecond)},
+		{Group: "world/s0c1", Seq: 7, Kind: comm.KindAllreduce, Site: "consensus/gather.go:42 (consensus.Gather)", Peer: -1, Start: t0, End: t0.Add(time.Microsecond),
+			Guards: []comm.GuardValue{{Name: "fits", Value: -3, Site: "executor/intake.go:94 (admit)"}, {Name: "busy", Value: 1, Bool: true}}},
 		{Group: "world", Kind: comm.KindRecv, Site: "?", Peer: 3, Tag: 21, Start: t0},
 		{Group: "", Seq: 1 << 60, Kind: comm.KindBarrier, Peer: -1, Err: "comm: collective timeout"},
 	}
 }
 
+// The reply carries every record's guard values and the rank's pending
+// ones (each field: name, value, truth flag, site).
 func TestCodecRoundTrip(t *testing.T) {
+	pending := []comm.GuardValue{{Name: "sessions", Value: 1 << 40, Site: "a.go:1 (f)"}, {Name: "held", Bool: true}}
 	for _, recs := range [][]comm.OpRecord{nil, sampleRecords()} {
-		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, recs: recs}))
+		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, recs: recs, pending: pending}))
 		got := rp.recs
 		if err != nil || rp.nonce != -5 || rp.entered != 1<<40 {
 			t.Fatalf("decode: nonce %d entered %d err %v", rp.nonce, rp.entered, err)
+		}
+		if !reflect.DeepEqual(rp.pending, pending) {
+			t.Fatalf("pending guards: got %+v, want %+v", rp.pending, pending)
 		}
 		if len(recs) == 0 && len(got) == 0 {
 			continue
@@ -47,8 +54,9 @@ func TestCodecRejects(t *testing.T) {
 		"magic":     append([]byte("XXXX"), good[4:]...),
 		"truncated": good[:len(good)-3],
 		"trailing":  append(append([]byte{}, good...), 0),
-		"count":     append([]byte("RRI2\x02\x03"), 0xff, 0xff, 0xff, 0xff, 0x0f),
-		"old":       append([]byte("RRI1"), good[4:]...),
+		"count":     append([]byte("RRI3\x02\x03"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"guards":    append(append([]byte{}, good[:len(good)-1]...), 0x7f), // 127 pending guards in no bytes
+		"old":       append([]byte("RRI2"), good[4:]...),
 	} {
 		if _, err := decodeReply(b); !errors.Is(err, errBadReply) {
 			t.Errorf("%s: err %v, want errBadReply", name, err)
@@ -59,7 +67,7 @@ func TestCodecRejects(t *testing.T) {
 func FuzzDecodeReply(f *testing.F) {
 	f.Add(encodeReply(reply{nonce: 1, entered: 7, recs: sampleRecords()}))
 	f.Add(encodeReply(reply{}))
-	f.Add([]byte("RRI2"))
+	f.Add([]byte("RRI3"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rp, err := decodeReply(b)
 		if err != nil {
