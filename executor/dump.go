@@ -39,8 +39,10 @@ func (l *loop) dump(err error) *diag.Dump {
 	if errors.Is(err, ErrInterrupted) {
 		d.ErrorKind = "signal"
 	}
+	// Its own timeout only: in one process a rank cancelled by another's
+	// failure carries that rank's error.
 	var te *comm.TimeoutError
-	if errors.As(err, &te) {
+	if errors.As(err, &te) && timedOutHere(te, l.world.Rank()) {
 		t := &diag.Timeout{Group: te.Group, Seq: te.Waiting.Seq, Kind: te.Waiting.Kind.String(), Site: te.Waiting.Site, Missing: []int{}}
 		for _, m := range te.Missing {
 			if w := comm.WorldOf(te.WorldRanks, []int{m}); w != nil {
@@ -193,4 +195,12 @@ func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTi
 		slices.SortStableFunc(out[i].Events, func(a, b diag.Event) int { return cmp.Compare(a.AtNS, b.AtNS) })
 	}
 	return out
+}
+
+// timedOutHere reports whether te is world rank w's own timeout.
+func timedOutHere(te *comm.TimeoutError, w int) bool {
+	if te.WorldRanks != nil {
+		return te.Self >= 0 && te.Self < len(te.WorldRanks) && te.WorldRanks[te.Self] == w
+	}
+	return te.Group == "world" && te.Self == w
 }

@@ -87,13 +87,16 @@ func TestDumpsOfOtherFailures(t *testing.T) {
 		want []string
 	}{
 		{"injected exit", []string{"--fault", "exit@gen:1,req=3"}, "injected", []string{"rank 2 failed (injected)", "requests still held", "timeline: 0.000 ms arrived (ranks [1 2 3 4])", "sending session opened (peers [1 2 3 4]) (ranks [0])"}},
+		{"collective timeout", []string{"--backend", "local", "--ctx", "tp=2", "--gen", "tp=2", "--requests", "12", "--input", "64", "--output", "2",
+			"--collective-timeout", "1s", "--fault", "stall@gen:1,req=3,for=30s"}, "collective-timeout",
+			[]string{`ranks [2] wait in "world/s1c2/s0c0"`, "never arrived:\n  rank 3: its last collective there is #", "requests in flight with it"}},
 		{"stall (seed 001)", []string{"--transfer", "sync", "--replay", "no-idle-reap", "--ctx-blocks", "16", "--requests", "24", "--input", "64", "--output", "2",
 			"--arrival", "closed=8", "--stall-timeout", "1s"}, "stalled", []string{"rank 0 failed (stalled)", "sends_held=true"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d")
-			args := append([]string{"run", "--backend", "sim", "--dump-dir", dir}, c.args...)
+			args := append([]string{"run", "--backend", "sim", "--dump-dir", dir}, c.args...) // a later --backend wins
 			if code, _, stderr := cli(t, args...); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 			}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/diag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -63,8 +64,9 @@ func TestRunInterruptedBySignal(t *testing.T) {
 	}{{syscall.SIGINT, "SIGINT", 130}, {syscall.SIGTERM, "SIGTERM", 143}} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace := filepath.Join(t.TempDir(), "trace.json")
+			dumps := filepath.Join(t.TempDir(), "dumps")
 			cmd := rankrunProcess("run", "--requests", "1000000", "--layers", "1", "--kv-heads", "1", "--head-dim", "8",
-				"--json", "--trace", trace, "--log-level", "debug")
+				"--json", "--trace", trace, "--log-level", "debug", "--dump-dir", dumps)
 			var stdout bytes.Buffer
 			cmd.Stdout = &stdout
 			stderr, err := cmd.StderrPipe()
@@ -80,7 +82,8 @@ func TestRunInterruptedBySignal(t *testing.T) {
 			}
 			require.Equal(t, 5, started, "every rank starts")
 			drained := make(chan struct{})
-			go func() { _, _ = io.Copy(io.Discard, stderr); close(drained) }()
+			var rest bytes.Buffer
+			go func() { _, _ = io.Copy(&rest, stderr); close(drained) }()
 			require.NoError(t, cmd.Process.Signal(tc.sig))
 			select { // stderr closes when the process ends
 			case <-drained:
@@ -106,6 +109,15 @@ func TestRunInterruptedBySignal(t *testing.T) {
 			events := readTrace(t, trace)
 			assert.Greater(t, len(events), 10)
 			requireNested(t, events)
+			// Every rank dumped, as interrupted by the signal, and the
+			// message says where.
+			ds, err := diag.ReadDir(dumps)
+			require.NoError(t, err)
+			assert.Len(t, ds, 5)
+			for _, d := range ds {
+				assert.Equal(t, "signal", d.ErrorKind, "rank %d", d.WorldRank)
+			}
+			assert.Contains(t, rest.String(), "failure dumps (one per rank that could write one) are in "+dumps)
 		})
 	}
 }
