@@ -9,6 +9,9 @@
 #     prints one JSON report with an error object naming world rank 2;
 #  3. rankrun-mpi run --backend local says to drop --backend local, once;
 #  4. a bad flag under mpirun is one line, printed by world rank 0 only;
+#  6. an injected desync (replay local-error-collective) with --dump-dir:
+#     the error names each side's guard value, says where the dumps are,
+#     and rankrun analyze names the mismatch and both values.
 #  5. kill -9 of world rank 1 (the GEN leader) during a long run: world
 #     rank 0's report names it as the rank that sent no partial report,
 #     and says the request counts are a lower bound.
@@ -113,7 +116,7 @@ echo "test-cli-mpi: ok: $(grep '^rankrun:' "$tmp/bad.err")"
 
 echo "test-cli-mpi: 5. kill -9 of world rank 1 (the GEN leader) under mpirun -np 5"
 mpirun --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 3 -np 5 bin/rankrun-mpi run --requests 1000000 --layers 1 --kv-heads 1 --head-dim 8 \
-	--json --log-level debug >"$tmp/kill.out" 2>"$tmp/kill.err" &
+	--json --log-level debug --dump-dir "$tmp/kill-dumps" >"$tmp/kill.out" 2>"$tmp/kill.err" &
 pid=$!
 progress() { [ "$(grep -c 'executor starting' "$tmp/kill.err" || true)" -ge 5 ] && grep -q 'requests finished' "$tmp/kill.err"; }
 waitfor 60 progress || { tail "$tmp/kill.err" >&2; fail "no progress within 60 s"; }
@@ -137,6 +140,37 @@ assert "world ranks [1] sent no partial report" in r["error"]["message"], r["err
 assert r["missing_ranks"] == [1], r.get("missing_ranks")
 assert "GEN leader world ranks [1]" in r["counts_partial"], r.get("counts_partial")
 print(f"test-cli-mpi: ok: {r['error']['message']}; counts: {r['counts_partial']}")
+PY
+# The others dumped (interrupted by mpirun's teardown); the killed rank
+# could not: the story names it (and the requests in flight with it, if the
+# kill found any: transfers of this tiny model are over in microseconds).
+bin/rankrun-mpi analyze --json "$tmp/kill-dumps" >"$tmp/kill-story.json" || fail "rankrun analyze failed on the dumps after kill -9"
+python3 - "$tmp/kill-story.json" <<'PY' || fail "rankrun analyze after kill -9 does not name the killed rank"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["no_dump"] == [1], s["no_dump"]
+assert s["dumped"] == [0, 2, 3, 4], s["dumped"]
+held = [r["request"] for r in s.get("requests") or [] if 1 in (r.get("absent") or [])]
+print(f"test-cli-mpi: ok: analyze: no dump from [1]; {len(held)} requests in flight with it")
+PY
+
+echo "test-cli-mpi: 6. an injected desync under mpirun -np 3 (replay local-error-collective), with --dump-dir"
+rc=0
+mpirun_ -np 3 bin/rankrun-mpi run --ctx tp=1 --gen tp=2 --requests 16 --input 64 --output 2 --arrival closed=4 \
+	--fault fail-transfer@gen:1,req=3 --replay local-error-collective --collective-timeout 5s --dump-dir "$tmp/desync-dumps" \
+	>"$tmp/desync.out" 2>"$tmp/desync.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "the replay's desync ran to completion under mpirun"
+grep -q "new_local_failures=1" "$tmp/desync.err" || { tail -c 3000 "$tmp/desync.err" >&2; fail "the desync does not name the failing rank's guard"; }
+grep -q "failure dumps (one per rank that could write one) are in $tmp/desync-dumps" "$tmp/desync.err" || fail "stderr does not say where the dumps are"
+bin/rankrun-mpi analyze --json "$tmp/desync-dumps" >"$tmp/desync-story.json" || fail "rankrun analyze failed on the desync's dumps"
+python3 - "$tmp/desync-story.json" <<'PY' || fail "rankrun analyze does not name the desync's sides and their guard values"
+import json, sys
+s = json.load(open(sys.argv[1]))
+m = s.get("mismatch")
+assert m and len(m["sides"]) == 2, m
+vals = [{g["name"]: g["value"] for g in sd.get("guards") or []}.get("new_local_failures") for sd in m["sides"]]
+assert sorted(vals) == ["0", "1"], vals
+print(f"test-cli-mpi: ok: analyze: {m['group']} #{m['seq']}: new_local_failures {vals}")
 PY
 
 echo "test-cli-mpi: PASS"
