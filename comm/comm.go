@@ -145,7 +145,9 @@ func (g *Gathered) ResetFunc(n int, count func(r int) int) []int64 {
 // Comm is a communicator: a group of ranks. All methods are safe to call from
 // several goroutines of one rank, but the collectives of one communicator
 // must be called in the same order on every rank (the one rule), so a rank
-// normally drives them from one goroutine.
+// normally drives them from one goroutine. A rank that records guard values
+// (Guard) must do so, and begin its operations on every communicator, from
+// one goroutine: recording takes no lock (see Recorder.Guard).
 type Comm interface {
 	// Rank is this rank's index in the group, 0 <= Rank < Size.
 	Rank() int

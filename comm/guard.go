@@ -154,8 +154,12 @@ func pcSite(off int64) string {
 // Guard records a rank-local value that the rank's next collective decision
 // depends on ("fits", 1): it is kept with the next collective this rank
 // enters on any of its communicators, and named if that collective fails.
-// A no-op on a nil recorder. It takes no lock and does not allocate: call
-// it from the goroutine that enters the rank's collectives.
+// A no-op on a nil recorder. It takes no lock and does not allocate, so it
+// belongs to one goroutine: the one that begins this rank's operations, on
+// every communicator that shares the recorder. While a rank records guards
+// no other goroutine of it may begin one (they read the set it writes).
+// Other goroutines see the values (Pending) as of that goroutine's last
+// point-to-point post or Publish.
 //
 //go:noinline
 func (r *Recorder) Guard(name string, v int64) {

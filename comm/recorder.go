@@ -234,14 +234,17 @@ func (r *Recorder) Snapshot() []OpRecord {
 	r.mu.Lock()
 	n := min(r.next, uint64(len(r.ring)))
 	slots := make([]slot, 0, n)
+	guards := make([]guardSet, 0, n) // copied here: a set is recycled once its record leaves the ring
 	for i := r.next - n; i < r.next; i++ {
-		slots = append(slots, r.ring[i%uint64(len(r.ring))])
+		sl := r.ring[i%uint64(len(r.ring))]
+		slots = append(slots, sl)
+		guards = append(guards, *sl.guards)
 	}
 	r.mu.Unlock()
 	out := make([]OpRecord, len(slots))
 	for i, s := range slots {
 		out[i] = OpRecord{Group: s.group, Seq: s.seq, Kind: s.kind, Site: s.path.Site(), Path: s.path.Full(),
-			Peer: s.peer, Tag: s.tag, Start: r.base.Add(s.start), Err: s.err, Guards: s.guards.values()}
+			Peer: s.peer, Tag: s.tag, Start: r.base.Add(s.start), Err: s.err, Guards: guards[i].values()}
 		if s.done {
 			out[i].End = r.base.Add(s.end)
 		}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -431,8 +432,8 @@ func waits(g Group, by map[int]*Dump) []Wait {
 			continue
 		}
 		o := ops[len(ops)-1]
-		if !o.InProgress() && o.Err == "" {
-			continue // it left the collective: done (a failed one is where it waited)
+		if !o.InProgress() && (o.Err == "" || !waitedOut(d)) {
+			continue // it left the collective: done, or ended by another rank's failure
 		}
 		w := at[o.Seq]
 		if w == nil {
@@ -464,6 +465,17 @@ func waits(g Group, by map[int]*Dump) []Wait {
 		}
 	}
 	return out
+}
+
+// waitedOut reports whether d's rank's own failure ended a wait (a desync
+// or a timeout), so that a collective that ended in an error is where it
+// waited, not one a peer's failure cancelled.
+func waitedOut(d *Dump) bool {
+	switch d.ErrorKind {
+	case "desync", "collective-timeout", "timeout", "deadlock", "":
+		return true
+	}
+	return false
 }
 
 // lastOn is how far d's rank got on group (its last collective there, or
@@ -556,7 +568,7 @@ func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
 
 // mergeGuards summarises the guard values of the ranks of one side: a
 // value they all recorded alike is kept, one they recorded differently
-// shows the distinct values ("0|8|32").
+// shows its range (valueRange).
 func mergeGuards(sets [][]Guard) []Guard {
 	var out []Guard
 	vals := map[string][]string{}
@@ -572,11 +584,35 @@ func mergeGuards(sets [][]Guard) []Guard {
 	}
 	for i := range out {
 		if v := vals[out[i].Name]; len(v) > 1 {
-			slices.Sort(v)
-			out[i].Value = strings.Join(v, "|")
+			out[i].Value = valueRange(v)
 		}
 	}
 	return out
+}
+
+// valueRange renders several ranks' values of one guard as comm's
+// MergeGuards does: "0..32" for numbers, the distinct values joined by "|"
+// otherwise ("false|true").
+func valueRange(v []string) string {
+	lo, hi, numeric := int64(0), int64(0), true
+	for i, x := range v {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			numeric = false
+			break
+		}
+		if i == 0 || n < lo {
+			lo = n
+		}
+		if i == 0 || n > hi {
+			hi = n
+		}
+	}
+	if numeric {
+		return fmt.Sprintf("%d..%d", lo, hi)
+	}
+	slices.Sort(v)
+	return strings.Join(v, "|")
 }
 
 // parted names where two call paths (innermost first, " < " between

@@ -171,8 +171,9 @@ func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
 
 // A side's ranks that recorded a guard differently show every value.
 func TestMergeGuards(t *testing.T) {
-	got := mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "free", Value: "32"}}, {{Name: "fits", Value: "1"}, {Name: "free", Value: "0"}}, nil})
-	if guardsText(got) != "fits=1, free=0|32" {
-		t.Errorf("merged %q, want fits=1, free=0|32", guardsText(got))
+	got := mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "free", Value: "32"}, {Name: "busy", Value: "true"}},
+		{{Name: "fits", Value: "1"}, {Name: "free", Value: "8"}, {Name: "busy", Value: "false"}}, {{Name: "free", Value: "0"}}, nil})
+	if want := "fits=1, free=0..32, busy=false|true"; guardsText(got) != want {
+		t.Errorf("merged %q, want %s", guardsText(got), want)
 	}
 }

@@ -199,8 +199,19 @@ func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTi
 
 // timedOutHere reports whether te is world rank w's own timeout.
 func timedOutHere(te *comm.TimeoutError, w int) bool {
+	self, missing := te.Self, te.Missing
 	if te.WorldRanks != nil {
-		return te.Self >= 0 && te.Self < len(te.WorldRanks) && te.WorldRanks[te.Self] == w
+		if self < 0 || self >= len(te.WorldRanks) {
+			return false
+		}
+		self, missing = te.WorldRanks[self], comm.WorldOf(te.WorldRanks, te.Missing)
+		if missing == nil {
+			missing = te.Missing // the identity mapping
+		}
+	} else if te.Group != "world" {
+		return false
 	}
-	return te.Group == "world" && te.Self == w
+	// A rank that reached a group a peer's timeout had broken inherits
+	// that timeout's missing ranks, itself among them: not its own wait.
+	return self == w && !slices.Contains(missing, w)
 }

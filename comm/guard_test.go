@@ -1,0 +1,57 @@
+package comm
+
+import (
+	"sync"
+	"testing"
+)
+
+// The rank's goroutine records guards and begins operations while another
+// (a stall inspector) takes snapshots and pending values: under -race this
+// finds any read of a guard set the owner may be writing (a record's set
+// is recycled once the ring wraps). Every snapshot's guards must belong to
+// their record: the value recorded before collective i is i.
+func TestGuardsOwnerAndInspector(t *testing.T) {
+	r := NewRecorder(2) // wraps at once
+	var p Path
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, rec := range r.Snapshot() {
+				for _, g := range rec.Guards {
+					if g.Name != "i" || uint64(g.Value) != rec.Seq {
+						t.Errorf("record #%d carries guard %v", rec.Seq, g)
+						return
+					}
+				}
+			}
+			_ = r.Pending()
+		}
+	}()
+	for i := range 20000 {
+		r.Guard("i", int64(i))
+		r.End(r.BeginP2PAt("world", KindSend, 1, 0, &p), nil) // publishes
+		r.End(r.BeginAt("world", uint64(i), KindAllreduce, &p), nil)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// Ranks of one side that recorded a value differently show its range.
+func TestMergeGuards(t *testing.T) {
+	got := MergeGuards([][]GuardValue{
+		{{Name: "fits", Value: 1}, {Name: "free", Value: 32}, {Name: "busy", Value: 1, Bool: true}},
+		{{Name: "fits", Value: 1}, {Name: "free", Value: 0}, {Name: "busy", Value: 0, Bool: true}},
+		{{Name: "free", Value: 8}},
+	})
+	if s := GuardsText(got); s != "fits=1, free=0..32, busy=false|true" {
+		t.Errorf("merged %q", s)
+	}
+}
