@@ -52,7 +52,7 @@ func (s *Story) WriteText(w io.Writer) error {
 			if a.NoDump {
 				fmt.Fprintf(&b, "  rank %d (no dump: frozen, killed, or it could not write): its last collective there is #%d (its peers completed it)", a.Rank, a.Last)
 			} else if a.Later {
-				fmt.Fprintf(&b, "  rank %d: its last collective there is #%d as its peers saw it (its own dump, taken later, shows it went on: a stopped rank that mpirun woke to end it)", a.Rank, a.Last)
+				fmt.Fprintf(&b, "  rank %d: its last collective there is #%d as its peers saw it (its own dump, taken later, shows it went on: for example a stopped rank that mpirun woke to end the job)", a.Rank, a.Last)
 			} else {
 				fmt.Fprintf(&b, "  rank %d: its last collective there is #%d", a.Rank, a.Last)
 				if a.Doing != "" {
