@@ -219,7 +219,7 @@ var catalogue = []mutant{
 		why: "a desync names where each side's path parted but not the rank-local value that sent it there", pkgs: []string{"./comm/local", "./tests/multirank"}},
 	{name: "guards-not-cleared", file: "comm/recorder.go",
 		old: "\tr.pending.n, r.published.n = 0, 0\n", new: "\tr.published.n = 0\n",
-		why: "a guard recorded before one collective is named again with every later one, so a desync names values that did not decide it", pkgs: []string{"./comm/local"}},
+		why: "a guard recorded before one collective is named again with every later one, so a desync names values that did not decide it", pkgs: []string{"./comm", "./comm/local"}},
 	{name: "timeout-omits-missing-guards", file: "comm/errors.go",
 		old: "\t\t\tfmt.Fprintf(&b, \"; since then %s recorded %s\", who, GuardsText(p.Pending))\n", new: "",
 		why: "a collective timeout names the rank that never arrived but not the value that kept it away", pkgs: []string{"./comm/local"}},
