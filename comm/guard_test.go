@@ -40,7 +40,7 @@ func TestGuardsOwnerAndInspector(t *testing.T) {
 		}
 	}()
 	for i := range 20000 {
-		r.Guard([]string{"a", "b", "c"}[i%3], int64(i)) // a stale value would show under another name
+		r.Guard([]string{"a", "b", "c"}[i%3], int64(i))       // a stale value would show under another name
 		r.End(r.BeginP2PAt("world", KindSend, 1, 0, &p), nil) // publishes
 		r.End(r.BeginAt("world", uint64(i), KindAllreduce, &p), nil)
 	}
