@@ -28,6 +28,10 @@ type GuardValue struct {
 	// smallest): MergeGuards' summary of ranks that recorded different ones.
 	Hi     int64
 	Varies bool
+	// By and Of, when By < Of, say that only By of the Of ranks merged
+	// (MergeGuards) recorded this name: the others' decision did not
+	// depend on it, or they never reached the point that records it.
+	By, Of int
 }
 
 // Text renders the value alone: "1", "true", "0..32", "false|true".
@@ -45,8 +49,9 @@ func (g GuardValue) Text() string {
 
 // MergeGuards summarises the guard values of several ranks that entered
 // the same collective: a name every rank recorded alike keeps its value,
-// one they recorded differently shows its range. The names are those of
-// the first set, then any the others add, in order.
+// one they recorded differently shows its range, and one only some of
+// them recorded says how many (By of Of). The names are those of the first
+// set, then any the others add, in order.
 func MergeGuards(sets [][]GuardValue) []GuardValue {
 	var out []GuardValue
 	at := map[string]int{}
@@ -55,21 +60,36 @@ func MergeGuards(sets [][]GuardValue) []GuardValue {
 			i, ok := at[g.Name]
 			if !ok {
 				at[g.Name] = len(out)
-				g.Hi = g.Value
+				g.Hi, g.By = g.Value, 1
 				out = append(out, g)
 				continue
 			}
 			m := &out[i]
+			m.By++
 			if g.Value < m.Value || g.Value > m.Hi {
 				m.Varies = true
 				m.Value, m.Hi = min(m.Value, g.Value), max(m.Hi, g.Value)
 			}
 		}
 	}
+	for i := range out {
+		if out[i].By == len(sets) {
+			out[i].By = 0 // every rank recorded it
+		} else {
+			out[i].Of = len(sets)
+		}
+	}
 	return out
 }
 
-func (g GuardValue) String() string { return g.Name + "=" + g.Text() }
+// String is "name=value", and "name=value (on 2 of 3 ranks)" for a merged
+// value only some ranks recorded.
+func (g GuardValue) String() string {
+	if g.Of > 0 && g.By < g.Of {
+		return fmt.Sprintf("%s=%s (on %d of %d ranks)", g.Name, g.Text(), g.By, g.Of)
+	}
+	return g.Name + "=" + g.Text()
+}
 
 // guardSlot is a guard as the recorder keeps it: no allocation (the name is
 // the caller's string, the site an anchored program counter resolved only

@@ -55,7 +55,7 @@ func TestMergeGuards(t *testing.T) {
 		{{Name: "fits", Value: 1}, {Name: "free", Value: 0}, {Name: "busy", Value: 0, Bool: true}},
 		{{Name: "free", Value: 8}},
 	})
-	if s := GuardsText(got); s != "fits=1, free=0..32, busy=false|true" {
+	if s := GuardsText(got); s != "fits=1 (on 2 of 3 ranks), free=0..32, busy=false|true (on 2 of 3 ranks)" {
 		t.Errorf("merged %q", s)
 	}
 }

@@ -30,6 +30,10 @@ type Story struct {
 	// arrived.
 	Waits    []Wait         `json:"waits,omitempty"`
 	Requests []RequestStory `json:"requests,omitempty"`
+	// Unrecorded are the dumped world ranks that kept no flight recorder
+	// (they ran unchecked): the story can say nothing of their
+	// collectives.
+	Unrecorded []int `json:"unrecorded,omitempty"`
 }
 
 // RankError is the failure one rank saw.
@@ -51,13 +55,15 @@ type Position struct {
 	Rank int `json:"rank"`
 	// Seq is its last collective's number; for a rank with no dump the
 	// highest number its peers completed (which it must have entered).
-	Seq      uint64  `json:"seq"`
-	Kind     string  `json:"kind,omitempty"`
-	Site     string  `json:"site,omitempty"`
-	Done     bool    `json:"done"`
-	Failed   bool    `json:"failed,omitempty"`   // it ended in an error
-	Inferred bool    `json:"inferred,omitempty"` // no dump: from its peers
-	Guards   []Guard `json:"guards,omitempty"`
+	Seq      uint64 `json:"seq"`
+	Kind     string `json:"kind,omitempty"`
+	Site     string `json:"site,omitempty"`
+	Done     bool   `json:"done"`
+	Failed   bool   `json:"failed,omitempty"`   // it ended in an error
+	Inferred bool   `json:"inferred,omitempty"` // no dump: from its peers
+	// Unrecorded: its dump has no flight recorder (it ran unchecked).
+	Unrecorded bool    `json:"unrecorded,omitempty"`
+	Guards     []Guard `json:"guards,omitempty"`
 }
 
 // Mismatch is one collective entered differently.
@@ -184,12 +190,16 @@ func Analyze(dumps []*Dump) *Story {
 		if s.Source == "" {
 			s.Source = d.Source
 		}
+		if d.Unrecorded {
+			s.Unrecorded = append(s.Unrecorded, d.WorldRank)
+		}
 		if d.Error != "" {
 			first, _, _ := strings.Cut(d.Error, "\n")
 			s.Errors = append(s.Errors, RankError{Rank: d.WorldRank, Kind: d.ErrorKind, First: first})
 		}
 	}
 	slices.Sort(s.Dumped)
+	slices.Sort(s.Unrecorded)
 	groups := groupsOf(dumps)
 	absent := map[int]bool{}
 	for _, g := range groups {
@@ -301,6 +311,10 @@ func front(g Group, by map[int]*Dump) Front {
 		d := by[r]
 		if d == nil {
 			f.Members = append(f.Members, Position{Rank: r, Seq: done, Done: true, Inferred: true})
+			continue
+		}
+		if d.Unrecorded {
+			f.Members = append(f.Members, Position{Rank: r, Unrecorded: true})
 			continue
 		}
 		ops := collectives(d, g.Name)
@@ -568,15 +582,18 @@ func requests(dumps []*Dump, absent map[int]bool) []RequestStory {
 
 // mergeGuards summarises the guard values of the ranks of one side: a
 // value they all recorded alike is kept, one they recorded differently
-// shows its range (valueRange).
+// shows its range (valueRange), and one only some of them recorded says
+// how many (Guard.By of Guard.Of).
 func mergeGuards(sets [][]Guard) []Guard {
 	var out []Guard
 	vals := map[string][]string{}
+	by := map[string]int{}
 	for _, set := range sets {
 		for _, g := range set {
 			if _, ok := vals[g.Name]; !ok {
 				out = append(out, g)
 			}
+			by[g.Name]++
 			if !slices.Contains(vals[g.Name], g.Value) {
 				vals[g.Name] = append(vals[g.Name], g.Value)
 			}
@@ -585,6 +602,9 @@ func mergeGuards(sets [][]Guard) []Guard {
 	for i := range out {
 		if v := vals[out[i].Name]; len(v) > 1 {
 			out[i].Value = valueRange(v)
+		}
+		if n := by[out[i].Name]; n < len(sets) {
+			out[i].By, out[i].Of = n, len(sets)
 		}
 	}
 	return out

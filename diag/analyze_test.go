@@ -173,7 +173,7 @@ func TestAnalyzeTrustsTheTimeoutOverALaterDump(t *testing.T) {
 func TestMergeGuards(t *testing.T) {
 	got := mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "free", Value: "32"}, {Name: "busy", Value: "true"}},
 		{{Name: "fits", Value: "1"}, {Name: "free", Value: "8"}, {Name: "busy", Value: "false"}}, {{Name: "free", Value: "0"}}, nil})
-	if want := "fits=1, free=0..32, busy=false|true"; guardsText(got) != want {
+	if want := "fits=1 (on 2 of 4 ranks), free=0..32 (on 3 of 4 ranks), busy=false|true (on 2 of 4 ranks)"; guardsText(got) != want {
 		t.Errorf("merged %q, want %s", guardsText(got), want)
 	}
 }

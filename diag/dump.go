@@ -43,6 +43,9 @@ type Dump struct {
 	Groups []Group `json:"groups"`
 	// Ops is the flight recorder, oldest first.
 	Ops []Op `json:"ops"`
+	// Unrecorded says the rank kept no flight recorder (an unchecked
+	// run): no Ops, no guards, no Entered counts.
+	Unrecorded bool `json:"unrecorded,omitempty"`
 	// Pending are guard values recorded after the last collective, which
 	// the rank's next collective decision depends on.
 	Pending    []Guard     `json:"pending_guards,omitempty"`
@@ -109,9 +112,20 @@ type Guard struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 	Site  string `json:"site,omitempty"`
+	// By and Of, in an analysis, say that only By of the Of ranks of a
+	// side recorded this name (both 0 when every rank did).
+	By int `json:"by,omitempty"`
+	Of int `json:"of,omitempty"`
 }
 
-func (g Guard) String() string { return g.Name + "=" + g.Value }
+// String is "name=value", and "name=value (on 2 of 3 ranks)" for a side's
+// value only some of its ranks recorded.
+func (g Guard) String() string {
+	if g.Of > 0 && g.By < g.Of {
+		return fmt.Sprintf("%s=%s (on %d of %d ranks)", g.Name, g.Value, g.By, g.Of)
+	}
+	return g.Name + "=" + g.Value
+}
 
 // Session is one live transfer session.
 type Session struct {

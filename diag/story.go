@@ -23,6 +23,9 @@ func (s *Story) WriteText(w io.Writer) error {
 	for _, e := range s.Errors {
 		fmt.Fprintf(&b, "rank %d failed (%s): %s\n", e.Rank, e.Kind, clip(e.First, 300))
 	}
+	if len(s.Unrecorded) > 0 {
+		fmt.Fprintf(&b, "\nranks %v kept no flight record: they ran unchecked (--unchecked), so no collective, guard value or mismatch of theirs can be shown; rerun checked (the default) for that\n", s.Unrecorded)
+	}
 	if m := s.Mismatch; m != nil {
 		fmt.Fprintf(&b, "\nfirst mismatch: %q #%d was entered differently:\n", m.Group, m.Seq)
 		for _, sd := range m.Sides {
@@ -73,6 +76,10 @@ func (s *Story) WriteText(w io.Writer) error {
 		for _, f := range s.Groups {
 			fmt.Fprintf(&b, "  %q (world ranks %v):", f.Group, f.Ranks)
 			for _, p := range f.Members {
+				if p.Unrecorded {
+					fmt.Fprintf(&b, " %d: unrecorded;", p.Rank)
+					continue
+				}
 				state := "in progress"
 				switch {
 				case p.Inferred:

@@ -56,6 +56,7 @@ func (l *loop) dump(err error) *diag.Dump {
 		n, _ := comm.Entered(c)
 		d.Groups = append(d.Groups, diag.Group{Name: c.Name(), Ranks: membersOf(c, l.world.Size()), Entered: n})
 	}
+	d.Unrecorded = l.rec == nil
 	for _, r := range l.rec.Snapshot() {
 		op := diag.Op{Group: r.Group, Seq: r.Seq, Kind: r.Kind.String(), Site: r.Site, Path: r.Path, Peer: r.Peer, Tag: r.Tag,
 			StartNS: r.Start.UnixNano(), Err: r.Err, Guards: guardsOf(r.Guards)}

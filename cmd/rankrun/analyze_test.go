@@ -78,7 +78,8 @@ func TestAnalyzeNamesTheGuardOnEachSide(t *testing.T) {
 
 // A rank that exits (an injected fault) and one that stalls leave dumps
 // whose story names the failure, the pool and the sessions; --trace writes
-// the last moments as a Chrome trace.
+// the last moments as a Chrome trace. An unchecked run's dumps keep no
+// flight record, and the story says so instead of showing no collective.
 func TestDumpsOfOtherFailures(t *testing.T) {
 	cases := []struct {
 		name string
@@ -92,6 +93,9 @@ func TestDumpsOfOtherFailures(t *testing.T) {
 			[]string{`ranks [2] wait in "world/s1c2/s0c0"`, "never arrived:\n  rank 3: its last collective there is #", "requests in flight with it"}},
 		{"stall (seed 001)", []string{"--transfer", "sync", "--replay", "no-idle-reap", "--ctx-blocks", "16", "--requests", "24", "--input", "64", "--output", "2",
 			"--arrival", "closed=8", "--stall-timeout", "1s"}, "stalled", []string{"rank 0 failed (stalled)", "sends_held=true"}},
+		{"unchecked desync", []string{"--unchecked", "--ctx", "tp=1", "--gen", "tp=2", "--requests", "16", "--input", "64", "--output", "2", "--arrival", "closed=4",
+			"--fault", "fail-transfer@gen:1,req=3", "--replay", "local-error-collective"}, "desync",
+			[]string{"ranks [0 1 2] kept no flight record: they ran unchecked", `"world/s1c2" (world ranks [1 2]): 1: unrecorded; 2: unrecorded;`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
