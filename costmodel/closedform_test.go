@@ -63,7 +63,7 @@ func TestPrefillClosedForm(t *testing.T) {
 					members[i] = i
 				}
 				ar := hw.Fabric.Collective(comm.KindAllreduce, members, n*m.Hidden*m.ActBytes)
-				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar
+				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 				// The precondition: this request is compute-bound.
 				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
 				require.Greater(t, w.flops/(hw.Peak(m.Precision)*DefaultComputeEff), w.bytes/(hw.HBMBandwidth*DefaultMemoryEff), "%s %s %s", hw.Name, name, l)
@@ -129,7 +129,7 @@ func TestDecodeClosedForm(t *testing.T) {
 	p := Placement{Model: m, HW: hw, Ctx: l, Gen: l}
 	const ctx = 2000
 	bytes := (m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + ctx*m.KVBytesPerToken()
-	want := time.Duration(math.Round(bytes / (hw.HBMBandwidth * DefaultMemoryEff) * 1e9))
+	want := time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + hw.StepOverhead
 	assert.InDelta(t, want, p.Decode([]Seq{{Tokens: ctx}}), 1)
 
 	// Over TP=2 each rank reads half the weights and half the KV heads of
@@ -141,8 +141,13 @@ func TestDecodeClosedForm(t *testing.T) {
 	bytes = ((m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + long*m.KVBytesPerToken()) / 2
 	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
 	// The GEN ranks follow the CTX ones: world ranks 2 and 3, one node.
-	want = time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + time.Duration(2*m.Layers)*ar
+	want = time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	assert.InDelta(t, want, p2.Decode([]Seq{{Tokens: long}}), 1)
+	// A hardware with no host cost is the roofline alone.
+	bare := hw
+	bare.StepOverhead = 0
+	p2.HW = bare
+	assert.InDelta(t, want-hw.StepOverhead, p2.Decode([]Seq{{Tokens: long}}), 1)
 }
 
 // An MoE decode step reads only the experts its batch touches: one token
@@ -179,7 +184,7 @@ func TestPrefillPipeline(t *testing.T) {
 	s := p2.side(pp2, 0)
 	t0, t1 := s.prefillStage(0, pair[:1]), s.prefillStage(1, pair[:1])
 	// Stage 0 runs both, then stage 1 runs the second after its send.
-	want := max(t0+t0+send, t0+send+t1) + t1
+	want := max(t0+t0+send, t0+send+t1) + t1 + hw.StepOverhead
 	assert.Equal(t, want, p2.Prefill(pair))
 	assert.Less(t, p2.Prefill(pair), p1.Prefill(pair), "two requests pipeline over two stages")
 }

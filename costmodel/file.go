@@ -72,8 +72,12 @@ type hardwareFile struct {
 	HBMCapacity  float64            `json:"hbm_capacity"`
 	ComputeEff   float64            `json:"compute_eff"`
 	MemoryEff    float64            `json:"memory_eff"`
+	StepOverhead string             `json:"step_overhead"` // a Go duration; "" or "0s": none
 	Fabric       struct {
 		RanksPerNode int      `json:"ranks_per_node"`
+		Rails        int      `json:"rails"`
+		Ring         float64  `json:"ring"`
+		NVLS         float64  `json:"nvls"`
 		Intra        linkFile `json:"intra"`
 		Inter        linkFile `json:"inter"`
 	} `json:"fabric"`
@@ -87,9 +91,11 @@ type linkFile struct {
 
 // LoadHardware reads a hardware profile: a JSON object with name,
 // peak_flops ({"bf16": FLOP/s, ...}, dense, per GPU), hbm_bandwidth
-// (bytes/s), hbm_capacity (bytes), compute_eff and memory_eff (optional),
-// and fabric {ranks_per_node, intra and inter {latency: "3us", bandwidth:
-// bytes/s}}. An unknown field is an error.
+// (bytes/s), hbm_capacity (bytes), compute_eff, memory_eff and
+// step_overhead (a duration, "2ms"; none when unset) (optional), and fabric {ranks_per_node,
+// rails (NICs a node), ring and nvls (bus bandwidths within a node, bytes/s;
+// optional), intra and inter {latency: "3us", bandwidth: bytes/s}}. An
+// unknown field is an error.
 func LoadHardware(path string) (Hardware, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -109,7 +115,14 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 	if h.Name == "" {
 		h.Name = path
 	}
-	h.Fabric = sim.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Source: f.Source}
+	h.Fabric = sim.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Rails: f.Fabric.Rails, Ring: f.Fabric.Ring, NVLS: f.Fabric.NVLS, Source: f.Source}
+	if f.StepOverhead != "" {
+		d, err := time.ParseDuration(f.StepOverhead)
+		if err != nil || d < 0 {
+			return Hardware{}, fmt.Errorf("%s: %w: step_overhead = %q: must be a duration >= 0 such as 2ms (0s or unset: none)", path, ErrInvalid, f.StepOverhead)
+		}
+		h.StepOverhead = d
+	}
 	for _, l := range []struct {
 		name string
 		in   linkFile

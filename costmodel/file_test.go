@@ -65,7 +65,7 @@ const goodModel = `{"name": "tiny", "layers": 4, "hidden": 256, "heads": 8, "kv_
  "vocab": 1000, "weight_bytes": 2, "kv_bytes": 2}`
 
 const goodHardware = `{"name": "my-gpu", "peak_flops": {"bf16": 1e15}, "hbm_bandwidth": 4e12, "hbm_capacity": 96e9,
- "compute_eff": 0.5, "fabric": {"ranks_per_node": 4, "intra": {"latency": "2us", "bandwidth": 4e11},
+ "compute_eff": 0.5, "step_overhead": "1ms", "fabric": {"ranks_per_node": 4, "rails": 4, "ring": 3e11, "nvls": 0, "intra": {"latency": "2us", "bandwidth": 4e11},
  "inter": {"latency": "6us", "bandwidth": 5e10}}}`
 
 func TestLoadFiles(t *testing.T) {
@@ -84,6 +84,12 @@ func TestLoadFiles(t *testing.T) {
 	assert.Equal(t, 4, h.Fabric.RanksPerNode)
 	assert.InDelta(t, 0.5, h.ComputeEffOrDefault(), 0)
 	assert.InDelta(t, DefaultMemoryEff, h.MemoryEffOrDefault(), 0)
+	assert.Equal(t, time.Millisecond, h.StepOverhead)
+	assert.Equal(t, 4, h.Fabric.Rails)
+	assert.InDelta(t, 3e11, h.Fabric.Ring, 0)
+	none, err := DecodeHardware("d.json", []byte(strings.Replace(goodHardware, `"step_overhead": "1ms", `, ``, 1)))
+	require.NoError(t, err)
+	assert.Zero(t, none.StepOverhead, "unset: none")
 }
 
 // Every bad input is one error line naming the field and the rule (or the
@@ -116,6 +122,9 @@ func TestLoadBadInput(t *testing.T) {
 		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "(0, 1]"}},
 		{"latency", edit(goodHardware, `"2us"`, `"2 parsecs"`), true, []string{"fabric.intra.latency", "duration"}},
 		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", ">= 0"}},
+		{"rails", edit(goodHardware, `"rails": 4`, `"rails": -2`), true, []string{"fabric.rails = -2", "not be negative"}},
+		{"ring", edit(goodHardware, `"ring": 3e11`, `"ring": -3e11`), true, []string{"fabric.ring", ">= 0"}},
+		{"step overhead", edit(goodHardware, `"1ms"`, `"-1ms"`), true, []string{"step_overhead", ">= 0"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var err error

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rankrun/rankrun/comm/sim"
 )
@@ -24,6 +25,17 @@ const (
 	// weight and KV reads reach. 0.8 is an assumption of this model (the
 	// order of what bandwidth-bound kernels reach on HBM3), not fitted.
 	DefaultMemoryEff = 0.80
+	// H100StepOverhead is the fixed host cost of one forward step
+	// (kernel launches, sampling, scheduling) on top of its roofline
+	// time, on the H100 presets. Fitted on one row: NVIDIA NeMo's
+	// Llama-2-7B latency on one H100, batch 1, 128 tokens in and 20 out,
+	// 153.8 ms (the NeMo Framework "Llama performance" page), of which
+	// this model's roofline explains 104.1 ms over the prefill and 20
+	// decode steps: (153.8 - 104.1) / 21 steps. Its TP 2, 4 and 8 rows are
+	// held out (published.go). The H200 preset takes it too (the same
+	// node, host and software); GB200 has no published row to fit one on
+	// and takes none.
+	H100StepOverhead = 2367 * time.Microsecond
 )
 
 // Hardware is one GPU of a cluster and the links between them: dense peak
@@ -37,6 +49,8 @@ type Hardware struct {
 	HBMCapacity  float64            // bytes per GPU
 	ComputeEff   float64            // achieved fraction of PeakFLOPs (0: DefaultComputeEff)
 	MemoryEff    float64            // achieved fraction of HBMBandwidth (0: DefaultMemoryEff)
+	// StepOverhead is the fixed host cost of a forward step (0: none).
+	StepOverhead time.Duration
 	Fabric       sim.Fabric
 	Source       string
 }
@@ -99,6 +113,8 @@ func (h Hardware) Validate() error {
 		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
 	case h.MemoryEff < 0 || h.MemoryEff > 1 || math.IsNaN(h.MemoryEff):
 		return bad("memory_eff", "must be in (0, 1] (0: the default)", h.MemoryEff)
+	case h.StepOverhead < 0:
+		return bad("step_overhead", "must not be negative (0: none)", h.StepOverhead)
 	}
 	return h.validateFabric()
 }
@@ -119,6 +135,17 @@ func (h Hardware) validateFabric() error {
 	if h.Fabric.RanksPerNode < 0 {
 		return fmt.Errorf("%w: hardware %q: fabric.ranks_per_node = %d: must not be negative (0: one node)", ErrInvalid, h.Name, h.Fabric.RanksPerNode)
 	}
+	if h.Fabric.Rails < 0 {
+		return fmt.Errorf("%w: hardware %q: fabric.rails = %d: must not be negative (0: one NIC a node)", ErrInvalid, h.Name, h.Fabric.Rails)
+	}
+	for _, b := range []struct {
+		name string
+		v    float64
+	}{{"ring", h.Fabric.Ring}, {"nvls", h.Fabric.NVLS}} {
+		if b.v < 0 || math.IsNaN(b.v) || math.IsInf(b.v, 0) {
+			return fmt.Errorf("%w: hardware %q: fabric.%s = %v: must be a finite number >= 0 (bytes/s; 0: none)", ErrInvalid, h.Name, b.name, b.v)
+		}
+	}
 	return nil
 }
 
@@ -132,14 +159,14 @@ var Hardwares = map[string]Hardware{
 	// and FP8 3,958 TFLOPS with sparsity (989 and 1,979 dense), GPU
 	// memory 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s.
 	"h100-nvlink-ib400": {Name: "h100-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
-		HBMBandwidth: 3.35e12, HBMCapacity: 80e9, Fabric: sim.Fabrics["h100-nvlink-ib400"],
+		HBMBandwidth: 3.35e12, HBMCapacity: 80e9, StepOverhead: H100StepOverhead, Fabric: sim.Fabrics["h100-nvlink-ib400"],
 		Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 80 GB HBM3 at 3.35 TB/s; links: " +
 			sim.Fabrics["h100-nvlink-ib400"].Source},
 	// NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: the same
 	// tensor cores as H100 SXM (BF16 1,979 / FP8 3,958 TFLOPS sparse),
 	// 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s.
 	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
-		HBMBandwidth: 4.8e12, HBMCapacity: 141e9, Fabric: sim.Fabrics["h200-nvlink-ib400"],
+		HBMBandwidth: 4.8e12, HBMCapacity: 141e9, StepOverhead: H100StepOverhead, Fabric: sim.Fabrics["h200-nvlink-ib400"],
 		Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 141 GB HBM3e at 4.8 TB/s; links: " +
 			sim.Fabrics["h200-nvlink-ib400"].Source},
 	// NVIDIA GB200 NVL72 datasheet, per rack of 72 Blackwell GPUs: FP4

@@ -68,15 +68,16 @@ func (p Placement) Fits(l topology.Layout) error {
 	return nil
 }
 
-// Prefill is how long the CTX executor group of batch takes to prefill it.
+// Prefill is how long the CTX executor group of batch takes to prefill it:
+// its roofline time and the step's fixed host cost (Hardware.StepOverhead).
 func (p Placement) Prefill(batch []Seq) time.Duration {
-	return p.side(p.Ctx, 0).prefill(batch)
+	return p.side(p.Ctx, 0).prefill(batch) + p.HW.StepOverhead
 }
 
 // Decode is how long the GEN executor group of batch takes for one decode
-// step of every request in it.
+// step of every request in it, the step's fixed host cost included.
 func (p Placement) Decode(batch []Seq) time.Duration {
-	return p.side(p.Gen, p.Ctx.Ranks()).decode(batch)
+	return p.side(p.Gen, p.Ctx.Ranks()).decode(batch) + p.HW.StepOverhead
 }
 
 // side is one instance on the world: its layout and first world rank.

@@ -229,6 +229,16 @@ var catalogue = []mutant{
 	{name: "analysis-forgets-absent-ranks", file: "diag/analyze.go",
 		old: "\t\t\tw.Absent = append(w.Absent, a)\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are", new: "\t\t\t_ = a\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are",
 		why: "rankrun analyze says where the ranks waited but not which rank never arrived, nor the requests it holds", pkgs: []string{"./diag"}},
+	// The fabric (issue 28): rails and NCCL's algorithm choice.
+	{name: "rails-ignored", file: "comm/sim/links.go",
+		old: "\tinter := float64(min(max(f.Rails, 1), fewest)) * f.Inter.Bandwidth\n", new: "\tinter := float64(min(1, fewest)) * f.Inter.Bandwidth\n",
+		why: "a group across nodes is one ring at one NIC's speed: a 2-node allreduce 7.5x too slow", pkgs: []string{"./comm/sim", "./costmodel"}},
+	{name: "allreduce-ring-only", file: "comm/sim/links.go",
+		old: "\t\treturn best\n", new: "\t\treturn ring\n",
+		why: "every small allreduce pays a ring's 2(p-1) hops: TP 8 comes out slower than TP 4 at batch 1, against NeMo's published latencies", pkgs: []string{"./comm/sim", "./costmodel"}},
+	{name: "step-overhead-dropped", file: "costmodel/placement.go",
+		old: "\treturn p.side(p.Gen, p.Ctx.Ranks()).decode(batch) + p.HW.StepOverhead\n", new: "\treturn p.side(p.Gen, p.Ctx.Ranks()).decode(batch)\n",
+		why: "a decode step has no host cost: batch-1 latency a third low against NeMo's", pkgs: []string{"./costmodel"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

@@ -251,8 +251,8 @@ func describeCompute(cfg *executor.Config) string {
 	var parts []string
 	if pc, ok := cfg.Compute.(placementCompute); ok {
 		m, h := pc.p.Model, pc.p.HW
-		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%%)", m.Name, h.Name, h.Peak(m.Precision)/1e12, m.Precision,
-			100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault())
+		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%%, %v host cost a step)", m.Name, h.Name, h.Peak(m.Precision)/1e12, m.Precision,
+			100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), h.StepOverhead)
 		if n := m.HeadDim / max(1, cfg.Model.HeadDim); n > 1 {
 			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
 		}

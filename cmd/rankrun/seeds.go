@@ -22,7 +22,7 @@ import (
 // seed000Job is seed 000's perf test (disagg gen_only, GB200, DeepSeek-R1
 // FP4, 8k in / 1k out, con1, ctx1_dep4 gen1_tep8) as the presets allow:
 // gpt-oss-120b stands in for DeepSeek-R1 and ctx tp=1 -> gen tp=4 for the
-// EP layouts (both wait for issue 28). Two requests: a good run of ~3.4 s,
+// EP layouts (both wait for issue 28). Two requests: a good run of ~2.5 s,
 // sized like the seed's 2.46 s benchmark.
 const seed000Job = "--model gpt-oss-120b --hardware gb200 --ctx tp=1 --gen tp=4 --input 8192 --output 1024 --arrival closed=1 --requests 2 --kv-sample 64"
 

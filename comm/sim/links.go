@@ -29,36 +29,58 @@ func (l Link) Time(n int) time.Duration {
 
 // Fabric is the link model of a cluster: ranks on one node (RanksPerNode of
 // them, world ranks in order) talk over Intra, ranks on different nodes over
-// Inter. The zero Fabric costs nothing.
+// Inter, each GPU through its own NIC (a rail). Point-to-point messages
+// (KV transfers) move at a link's bandwidth; collectives at what the
+// algorithm NCCL's tuner would pick reaches (Collective). The zero Fabric
+// costs nothing.
 type Fabric struct {
 	Name         string
 	Intra, Inter Link
 	RanksPerNode int // 0: every rank on one node
-	Source       string
+	// Rails is how many NICs a node has (one per GPU on DGX and HGX
+	// nodes; 0: one). A collective across nodes runs one channel per
+	// rail its members on a node can use, so its ring crosses between
+	// nodes at that many times Inter.Bandwidth.
+	Rails int
+	// Ring is the bus bandwidth a ring collective reaches within a node
+	// (bytes/s; 0: Intra.Bandwidth): below the links' peak.
+	Ring float64
+	// NVLS is the bus bandwidth of an NVLink SHARP allreduce within a
+	// node (bytes/s; 0: the switch has none).
+	NVLS   float64
+	Source string
 }
 
 // Fabrics are the named presets. Figures are per GPU and per direction;
 // each says where it comes from.
 var Fabrics = map[string]Fabric{
 	"zero": {Name: "zero", Source: "no cost: control-plane only, every figure is the runtime's own"},
-	"h100-nvlink-ib400": {Name: "h100-nvlink-ib400", RanksPerNode: 8,
+	"h100-nvlink-ib400": {Name: "h100-nvlink-ib400", RanksPerNode: 8, Rails: 8,
 		// NVLink 4: 900 GB/s bidirectional per GPU (NVIDIA H100 Tensor Core GPU datasheet), 450 GB/s a direction;
 		// a few microseconds per NVLink/NVSwitch hop as NCCL reports for small messages.
 		Intra: Link{Latency: 3 * time.Microsecond, Bandwidth: 450e9},
-		// NDR InfiniBand 400 Gb/s per GPU (ConnectX-7, one NIC per GPU in a DGX H100): 50 GB/s a direction.
-		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 50e9},
-		Source: "NVIDIA H100 datasheet (NVLink 900 GB/s); DGX H100 user guide (8x ConnectX-7 NDR 400 Gb/s)"},
-	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", RanksPerNode: 8,
-		// H200 keeps H100's NVLink 4: 900 GB/s bidirectional (NVIDIA H200 Tensor Core GPU datasheet).
-		Intra:  Link{Latency: 3 * time.Microsecond, Bandwidth: 450e9},
-		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 50e9},
-		Source: "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference (ConnectX-7 NDR 400 Gb/s per GPU)"},
-	"gb200-nvl72": {Name: "gb200-nvl72", RanksPerNode: 72,
+		// NDR InfiniBand 400 Gb/s per GPU (ConnectX-7, one NIC per GPU in a DGX H100): 50 GB/s a direction,
+		// 48 GB/s reached (NVIDIA/nccl-tests#290: "for NDR @ 400Gbps you should see 46-48GB/s per NIC").
+		Inter: Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
+		// nccl-tests all_reduce_perf on 8 H100 SXM in one node: ~370 GB/s bus bandwidth with NCCL_ALGO=Ring
+		// (NVIDIA/nccl-tests#212, #290), 476 GB/s with NVLink SHARP (#290: "in the expected range for H100").
+		Ring: 370e9, NVLS: 476e9,
+		Source: "NVIDIA H100 datasheet (NVLink 900 GB/s); DGX H100 user guide (8x ConnectX-7 NDR 400 Gb/s); nccl-tests#212, #290 (ring 370 GB/s, NVLS 476 GB/s, 46-48 GB/s per NIC)"},
+	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", RanksPerNode: 8, Rails: 8,
+		// H200 keeps H100's NVLink 4 and NVSwitch: 900 GB/s bidirectional (NVIDIA H200 Tensor Core GPU datasheet);
+		// the H100 figures for what a ring and NVLink SHARP reach.
+		Intra: Link{Latency: 3 * time.Microsecond, Bandwidth: 450e9},
+		Inter: Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
+		Ring:  370e9, NVLS: 476e9,
+		Source: "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference (ConnectX-7 NDR 400 Gb/s per GPU); the H100 node's nccl-tests figures (#212, #290)"},
+	"gb200-nvl72": {Name: "gb200-nvl72", RanksPerNode: 72, Rails: 72,
 		// NVLink 5: 1.8 TB/s bidirectional per GPU, 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet).
+		// No published ring or NVLink SHARP figure for it was found: collectives run at the links' peak.
 		Intra: Link{Latency: 3 * time.Microsecond, Bandwidth: 900e9},
-		// Between NVL72 racks: 800 Gb/s per GPU (ConnectX-8 / Quantum-X800): 100 GB/s a direction.
-		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 100e9},
-		Source: "NVIDIA GB200 NVL72 datasheet (NVLink 1.8 TB/s, 72 GPUs); Quantum-X800 XDR 800 Gb/s"},
+		// Between NVL72 racks: one ConnectX-7 400 Gb/s NIC per GPU (DGX GB200 compute tray: 4 per tray of 4 GPUs),
+		// 48 GB/s reached as on an NDR rail (nccl-tests#290).
+		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
+		Source: "NVIDIA GB200 NVL72 datasheet (NVLink 1.8 TB/s, 72 GPUs); DGX GB200 user guide (ConnectX-7 400 Gb/s per GPU); nccl-tests#290 (46-48 GB/s per NIC)"},
 }
 
 // FabricNames lists the presets, sorted.
@@ -99,37 +121,85 @@ func (f Fabric) Between(a, b int) Link {
 // span is the slowest link a group's ring crosses: Inter when its members
 // sit on more than one node.
 func (f Fabric) span(members []int) Link {
-	for _, m := range members[1:] {
-		if f.Node(m) != f.Node(members[0]) {
-			return f.Inter
-		}
+	if !f.oneNode(members) {
+		return f.Inter
 	}
 	return f.Intra
 }
 
+func (f Fabric) oneNode(members []int) bool {
+	for _, m := range members[1:] {
+		if f.Node(m) != f.Node(members[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// bus is the bus bandwidth a ring over members reaches (0: infinite):
+// within a node the ring's (Ring, else the link's peak); across nodes the
+// lesser of that and the rails between them: one channel per NIC its
+// fewest-member node can use, each at Inter.Bandwidth.
+func (f Fabric) bus(members []int) float64 {
+	intra := f.Ring
+	if intra == 0 {
+		intra = f.Intra.Bandwidth
+	}
+	if f.oneNode(members) {
+		return intra
+	}
+	if f.Inter.Bandwidth == 0 {
+		return intra
+	}
+	per := map[int]int{}
+	for _, m := range members {
+		per[f.Node(m)]++
+	}
+	fewest := len(members)
+	for _, n := range per {
+		fewest = min(fewest, n)
+	}
+	inter := float64(min(max(f.Rails, 1), fewest)) * f.Inter.Bandwidth
+	if intra == 0 || inter < intra {
+		return inter
+	}
+	return intra
+}
+
 // Collective is the time a collective of kind takes over members (world
 // ranks), bytes being the payload per rank (allreduce, bcast) or in all
-// (allgather), by the usual algorithms: ring allreduce 2(p-1) steps moving
-// 2(p-1)/p of the payload, ring allgather p-1 steps moving (p-1)/p of the
-// total, binomial-tree bcast and dissemination barrier in ceil(log2 p)
-// rounds.
+// (allgather), by the algorithms NCCL chooses among: an allreduce is the
+// fastest of a ring (2(p-1) steps moving 2(p-1)/p of the payload), a
+// double binary tree (2 ceil(log2 p) steps, the payload twice: small
+// messages) and, within a node whose switch has it, NVLink SHARP (a tree's
+// steps at NVLS bus bandwidth); ring allgather p-1 steps moving (p-1)/p of
+// the total, binomial-tree bcast and dissemination barrier in ceil(log2 p)
+// rounds. Bandwidth terms use the bus bandwidth (bus: rails across nodes).
 func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Duration {
 	p := len(members)
 	if p < 2 {
 		return 0
 	}
 	l := f.span(members)
-	steps := func(k int, moved float64) time.Duration {
+	bw := f.bus(members)
+	at := func(k int, moved, bw float64) time.Duration {
 		t := time.Duration(k) * l.Latency
-		if l.Bandwidth > 0 {
-			t += time.Duration(moved / l.Bandwidth * float64(time.Second))
+		if bw > 0 {
+			t += time.Duration(moved / bw * float64(time.Second))
 		}
 		return t
 	}
+	steps := func(k int, moved float64) time.Duration { return at(k, moved, bw) }
 	rounds := bits.Len(uint(p - 1)) // ceil(log2 p)
 	switch kind {
 	case comm.KindAllreduce:
-		return steps(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes))
+		ring := steps(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes))
+		tree := steps(2*rounds, 2*float64(bytes))
+		best := min(ring, tree)
+		if f.NVLS > 0 && f.oneNode(members) {
+			best = min(best, at(2*rounds, 2*float64(p-1)/float64(p)*float64(bytes), f.NVLS))
+		}
+		return best
 	case comm.KindAllgather, comm.KindSplit:
 		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindBcast, comm.KindReduce:
@@ -164,6 +234,9 @@ func (f Fabric) validate() error {
 	}
 	if f.RanksPerNode < 0 {
 		return fmt.Errorf("sim: fabric %q: ranks per node %d must not be negative", f.Name, f.RanksPerNode)
+	}
+	if f.Rails < 0 || f.Ring < 0 || f.NVLS < 0 || math.IsNaN(f.Ring) || math.IsNaN(f.NVLS) || math.IsInf(f.Ring, 0) || math.IsInf(f.NVLS, 0) {
+		return fmt.Errorf("sim: fabric %q: rails %d, ring %v, nvls %v must be finite and not negative", f.Name, f.Rails, f.Ring, f.NVLS)
 	}
 	return nil
 }

@@ -215,10 +215,14 @@ func TestLinkModel(t *testing.T) {
 	for i, b := range order {
 		require.Equal(t, byte(i), b, "message %d overtook: MPI's non-overtaking rule", i)
 	}
-	// Ring allreduce of 8 bytes over 4 ranks: 6 steps of latency + 12 bytes.
+	// An allreduce of 8 bytes over 4 ranks takes the tree: 2 log2(4)
+	// steps of latency + twice the payload (a ring: 6 steps + 12 bytes).
 	members := []int{0, 1, 2, 3}
-	want := 6*10*time.Microsecond + time.Duration(float64(2*3)/4*8/1e9*float64(time.Second))
+	want := 4*10*time.Microsecond + time.Duration(2*8/1e9*float64(time.Second))
 	require.Equal(t, want, f.Collective(comm.KindAllreduce, members, 8))
+	// 100 MB take the ring: 6 steps + 2(p-1)/p of the payload.
+	ring := 6*10*time.Microsecond + time.Duration(float64(2*3)/4*1e8/1e9*float64(time.Second))
+	require.Equal(t, ring, f.Collective(comm.KindAllreduce, members, 1e8))
 	var arDone time.Duration
 	res = sim.Run(t.Context(), 4, sim.Config{Fabric: f}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
 		t0 := clk.Now()
@@ -306,4 +310,36 @@ func TestTypedCollectivesCostTheirModel(t *testing.T) {
 			require.Equal(t, tc.want, d, "%s: rank %d", tc.name, r)
 		}
 	}
+}
+
+// Across nodes a ring runs one channel per rail its members on a node can
+// use: 2 nodes of 4 ranks with 4 NICs each cross at 4 x Inter, capped by
+// the ring's bus bandwidth within a node; with one rail, at Inter alone.
+// NVLink SHARP applies within a node only.
+func TestCollectiveRailsAndAlgorithms(t *testing.T) {
+	f := sim.Fabric{Name: "test", RanksPerNode: 4, Rails: 4, Ring: 300e9, NVLS: 400e9,
+		Intra: sim.Link{Latency: time.Microsecond, Bandwidth: 450e9}, Inter: sim.Link{Latency: 5 * time.Microsecond, Bandwidth: 50e9}}
+	const n = 1 << 30
+	eight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	ringAt := func(k int, lat time.Duration, p int, bw float64) time.Duration {
+		return time.Duration(k)*lat + time.Duration(2*float64(p-1)/float64(p)*n/bw*float64(time.Second))
+	}
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 200e9), f.Collective(comm.KindAllreduce, eight, n), "4 rails of 50 GB/s")
+	one := f
+	one.Rails = 1
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 50e9), one.Collective(comm.KindAllreduce, eight, n), "one rail")
+	wide := f
+	wide.Inter.Bandwidth = 100e9
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), wide.Collective(comm.KindAllreduce, eight, n), "capped by the ring within a node")
+	// Two ranks on each of two nodes use two rails.
+	require.Equal(t, ringAt(6, 5*time.Microsecond, 4, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5}, n))
+	// Within a node: NVLink SHARP at its bus bandwidth, with a tree's steps.
+	four := []int{0, 1, 2, 3}
+	require.Equal(t, ringAt(4, time.Microsecond, 4, 400e9), f.Collective(comm.KindAllreduce, four, n))
+	noNVLS := f
+	noNVLS.NVLS = 0
+	require.Equal(t, ringAt(6, time.Microsecond, 4, 300e9), noNVLS.Collective(comm.KindAllreduce, four, n), "a ring at Ring")
+	// Allgather over the rails too.
+	moved := 7 / 8.0 * float64(n)
+	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(comm.KindAllgather, eight, n))
 }
