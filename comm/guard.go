@@ -55,17 +55,21 @@ func (g GuardValue) Text() string {
 func MergeGuards(sets [][]GuardValue) []GuardValue {
 	var out []GuardValue
 	at := map[string]int{}
-	for _, set := range sets {
+	counted := map[string]int{} // the set a name was last counted in
+	for k, set := range sets {
 		for _, g := range set {
 			i, ok := at[g.Name]
 			if !ok {
-				at[g.Name] = len(out)
+				at[g.Name], counted[g.Name] = len(out), k
 				g.Hi, g.By = g.Value, 1
 				out = append(out, g)
 				continue
 			}
 			m := &out[i]
-			m.By++
+			if c, ok := counted[g.Name]; !ok || c != k {
+				counted[g.Name] = k
+				m.By++ // once per rank, however often its set names it
+			}
 			if g.Value < m.Value || g.Value > m.Hi {
 				m.Varies = true
 				m.Value, m.Hi = min(m.Value, g.Value), max(m.Hi, g.Value)

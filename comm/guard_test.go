@@ -58,4 +58,9 @@ func TestMergeGuards(t *testing.T) {
 	if s := GuardsText(got); s != "fits=1 (on 2 of 3 ranks), free=0..32, busy=false|true (on 2 of 3 ranks)" {
 		t.Errorf("merged %q", s)
 	}
+	// A name one rank's set holds twice counts that rank once.
+	got = MergeGuards([][]GuardValue{{{Name: "fits", Value: 1}, {Name: "fits", Value: 2}}, {{Name: "free", Value: 3}}})
+	if s := GuardsText(got); s != "fits=1..2 (on 1 of 2 ranks), free=3 (on 1 of 2 ranks)" {
+		t.Errorf("merged %q", s)
+	}
 }

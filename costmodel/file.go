@@ -119,7 +119,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 	if f.StepOverhead != "" {
 		d, err := time.ParseDuration(f.StepOverhead)
 		if err != nil || d < 0 {
-			return Hardware{}, fmt.Errorf("%s: %w: step_overhead = %q: must be a duration >= 0 such as 2ms (0s or unset: none)", path, ErrInvalid, f.StepOverhead)
+			return Hardware{}, fmt.Errorf("%s: %w: hardware %q: step_overhead = %q: must be a duration >= 0 such as 2ms (0s or unset: none)", path, ErrInvalid, h.Name, f.StepOverhead)
 		}
 		h.StepOverhead = d
 	}

@@ -468,6 +468,9 @@ func waits(g Group, by map[int]*Dump) []Wait {
 				w.Absent = append(w.Absent, Absence{Rank: r, NoDump: true, Last: done})
 				continue
 			}
+			if d.Unrecorded {
+				continue // no flight record: nothing says whether it arrived
+			}
 			last, doing := lastOn(d, g.Name)
 			if last >= q {
 				continue // it arrived (and maybe went on: a mismatch tells)
@@ -589,11 +592,15 @@ func mergeGuards(sets [][]Guard) []Guard {
 	vals := map[string][]string{}
 	by := map[string]int{}
 	for _, set := range sets {
+		seen := map[string]bool{}
 		for _, g := range set {
 			if _, ok := vals[g.Name]; !ok {
 				out = append(out, g)
 			}
-			by[g.Name]++
+			if !seen[g.Name] {
+				seen[g.Name] = true
+				by[g.Name]++ // once per rank, however often its set names it
+			}
 			if !slices.Contains(vals[g.Name], g.Value) {
 				vals[g.Name] = append(vals[g.Name], g.Value)
 			}

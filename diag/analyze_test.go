@@ -135,6 +135,31 @@ func TestAnalyzeRankrunDumps(t *testing.T) {
 	}
 }
 
+// A rank that kept no flight record (unchecked) is never read as a rank
+// that did not arrive: nothing says where it was.
+func TestAnalyzeUnrecordedRankIsNotAbsent(t *testing.T) {
+	dumps := []*Dump{
+		{Source: "rankrun", WorldRank: 0, WorldSize: 2, Groups: []Group{{Name: "g", Ranks: []int{0, 1}, Entered: 5}},
+			Ops: []Op{{Group: "g", Seq: 5, Kind: "Allreduce", Peer: -1, StartNS: 7, Err: "timeout"}}},
+		{Source: "rankrun", WorldRank: 1, WorldSize: 2, Unrecorded: true, Groups: []Group{{Name: "g", Ranks: []int{0, 1}}}},
+	}
+	s := Analyze(dumps)
+	for _, w := range s.Waits {
+		for _, a := range w.Absent {
+			if a.Rank == 1 {
+				t.Errorf("the unrecorded rank is named absent from %q #%d: %+v", w.Group, w.Seq, a)
+			}
+		}
+	}
+	if !slices.Equal(s.Unrecorded, []int{1}) {
+		t.Errorf("unrecorded %v, want [1]", s.Unrecorded)
+	}
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil || !strings.Contains(b.String(), "ranks [1] kept no flight record") || !strings.Contains(b.String(), " 1: unrecorded;") {
+		t.Errorf("story %v:\n%s", err, b.String())
+	}
+}
+
 // A rank's own collective timeout is what it knew when it failed: the
 // story's wait comes from it, not from a frozen rank's later dump (mpirun
 // wakes a stopped rank to end it, and it may go on into the next
@@ -174,6 +199,11 @@ func TestMergeGuards(t *testing.T) {
 	got := mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "free", Value: "32"}, {Name: "busy", Value: "true"}},
 		{{Name: "fits", Value: "1"}, {Name: "free", Value: "8"}, {Name: "busy", Value: "false"}}, {{Name: "free", Value: "0"}}, nil})
 	if want := "fits=1 (on 2 of 4 ranks), free=0..32 (on 3 of 4 ranks), busy=false|true (on 2 of 4 ranks)"; guardsText(got) != want {
+		t.Errorf("merged %q, want %s", guardsText(got), want)
+	}
+	// A name one rank's set holds twice counts that rank once.
+	got = mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "fits", Value: "2"}}, {{Name: "free", Value: "3"}}})
+	if want := "fits=1..2 (on 1 of 2 ranks), free=3 (on 1 of 2 ranks)"; guardsText(got) != want {
 		t.Errorf("merged %q, want %s", guardsText(got), want)
 	}
 }

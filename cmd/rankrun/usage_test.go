@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/costmodel"
 )
 
 // Every flag's documented 0 means what -h says: --compute-eff 0 and
@@ -25,7 +28,7 @@ func TestEfficiencyZeroIsTheHardwares(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(want), &a))
 	require.NoError(t, json.Unmarshal([]byte(got), &b))
 	assert.Equal(t, a.Compute, b.Compute)
-	assert.Contains(t, b.Compute, "at 40%", "the hardware's compute_eff")
+	assert.Contains(t, b.Compute, fmt.Sprintf("at %.0f%%", 100*costmodel.DefaultComputeEff), "the hardware's compute_eff")
 	assert.Equal(t, a.TTFTMs, b.TTFTMs)
 	code, _, errOut = cli(t, append(append([]string{}, base...), "--memory-eff", "-0.5")...)
 	assert.Equal(t, 2, code)

@@ -171,17 +171,21 @@ func (f Fabric) bus(members []int) float64 {
 // (allgather), by the algorithms NCCL chooses among: an allreduce is the
 // fastest of a ring (2(p-1) steps moving 2(p-1)/p of the payload), a
 // double binary tree (2 ceil(log2 p) steps, the payload twice: small
-// messages) and, within a node whose switch has it, NVLink SHARP (a tree's
-// steps at NVLS bus bandwidth); ring allgather p-1 steps moving (p-1)/p of
-// the total, binomial-tree bcast and dissemination barrier in ceil(log2 p)
-// rounds. Bandwidth terms use the bus bandwidth (bus: rails across nodes).
+// messages) and, within a node whose switch has it, NVLink SHARP (NVLS bus
+// bandwidth, charged a ring's steps: no published latency of its own, so
+// it wins on bandwidth alone, for large messages); ring allgather and
+// reduce-scatter p-1 steps moving (p-1)/p of the total. These ring-like
+// collectives run at the bus bandwidth (bus: every rail across nodes).
+// Binomial-tree bcast, reduce, gather and scatter, pairwise alltoall and a
+// dissemination barrier send whole messages rank to rank, each at its
+// slowest link's bandwidth (one NIC across nodes).
 func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Duration {
 	p := len(members)
 	if p < 2 {
 		return 0
 	}
 	l := f.span(members)
-	bw := f.bus(members)
+	bus := f.bus(members)
 	at := func(k int, moved, bw float64) time.Duration {
 		t := time.Duration(k) * l.Latency
 		if bw > 0 {
@@ -189,19 +193,20 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		}
 		return t
 	}
-	steps := func(k int, moved float64) time.Duration { return at(k, moved, bw) }
+	// steps: whole messages rank to rank, over the slowest link.
+	steps := func(k int, moved float64) time.Duration { return at(k, moved, l.Bandwidth) }
 	rounds := bits.Len(uint(p - 1)) // ceil(log2 p)
 	switch kind {
 	case comm.KindAllreduce:
-		ring := steps(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes))
-		tree := steps(2*rounds, 2*float64(bytes))
+		ring := at(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes), bus)
+		tree := at(2*rounds, 2*float64(bytes), bus)
 		best := min(ring, tree)
 		if f.NVLS > 0 && f.oneNode(members) {
-			best = min(best, at(2*rounds, 2*float64(p-1)/float64(p)*float64(bytes), f.NVLS))
+			best = min(best, at(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes), f.NVLS))
 		}
 		return best
 	case comm.KindAllgather, comm.KindSplit:
-		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
+		return at(p-1, float64(p-1)/float64(p)*float64(bytes), bus)
 	case comm.KindBcast, comm.KindReduce:
 		// A binomial tree: log2 p rounds, the whole buffer each.
 		return steps(rounds, float64(rounds)*float64(bytes))
@@ -215,7 +220,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindReduceScatter:
 		// A ring: p-1 steps of 1/p of the buffer.
-		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
+		return at(p-1, float64(p-1)/float64(p)*float64(bytes), bus)
 	case comm.KindBarrier:
 		return steps(rounds, 0)
 	}
@@ -235,8 +240,16 @@ func (f Fabric) validate() error {
 	if f.RanksPerNode < 0 {
 		return fmt.Errorf("sim: fabric %q: ranks per node %d must not be negative", f.Name, f.RanksPerNode)
 	}
-	if f.Rails < 0 || f.Ring < 0 || f.NVLS < 0 || math.IsNaN(f.Ring) || math.IsNaN(f.NVLS) || math.IsInf(f.Ring, 0) || math.IsInf(f.NVLS, 0) {
-		return fmt.Errorf("sim: fabric %q: rails %d, ring %v, nvls %v must be finite and not negative", f.Name, f.Rails, f.Ring, f.NVLS)
+	if f.Rails < 0 {
+		return fmt.Errorf("sim: fabric %q: rails %d must not be negative (0: one NIC a node)", f.Name, f.Rails)
+	}
+	for _, b := range []struct {
+		name string
+		v    float64
+	}{{"ring", f.Ring}, {"nvls", f.NVLS}} {
+		if b.v < 0 || math.IsNaN(b.v) || math.IsInf(b.v, 0) {
+			return fmt.Errorf("sim: fabric %q: %s bandwidth %v must be finite and not negative", f.Name, b.name, b.v)
+		}
 	}
 	return nil
 }

@@ -333,12 +333,25 @@ func TestCollectiveRailsAndAlgorithms(t *testing.T) {
 	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), wide.Collective(comm.KindAllreduce, eight, n), "capped by the ring within a node")
 	// Two ranks on each of two nodes use two rails.
 	require.Equal(t, ringAt(6, 5*time.Microsecond, 4, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5}, n))
-	// Within a node: NVLink SHARP at its bus bandwidth, with a tree's steps.
+	// Within a node: NVLink SHARP at its bus bandwidth, charged a ring's
+	// steps; a small message takes the tree instead.
 	four := []int{0, 1, 2, 3}
-	require.Equal(t, ringAt(4, time.Microsecond, 4, 400e9), f.Collective(comm.KindAllreduce, four, n))
+	require.Equal(t, ringAt(6, time.Microsecond, 4, 400e9), f.Collective(comm.KindAllreduce, four, n))
+	small := 2 * 8.0
+	require.Equal(t, 4*time.Microsecond+time.Duration(small/300e9*float64(time.Second)), f.Collective(comm.KindAllreduce, four, 8), "8 bytes: the tree")
 	noNVLS := f
 	noNVLS.NVLS = 0
 	require.Equal(t, ringAt(6, time.Microsecond, 4, 300e9), noNVLS.Collective(comm.KindAllreduce, four, n), "a ring at Ring")
+	// Uneven groups: the node with the fewest members sets the rails
+	// (ranks 3 | 4..7: one rail).
+	require.Equal(t, ringAt(8, 5*time.Microsecond, 5, 50e9), f.Collective(comm.KindAllreduce, []int{3, 4, 5, 6, 7}, n))
+	// An inter link of unbounded bandwidth leaves the ring's.
+	free := f
+	free.Inter.Bandwidth = 0
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), free.Collective(comm.KindAllreduce, eight, n))
+	// Whole messages rank to rank (alltoall, bcast) cross at one NIC's speed.
+	each := 7 / 8.0 * float64(n)
+	require.Equal(t, 7*5*time.Microsecond+time.Duration(each/50e9*float64(time.Second)), f.Collective(comm.KindAlltoall, eight, n))
 	// Allgather over the rails too.
 	moved := 7 / 8.0 * float64(n)
 	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(comm.KindAllgather, eight, n))
