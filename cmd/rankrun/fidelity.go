@@ -49,12 +49,14 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("validate: takes no arguments, got %q", fs.Arg(0))
 	}
 	var rows []validateRow
+	var lines []string
 	failed := 0
 	for _, r := range costmodel.Published {
 		pred, ratio, ok := r.Check()
 		if !ok {
 			failed++
 		}
+		lines = append(lines, r.Line(pred, ratio, ok))
 		rows = append(rows, validateRow{Name: r.Name, Kind: r.Kind(), Source: r.Source, Config: r.Config, Unit: r.Unit, Published: r.Value,
 			Predicted: pred, Error: ratio - 1, Lo: r.Lo, Hi: r.Hi, Fitted: r.Fitted, Gap: r.Gap, OK: ok})
 	}
@@ -67,8 +69,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 	} else {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%-30s %14s %9s %7s  %-9s %s\n", "row", "published", "model", "error", "kind", "verdict")
-		for _, r := range costmodel.Published {
-			b.WriteString(r.String() + "\n")
+		for _, l := range lines {
+			b.WriteString(l + "\n")
 		}
 		b.WriteString("\nsources and configurations:\n")
 		for _, r := range rows {
