@@ -185,7 +185,6 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return 0
 	}
 	l := f.span(members)
-	bus := f.bus(members)
 	at := func(k int, moved, bw float64) time.Duration {
 		t := time.Duration(k) * l.Latency
 		if bw > 0 {
@@ -198,6 +197,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 	rounds := bits.Len(uint(p - 1)) // ceil(log2 p)
 	switch kind {
 	case comm.KindAllreduce:
+		bus := f.bus(members)
 		ring := at(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes), bus)
 		tree := at(2*rounds, 2*float64(bytes), bus)
 		best := min(ring, tree)
@@ -206,7 +206,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		}
 		return best
 	case comm.KindAllgather, comm.KindSplit:
-		return at(p-1, float64(p-1)/float64(p)*float64(bytes), bus)
+		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
 	case comm.KindBcast, comm.KindReduce:
 		// A binomial tree: log2 p rounds, the whole buffer each.
 		return steps(rounds, float64(rounds)*float64(bytes))
@@ -220,7 +220,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindReduceScatter:
 		// A ring: p-1 steps of 1/p of the buffer.
-		return at(p-1, float64(p-1)/float64(p)*float64(bytes), bus)
+		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
 	case comm.KindBarrier:
 		return steps(rounds, 0)
 	}
