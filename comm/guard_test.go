@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -62,5 +63,36 @@ func TestMergeGuards(t *testing.T) {
 	got = MergeGuards([][]GuardValue{{{Name: "fits", Value: 1}, {Name: "fits", Value: 2}}, {{Name: "free", Value: 3}}})
 	if s := GuardsText(got); s != "fits=1..2 (on 1 of 2 ranks), free=3 (on 1 of 2 ranks)" {
 		t.Errorf("merged %q", s)
+	}
+}
+
+// A collective's record holds exactly the guards recorded since the one
+// before it: none when none were, never a value left in a recycled set
+// from a record that left the ring. The names change with every
+// collective and the ring depth varies, so a stale value cannot hide
+// under a fresh one of the same name. Deterministic (one goroutine): the
+// inspector test above only sees a stale value when its snapshot lands
+// at the right moment.
+func TestGuardsClearedEachCollective(t *testing.T) {
+	for _, depth := range []int{1, 2, 3, 4} {
+		r := NewRecorder(depth)
+		var p Path
+		for i := range 8 * (depth + 1) {
+			var want string
+			if i%3 != 2 { // every third collective records nothing before it
+				name := []string{"a", "b", "c", "d", "e"}[i%5]
+				r.Guard(name, int64(i))
+				want = fmt.Sprintf("%s=%d", name, i)
+			}
+			r.End(r.BeginAt("world", uint64(i), KindAllreduce, &p), nil)
+			recs := r.Snapshot()
+			var got string
+			for _, g := range recs[len(recs)-1].Guards {
+				got += fmt.Sprintf("%s=%d", g.Name, g.Value)
+			}
+			if got != want {
+				t.Fatalf("depth %d: collective #%d carries %q, want %q", depth, i, got, want)
+			}
+		}
 	}
 }
