@@ -66,7 +66,7 @@ func TestPrefillClosedForm(t *testing.T) {
 				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 				// The precondition: this request is compute-bound.
 				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
-				require.Greater(t, w.flops/(hw.Peak(m.Precision)*DefaultComputeEff), w.bytes/(hw.HBMBandwidth*DefaultMemoryEff), "%s %s %s", hw.Name, name, l)
+				require.Greater(t, w.flops/(hw.Peak(m.Precision)*DefaultComputeEff), memTime(hw, w), "%s %s %s", hw.Name, name, l)
 				got := p.Prefill([]Seq{{Tokens: n}})
 				assert.InDelta(t, want, got, 1, "%s on %s, %s: prefill of %d tokens", name, hw.Name, l, n)
 			}
@@ -111,7 +111,7 @@ func TestDecodeBatch1MemoryBound(t *testing.T) {
 				for _, ctx := range []int{1, 1024, 32768} {
 					w := p.side(l, 0).decodeWork(0, []Seq{{Tokens: ctx}})
 					c := w.flops / (hw.Peak(p.Model.Precision) * DefaultComputeEff)
-					mem := w.bytes / (hw.HBMBandwidth * DefaultMemoryEff)
+					mem := memTime(hw, w)
 					assert.Greater(t, mem, c, "%s on %s %s, context %d: compute %.3g s, memory %.3g s", name, hw.Name, l, ctx, c, mem)
 				}
 			}
@@ -120,16 +120,16 @@ func TestDecodeBatch1MemoryBound(t *testing.T) {
 }
 
 // A batch-1 decode step of a dense model on one GPU is, exactly, its
-// weights (all but the input embedding) plus the KV of its context over the
-// achieved HBM bandwidth.
+// weights (all but the input embedding) over the achieved HBM bandwidth
+// plus the KV of its context over the KV cache's.
 func TestDecodeClosedForm(t *testing.T) {
 	hw := Hardwares["h100-nvlink-ib400"]
 	m := Models["llama-3-8b"]
 	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
 	p := Placement{Model: m, HW: hw, Ctx: l, Gen: l}
 	const ctx = 2000
-	bytes := (m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + ctx*m.KVBytesPerToken()
-	want := time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + hw.StepOverhead
+	mem := memTime(hw, work{weights: (m.Params() - float64(m.Vocab*m.Hidden)) * m.WeightBytes, kv: ctx * m.KVBytesPerToken()})
+	want := time.Duration(math.Round(mem*1e9)) + hw.StepOverhead
 	assert.InDelta(t, want, p.Decode([]Seq{{Tokens: ctx}}), 1)
 
 	// Over TP=2 each rank reads half the weights and half the KV heads of
@@ -138,10 +138,10 @@ func TestDecodeClosedForm(t *testing.T) {
 	l2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
 	p2 := Placement{Model: m, HW: hw, Ctx: l2, Gen: l2}
 	const long = 32768
-	bytes = ((m.Params()-float64(m.Vocab*m.Hidden))*m.WeightBytes + long*m.KVBytesPerToken()) / 2
+	mem = memTime(hw, work{weights: (m.Params() - float64(m.Vocab*m.Hidden)) * m.WeightBytes / 2, kv: long * m.KVBytesPerToken() / 2})
 	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
 	// The GEN ranks follow the CTX ones: world ranks 2 and 3, one node.
-	want = time.Duration(math.Round(bytes/(hw.HBMBandwidth*DefaultMemoryEff)*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
+	want = time.Duration(math.Round(mem*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	assert.InDelta(t, want, p2.Decode([]Seq{{Tokens: long}}), 1)
 	// A hardware with no host cost is the roofline alone.
 	bare := hw
@@ -187,4 +187,10 @@ func TestPrefillPipeline(t *testing.T) {
 	want := max(t0+t0+send, t0+send+t1) + t1 + hw.StepOverhead
 	assert.Equal(t, want, p2.Prefill(pair))
 	assert.Less(t, p2.Prefill(pair), p1.Prefill(pair), "two requests pipeline over two stages")
+}
+
+// memTime is w's memory time on hw at the default efficiencies: weights
+// at DefaultMemoryEff, KV cache at DefaultKVEff.
+func memTime(hw Hardware, w work) float64 {
+	return w.weights/(hw.HBMBandwidth*DefaultMemoryEff) + w.kv/(hw.HBMBandwidth*DefaultKVEff)
 }

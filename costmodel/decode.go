@@ -55,8 +55,8 @@ func (s side) decodeAttn(pp int, part []Seq) work {
 	m := s.m
 	nl := float64(m.Layers / s.l.PP)
 	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{nl * (2*m.AttnParams()*float64(len(part)) + 4*float64(m.Heads*m.HeadDim)*ctx/cp) / split,
-		nl * (m.AttnParams()*m.WeightBytes/split + ctx/cp*s.kvBytesPerTokenLayer())}
+	return work{flops: nl * (2*m.AttnParams()*float64(len(part)) + 4*float64(m.Heads*m.HeadDim)*ctx/cp) / split,
+		weights: nl * m.AttnParams() * m.WeightBytes / split, kv: nl * ctx / cp * s.kvBytesPerTokenLayer()}
 }
 
 // decodeFFN is the FFN (and on the last stage the LM head) of one step:

@@ -14,7 +14,11 @@
 //     micro-batches; the TP/CP collectives of every layer and the PP
 //     activation sends through the sim backend's link model) and Decode (a
 //     roofline: the larger of compute and memory time, memory being the
-//     weights a rank reads plus the KV of its batch over its HBM bandwidth).
+//     weights a rank reads plus the KV of its batch, each at its achieved
+//     fraction of HBM bandwidth).
+//   - Offline: an aggregated instance's offline steady state under a
+//     Scheduler (max batch, token budget, chunked prefill), batching in
+//     flight: the throughput TensorRT-LLM's published tables measure.
 //   - Placement: one run's CTX and GEN layouts on one world (CTX ranks first),
 //     the object the executor's compute hook calls.
 //

@@ -72,6 +72,7 @@ type hardwareFile struct {
 	HBMCapacity  float64            `json:"hbm_capacity"`
 	ComputeEff   float64            `json:"compute_eff"`
 	MemoryEff    float64            `json:"memory_eff"`
+	KVEff        float64            `json:"kv_eff"`
 	StepOverhead string             `json:"step_overhead"` // a Go duration; "" or "0s": none
 	Fabric       struct {
 		RanksPerNode int      `json:"ranks_per_node"`
@@ -91,7 +92,7 @@ type linkFile struct {
 
 // LoadHardware reads a hardware profile: a JSON object with name,
 // peak_flops ({"bf16": FLOP/s, ...}, dense, per GPU), hbm_bandwidth
-// (bytes/s), hbm_capacity (bytes), compute_eff, memory_eff and
+// (bytes/s), hbm_capacity (bytes), compute_eff, memory_eff, kv_eff and
 // step_overhead (a duration, "2ms"; none when unset) (optional), and fabric {ranks_per_node,
 // rails (NICs a node), ring and nvls (bus bandwidths within a node, bytes/s;
 // optional), intra and inter {latency: "3us", bandwidth: bytes/s}}. An
@@ -111,7 +112,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 		return Hardware{}, err
 	}
 	h := Hardware{Name: f.Name, PeakFLOPs: f.PeakFLOPs, HBMBandwidth: f.HBMBandwidth, HBMCapacity: f.HBMCapacity,
-		ComputeEff: f.ComputeEff, MemoryEff: f.MemoryEff, Source: f.Source}
+		ComputeEff: f.ComputeEff, MemoryEff: f.MemoryEff, KVEff: f.KVEff, Source: f.Source}
 	if h.Name == "" {
 		h.Name = path
 	}

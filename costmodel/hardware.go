@@ -25,6 +25,14 @@ const (
 	// weight and KV reads reach. 0.8 is an assumption of this model (the
 	// order of what bandwidth-bound kernels reach on HBM3), not fitted.
 	DefaultMemoryEff = 0.80
+	// DefaultKVEff: the fraction of HBM bandwidth attention reaches
+	// reading and writing the paged KV cache (a decode step's gathers of
+	// every context's blocks run well below a weight read's streaming).
+	// Fitted on one row, rounded: TensorRT-LLM's Llama-3.3-70B FP8
+	// throughput on two H100s at 2048 in / 2048 out (perf-overview.md),
+	// whose steady state reads more KV than weights (+4% at 0.50). The
+	// other throughput rows are held out (published.go).
+	DefaultKVEff = 0.50
 	// H100StepOverhead is the fixed host cost of one forward step
 	// (kernel launches, sampling, scheduling) on top of its roofline
 	// time, on the H100 presets. Fitted on one row: NVIDIA NeMo's
@@ -48,7 +56,8 @@ type Hardware struct {
 	HBMBandwidth float64            // bytes/s per GPU
 	HBMCapacity  float64            // bytes per GPU
 	ComputeEff   float64            // achieved fraction of PeakFLOPs (0: DefaultComputeEff)
-	MemoryEff    float64            // achieved fraction of HBMBandwidth (0: DefaultMemoryEff)
+	MemoryEff    float64            // achieved fraction of HBMBandwidth reading weights (0: DefaultMemoryEff)
+	KVEff        float64            // achieved fraction of HBMBandwidth moving KV cache (0: DefaultKVEff)
 	// StepOverhead is the fixed host cost of a forward step (0: none).
 	StepOverhead time.Duration
 	Fabric       sim.Fabric
@@ -66,6 +75,14 @@ func (h Hardware) ComputeEffOrDefault() float64 { return h.computeEff() }
 
 // MemoryEffOrDefault is MemoryEff, or DefaultMemoryEff when unset.
 func (h Hardware) MemoryEffOrDefault() float64 { return h.memoryEff() }
+
+// KVEffOrDefault is KVEff, or DefaultKVEff when unset.
+func (h Hardware) KVEffOrDefault() float64 {
+	if h.KVEff > 0 {
+		return h.KVEff
+	}
+	return DefaultKVEff
+}
 
 // computeEff and memoryEff apply the defaults.
 func (h Hardware) computeEff() float64 {
@@ -113,6 +130,8 @@ func (h Hardware) Validate() error {
 		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
 	case h.MemoryEff < 0 || h.MemoryEff > 1 || math.IsNaN(h.MemoryEff):
 		return bad("memory_eff", "must be in (0, 1] (0: the default)", h.MemoryEff)
+	case h.KVEff < 0 || h.KVEff > 1 || math.IsNaN(h.KVEff):
+		return bad("kv_eff", "must be in (0, 1] (0: the default)", h.KVEff)
 	case h.StepOverhead < 0:
 		return bad("step_overhead", "must not be negative (0: none)", h.StepOverhead)
 	}

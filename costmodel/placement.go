@@ -178,11 +178,12 @@ func (s side) weightsPerRank() float64 {
 	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
 }
 
-// roofline is the time of flops and bytes on one rank: the larger of the
-// compute and the memory time.
-func (s side) roofline(flops, bytes float64) float64 {
-	c := flops / (s.hw.Peak(s.m.Precision) * s.hw.computeEff())
-	b := bytes / (s.hw.HBMBandwidth * s.hw.memoryEff())
+// roofline is the time of w on one rank: the larger of the compute and
+// the memory time, weights and KV cache each at their achieved fraction
+// of HBM bandwidth.
+func (s side) roofline(w work) float64 {
+	c := w.flops / (s.hw.Peak(s.m.Precision) * s.hw.computeEff())
+	b := w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()) + w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())
 	return math.Max(c, b)
 }
 

@@ -32,6 +32,11 @@ var Models = map[string]Model{
 	// vocab_size 32000.
 	"llama-2-70b": {Name: "llama-2-70b", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128, FFN: 28672, Vocab: 32000,
 		WeightBytes: 2, KVBytes: 2, ActBytes: 2, Precision: "bf16", Source: "huggingface.co/meta-llama/Llama-2-70b-hf config.json"},
+	// meta-llama/Llama-3.1-405B config.json: hidden_size 16384,
+	// intermediate_size 53248, num_hidden_layers 126, num_attention_heads
+	// 128, num_key_value_heads 8, vocab_size 128256. 405.9B parameters.
+	"llama-3.1-405b": {Name: "llama-3.1-405b", Layers: 126, Hidden: 16384, Heads: 128, KVHeads: 8, HeadDim: 128, FFN: 53248, Vocab: 128256,
+		WeightBytes: 2, KVBytes: 2, ActBytes: 2, Precision: "bf16", Source: "huggingface.co/meta-llama/Llama-3.1-405B config.json"},
 	// deepseek-ai/deepseek-moe-16b-base config.json: hidden_size 2048,
 	// intermediate_size 10944 (the dense first layer), moe_intermediate_size
 	// 1408, num_hidden_layers 28, num_attention_heads 16,

@@ -74,11 +74,6 @@ func publishedRows() []Row {
 		}
 		return out
 	}
-	fp8 := func(name string) Model {
-		m := Models[name]
-		m.WeightBytes, m.KVBytes, m.Precision = 1, 1, "fp8"
-		return m
-	}
 	tp := func(n int) topology.Layout { return topology.Layout{TP: n, PP: 1, CP: 1, DP: 1} }
 	// A batch-1 request end to end: its prefill and out decode steps.
 	latency := func(m Model, hw Hardware, l topology.Layout, in, out int) func() float64 {
@@ -115,16 +110,17 @@ func publishedRows() []Row {
 		{Name: "nemo-llama2-7b-tp8", Source: nemo, Config: "Llama-2-7B, TP 8 on H100, 128 in / 20 out", Unit: "ms", Value: 97.6,
 			Lo: lo, Hi: hi, Model: latency(Models["llama-2-7b"], h100, tp(8), 128, 20)},
 		{Name: "trtllm-llama2-7b-ttft-2048", Source: trt, Config: "LLaMA 7B (Llama 2) FP8, TP 1, first token of 2048 tokens", Unit: "ms", Value: 36,
-			Lo: 0.95, Hi: 1.05, Fitted: fmt.Sprintf("DefaultComputeEff (%.3f)", DefaultComputeEff), Model: ttft(fp8("llama-2-7b"), h100, tp(1), 2048)},
+			Lo: 0.95, Hi: 1.05, Fitted: fmt.Sprintf("DefaultComputeEff (%.3f)", DefaultComputeEff), Model: ttft(fp8(Models["llama-2-7b"]), h100, tp(1), 2048)},
 		{Name: "trtllm-llama2-70b-ttft-2048", Source: trt, Config: "LLaMA 70B (Llama 2) FP8, TP 4, first token of 2048 tokens", Unit: "ms", Value: 109,
-			Lo: 0.95, Hi: 1.05, Model: ttft(fp8("llama-2-70b"), h100, tp(4), 2048)},
+			Lo: 0.95, Hi: 1.05, Model: ttft(fp8(Models["llama-2-70b"]), h100, tp(4), 2048)},
 		{Name: "trtllm-llama2-7b-ttft-128", Source: trt, Config: "LLaMA 7B (Llama 2) FP8, TP 1, first token of 128 tokens", Unit: "ms", Value: 7,
 			Lo: 0.66, Hi: 0.72, Gap: "a short prompt is a few ms of roofline work plus one step's fixed cost fitted on NeMo's latency: TensorRT-LLM's first token costs more than that (-31%)",
-			Model: ttft(fp8("llama-2-7b"), h100, tp(1), 128)},
+			Model: ttft(fp8(Models["llama-2-7b"]), h100, tp(1), 128)},
 		{Name: "trtllm-llama2-70b-ttft-128", Source: trt, Config: "LLaMA 70B (Llama 2) FP8, TP 4, first token of 128 tokens", Unit: "ms", Value: 26,
 			Lo: 0.45, Hi: 0.51, Gap: "as the 7B row, and 160 small allreduces charged at the tree's latency: -52%",
-			Model: ttft(fp8("llama-2-70b"), h100, tp(4), 128)},
+			Model: ttft(fp8(Models["llama-2-70b"]), h100, tp(4), 128)},
 	}
+	rows = append(rows, throughputRows()...)
 	return rows
 }
 

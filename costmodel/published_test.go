@@ -53,6 +53,26 @@ func TestPublishedRows(t *testing.T) {
 			}
 		}
 	}
+	// The 405B rows' direction: PP 8 ahead at max throughput, TP 8 at
+	// batch 1 (the model had TP ahead at both before its steady state
+	// pipelined PP micro-batches).
+	for _, r := range Published {
+		if r.Unit == "x" {
+			assert.Greater(t, r.Predict(), 1.0, "%s: the published direction is %.1fx", r.Name, r.Value)
+		}
+	}
+	// The rows (TensorRT-LLM's Llama-3.3-70B FP8 throughput) are
+	// held out: no constant was fitted on them.
+	for _, name := range []string{"tput-70b-h100-tp2-1000/1000", "tput-70b-h200-tp1-128/2048", "tput-70b-h200-tp1-2048/128", "tput-70b-h100-tp2-2048/128"} {
+		found := false
+		for _, r := range Published {
+			if r.Name == name {
+				found = true
+				assert.Equal(t, "held out", r.Kind(), name)
+			}
+		}
+		assert.True(t, found, name)
+	}
 	held := 0
 	for _, r := range Published {
 		if r.Kind() == "held out" {

@@ -5,13 +5,12 @@ import (
 	"time"
 )
 
-// work is what one rank does in one stage: FLOPs and HBM bytes, timed
-// together by the roofline (compute and memory overlap within a stage).
-type work struct{ flops, bytes float64 }
+// work is what one rank does in one stage: FLOPs and HBM bytes (the
+// weights it reads and the KV cache it reads or writes), timed together
+// by the roofline (compute and memory overlap within a stage).
+type work struct{ flops, weights, kv float64 }
 
-func (w *work) add(o work) { w.flops += o.flops; w.bytes += o.bytes }
-
-func (w work) scale(f float64) work { return work{w.flops * f, w.bytes * f} }
+func (w *work) add(o work) { w.flops += o.flops; w.weights += o.weights; w.kv += o.kv }
 
 // layerKinds is how many dense-FFN and MoE layers stage pp holds.
 func (s side) layerKinds(pp int) (dense, moe float64) {
@@ -57,7 +56,7 @@ func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
 		if k.n == 0 {
 			continue
 		}
-		w.add(work{k.n * s.ffnFLOPsPerToken(k.moe) * tokens / flopSplit, k.n * s.ffnBytes(k.moe, tokens) / s.ffnSplit()})
+		w.add(work{flops: k.n * s.ffnFLOPsPerToken(k.moe) * tokens / flopSplit, weights: k.n * s.ffnBytes(k.moe, tokens) / s.ffnSplit()})
 	}
 	return w
 }
@@ -66,7 +65,7 @@ func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
 // request; decode: one per request per step).
 func (s side) lmHead(rows float64) work {
 	vh := float64(s.m.Vocab) * float64(s.m.Hidden)
-	return work{2 * vh * rows / float64(s.l.TP), vh * s.m.WeightBytes / float64(s.l.TP)}
+	return work{flops: 2 * vh * rows / float64(s.l.TP), weights: vh * s.m.WeightBytes / float64(s.l.TP)}
 }
 
 // kvBytesPerTokenLayer is the KV of one token in one layer on one rank.
@@ -135,16 +134,16 @@ func (s side) stageTime(pp int, mb []Seq, act float64, per time.Duration, attn, 
 	if !s.l.AttentionDP {
 		w := sum(pp, mb, attn, ffn)
 		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
-		return seconds(s.roofline(w.flops, w.bytes)) + nl*per
+		return seconds(s.roofline(w)) + nl*per
 	}
 	var slowest float64
 	for _, part := range byDP(mb) {
 		w := attn(pp, part)
-		slowest = max(slowest, s.roofline(w.flops, w.bytes))
+		slowest = max(slowest, s.roofline(w))
 	}
 	f := ffn(pp, mb)
 	per += s.allreduce(s.ffnMembers(pp), act)
-	return seconds(slowest+s.roofline(f.flops, f.bytes)) + nl*per
+	return seconds(slowest+s.roofline(f)) + nl*per
 }
 
 // sum is attention and FFN together: one rank's whole work on mb.

@@ -42,13 +42,13 @@ type runFlags struct {
 	pctDepth     int
 	msgJitter    time.Duration
 	// The cost model (model.go).
-	model                 string
-	computeEff, memoryEff float64
-	kvSample              int
-	autoSample            int             // run under sim with --kv-sample 0: the sample chosen to fit this host (0: none)
-	sampleNote            string          // the report's reason for autoSample
-	sweepSample           bool            // a sweep: --kv-sample 0 samples
-	set                   map[string]bool // flags the command line set
+	model                        string
+	computeEff, memoryEff, kvEff float64
+	kvSample                     int
+	autoSample                   int             // run under sim with --kv-sample 0: the sample chosen to fit this host (0: none)
+	sampleNote                   string          // the report's reason for autoSample
+	sweepSample                  bool            // a sweep: --kv-sample 0 samples
+	set                          map[string]bool // flags the command line set
 }
 
 // multiFlag is a repeatable flag that also splits on commas where the

@@ -19,7 +19,8 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 	fs.StringVar(&f.hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
 		") or a JSON file; the sim backend's link model, and with --model the compute figures")
 	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs, in (0,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
-	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
+	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
+	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
 		"(1: every byte; 0: for run 1, or under --backend sim the least that keeps the pools within half this host's memory, shown in the report; HeadDim/4 for sweep)")
 }
@@ -77,7 +78,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		name string
 		v    float64
 		to   *float64
-	}{{"compute-eff", f.computeEff, &hw.ComputeEff}, {"memory-eff", f.memoryEff, &hw.MemoryEff}} {
+	}{{"compute-eff", f.computeEff, &hw.ComputeEff}, {"memory-eff", f.memoryEff, &hw.MemoryEff}, {"kv-eff", f.kvEff, &hw.KVEff}} {
 		if !f.set[e.name] || e.v == 0 {
 			continue // 0: the hardware's, as -h says
 		}
@@ -251,8 +252,8 @@ func describeCompute(cfg *executor.Config) string {
 	var parts []string
 	if pc, ok := cfg.Compute.(placementCompute); ok {
 		m, h := pc.p.Model, pc.p.HW
-		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%%, %v host cost a step)", m.Name, h.Name, h.Peak(m.Precision)/1e12, m.Precision,
-			100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), h.StepOverhead)
+		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
+			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
 		if n := m.HeadDim / max(1, cfg.Model.HeadDim); n > 1 {
 			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
 		}

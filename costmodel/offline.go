@@ -1,0 +1,180 @@
+package costmodel
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+// Scheduler is a serving engine's step scheduler: what one forward step
+// of an instance may hold. Its zero value is the defaults a serving engine
+// uses (TensorRT-LLM's LLM API: max_batch_size 2048, max_num_tokens 8192,
+// chunked prefill off).
+type Scheduler struct {
+	// MaxBatch is the most requests one step holds, prefilling and
+	// decoding together (0: DefaultMaxBatch).
+	MaxBatch int
+	// MaxTokens is the token budget of one step: the prompt tokens it
+	// prefills plus one for each request it decodes (0:
+	// DefaultMaxTokens).
+	MaxTokens int
+	// Chunked lets a prompt longer than the budget prefill over several
+	// steps; without it such a prompt can never be scheduled.
+	Chunked bool
+}
+
+// The scheduler's defaults: TensorRT-LLM's LLM API (llm_args.py,
+// max_batch_size and max_num_tokens).
+const (
+	DefaultMaxBatch  = 2048
+	DefaultMaxTokens = 8192
+)
+
+// Limits is s with its defaults applied.
+func (s Scheduler) Limits() (maxBatch, maxTokens int) {
+	maxBatch, maxTokens = s.MaxBatch, s.MaxTokens
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	return maxBatch, maxTokens
+}
+
+// String is the scheduler as its flags read.
+func (s Scheduler) String() string {
+	b, t := s.Limits()
+	return fmt.Sprintf("max_batch=%d max_tokens=%d chunked=%t", b, t, s.Chunked)
+}
+
+// Steady is an aggregated instance's offline steady state: every request
+// of in prompt and out generated tokens queued at once, the instance
+// batching in flight (a finished request's place taken by a new prompt,
+// prefilled in the same step as the others decode).
+type Steady struct {
+	// Batch is the requests resident in each DP index of the instance,
+	// and Bound what holds it there: "kv" (the KV cache is full),
+	// "max_batch" or "max_tokens" (the scheduler's limits).
+	Batch float64
+	Bound string
+	// Prefills is the prompts a step starts, on average (Batch/out).
+	Prefills float64
+	// Step is one forward step, every stage and micro-batch and the host
+	// cost included.
+	Step time.Duration
+	// Throughput is the output tokens a second of the whole instance
+	// (every DP index): Batch x DP a step.
+	Throughput float64
+}
+
+// Offline is the offline steady state of an instance of layout l that
+// prefills and decodes on the same ranks (aggregated serving) under sch,
+// for requests of in prompt and out generated tokens. Each request holds
+// in+out tokens of KV; a step decodes Batch-Prefills requests at their
+// mean context (in + out/2) and prefills Prefills prompts, the weights
+// read once for both. With PP stages, PP micro-batches are in flight and a
+// step is PP rounds of the busiest stage (or one round trip, if longer).
+// It needs cp = 1.
+func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Steady, error) {
+	maxBatch, maxTokens := sch.Limits()
+	switch {
+	case in < 1 || out < 1:
+		return Steady{}, fmt.Errorf("%w: offline: in = %d, out = %d: both must be at least 1", ErrInvalid, in, out)
+	case l.CP != 1:
+		return Steady{}, fmt.Errorf("%w: offline: layout %s: cp = %d: the steady state is modelled for cp = 1", ErrInvalid, l, l.CP)
+	case !sch.Chunked && in > maxTokens:
+		return Steady{}, fmt.Errorf("%w: offline: in = %d: a prompt longer than max_tokens (%d) needs chunked prefill", ErrInvalid, in, maxTokens)
+	}
+	if err := p.Fits(l); err != nil {
+		return Steady{}, fmt.Errorf("offline: layout %s: %w", l, err)
+	}
+	s := p.side(l, 0)
+	st := Steady{Batch: float64(maxBatch), Bound: "max_batch"}
+	if kv := s.kvTokens() / float64(in+out); kv < st.Batch {
+		st.Batch, st.Bound = math.Floor(kv), "kv"
+	}
+	// A step computes Batch/out prompts of in tokens and the rest one
+	// token each: in+out-1 tokens for every out requests.
+	if tok := float64(maxTokens) * float64(out) / float64(in+out-1); tok < st.Batch {
+		st.Batch, st.Bound = tok, "max_tokens"
+	}
+	if st.Batch < 1 {
+		return Steady{}, fmt.Errorf("%w: offline: layout %s holds the KV of no request of %d tokens", ErrInvalid, l, in+out)
+	}
+	st.Prefills = st.Batch / float64(out)
+	mix := mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: in + out/2}
+	var busiest, trip time.Duration
+	for pp := range l.PP {
+		t := s.mixedStage(pp, mix)
+		busiest = max(busiest, t)
+		trip += t
+		if pp+1 < l.PP {
+			trip += s.link(0, pp).Time(int(math.Ceil(mix.tokens())) * s.m.Hidden * s.m.ActBytes)
+		}
+	}
+	st.Step = max(time.Duration(l.PP)*busiest, trip) + p.HW.StepOverhead
+	st.Throughput = st.Batch * float64(l.DP) / st.Step.Seconds()
+	return st, nil
+}
+
+// mix is one micro-batch of a steady in-flight step, per DP index:
+// prefills prompts of in tokens and decodes requests of context ctx (both
+// averages, so fractional).
+type mix struct {
+	prefills float64
+	in       int
+	decodes  float64
+	ctx      int
+}
+
+// tokens is the tokens the micro-batch computes.
+func (x mix) tokens() float64 { return x.prefills*float64(x.in) + x.decodes }
+
+// kvTokens is the tokens of KV one DP index of the instance holds: the
+// HBM a rank has left after its weights (WeightShare of it, as KVBlocks)
+// over one token's KV on a rank (its stage's layers, its KV heads).
+func (s side) kvTokens() float64 {
+	room := WeightShare*s.hw.HBMCapacity - s.weightsPerRank()
+	if room <= 0 {
+		return 0
+	}
+	return room / (float64(s.m.Layers/s.l.PP) * s.kvBytesPerTokenLayer())
+}
+
+// mixedStage is micro-batch x on stage pp: its prompts' and its decodes'
+// FLOPs and KV traffic, each request's as alone, and the stage's weights
+// read once (an MoE's touched experts for every token of the step); the
+// collectives as stageTime's over the step's tokens.
+func (s side) mixedStage(pp int, x mix) time.Duration {
+	one := func(seq Seq, attn, ffn func(int, []Seq) work) (a, f work) {
+		return attn(pp, []Seq{seq}), ffn(pp, []Seq{seq})
+	}
+	pa, pf := one(Seq{Tokens: x.in}, s.prefillAttn, s.prefillFFN)
+	da, df := one(Seq{Tokens: x.ctx}, s.decodeAttn, s.decodeFFN)
+	tok := x.tokens()
+	dense, moe := s.layerKinds(pp)
+	ffnW := s.ffnWork(dense, moe, tok, 1).weights
+	if pp == s.l.PP-1 {
+		ffnW += s.lmHead(1).weights
+	}
+	attn := work{flops: x.prefills*pa.flops + x.decodes*da.flops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
+	ffn := work{flops: x.prefills*pf.flops + x.decodes*df.flops, weights: ffnW}
+	act := tok * float64(s.m.Hidden*s.m.ActBytes)
+	nl := time.Duration(s.m.Layers / s.l.PP)
+	if !s.l.AttentionDP {
+		attn.add(ffn)
+		return seconds(s.roofline(attn)) + nl*2*s.allreduce(s.tpMembers(0, pp), act)
+	}
+	// Attention-DP: each DP index's attention on its own ranks (all alike
+	// in the steady state), the FFN over every rank for every index.
+	dp := float64(s.l.DP)
+	ffn.flops *= dp
+	ffn.weights = s.ffnWork(dense, moe, tok*dp, 1).weights
+	if pp == s.l.PP-1 {
+		ffn.weights += s.lmHead(1).weights
+	}
+	return seconds(s.roofline(attn)+s.roofline(ffn)) + nl*s.allreduce(s.ffnMembers(pp), act*dp)
+}

@@ -1,0 +1,148 @@
+package costmodel
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/topology"
+)
+
+// A steady step of Llama-3-8B FP8 on one H100 at 128 in / 128 out, held at
+// max_batch (2048 requests: 16 prompts and 2032 decodes a step), is by
+// hand the roofline of the step's FLOPs, its weights read once and its KV
+// moved, plus the host cost; its throughput is 2048 tokens a step.
+func TestOfflineClosedForm(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	m := fp8(Models["llama-3-8b"])
+	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	st, err := Placement{Model: m, HW: hw}.Offline(l, Scheduler{}, 128, 128)
+	require.NoError(t, err)
+	assert.Equal(t, "max_batch", st.Bound)
+	assert.InDelta(t, 2048, st.Batch, 0)
+	assert.InDelta(t, 16, st.Prefills, 1e-12)
+
+	lm := float64(m.Vocab) * float64(m.Hidden)
+	dense := m.ActiveParams() - lm // every layer's weights, one token's FLOPs/2
+	attn := 2 * float64(m.Layers*m.Heads*m.HeadDim)
+	const prompts, decodes, ctx = 16.0, 2032.0, 128 + 64
+	flops := prompts*(2*dense*128+2*lm+attn*128*129) + decodes*(2*dense+2*lm+2*attn*ctx)
+	kv := (prompts*128 + decodes*ctx) * m.KVBytesPerToken()
+	weights := (m.Params() - lm) * m.WeightBytes // the embedding is a lookup
+	compute := flops / (hw.Peak("fp8") * DefaultComputeEff)
+	mem := weights/(hw.HBMBandwidth*DefaultMemoryEff) + kv/(hw.HBMBandwidth*DefaultKVEff)
+	want := time.Duration(math.Round(math.Max(compute, mem)*1e9)) + hw.StepOverhead
+	assert.InDelta(t, want, st.Step, 2, "step")
+	assert.InDelta(t, 2048/want.Seconds(), st.Throughput, 1e-6*st.Throughput)
+}
+
+// What holds the batch: the KV cache for long requests, the token budget
+// for long prompts, max_batch for short ones; and a smaller limit of any
+// of them lowers it.
+func TestOfflineBounds(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	p := Placement{Model: fp8(Models["llama-3-70b"]), HW: hw}
+	tp2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	for _, c := range []struct {
+		in, out int
+		sch     Scheduler
+		bound   string
+		batch   float64
+	}{
+		{1000, 1000, Scheduler{}, "kv", math.Floor(p.side(tp2, 0).kvTokens() / 2000)},
+		{1000, 1000, Scheduler{MaxBatch: 64}, "max_batch", 64},
+		{2048, 128, Scheduler{MaxTokens: 3000}, "max_tokens", 3000 * 128 / float64(2048+127)},
+		{128, 16, Scheduler{}, "max_tokens", 8192 * 16 / float64(128+15)},
+	} {
+		st, err := p.Offline(tp2, c.sch, c.in, c.out)
+		require.NoError(t, err)
+		assert.Equal(t, c.bound, st.Bound, "%d/%d %s", c.in, c.out, c.sch)
+		assert.InDelta(t, c.batch, st.Batch, 1e-9, "%d/%d %s", c.in, c.out, c.sch)
+		// A step's tokens never pass the budget.
+		_, budget := c.sch.Limits()
+		assert.LessOrEqual(t, st.Prefills*float64(c.in)+st.Batch-st.Prefills, float64(budget)+1e-9)
+	}
+}
+
+// DP replicas multiply the throughput; PP stages pipeline micro-batches
+// (a step is PP rounds of a stage), so a compute-bound step on PP 2 takes
+// half the time of one GPU's; the weights are read once a step, not once
+// a request.
+func TestOfflineLayouts(t *testing.T) {
+	hw := Hardwares["h200-nvlink-ib400"]
+	p := Placement{Model: fp8(Models["llama-3-8b"]), HW: hw}
+	one := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	a, err := p.Offline(one, Scheduler{}, 1000, 1000)
+	require.NoError(t, err)
+	dp2 := one
+	dp2.DP = 2
+	b, err := p.Offline(dp2, Scheduler{}, 1000, 1000)
+	require.NoError(t, err)
+	assert.InDelta(t, 2*a.Throughput, b.Throughput, 1e-9*b.Throughput, "DP 2")
+
+	// A prefill-bound step (2048 in / 128 out, held by the token budget)
+	// is compute: two stages of half the layers each, running two
+	// micro-batches of half the batch, take half one GPU's step (plus the
+	// activations' sends).
+	pp2 := one
+	pp2.PP = 2
+	c, err := p.Offline(pp2, Scheduler{}, 2048, 128)
+	require.NoError(t, err)
+	d, err := p.Offline(one, Scheduler{}, 2048, 128)
+	require.NoError(t, err)
+	require.Equal(t, "max_tokens", d.Bound)
+	assert.InDelta(t, d.Batch, c.Batch, 1e-9)
+	host := hw.StepOverhead
+	assert.InEpsilon(t, (d.Step-host).Seconds()/2, (c.Step - host).Seconds(), 0.02, "PP 2: %v vs one GPU's %v", c.Step, d.Step)
+
+	// Uneven stages: a vocabulary of a million tokens puts a heavy LM
+	// head on the last of 4 stages, which then sets the pace: a step is 4
+	// rounds of it, not one micro-batch's trip through all 4.
+	wide := p
+	wide.Model.Vocab = 1 << 20
+	pp4 := one
+	pp4.PP = 4
+	e, err := wide.Offline(pp4, Scheduler{MaxBatch: 256}, 128, 2048)
+	require.NoError(t, err)
+	s := wide.side(pp4, 0)
+	x := mix{prefills: e.Prefills / 4, in: 128, decodes: (e.Batch - e.Prefills) / 4, ctx: 128 + 1024}
+	first, last := s.mixedStage(0, x), s.mixedStage(3, x)
+	require.Greater(t, last, first*3/2, "the LM head's stage is the heaviest")
+	assert.Equal(t, 4*last+hw.StepOverhead, e.Step, "PP 4 with a heavy last stage")
+	// Reading the weights once a step: a step of 2048 requests costs far
+	// less than 2048 single-request steps.
+	single, err := p.Offline(one, Scheduler{MaxBatch: 1}, 128, 128)
+	require.NoError(t, err)
+	full, err := p.Offline(one, Scheduler{}, 128, 128)
+	require.NoError(t, err)
+	assert.Greater(t, full.Throughput, 100*single.Throughput, "batching 2048 requests")
+}
+
+// Bad input: one line naming the field and the rule.
+func TestOfflineErrors(t *testing.T) {
+	p := Placement{Model: fp8(Models["llama-3-70b"]), HW: Hardwares["h100-nvlink-ib400"]}
+	tp2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	for _, c := range []struct {
+		l       topology.Layout
+		sch     Scheduler
+		in, out int
+		want    string
+	}{
+		{tp2, Scheduler{}, 0, 10, "in = 0, out = 10: both must be at least 1"},
+		{topology.Layout{TP: 2, PP: 1, CP: 2, DP: 1}, Scheduler{}, 100, 10, "cp = 2: the steady state is modelled for cp = 1"},
+		{tp2, Scheduler{}, 20000, 10, "in = 20000: a prompt longer than max_tokens (8192) needs chunked prefill"},
+		{tp2, Scheduler{Chunked: true}, 1 << 22, 10, "holds the KV of no request of 4194314 tokens"},
+	} {
+		_, err := p.Offline(c.l, c.sch, c.in, c.out)
+		require.Error(t, err, c.want)
+		assert.Contains(t, err.Error(), c.want)
+		assert.NotContains(t, err.Error(), "\n")
+	}
+	bf16 := Placement{Model: Models["llama-3-70b"], HW: p.HW}
+	_, err := bf16.Offline(topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}, Scheduler{}, 100, 10)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exceed 90% of the 80 GB of HBM")
+}
