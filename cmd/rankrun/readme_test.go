@@ -47,6 +47,8 @@ var readmeCommands = map[string]readmeCommand{
 	"rankrun run --backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 --fault shrink-pool@ctx:1,blocks=8 --replay local-admission-gate": {
 		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
 	"rankrun analyze diag/testdata/pytorch/mismatch": {want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
+	"rankrun throughput --model llama-3.1-405b --precision fp8 --hardware h200 --layout tp=8 --layout pp=8": {
+		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +376\.67 +3133 +392\n^pp=8 +8 +1179\.0 kv +285\.65 +4127 +516$`)},
 }
 
 // readmeLines returns the command lines of the README's plain code blocks

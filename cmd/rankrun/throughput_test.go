@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// rankrun throughput is a thin shell over costmodel.Placement.Offline: each
+// --layout's row is the model's steady state, the scheduler's flags reach
+// it, and PP 8 comes out ahead of TP 8 for Llama-3.1-405B FP8 on H200 at
+// max throughput, as NVIDIA's blog has it.
+func TestThroughputCommand(t *testing.T) {
+	code, js, errOut := cli(t, "throughput", "--model", "llama-3.1-405b", "--precision", "fp8", "--hardware", "h200",
+		"--layout", "tp=8", "--layout", "pp=8", "--in", "1000", "--out", "1000", "--json")
+	require.Equal(t, 0, code, errOut)
+	var rows []throughputRow
+	require.NoError(t, json.Unmarshal([]byte(js), &rows))
+	require.Len(t, rows, 2)
+	m := costmodel.Models["llama-3.1-405b"]
+	m.WeightBytes, m.KVBytes, m.Precision = 1, 1, "fp8"
+	p := costmodel.Placement{Model: m, HW: costmodel.Hardwares["h200-nvlink-ib400"]}
+	for i, spec := range []string{"tp=8", "pp=8"} {
+		st, err := p.Offline(topology.MustParseLayout(spec), costmodel.Scheduler{}, 1000, 1000)
+		require.NoError(t, err)
+		assert.Equal(t, spec, rows[i].Layout)
+		assert.Equal(t, 8, rows[i].GPUs)
+		assert.InDelta(t, st.Throughput, rows[i].Throughput, 1e-9*st.Throughput, spec)
+		assert.InDelta(t, st.Throughput/8, rows[i].PerGPU, 1e-9*st.Throughput, spec)
+		assert.Equal(t, st.Bound, rows[i].Bound, spec)
+	}
+	assert.Greater(t, rows[1].Throughput, rows[0].Throughput, "PP 8 ahead of TP 8 at max throughput")
+
+	// The scheduler's flags: a smaller max batch holds the batch.
+	code, out, errOut := cli(t, "throughput", "--model", "llama-3-70b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=2", "--max-batch", "64")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "llama-3-70b on h100-nvlink-ib400, 1000 in / 1000 out, max_batch=64 max_tokens=8192 chunked=false\n")
+	assert.Regexp(t, `(?m)^tp=2 +2 +64\.0 max_batch `, out)
+}
+
+// Bad input: exit 2 and one line naming the flag and the rule.
+func TestThroughputErrors(t *testing.T) {
+	base := []string{"throughput", "--model", "llama-3-70b", "--precision", "fp8", "--hardware", "h100"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"throughput", "--layout", "tp=2"}, "--model is required"},
+		{base, "--layout is required"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--in", "0"), "--in 0 --out 1000: both must be at least 1"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--max-batch", "0"), "--max-batch 0: must be at least 1"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--max-tokens", "0"), "--max-tokens 0: must be at least 1"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2,cp=2"), "cp = 2: the steady state is modelled for cp = 1"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--in", "9000"), "a prompt longer than max_tokens (8192) needs chunked prefill"},
+		{append(base[:len(base):len(base)], "--layout", "tp=3x"), "--layout tp=3x"},
+		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "h100", "--layout", "tp=1"}, "exceed 90% of the 80 GB of HBM"},
+		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp9", "--layout", "tp=2"}, `--precision "fp9": must be fp8, fp4, bf16`},
+		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp4", "--hardware", "h100", "--layout", "tp=2"}, "has no fp4 peak"},
+		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "zero", "--layout", "tp=2"}, "has no compute figures"},
+	} {
+		code, out, errOut := cli(t, c.args...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		assert.Empty(t, out, c.args)
+		assert.Contains(t, errOut, c.want, c.args)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "%v: one line: %q", c.args, errOut)
+	}
+}
