@@ -53,7 +53,7 @@ func (s side) decodeWork(pp int, mb []Seq) work {
 // rank's KV of those contexts (split over CP).
 func (s side) decodeAttn(pp int, part []Seq) work {
 	m := s.m
-	nl := float64(m.Layers / s.l.PP)
+	nl := float64(s.layersOn(pp))
 	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
 	return work{flops: nl * (2*m.AttnParams()*float64(len(part)) + 4*float64(m.Heads*m.HeadDim)*ctx/cp) / split,
 		weights: nl * m.AttnParams() * m.WeightBytes / split, kv: nl * ctx / cp * s.kvBytesPerTokenLayer()}

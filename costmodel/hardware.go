@@ -12,8 +12,9 @@ import (
 )
 
 // Default efficiency factors: the achieved fraction of peak a model's
-// kernels reach. They are parameters (Hardware.ComputeEff, MemoryEff; a
-// hardware file or --compute-eff / --memory-eff set them).
+// kernels reach. They are parameters (Hardware.ComputeEff, MemoryEff,
+// KVEff; a hardware file or --compute-eff / --memory-eff / --kv-eff set
+// them).
 const (
 	// DefaultComputeEff: TensorRT-LLM v0.5 prefilled 2048 tokens of
 	// LLaMA-7B in FP8 on one H100 in 36 ms (docs/source/performance.md,
@@ -21,8 +22,8 @@ const (
 	// FLOP count, once the step's host cost (H100StepOverhead) is taken
 	// out. Fitted on that one row; the other rows check it (published.go).
 	DefaultComputeEff = 0.415
-	// DefaultMemoryEff: the fraction of HBM bandwidth a decode step's
-	// weight and KV reads reach. 0.8 is an assumption of this model (the
+	// DefaultMemoryEff: the fraction of HBM bandwidth a step's weight
+	// reads reach (the KV cache's is DefaultKVEff). 0.8 is an assumption of this model (the
 	// order of what bandwidth-bound kernels reach on HBM3), not fitted.
 	DefaultMemoryEff = 0.80
 	// DefaultKVEff: the fraction of HBM bandwidth attention reaches
@@ -38,12 +39,12 @@ const (
 	// time, on the H100 presets. Fitted on one row: NVIDIA NeMo's
 	// Llama-2-7B latency on one H100, batch 1, 128 tokens in and 20 out,
 	// 153.8 ms (the NeMo Framework "Llama performance" page), of which
-	// this model's roofline explains 104.1 ms over the prefill and 20
-	// decode steps: (153.8 - 104.1) / 21 steps. Its TP 2, 4 and 8 rows are
+	// this model's roofline explains 104.45 ms over the prefill and 20
+	// decode steps: (153.8 - 104.45) / 21 steps. Its TP 2, 4 and 8 rows are
 	// held out (published.go). The H200 preset takes it too (the same
 	// node, host and software); GB200 has no published row to fit one on
 	// and takes none.
-	H100StepOverhead = 2367 * time.Microsecond
+	H100StepOverhead = 2350 * time.Microsecond
 )
 
 // Hardware is one GPU of a cluster and the links between them: dense peak

@@ -76,11 +76,19 @@ type Steady struct {
 // in+out tokens of KV; a step decodes Batch-Prefills requests at their
 // mean context (in + out/2) and prefills Prefills prompts, the weights
 // read once for both. With PP stages, PP micro-batches are in flight and a
-// step is PP rounds of the busiest stage (or one round trip, if longer).
-// It needs cp = 1.
+// step is PP rounds of the busiest stage (or one round trip, if longer);
+// the layers may split unevenly over them. It needs cp = 1, and TP and the
+// KV heads dividing one another as the runtime does (topology.ValidateFor).
 func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Steady, error) {
 	maxBatch, maxTokens := sch.Limits()
+	heads := l
+	heads.PP = 1 // the layers may split unevenly here
+	if err := heads.ValidateFor(p.Model.Geometry(1)); err != nil {
+		return Steady{}, fmt.Errorf("%w: offline: %w", ErrInvalid, err)
+	}
 	switch {
+	case l.PP > p.Model.Layers:
+		return Steady{}, fmt.Errorf("%w: offline: layout %s: pp = %d: at most the model's %d layers", ErrInvalid, l, l.PP, p.Model.Layers)
 	case in < 1 || out < 1:
 		return Steady{}, fmt.Errorf("%w: offline: in = %d, out = %d: both must be at least 1", ErrInvalid, in, out)
 	case l.CP != 1:
@@ -101,8 +109,11 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 	if tok := float64(maxTokens) * float64(out) / float64(in+out-1); tok < st.Batch {
 		st.Batch, st.Bound = tok, "max_tokens"
 	}
-	if st.Batch < 1 {
+	switch {
+	case st.Batch < 1 && st.Bound == "kv":
 		return Steady{}, fmt.Errorf("%w: offline: layout %s holds the KV of no request of %d tokens", ErrInvalid, l, in+out)
+	case st.Batch < 1:
+		return Steady{}, fmt.Errorf("%w: offline: %s: a step's budget holds less than one request of %d in / %d out", ErrInvalid, sch, in, out)
 	}
 	st.Prefills = st.Batch / float64(out)
 	mix := mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: in + out/2}
@@ -133,15 +144,20 @@ type mix struct {
 // tokens is the tokens the micro-batch computes.
 func (x mix) tokens() float64 { return x.prefills*float64(x.in) + x.decodes }
 
-// kvTokens is the tokens of KV one DP index of the instance holds: the
-// HBM a rank has left after its weights (WeightShare of it, as KVBlocks)
-// over one token's KV on a rank (its stage's layers, its KV heads).
+// kvTokens is the tokens of KV one DP index of the instance holds: on
+// the tightest stage, the HBM a rank has left after its weights
+// (WeightShare of it, as KVBlocks) over one token's KV on a rank (its
+// stage's layers, its KV heads).
 func (s side) kvTokens() float64 {
-	room := WeightShare*s.hw.HBMCapacity - s.weightsPerRank()
-	if room <= 0 {
-		return 0
+	tokens := math.Inf(1)
+	for pp := range s.l.PP {
+		room := WeightShare*s.hw.HBMCapacity - s.weightsOn(pp)
+		if room <= 0 {
+			return 0
+		}
+		tokens = min(tokens, room/(float64(s.layersOn(pp))*s.kvBytesPerTokenLayer()))
 	}
-	return room / (float64(s.m.Layers/s.l.PP) * s.kvBytesPerTokenLayer())
+	return tokens
 }
 
 // mixedStage is micro-batch x on stage pp: its prompts' and its decodes'
@@ -163,7 +179,7 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	attn := work{flops: x.prefills*pa.flops + x.decodes*da.flops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
 	ffn := work{flops: x.prefills*pf.flops + x.decodes*df.flops, weights: ffnW}
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
-	nl := time.Duration(s.m.Layers / s.l.PP)
+	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
 		attn.add(ffn)
 		return seconds(s.roofline(attn)) + nl*2*s.allreduce(s.tpMembers(0, pp), act)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -52,7 +53,9 @@ func TestOfflineBounds(t *testing.T) {
 		bound   string
 		batch   float64
 	}{
-		{1000, 1000, Scheduler{}, "kv", math.Floor(p.side(tp2, 0).kvTokens() / 2000)},
+		// Each rank holds half the weights (embedding and LM head too) and
+		// half the KV heads of every layer.
+		{1000, 1000, Scheduler{}, "kv", math.Floor((0.9*80e9 - p.Model.Params()/2) / (80 * 2 * 4 * 128) / 2000)},
 		{1000, 1000, Scheduler{MaxBatch: 64}, "max_batch", 64},
 		{2048, 128, Scheduler{MaxTokens: 3000}, "max_tokens", 3000 * 128 / float64(2048+127)},
 		{128, 16, Scheduler{}, "max_tokens", 8192 * 16 / float64(128+15)},
@@ -135,6 +138,9 @@ func TestOfflineErrors(t *testing.T) {
 		{topology.Layout{TP: 2, PP: 1, CP: 2, DP: 1}, Scheduler{}, 100, 10, "cp = 2: the steady state is modelled for cp = 1"},
 		{tp2, Scheduler{}, 20000, 10, "in = 20000: a prompt longer than max_tokens (8192) needs chunked prefill"},
 		{tp2, Scheduler{Chunked: true}, 1 << 22, 10, "holds the KV of no request of 4194314 tokens"},
+		{tp2, Scheduler{Chunked: true, MaxTokens: 100}, 5000, 1, "a step's budget holds less than one request"},
+		{topology.Layout{TP: 3, PP: 1, CP: 1, DP: 1}, Scheduler{}, 100, 10, "8 KV heads do not split evenly over tp=3"},
+		{topology.Layout{TP: 2, PP: 81, CP: 1, DP: 1}, Scheduler{}, 100, 10, "pp = 81: at most the model's 80 layers"},
 	} {
 		_, err := p.Offline(c.l, c.sch, c.in, c.out)
 		require.Error(t, err, c.want)
@@ -145,4 +151,94 @@ func TestOfflineErrors(t *testing.T) {
 	_, err := bf16.Offline(topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}, Scheduler{}, 100, 10)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exceed 90% of the 80 GB of HBM")
+}
+
+// Memory-bound and KV-bound (Llama-3-70B FP8 on two H100s at 2048 in /
+// 2048 out): the step is, by hand, half the weights over the weights'
+// bandwidth plus the KV its prompts write and its decodes read (half the
+// KV heads a rank) over the KV cache's, two allreduces a layer of the
+// step's tokens, and the host cost.
+func TestOfflineMemoryBoundClosedForm(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	m := fp8(Models["llama-3-70b"])
+	tp2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
+	st, err := Placement{Model: m, HW: hw}.Offline(tp2, Scheduler{}, 2048, 2048)
+	require.NoError(t, err)
+	require.Equal(t, "kv", st.Bound)
+	kvToken := float64(m.Layers * 2 * 4 * m.HeadDim) // one token's KV on a rank (FP8)
+	batch := math.Floor((0.9*hw.HBMCapacity - m.Params()/2) / kvToken / 4096)
+	assert.InDelta(t, batch, st.Batch, 0)
+	prompts, decodes := batch/2048, batch-batch/2048
+	lm := float64(m.Vocab) * float64(m.Hidden)
+	weights := (m.Params() - lm) / 2 // the embedding is a lookup
+	kv := (prompts*2048 + decodes*(2048+1024)) * kvToken
+	mem := weights/(hw.HBMBandwidth*DefaultMemoryEff) + kv/(hw.HBMBandwidth*DefaultKVEff)
+	dense := m.ActiveParams() - lm
+	attn := 2 * float64(m.Layers*m.Heads*m.HeadDim)
+	flops := (prompts*(2*dense*2048+2*lm+attn*2048*2049) + decodes*(2*dense+2*lm+2*attn*3072)) / 2
+	compute := flops / (hw.Peak("fp8") * DefaultComputeEff)
+	require.Greater(t, mem, compute, "the precondition: memory-bound")
+	tokens := prompts*2048 + decodes
+	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
+	want := time.Duration(math.Round(mem*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
+	assert.InDelta(t, want, st.Step, 2, "step")
+}
+
+// Attention-DP (Llama-3-8B FP8 on two H200s, tp=1,dp=2,adp): each rank
+// runs its DP index's attention with every head and its own KV, then the
+// FFN of both indices' tokens split over the two ranks, the LM head on
+// each (TP 1), one allreduce a layer of both indices' activations; the
+// throughput counts both indices.
+func TestOfflineAttentionDPClosedForm(t *testing.T) {
+	hw := Hardwares["h200-nvlink-ib400"]
+	m := fp8(Models["llama-3-8b"])
+	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 2, AttentionDP: true}
+	// At 16 requests the FFN streams its weights, at 256 it computes.
+	for _, batch := range []float64{16, 256} {
+		st, err := Placement{Model: m, HW: hw}.Offline(l, Scheduler{MaxBatch: int(batch)}, 1000, 1000)
+		require.NoError(t, err)
+		require.Equal(t, "max_batch", st.Bound)
+		prompts, decodes := batch/1000, batch-batch/1000
+		nl := float64(m.Layers)
+		lm := float64(m.Vocab) * float64(m.Hidden)
+		ffnParams := 3 * float64(m.Hidden) * float64(m.FFN) * nl
+		attnParams := m.AttnParams() * nl
+		kvToken := m.KVBytesPerToken() // every KV head on the rank
+		core := 2 * float64(m.Layers*m.Heads*m.HeadDim)
+		roof := func(flops, weights, kv float64) float64 {
+			return math.Max(flops/(hw.Peak("fp8")*DefaultComputeEff), weights/(hw.HBMBandwidth*DefaultMemoryEff)+kv/(hw.HBMBandwidth*DefaultKVEff))
+		}
+		attn := roof(prompts*(2*attnParams*1000+core*1000*1001)+decodes*(2*attnParams+2*core*1500),
+			attnParams, (prompts*1000+decodes*1500)*kvToken)
+		ffn := roof(2*(prompts*(2*ffnParams*1000/2+2*lm)+decodes*(2*ffnParams/2+2*lm)), ffnParams/2+lm, 0)
+		tokens := 2 * (prompts*1000 + decodes)
+		ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
+		want := time.Duration(math.Round((attn+ffn)*1e9)) + time.Duration(m.Layers)*ar + hw.StepOverhead
+		assert.InDelta(t, want, st.Step, 2, "step at %v", batch)
+		assert.InDelta(t, 2*batch/want.Seconds(), st.Throughput, 1e-6*st.Throughput, "both DP indices")
+	}
+}
+
+// Stages split the layers as TensorRT-LLM does when they do not divide
+// evenly (Llama-3.1-405B's 126 over 8: six of 16, two of 15), the first
+// stages one more; every layer on exactly one stage.
+func TestStageLayers(t *testing.T) {
+	m := fp8(Models["llama-3.1-405b"])
+	s := Placement{Model: m, HW: Hardwares["h200-nvlink-ib400"]}.side(topology.Layout{TP: 1, PP: 8, CP: 1, DP: 1}, 0)
+	next := 0
+	var sizes []int
+	for pp := range 8 {
+		lo, hi := s.stageLayers(pp)
+		assert.Equal(t, next, lo, "stage %d starts where %d ended", pp, pp-1)
+		next = hi
+		sizes = append(sizes, hi-lo)
+	}
+	assert.Equal(t, m.Layers, next)
+	assert.Equal(t, []int{16, 16, 16, 16, 16, 16, 15, 15}, sizes)
+	// The 16-layer stages pace the pipeline: a step is 8 rounds of one.
+	st, err := Placement{Model: m, HW: s.hw}.Offline(s.l, Scheduler{}, 1000, 1000)
+	require.NoError(t, err)
+	x := mix{prefills: st.Prefills / 8, in: 1000, decodes: (st.Batch - st.Prefills) / 8, ctx: 1500}
+	assert.Equal(t, 8*s.mixedStage(0, x)+s.hw.StepOverhead, st.Step)
+	assert.Greater(t, s.mixedStage(0, x), s.mixedStage(6, x), "16 layers against 15")
 }

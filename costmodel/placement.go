@@ -165,6 +165,18 @@ func (s side) ffnSplit() float64 {
 	return float64(s.l.TP)
 }
 
+// weightsOn is the bytes of weights a rank of stage pp holds: its layers
+// (attention over attnSplit, FFN and experts over ffnSplit) and, on every
+// rank to be safe, the embedding and LM head over TP.
+func (s side) weightsOn(pp int) float64 {
+	m := s.m
+	dense, moe := s.layerKinds(pp)
+	w := float64(s.layersOn(pp)) * m.AttnParams() * m.WeightBytes / s.attnSplit()
+	w += dense * m.denseFFNParams() * m.WeightBytes / s.ffnSplit()
+	w += moe * (m.routerParams()*m.WeightBytes + float64(m.Experts+m.SharedExperts)*m.expertParams()*m.expertBytes()) / s.ffnSplit()
+	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
+}
+
 // weightsPerRank is the bytes of weights one rank holds: its stage's
 // layers (attention over attnSplit, FFN and experts over ffnSplit) and, on
 // every rank to be safe, the embedding and LM head over TP.

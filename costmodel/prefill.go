@@ -54,7 +54,7 @@ func (s side) prefillWork(pp int, mb []Seq) work {
 // written.
 func (s side) prefillAttn(pp int, part []Seq) work {
 	m := s.m
-	nl := float64(m.Layers / s.l.PP)
+	nl := float64(s.layersOn(pp))
 	var core float64
 	for _, q := range part {
 		n := float64(q.Tokens)

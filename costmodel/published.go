@@ -136,5 +136,8 @@ func (r Row) Line(pred, ratio float64, ok bool) string {
 	if !ok {
 		verdict = fmt.Sprintf("FAIL (band %.2f-%.2f)", r.Lo, r.Hi)
 	}
+	if r.Unit == "x" { // a ratio: two decimals
+		return fmt.Sprintf("%-30s %9.2f %-4s %9.2f %+6.1f%%  %-9s %s", r.Name, r.Value, r.Unit, pred, 100*(ratio-1), r.Kind(), verdict)
+	}
 	return fmt.Sprintf("%-30s %9.1f %-4s %9.1f %+6.1f%%  %-9s %s", r.Name, r.Value, r.Unit, pred, 100*(ratio-1), r.Kind(), verdict)
 }

@@ -38,8 +38,8 @@ func throughputRows() []Row {
 		ratio float64
 		why   string
 	}{
-		"tput-70b-h200-tp1-20000/2000":  {1.26, "20,000-token prompts: the model's prefill attention runs at the GEMMs' efficiency, FlashAttention's long causal tiles run below it"},
-		"tput-405b-h100-tp8-20000/2000": {1.30, "as the 70B 20000/2000 row"},
+		"tput-70b-h200-tp1-20000/2000":  {1.26, "not explained: 20,000-token prompts, but the 405B's H200 row at the same lengths is within 2%"},
+		"tput-405b-h100-tp8-20000/2000": {1.30, "not explained: as the 70B H200 20000/2000 row"},
 		"tput-405b-h100-tp8-128/4096":   {1.27, "not explained; likely the KV-bound batch (156 requests on 80 GB GPUs): the engine's own memory leaves fewer blocks than WeightShare does"},
 		"tput-8b-h100-tp1-128/4096":     {0.65, "not explained: the 8B's other H100 rows are within 25%"},
 	}

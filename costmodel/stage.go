@@ -12,15 +12,34 @@ type work struct{ flops, weights, kv float64 }
 
 func (w *work) add(o work) { w.flops += o.flops; w.weights += o.weights; w.kv += o.kv }
 
+// stageLayers is the layers [lo, hi) of stage pp: Layers/PP each, the
+// first Layers%PP stages one more (an uneven split, as TensorRT-LLM makes
+// of Llama-3.1-405B's 126 layers over 8 stages; the runtime's layouts split
+// evenly, topology.ValidateFor).
+func (s side) stageLayers(pp int) (lo, hi int) {
+	per, rem := s.m.Layers/s.l.PP, s.m.Layers%s.l.PP
+	lo = pp*per + min(pp, rem)
+	hi = lo + per
+	if pp < rem {
+		hi++
+	}
+	return lo, hi
+}
+
+// layersOn is how many layers stage pp holds.
+func (s side) layersOn(pp int) int {
+	lo, hi := s.stageLayers(pp)
+	return hi - lo
+}
+
 // layerKinds is how many dense-FFN and MoE layers stage pp holds.
 func (s side) layerKinds(pp int) (dense, moe float64) {
-	per := s.m.Layers / s.l.PP
-	lo, hi := pp*per, (pp+1)*per
+	lo, hi := s.stageLayers(pp)
 	if !s.m.MoE() {
-		return float64(per), 0
+		return float64(hi - lo), 0
 	}
 	d := max(0, min(hi, s.m.DenseLayers)-lo)
-	return float64(d), float64(per - d)
+	return float64(d), float64(hi - lo - d)
 }
 
 // ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by.
@@ -130,7 +149,7 @@ func (s side) stageTimes(micro [][]Seq, stage func(pp int, mb []Seq) time.Durati
 // the FFN over every rank with one allreduce of act per layer. per is the
 // layer's other collectives (CP).
 func (s side) stageTime(pp int, mb []Seq, act float64, per time.Duration, attn, ffn func(int, []Seq) work) time.Duration {
-	nl := time.Duration(s.m.Layers / s.l.PP)
+	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
 		w := sum(pp, mb, attn, ffn)
 		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)

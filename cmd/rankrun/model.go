@@ -50,7 +50,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		if _, err := f.hardwareProfile(); err != nil {
 			return err
 		}
-		for _, n := range []string{"compute-eff", "memory-eff", "kv-sample"} {
+		for _, n := range []string{"compute-eff", "memory-eff", "kv-eff", "kv-sample"} {
 			if f.set[n] {
 				return usagef("--%s applies to the cost model: give --model too", n)
 			}

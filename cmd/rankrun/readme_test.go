@@ -48,7 +48,7 @@ var readmeCommands = map[string]readmeCommand{
 		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
 	"rankrun analyze diag/testdata/pytorch/mismatch": {want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
 	"rankrun throughput --model llama-3.1-405b --precision fp8 --hardware h200 --layout tp=8 --layout pp=8": {
-		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +376\.67 +3133 +392\n^pp=8 +8 +1179\.0 kv +285\.65 +4127 +516$`)},
+		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +376\.66 +3133 +392\n^pp=8 +8 +1093\.0 kv +276\.51 +3953 +494$`)},
 }
 
 // readmeLines returns the command lines of the README's plain code blocks
