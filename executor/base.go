@@ -78,6 +78,7 @@ type loop struct {
 	waiting    []rec // taken in, not admitted (identical on every rank of the group)
 	batchBuf   []byte
 	seqBuf     []Seq               // the compute model's batch, reused
+	tokensBuf  []int64             // the waiting prompts' tokens (schedule), reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
 	checksAt   int                 // status checks this rank had entered at progressAt

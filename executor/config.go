@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,6 +53,15 @@ type Config struct {
 	// KV pool size per rank, in blocks.
 	CtxBlocks int
 	GenBlocks int
+
+	// The step scheduler (0: no limit). MaxBatch caps the requests of a
+	// CTX prefill batch and the requests a GEN group holds at once
+	// (receiving or decoding); MaxTokens caps the prompt tokens of a CTX
+	// prefill batch, a prompt longer than it prefilled alone. Both act on
+	// agreed values (the waiting list, the admitted requests), so every
+	// rank of a group takes the same batch without a collective.
+	MaxBatch  int
+	MaxTokens int
 
 	SenderWaitSlice time.Duration // CTX poll bound (transceiver default 1 s)
 	GenPollInterval time.Duration // GEN poll bound (transceiver default 5 s)
@@ -160,6 +170,10 @@ func (c *Config) Validate() error {
 		return bad("ctx pool blocks", "must be at least 1", c.CtxBlocks)
 	case c.GenBlocks < 1:
 		return bad("gen pool blocks", "must be at least 1", c.GenBlocks)
+	case c.MaxBatch < 0:
+		return bad("max batch", "must not be negative (0: no limit)", c.MaxBatch)
+	case c.MaxTokens < 0:
+		return bad("max tokens", "must not be negative (0: no limit)", c.MaxTokens)
 	case c.SenderWaitSlice < 0, c.GenPollInterval < 0, c.TransferTimeout < 0, c.IdleTick < 0, c.StallTimeout < 0:
 		return bad("timeouts", "must not be negative", fmt.Sprint(c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout, c.IdleTick, c.StallTimeout))
 	}
@@ -188,6 +202,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// SchedulerString is the step scheduler's limits as the report shows
+// them: "max_batch=2048 max_tokens=8192" ("none" with neither).
+func (c *Config) SchedulerString() string {
+	var parts []string
+	if c.MaxBatch > 0 {
+		parts = append(parts, fmt.Sprintf("max_batch=%d", c.MaxBatch))
+	}
+	if c.MaxTokens > 0 {
+		parts = append(parts, fmt.Sprintf("max_tokens=%d", c.MaxTokens))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 // Ranks is the number of ranks the run needs: every CTX rank then every GEN

@@ -27,7 +27,7 @@ func (c *ctxLoop) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		adm, err := c.admit(ctx)
+		adm, err := c.admit(ctx, 0)
 		if err != nil {
 			return err
 		}
@@ -85,6 +85,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 	for _, r := range batch {
 		tokens += r.Tokens
 	}
+	c.rep.LargestBatch = max(c.rep.LargestBatch, len(batch))
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
 	if err := c.sleep(ctx, d); err != nil {

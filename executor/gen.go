@@ -70,7 +70,7 @@ func (g *genLoop) run(ctx context.Context) error {
 		if _, err := g.intake(ctx); err != nil {
 			return err
 		}
-		adm, err := g.admit(ctx)
+		adm, err := g.admit(ctx, len(g.gen))
 		if err != nil {
 			return err
 		}
@@ -261,6 +261,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		}
 	}
 	active := len(g.seqBuf)
+	g.rep.LargestBatch = max(g.rep.LargestBatch, active)
 	if active > 0 {
 		start := g.now()
 		if err := g.sleep(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {

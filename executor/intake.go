@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
 )
 
 // intake is collective over the executor group: the leader's batch is
@@ -75,6 +76,27 @@ func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
 	return nil
 }
 
+// schedule is how many waiting requests the step scheduler lets this
+// iteration admit: a CTX batch's requests and prompt tokens, a GEN group's
+// resident requests (held of them already). It counts the iterations it
+// held requests back.
+func (l *loop) schedule(held int) int {
+	maxTokens := l.cfg.MaxTokens
+	if l.g.role != topology.Context {
+		maxTokens = 0 // GEN prefills nothing
+	}
+	tokens := l.tokensBuf[:0]
+	for _, r := range l.waiting {
+		tokens = append(tokens, r.Tokens)
+	}
+	l.tokensBuf = tokens
+	n := ScheduleCap(tokens, held, l.cfg.MaxBatch, maxTokens)
+	if n < len(l.waiting) {
+		l.rep.SchedulerHeld++
+	}
+	return n
+}
+
 // admitted is what admission started this iteration.
 type admitted struct {
 	recs    []rec
@@ -82,11 +104,13 @@ type admitted struct {
 }
 
 // admit runs the admission policy (DecideAdmission) over the waiting
-// requests, agrees on it with the group, and allocates the admitted
+// requests the step scheduler lets in (ScheduleCap, held of them already
+// resident), agrees on it with the group, and allocates the admitted
 // requests' blocks on this rank (both roles: the executor owns every block).
-func (l *loop) admit(ctx context.Context) (admitted, error) {
-	needs := make([]int, len(l.waiting))
-	for i, r := range l.waiting {
+func (l *loop) admit(ctx context.Context, held int) (admitted, error) {
+	limit := l.schedule(held)
+	needs := make([]int, limit)
+	for i, r := range l.waiting[:limit] {
 		needs[i] = l.blocksFor(r)
 	}
 	free := l.pool.Stats().Free
@@ -106,7 +130,9 @@ func (l *loop) admit(ctx context.Context) (admitted, error) {
 		}
 		fit = int(l.admitBuf[0])
 	}
-	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: len(l.waiting) > 0 && fit == 0}
+	// Blocked: the pools fit none of what the scheduler let in (a GEN
+	// group at max_batch waits for its decodes, not its pools).
+	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: limit > 0 && fit == 0}
 	if out.blocked {
 		// Requests wait and the agreed answer is that none fits: the
 		// pools are full (of blocks a reap would free, or of live work).

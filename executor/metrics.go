@@ -111,6 +111,12 @@ type RankReport struct {
 	// AdmissionBlocked counts iterations in which requests waited and the
 	// group agreed that none fit its pools.
 	AdmissionBlocked int `json:"admission_blocked"`
+	// SchedulerHeld counts iterations in which the step scheduler
+	// (Config.MaxBatch, MaxTokens) held waiting requests back;
+	// LargestBatch is the most requests one step computed (a CTX
+	// prefill, a GEN decode step).
+	SchedulerHeld int `json:"scheduler_held"`
+	LargestBatch  int `json:"largest_batch"`
 	// IdleReaped counts transfers reaped by the status checks of idle
 	// iterations (the idle policy's reaps, seed 001's fix among them).
 	IdleReaped     int    `json:"idle_reaped"`

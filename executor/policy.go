@@ -206,6 +206,29 @@ func DecideAdmission(in AdmissionInput) AdmissionAction {
 	return a
 }
 
+// ScheduleCap is how many of the waiting requests (their prompt tokens, in
+// order) the step scheduler lets one iteration admit, held of them already
+// resident: at most maxBatch-held requests, and prompt tokens within
+// maxTokens, the first request always when it alone passes it (0: no
+// limit). Its inputs are agreed, so every rank of a group gets the same
+// answer.
+func ScheduleCap(tokens []int64, held, maxBatch, maxTokens int) int {
+	n := len(tokens)
+	if maxBatch > 0 {
+		n = max(0, min(n, maxBatch-held))
+	}
+	if maxTokens > 0 {
+		var sum int64
+		for i := range n {
+			sum += tokens[i]
+			if sum > int64(maxTokens) && i > 0 {
+				return i
+			}
+		}
+	}
+	return n
+}
+
 // LocalFit is how many of needs, taken in order, fit in free blocks.
 func LocalFit(needs []int, free int) int {
 	for i, n := range needs {

@@ -140,3 +140,29 @@ func TestDecideAdmission(t *testing.T) {
 	assert.Equal(t, 3, LocalFit([]int{1, 0, 2, 9}, 3))
 	assert.Equal(t, 0, LocalFit(nil, 3))
 }
+
+// The step scheduler's cap on the waiting list: max_batch less what is
+// resident, and a prompt-token budget that always admits a first prompt
+// longer than itself (alone).
+func TestScheduleCap(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		tokens                    []int64
+		held, maxBatch, maxTokens int
+		want                      int
+	}{
+		{"no limit", []int64{100, 200, 300}, 0, 0, 0, 3},
+		{"nothing waits", nil, 0, 4, 100, 0},
+		{"max batch", []int64{1, 1, 1, 1, 1}, 0, 3, 0, 3},
+		{"max batch less held", []int64{1, 1, 1, 1, 1}, 2, 3, 0, 1},
+		{"full", []int64{1, 1}, 3, 3, 0, 0},
+		{"over full", []int64{1, 1}, 5, 3, 0, 0},
+		{"budget exact", []int64{40, 60, 10}, 0, 0, 100, 2},
+		{"budget", []int64{40, 61, 10}, 0, 0, 100, 1},
+		{"long first prompt alone", []int64{500, 10}, 0, 0, 100, 1},
+		{"both: batch tighter", []int64{10, 10, 10, 10}, 1, 3, 100, 2},
+		{"both: budget tighter", []int64{60, 60, 60}, 0, 3, 100, 1},
+	} {
+		assert.Equal(t, tc.want, ScheduleCap(tc.tokens, tc.held, tc.maxBatch, tc.maxTokens), tc.name)
+	}
+}

@@ -31,7 +31,10 @@ type Report struct {
 	Checked     bool   `json:"checked"` // collectives ran in checked mode (the CLI's default)
 	Workload    string `json:"workload"`
 	Compute     string `json:"compute,omitempty"` // the compute cost model, "" with none
-	Replays     string `json:"replays"`
+	// Scheduler is the step scheduler's limits (Config.MaxBatch,
+	// MaxTokens): "max_batch=2048 max_tokens=8192", "none" without.
+	Scheduler string `json:"scheduler"`
+	Replays   string `json:"replays"`
 	// ReplayNotes: for each replay this run cannot show, what it lacks and
 	// a run that shows it (ReplayNotes); omitted when none.
 	ReplayNotes []string `json:"replay_notes,omitempty"`
@@ -109,6 +112,11 @@ type InstanceReport struct {
 	// AdmissionBlocked: iterations in which requests waited and none fit
 	// (the most of any rank).
 	AdmissionBlocked int `json:"admission_blocked_iterations"`
+	// SchedulerHeld: iterations in which the step scheduler held waiting
+	// requests back; LargestBatch: the most requests one step computed
+	// (the most of any rank, both).
+	SchedulerHeld int `json:"scheduler_held_iterations"`
+	LargestBatch  int `json:"largest_batch"`
 	// IdleCollectives: collectives entered by status checks of idle
 	// iterations, over the instance's ranks.
 	IdleCollectives int `json:"idle_check_collectives"`
@@ -133,6 +141,8 @@ func (ir *InstanceReport) add(rr RankReport) {
 	ir.MaxPollWaitMs = max(ir.MaxPollWaitMs, float64(rr.MaxPollWaitNs)/1e6)
 	ir.CancelRefused += rr.CancelRefused
 	ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
+	ir.SchedulerHeld = max(ir.SchedulerHeld, rr.SchedulerHeld)
+	ir.LargestBatch = max(ir.LargestBatch, rr.LargestBatch)
 	ir.IdleCollectives += rr.IdleCheckColl
 	ir.IdleReaped += rr.IdleReaped
 	ir.BytesSent += rr.BytesSent
@@ -146,7 +156,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(), Verify: cfg.Verify.String(),
 		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
 			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
-		Replays: cfg.Replays.String(), ReplayNotes: ReplayNotes(cfg), Faults: []string{}, Errors: []string{}}
+		Scheduler: cfg.SchedulerString(), Replays: cfg.Replays.String(), ReplayNotes: ReplayNotes(cfg), Faults: []string{}, Errors: []string{}}
 	for _, rr := range reps {
 		r.Checked = r.Checked || rr.Checked
 	}
@@ -245,7 +255,7 @@ func (r *Report) WriteText(w io.Writer) {
 			r.Sim.Seed, r.Sim.Strategy, r.Sim.Hardware, r.WallSeconds)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "workload: %s; replays: %s", r.Workload, r.Replays)
+	fmt.Fprintf(w, "workload: %s; scheduler: %s; replays: %s", r.Workload, r.Scheduler, r.Replays)
 	if len(r.Faults) > 0 {
 		fmt.Fprintf(w, "; faults: %s", strings.Join(r.Faults, " "))
 	}
@@ -287,8 +297,12 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
 	for _, in := range r.Instances {
-		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s\n",
-			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs))
+		fmt.Fprintf(tw, "%s %s\tpeak KV %.1f%%, peak pinned %.1f%% of %d blocks/rank; %d iterations (%d idle); max poll wait %s; largest batch %d",
+			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs), in.LargestBatch)
+		if in.SchedulerHeld > 0 {
+			fmt.Fprintf(tw, " (the scheduler held requests back in %d iterations)", in.SchedulerHeld)
+		}
+		fmt.Fprintln(tw)
 	}
 	if r.InUseAtEnd > 0 {
 		fmt.Fprintf(tw, "leaked blocks\t%d (in use when the run ended early: %d, pinned: %d)\n", r.LeakedBlocks, r.InUseAtEnd, r.PinnedBlocksAtEnd)

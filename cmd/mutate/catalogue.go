@@ -264,6 +264,16 @@ var catalogue = []mutant{
 	{name: "offline-no-token-budget", file: "costmodel/offline.go",
 		old: "\tif tok := float64(maxTokens) * float64(out) / float64(in+out-1); tok < st.Batch {\n", new: "\tif tok := float64(maxTokens) * float64(out) / float64(in+out-1); false {\n",
 		why: "the offline step ignores max_tokens: the batch is held only by the KV cache or max_batch, so long-prompt throughput comes out as if every prompt's tokens fit one step", pkgs: []string{"./costmodel"}},
+	// The step scheduler in the runtime (issue 28).
+	{name: "scheduler-ignored", file: "executor/intake.go",
+		old: "\tlimit := l.schedule(held)\n", new: "\tlimit := len(l.waiting)\n",
+		why: "--max-batch and --max-tokens change nothing: a burst is one prefill batch, every first token waits for all of it", pkgs: []string{"./executor"}},
+	{name: "gen-max-batch-ignores-resident", file: "executor/gen.go",
+		old: "\t\tadm, err := g.admit(ctx, len(g.gen))\n", new: "\t\tadm, err := g.admit(ctx, 0)\n",
+		why: "a GEN group admits max_batch more requests every iteration, whatever it already holds", pkgs: []string{"./executor"}},
+	{name: "token-budget-inclusive", file: "executor/policy.go",
+		old: "\t\t\tif sum > int64(maxTokens) && i > 0 {\n", new: "\t\t\tif sum >= int64(maxTokens) && i > 0 {\n",
+		why: "a batch that fills the token budget exactly leaves its last prompt out", pkgs: []string{"./executor"}},
 	// The MPI binding's typed collectives (issue 27), under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",

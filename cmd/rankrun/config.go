@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -26,6 +27,7 @@ type runFlags struct {
 	verify                            string
 	prefill, decode                   time.Duration
 	ctxBlocks, genBlocks              int
+	maxBatch, maxTokens               int
 	slice, genPoll, xferTimeout       time.Duration
 	idleTick, stall                   time.Duration
 	checked                           bool // --checked (true unless --checked=false); read through collChecked
@@ -81,6 +83,8 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.DurationVar(&f.decode, "decode-per-step", 0, "cost model: time per decode step (0: control plane only)")
 	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank (>= 1)")
 	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank (>= 1)")
+	fs.IntVar(&f.maxBatch, "max-batch", costmodel.DefaultMaxBatch, "scheduler: most requests in a CTX prefill batch and held by a GEN group at once (0: no limit; default TensorRT-LLM's max_batch_size)")
+	fs.IntVar(&f.maxTokens, "max-tokens", costmodel.DefaultMaxTokens, "scheduler: most prompt tokens in a CTX prefill batch, a longer prompt prefilled alone (0: no limit; default TensorRT-LLM's max_num_tokens)")
 	fs.DurationVar(&f.slice, "sender-wait-slice", transceiver.DefaultSenderWaitSlice, "bound of the CTX status check's local poll (> 0)")
 	fs.DurationVar(&f.genPoll, "gen-poll-interval", transceiver.DefaultGenPollInterval, "bound of the GEN status check's local poll (> 0)")
 	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel (> 0)")
@@ -165,6 +169,7 @@ func (f *runFlags) config() (executor.Config, error) {
 	}
 	c.PrefillPerToken, c.DecodePerStep = f.prefill, f.decode
 	c.CtxBlocks, c.GenBlocks = f.ctxBlocks, f.genBlocks
+	c.MaxBatch, c.MaxTokens = f.maxBatch, f.maxTokens
 	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
 	c.IdleTick, c.StallTimeout = f.idleTick, f.stall
 	c.Replays = executor.ReplaySet{}

@@ -1,0 +1,89 @@
+package executor_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// The step scheduler under the sim backend (virtual time: exact). A burst
+// of 16 requests of 40 prompt tokens, prefill 1 ms a token: with no limit
+// CTX prefills what has arrived in one batch (12, then 4); a 160-token
+// budget prefills 4 at a time, in four waves of 160 ms, so the first
+// tokens start 160 ms sooner, and the report says the scheduler held
+// requests back. max_batch 3 caps a CTX batch and every GEN group's
+// resident requests. CTX tp=2 (a group of two), GEN tp=2,dp=2 (two
+// groups).
+func TestSchedulerLimits(t *testing.T) {
+	base := baseConfig("tp=2", "tp=2,dp=2", transceiver.Async)
+	base.Workload.Requests, base.Workload.InputTokens, base.Workload.InputJitter = 16, 40, 0
+	base.Workload.OutputTokens = 6
+	base.Workload.Arrival = executor.Arrival{Kind: executor.Burst}
+	base.PrefillPerToken, base.DecodePerStep = time.Millisecond, time.Millisecond
+	base.Records = true
+	sc := sim.Config{Seed: 3, Checked: true}
+	runSim := func(cfg executor.Config) *executor.Report {
+		rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%v", rep.Errors)
+		require.Equal(t, 16, rep.RequestsCompleted)
+		return rep
+	}
+	free := runSim(base)
+	assert.Equal(t, "none", free.Scheduler)
+	assert.Equal(t, 12, free.Instances[0].LargestBatch, "no limit: what has arrived is one prefill")
+	assert.Zero(t, free.Instances[0].SchedulerHeld)
+
+	capped := base
+	capped.MaxTokens, capped.MaxBatch = 160, 3
+	rep := runSim(capped)
+	assert.Equal(t, "max_batch=3 max_tokens=160", rep.Scheduler)
+	ctx, gen := rep.Instances[0], rep.Instances[1]
+	assert.Equal(t, 3, ctx.LargestBatch, "max_batch caps a CTX batch below the budget's 4")
+	assert.Positive(t, ctx.SchedulerHeld)
+	assert.LessOrEqual(t, gen.LargestBatch, 3, "a GEN group holds at most max_batch")
+
+	// GEN's own cap: two CTX groups (dp=2) of 3-request batches feed one
+	// GEN group (tp=2), which would hold 6 at once; max_batch keeps it at
+	// 3 and says it held requests back.
+	two := capped
+	two.Ctx = topology.MustParseLayout("dp=2")
+	two.Gen = topology.MustParseLayout("tp=2")
+	g := runSim(two).Instances[1]
+	assert.Equal(t, 3, g.LargestBatch, "one GEN group at max_batch 3")
+	assert.Positive(t, g.SchedulerHeld, "GEN held requests back")
+	uncapped := two
+	uncapped.MaxBatch = 0
+	assert.Greater(t, runSim(uncapped).Instances[1].LargestBatch, 3, "without max_batch the GEN group holds more")
+
+	budget := base
+	budget.MaxTokens = 160
+	b := runSim(budget)
+	assert.Equal(t, 4, b.Instances[0].LargestBatch, "160 tokens: 4 prompts of 40")
+	// Four waves of four prompts, 160 ms apart; the first tokens of the
+	// first wave come out a wave sooner than with one large batch.
+	waves := map[int64]int{}
+	for _, r := range b.Requests {
+		waves[r.PrefillEnd]++
+	}
+	assert.Len(t, waves, 4, "prefill ends %v", waves)
+	for end, n := range waves {
+		assert.Equal(t, 4, n, "the wave ending at %v", time.Duration(end))
+	}
+	first := func(rep *executor.Report) int64 {
+		out := rep.Requests[0].FirstToken
+		for _, r := range rep.Requests {
+			out = min(out, r.FirstToken)
+		}
+		return out
+	}
+	assert.Less(t, first(b), first(free)-int64(150*time.Millisecond), "the first token: %v (budget) vs %v (none)",
+		time.Duration(first(b)), time.Duration(first(free)))
+}
