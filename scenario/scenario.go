@@ -45,6 +45,7 @@ type Scenario struct {
 	Seed                                    uint64
 	PrefillPerToken, DecodePerStep          time.Duration
 	CtxBlocks, GenBlocks                    int
+	MaxBatch, MaxTokens                     int // the step scheduler (0: no limit, the default here)
 	SenderWaitSlice, GenPollInterval        time.Duration
 	TransferTimeout, IdleTick, StallTimeout time.Duration
 	CollectiveTimeout                       time.Duration
@@ -126,6 +127,7 @@ func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
 	}
 	c.PrefillPerToken, c.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
 	c.CtxBlocks, c.GenBlocks = s.CtxBlocks, s.GenBlocks
+	c.MaxBatch, c.MaxTokens = s.MaxBatch, s.MaxTokens
 	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
 	c.IdleTick, c.StallTimeout = s.IdleTick, s.StallTimeout
 	c.Replays = executor.ReplaySet{}
@@ -168,7 +170,10 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 		"--tokens-per-block", strconv.Itoa(s.Model.TokensPerBlock), "--elem-bytes", strconv.Itoa(s.Model.ElemBytes),
 		"--requests", strconv.Itoa(s.Requests), "--input", strconv.Itoa(s.Input), "--output", strconv.Itoa(s.Output),
 		"--arrival", s.Arrival, "--seed", strconv.FormatUint(s.Seed, 10),
-		"--ctx-blocks", strconv.Itoa(s.CtxBlocks), "--gen-blocks", strconv.Itoa(s.GenBlocks)}
+		"--ctx-blocks", strconv.Itoa(s.CtxBlocks), "--gen-blocks", strconv.Itoa(s.GenBlocks),
+		// Always given: the CLI's defaults are a serving engine's, a
+		// scenario's are no limit, and both runs must be the same run.
+		"--max-batch", strconv.Itoa(s.MaxBatch), "--max-tokens", strconv.Itoa(s.MaxTokens)}
 	if s.InputJitter != 0 {
 		a = append(a, "--input-jitter", strconv.FormatFloat(s.InputJitter, 'g', -1, 64))
 	}
@@ -329,6 +334,8 @@ var keys = map[string]setter{
 	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
 	"ctx-blocks":         intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
 	"gen-blocks":         intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
+	"max-batch":          intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
+	"max-tokens":         intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
 	"sender-wait-slice":  durKey(func(s *Scenario) *time.Duration { return &s.SenderWaitSlice }),
 	"gen-poll-interval":  durKey(func(s *Scenario) *time.Duration { return &s.GenPollInterval }),
 	"transfer-timeout":   durKey(func(s *Scenario) *time.Duration { return &s.TransferTimeout }),

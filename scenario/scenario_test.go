@@ -253,3 +253,22 @@ func TestInjectFaultPlacesEachPosition(t *testing.T) {
 		})
 	}
 }
+
+// The step scheduler's keys reach the run in process and under mpirun
+// alike: a scenario's default is no limit, given to the CLI explicitly
+// (whose own defaults are a serving engine's).
+func TestSchedulerKeys(t *testing.T) {
+	s, err := scenario.Parse("s.txt", strings.NewReader("name: sched\nctx: tp=1   gen: tp=1\nmax-batch: 3   max-tokens: 100\nexpect: ok\n"))
+	require.NoError(t, err)
+	cfg, err := s.Config(false)
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.MaxBatch)
+	require.Equal(t, 100, cfg.MaxTokens)
+	args := strings.Join(s.RunArgs(false), " ")
+	require.Contains(t, args, "--max-batch 3 --max-tokens 100")
+	plain, err := scenario.Parse("p.txt", strings.NewReader("name: plain\nctx: tp=1   gen: tp=1\nexpect: ok\n"))
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(plain.RunArgs(false), " "), "--max-batch 0 --max-tokens 0")
+	_, err = scenario.Parse("bad.txt", strings.NewReader("name: bad\nctx: tp=1   gen: tp=1\nmax-batch: -1\nexpect: ok\n"))
+	require.ErrorContains(t, err, "max-batch")
+}
