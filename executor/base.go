@@ -79,6 +79,8 @@ type loop struct {
 	batchBuf   []byte
 	seqBuf     []Seq               // the compute model's batch, reused
 	tokensBuf  []int64             // the waiting prompts' tokens (schedule), reused
+	dpBuf      []int               // their DP indices (schedule, decode), reused
+	stepBuf    []bool              // which ready requests a decode step takes (DecodeCap), reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
 	checksAt   int                 // status checks this rank had entered at progressAt

@@ -54,12 +54,13 @@ type Config struct {
 	CtxBlocks int
 	GenBlocks int
 
-	// The step scheduler (0: no limit). MaxBatch caps the requests of a
-	// CTX prefill batch and the requests a GEN group holds at once
-	// (receiving or decoding); MaxTokens caps the prompt tokens of a CTX
-	// prefill batch, a prompt longer than it prefilled alone. Both act on
-	// agreed values (the waiting list, the admitted requests), so every
-	// rank of a group takes the same batch without a collective.
+	// The step scheduler (0: no limit), per DP index. MaxBatch caps the
+	// requests of a CTX prefill batch and of a GEN decode step (the other
+	// ready requests keep their received KV for a later step); MaxTokens
+	// caps the prompt tokens of a CTX prefill batch, a prompt longer than
+	// it prefilled alone. Both act on agreed values (the waiting list, the
+	// agreed receipts), so every rank of a group takes the same batch
+	// without a collective.
 	MaxBatch  int
 	MaxTokens int
 

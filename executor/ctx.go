@@ -27,7 +27,7 @@ func (c *ctxLoop) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		adm, err := c.admit(ctx, 0)
+		adm, err := c.admit(ctx)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ type genReq struct {
 	reason    string
 	reports   int // holder reports the group decided its transfer on
 	generated int
+	inStep    bool // in this decode step (DecodeCap)
 }
 
 func newGenLoop(l *loop, holders int) *genLoop {
@@ -70,7 +71,7 @@ func (g *genLoop) run(ctx context.Context) error {
 		if _, err := g.intake(ctx); err != nil {
 			return err
 		}
-		adm, err := g.admit(ctx, len(g.gen))
+		adm, err := g.admit(ctx)
 		if err != nil {
 			return err
 		}
@@ -254,14 +255,31 @@ func (g *genLoop) decoding() int {
 // that are done or failed (freeing their blocks here), and reports whether
 // it did any work.
 func (g *genLoop) decode(ctx context.Context) (bool, error) {
-	g.seqBuf = g.seqBuf[:0]
+	// The requests ready to decode, and which of them this step takes
+	// (DecodeCap: max_batch per DP index).
+	g.dpBuf = g.dpBuf[:0]
 	for _, id := range g.order {
 		if q := g.gen[id]; q.received && q.status == request.Pending {
-			g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
+			g.dpBuf = append(g.dpBuf, int(q.r.GenDP))
+		}
+	}
+	g.stepBuf = DecodeCap(g.dpBuf, g.cfg.MaxBatch, g.stepBuf)
+	g.seqBuf = g.seqBuf[:0]
+	ready := 0
+	for _, id := range g.order {
+		if q := g.gen[id]; q.received && q.status == request.Pending {
+			q.inStep = g.stepBuf[ready]
+			ready++
+			if q.inStep {
+				g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
+			}
 		}
 	}
 	active := len(g.seqBuf)
 	g.rep.LargestBatch = max(g.rep.LargestBatch, active)
+	if active < ready {
+		g.rep.SchedulerHeld++
+	}
 	if active > 0 {
 		start := g.now()
 		if err := g.sleep(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
@@ -280,6 +298,8 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		case q.status != request.Pending:
 			rr.State, rr.Reason, rr.Done = q.status, q.reason, now
 			finished = append(finished, id)
+		case q.received && !q.inStep: // ready, left for a later step (max_batch)
+			keep = append(keep, id)
 		case q.received:
 			q.generated++
 			if q.generated == 1 {

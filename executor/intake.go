@@ -77,20 +77,20 @@ func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
 }
 
 // schedule is how many waiting requests the step scheduler lets this
-// iteration admit: a CTX batch's requests and prompt tokens, a GEN group's
-// resident requests (held of them already). It counts the iterations it
-// held requests back.
-func (l *loop) schedule(held int) int {
-	maxTokens := l.cfg.MaxTokens
-	if l.g.role != topology.Context {
-		maxTokens = 0 // GEN prefills nothing
+// iteration admit (ScheduleCap): on CTX, a batch's requests and prompt
+// tokens per DP index; GEN admits whatever its pools fit (its transfers
+// start on admission) and caps its decode steps instead (DecodeCap). It
+// counts the iterations it held requests back.
+func (l *loop) schedule() int {
+	if l.g.role != topology.Context || l.cfg.MaxBatch <= 0 && l.cfg.MaxTokens <= 0 {
+		return len(l.waiting)
 	}
-	tokens := l.tokensBuf[:0]
+	dps, tokens := l.dpBuf[:0], l.tokensBuf[:0]
 	for _, r := range l.waiting {
-		tokens = append(tokens, r.Tokens)
+		dps, tokens = append(dps, int(r.CtxDP)), append(tokens, r.Tokens)
 	}
-	l.tokensBuf = tokens
-	n := ScheduleCap(tokens, held, l.cfg.MaxBatch, maxTokens)
+	l.dpBuf, l.tokensBuf = dps, tokens
+	n := ScheduleCap(dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
 	if n < len(l.waiting) {
 		l.rep.SchedulerHeld++
 	}
@@ -104,11 +104,11 @@ type admitted struct {
 }
 
 // admit runs the admission policy (DecideAdmission) over the waiting
-// requests the step scheduler lets in (ScheduleCap, held of them already
-// resident), agrees on it with the group, and allocates the admitted
-// requests' blocks on this rank (both roles: the executor owns every block).
-func (l *loop) admit(ctx context.Context, held int) (admitted, error) {
-	limit := l.schedule(held)
+// requests the step scheduler lets in (schedule), agrees on it with the
+// group, and allocates the admitted requests' blocks on this rank (both
+// roles: the executor owns every block).
+func (l *loop) admit(ctx context.Context) (admitted, error) {
+	limit := l.schedule()
 	needs := make([]int, limit)
 	for i, r := range l.waiting[:limit] {
 		needs[i] = l.blocksFor(r)
@@ -130,9 +130,7 @@ func (l *loop) admit(ctx context.Context, held int) (admitted, error) {
 		}
 		fit = int(l.admitBuf[0])
 	}
-	// Blocked: the pools fit none of what the scheduler let in (a GEN
-	// group at max_batch waits for its decodes, not its pools).
-	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: limit > 0 && fit == 0}
+	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: len(l.waiting) > 0 && fit == 0}
 	if out.blocked {
 		// Requests wait and the agreed answer is that none fits: the
 		// pools are full (of blocks a reap would free, or of live work).

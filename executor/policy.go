@@ -206,27 +206,44 @@ func DecideAdmission(in AdmissionInput) AdmissionAction {
 	return a
 }
 
-// ScheduleCap is how many of the waiting requests (their prompt tokens, in
-// order) the step scheduler lets one iteration admit, held of them already
-// resident: at most maxBatch-held requests, and prompt tokens within
-// maxTokens, the first request always when it alone passes it (0: no
-// limit). Its inputs are agreed, so every rank of a group gets the same
-// answer.
-func ScheduleCap(tokens []int64, held, maxBatch, maxTokens int) int {
-	n := len(tokens)
-	if maxBatch > 0 {
-		n = max(0, min(n, maxBatch-held))
+// ScheduleCap is how many of the waiting requests (their DP indices and
+// prompt tokens, in order) a CTX iteration may admit: the FIFO prefix in
+// which no DP index gets more than maxBatch requests or, past its first,
+// more than maxTokens prompt tokens (a first prompt longer than the budget
+// runs alone; 0: no limit). Limits are per DP index, as a serving engine's
+// are per attention-DP rank. Its inputs are agreed (the broadcast waiting
+// list), so every rank of a group gets the same answer.
+func ScheduleCap(dps []int, tokens []int64, maxBatch, maxTokens int) int {
+	if maxBatch <= 0 && maxTokens <= 0 {
+		return len(tokens)
 	}
-	if maxTokens > 0 {
-		var sum int64
-		for i := range n {
-			sum += tokens[i]
-			if sum > int64(maxTokens) && i > 0 {
-				return i
-			}
+	count, sum := map[int]int{}, map[int]int64{}
+	for i, t := range tokens {
+		d := dps[i]
+		if maxBatch > 0 && count[d] >= maxBatch || maxTokens > 0 && count[d] > 0 && sum[d]+t > int64(maxTokens) {
+			return i
 		}
+		count[d]++
+		sum[d] += t
 	}
-	return n
+	return len(tokens)
+}
+
+// DecodeCap marks which of the requests ready to decode (their DP
+// indices, in order) a GEN step decodes: the first maxBatch of each DP
+// index (0: all). The rest wait, their KV held, for a later step. Its
+// inputs are agreed (the group's order and agreed receipts).
+func DecodeCap(dps []int, maxBatch int, in []bool) []bool {
+	in = in[:0]
+	count := map[int]int{}
+	for _, d := range dps {
+		ok := maxBatch <= 0 || count[d] < maxBatch
+		if ok {
+			count[d]++
+		}
+		in = append(in, ok)
+	}
+	return in
 }
 
 // LocalFit is how many of needs, taken in order, fit in free blocks.

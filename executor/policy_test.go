@@ -141,28 +141,37 @@ func TestDecideAdmission(t *testing.T) {
 	assert.Equal(t, 0, LocalFit(nil, 3))
 }
 
-// The step scheduler's cap on the waiting list: max_batch less what is
-// resident, and a prompt-token budget that always admits a first prompt
-// longer than itself (alone).
+// The step scheduler's cap on a CTX waiting list: a FIFO prefix within
+// max_batch requests and a prompt-token budget per DP index, the budget
+// always admitting a DP index's first prompt (alone when it passes it).
 func TestScheduleCap(t *testing.T) {
 	for _, tc := range []struct {
-		name                      string
-		tokens                    []int64
-		held, maxBatch, maxTokens int
-		want                      int
+		name                string
+		dps                 []int
+		tokens              []int64
+		maxBatch, maxTokens int
+		want                int
 	}{
-		{"no limit", []int64{100, 200, 300}, 0, 0, 0, 3},
-		{"nothing waits", nil, 0, 4, 100, 0},
-		{"max batch", []int64{1, 1, 1, 1, 1}, 0, 3, 0, 3},
-		{"max batch less held", []int64{1, 1, 1, 1, 1}, 2, 3, 0, 1},
-		{"full", []int64{1, 1}, 3, 3, 0, 0},
-		{"over full", []int64{1, 1}, 5, 3, 0, 0},
-		{"budget exact", []int64{40, 60, 10}, 0, 0, 100, 2},
-		{"budget", []int64{40, 61, 10}, 0, 0, 100, 1},
-		{"long first prompt alone", []int64{500, 10}, 0, 0, 100, 1},
-		{"both: batch tighter", []int64{10, 10, 10, 10}, 1, 3, 100, 2},
-		{"both: budget tighter", []int64{60, 60, 60}, 0, 3, 100, 1},
+		{"no limit", []int{0, 0, 0}, []int64{100, 200, 300}, 0, 0, 3},
+		{"nothing waits", nil, nil, 4, 100, 0},
+		{"max batch", []int{0, 0, 0, 0, 0}, []int64{1, 1, 1, 1, 1}, 3, 0, 3},
+		{"max batch per DP index", []int{0, 1, 0, 1, 0, 1}, []int64{1, 1, 1, 1, 1, 1}, 2, 0, 4},
+		{"a full index stops the prefix", []int{0, 0, 1, 1}, []int64{1, 1, 1, 1}, 1, 0, 1},
+		{"budget exact", []int{0, 0, 0}, []int64{40, 60, 10}, 0, 100, 2},
+		{"budget", []int{0, 0, 0}, []int64{40, 61, 10}, 0, 100, 1},
+		{"budget per DP index", []int{0, 1, 0, 1}, []int64{60, 60, 40, 40}, 0, 100, 4},
+		{"long first prompt alone", []int{0, 0}, []int64{500, 10}, 0, 100, 1},
+		{"long first prompt of another index", []int{0, 1, 0}, []int64{10, 500, 10}, 0, 100, 3},
+		{"both: batch tighter", []int{0, 0, 0, 0}, []int64{10, 10, 10, 10}, 2, 100, 2},
+		{"both: budget tighter", []int{0, 0, 0}, []int64{60, 60, 60}, 3, 100, 1},
 	} {
-		assert.Equal(t, tc.want, ScheduleCap(tc.tokens, tc.held, tc.maxBatch, tc.maxTokens), tc.name)
+		assert.Equal(t, tc.want, ScheduleCap(tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
 	}
+}
+
+// A GEN step decodes the first max_batch ready requests of each DP index.
+func TestDecodeCap(t *testing.T) {
+	assert.Equal(t, []bool{true, true, true}, DecodeCap([]int{0, 0, 1}, 0, nil), "no limit")
+	assert.Equal(t, []bool{true, true, false, false, true, false}, DecodeCap([]int{0, 1, 0, 1, 2, 2}, 1, nil), "one per index")
+	assert.Equal(t, []bool{true, true, false, true}, DecodeCap([]int{0, 0, 0, 1}, 2, make([]bool, 9)), "a reused buffer")
 }

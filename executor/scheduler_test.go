@@ -18,9 +18,9 @@ import (
 // CTX prefills what has arrived in one batch (12, then 4); a 160-token
 // budget prefills 4 at a time, in four waves of 160 ms, so the first
 // tokens start 160 ms sooner, and the report says the scheduler held
-// requests back. max_batch 3 caps a CTX batch and every GEN group's
-// resident requests. CTX tp=2 (a group of two), GEN tp=2,dp=2 (two
-// groups).
+// requests back. max_batch 3 caps a CTX batch and every GEN decode step,
+// per DP index. CTX tp=2 (a group of two), GEN tp=2,dp=2 (two groups),
+// then one GEN group fed by two CTX groups, and attention-DP.
 func TestSchedulerLimits(t *testing.T) {
 	base := baseConfig("tp=2", "tp=2,dp=2", transceiver.Async)
 	base.Workload.Requests, base.Workload.InputTokens, base.Workload.InputJitter = 16, 40, 0
@@ -51,8 +51,9 @@ func TestSchedulerLimits(t *testing.T) {
 	assert.LessOrEqual(t, gen.LargestBatch, 3, "a GEN group holds at most max_batch")
 
 	// GEN's own cap: two CTX groups (dp=2) of 3-request batches feed one
-	// GEN group (tp=2), which would hold 6 at once; max_batch keeps it at
-	// 3 and says it held requests back.
+	// GEN group (tp=2), which would decode 6 at once; max_batch keeps its
+	// steps at 3 (the rest wait, their KV received) and says it held
+	// requests back.
 	two := capped
 	two.Ctx = topology.MustParseLayout("dp=2")
 	two.Gen = topology.MustParseLayout("tp=2")
@@ -61,7 +62,32 @@ func TestSchedulerLimits(t *testing.T) {
 	assert.Positive(t, g.SchedulerHeld, "GEN held requests back")
 	uncapped := two
 	uncapped.MaxBatch = 0
-	assert.Greater(t, runSim(uncapped).Instances[1].LargestBatch, 3, "without max_batch the GEN group holds more")
+	u := runSim(uncapped)
+	assert.Greater(t, u.Instances[1].LargestBatch, 3, "without max_batch the GEN group decodes more")
+	// A step costs 1 ms whatever its batch: the capped run's requests wait
+	// for steps, so it ends later.
+	assert.Greater(t, runSim(two).CompletionS, u.CompletionS, "held requests decode in later steps")
+
+	// Per DP index under attention-DP: one GEN group of two indices, each
+	// fed more than 2 requests at once (200 decode steps each), decodes
+	// 2 of each a step, 4 in all.
+	adp := base
+	adp.Ctx, adp.Gen = topology.MustParseLayout("dp=2"), topology.MustParseLayout("dp=2,adp")
+	adp.MaxBatch, adp.Workload.OutputTokens = 2, 200
+	a := runSim(adp).Instances[1]
+	assert.Equal(t, 4, a.LargestBatch, "max_batch 2 per DP index, two indices")
+	assert.Positive(t, a.SchedulerHeld)
+
+	// A request left out of a step keeps its received KV and its place: a
+	// decode lifetime far past the transfer timeout loses no request
+	// (the cap acts on decode steps, not on admission, so no transfer
+	// waits behind it).
+	long := base
+	long.Gen = topology.MustParseLayout("tp=2,dp=2,adp")
+	long.MaxBatch, long.Workload.OutputTokens = 1, 60
+	long.DecodePerStep, long.TransferTimeout = 100*time.Millisecond, 2*time.Second
+	l := runSim(long)
+	assert.Zero(t, l.RequestsFailed+l.RequestsCancelled)
 
 	budget := base
 	budget.MaxTokens = 160
