@@ -27,6 +27,7 @@ type genLoop struct {
 	outcomeBuf comm.Gathered
 	tally      outcomeTally // reports of each request's holders, until all are in
 	holders    int          // the ranks that hold each request (what the tally needs, replays aside)
+	readyBuf   []*genReq    // the requests ready to decode, running first (decode), reused
 }
 
 // genReq is a request between its admission and its end on the group. Its
@@ -256,23 +257,27 @@ func (g *genLoop) decoding() int {
 // it did any work.
 func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	// The requests ready to decode, and which of them this step takes
-	// (DecodeCap: max_batch per DP index).
-	g.dpBuf = g.dpBuf[:0]
-	for _, id := range g.order {
-		if q := g.gen[id]; q.received && q.status == request.Pending {
-			g.dpBuf = append(g.dpBuf, int(q.r.GenDP))
+	// (DecodeCap: max_batch per DP index): those already decoding first,
+	// so a request that started is never paused for one admitted before
+	// it whose KV arrived later, then the rest in admission order. Every
+	// input (order, receipts, tokens generated) is agreed.
+	g.readyBuf, g.dpBuf = g.readyBuf[:0], g.dpBuf[:0]
+	for _, running := range []bool{true, false} {
+		for _, id := range g.order {
+			if q := g.gen[id]; q.received && q.status == request.Pending && (q.generated > 0) == running {
+				g.readyBuf, g.dpBuf = append(g.readyBuf, q), append(g.dpBuf, int(q.r.GenDP))
+			}
 		}
 	}
 	g.stepBuf = DecodeCap(g.dpBuf, g.cfg.MaxBatch, g.stepBuf)
+	for i, q := range g.readyBuf {
+		q.inStep = g.stepBuf[i]
+	}
+	ready := len(g.readyBuf)
 	g.seqBuf = g.seqBuf[:0]
-	ready := 0
-	for _, id := range g.order {
-		if q := g.gen[id]; q.received && q.status == request.Pending {
-			q.inStep = g.stepBuf[ready]
-			ready++
-			if q.inStep {
-				g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
-			}
+	for _, id := range g.order { // the batch in admission order, as before the cap
+		if q := g.gen[id]; q.received && q.status == request.Pending && q.inStep {
+			g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
 		}
 	}
 	active := len(g.seqBuf)

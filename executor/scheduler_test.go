@@ -48,7 +48,7 @@ func TestSchedulerLimits(t *testing.T) {
 	ctx, gen := rep.Instances[0], rep.Instances[1]
 	assert.Equal(t, 3, ctx.LargestBatch, "max_batch caps a CTX batch below the budget's 4")
 	assert.Positive(t, ctx.SchedulerHeld)
-	assert.LessOrEqual(t, gen.LargestBatch, 3, "a GEN group holds at most max_batch")
+	assert.LessOrEqual(t, gen.LargestBatch, 3, "a GEN step decodes at most max_batch of a DP index")
 
 	// GEN's own cap: two CTX groups (dp=2) of 3-request batches feed one
 	// GEN group (tp=2), which would decode 6 at once; max_batch keeps its
@@ -112,4 +112,27 @@ func TestSchedulerLimits(t *testing.T) {
 	}
 	assert.Less(t, first(b), first(free)-int64(150*time.Millisecond), "the first token: %v (budget) vs %v (none)",
 		time.Duration(first(b)), time.Duration(first(free)))
+}
+
+// A request that has started decoding is never paused for one admitted
+// before it whose KV arrived later: under max_batch 1, with four CTX groups
+// of jittered prompts and jittered messages feeding one GEN rank (receipts
+// out of admission order), every request's tokens come one step apart,
+// its first token to its last exactly (output-1) steps. Found by a review:
+// taking the first ready requests in admission order paused request 3 for
+// 220 steps.
+func TestDecodeCapKeepsRunningRequests(t *testing.T) {
+	for _, seed := range []uint64{1, 3, 4} {
+		cfg := baseConfig("dp=4", "tp=1", transceiver.Async)
+		cfg.Workload.Requests, cfg.Workload.InputJitter, cfg.Workload.OutputTokens, cfg.Workload.Seed = 32, 0.9, 20, seed
+		cfg.Workload.Arrival = executor.Arrival{Kind: executor.Burst}
+		cfg.PrefillPerToken, cfg.DecodePerStep, cfg.MaxBatch, cfg.Records = 10*time.Microsecond, 10*time.Millisecond, 1, true
+		rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: seed, Checked: true, Jitter: 20 * time.Millisecond})
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%v", rep.Errors)
+		require.Len(t, rep.Requests, 32)
+		for _, r := range rep.Requests {
+			assert.Equal(t, time.Duration(r.Output-1)*cfg.DecodePerStep, time.Duration(r.Done-r.FirstToken), "seed %d: request %d", seed, r.ID)
+		}
+	}
 }
