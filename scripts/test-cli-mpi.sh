@@ -3,8 +3,9 @@
 #
 #  1. SIGINT to mpirun during a long run (mpirun forwards it to every rank
 #     as SIGTERM and kills them a second later): world rank 0 prints one
-#     JSON report marked interrupted with what the ranks measured, and the
-#     trace file is a valid trace;
+#     JSON report marked interrupted with what the ranks measured (naming
+#     any rank that did not answer in time), and the trace file is a valid
+#     trace;
 #  2. a run error under mpirun (an injected exit on gen rank 1) still
 #     prints one JSON report with an error object naming world rank 2;
 #  3. rankrun-mpi run --backend local says to drop --backend local, once;
@@ -71,7 +72,12 @@ import json, sys
 out = open(sys.argv[1]).read()
 r = json.loads(out)  # exactly one JSON document on stdout
 assert r["error"]["kind"] == "interrupted", r["error"]
-assert r["error"]["ranks"] == [], r["error"]
+# Every rank should answer within the 400 ms partialBound; on a loaded host
+# one may not (a loaded make test saw world rank 2 miss it). That is no
+# failure of the runtime as long as the report names the ranks it lacks.
+missing = r["error"]["ranks"]
+assert set(missing) <= {1, 2, 3, 4}, r["error"]
+assert not missing or "sent no partial report" in r["error"]["message"], r["error"]
 assert 0 < r["requests_completed"] < 1000000, r["requests_completed"]
 # Brief (mpirun forwards ~10 KB after a signal): no rank_reports, but the
 # figures of both sides made it to rank 0.
