@@ -30,7 +30,7 @@ func TestEnumerate(t *testing.T) {
 			for cp := 1; cp <= 8; cp++ {
 				for dp := 1; dp <= 8; dp++ {
 					for _, adp := range []bool{false, true} {
-						l := Layout{tp, pp, cp, dp, adp}
+						l := Layout{tp, pp, cp, dp, adp, 0}
 						pow2 := func(v int) bool { return v&(v-1) == 0 }
 						if l.Ranks() > 8 || (adp && dp < 2) || l.ValidateFor(m) != nil || !pow2(tp) || !pow2(pp) || !pow2(cp) || !pow2(dp) {
 							continue

@@ -49,6 +49,40 @@ func (l Layout) ExecutorGroup(rank int) []int {
 	return l.DPGroup(rank)
 }
 
+// FFNIndex is rank's position among the FFN ranks of its stage and CP
+// index, in [0, FFNRanks()): its TP index, or DP*TP + TP under
+// attention-DP.
+func (l Layout) FFNIndex(rank int) int {
+	c := l.Coord(rank)
+	if l.AttentionDP {
+		return c.DP*l.TP + c.TP
+	}
+	return c.TP
+}
+
+// EPGroup is the ranks that exchange tokens in one MoE layer: the EP ranks
+// of rank's stage and CP index (and DP index without attention-DP) whose
+// FFN indices share FFNIndex/EP, as TensorRT-LLM's mapping numbers them
+// (expert-parallel index f %% EP, expert-TP index f / EP). Member i holds
+// the i-th EP part of the routed experts. Without EP it is rank alone.
+func (l Layout) EPGroup(rank int) []int {
+	c := l.Coord(rank)
+	ep := l.Experts()
+	lo := l.FFNIndex(rank) / ep * ep
+	out := make([]int, ep)
+	for i := range out {
+		f := lo + i
+		d := c
+		if l.AttentionDP {
+			d.DP, d.TP = f/l.TP, f%l.TP
+		} else {
+			d.TP = f
+		}
+		out[i] = l.RankOf(d)
+	}
+	return out
+}
+
 // All is every rank of the instance: [0, Ranks()).
 func (l Layout) All() []int { return span(0, l.Ranks()) }
 

@@ -22,13 +22,22 @@ type Layout struct {
 	// lives on the ranks of its DP index only, and every such rank holds all
 	// heads. Requires DP > 1.
 	AttentionDP bool
+	// EP (spec key "ep") is the expert-parallel size of an MoE FFN: the
+	// FFN ranks of one stage and CP index (TP of them, or TP*DP under
+	// attention-DP) split the routed experts into EP parts, each part's
+	// experts split over the other FFNRanks()/EP ranks (expert TP). It adds
+	// no ranks and moves no KV: it changes who holds which experts and,
+	// under attention-DP, makes each MoE layer an all-to-all dispatch and
+	// combine over EPGroup. 0 and 1 both mean none; ParseLayout writes 0
+	// for ep=1, so a parsed layout compares equal to its canonical form.
+	EP int
 }
 
 // LayoutError reports a malformed spec or an invalid Layout. It names the
 // field and the rule that failed, and matches ErrInvalidLayout with errors.Is.
 type LayoutError struct {
 	Spec  string // the spec as given, or the full form of a Layout value
-	Field string // "tp", "pp", "cp", "dp", "adp", a bad key, or "" for the whole spec
+	Field string // "tp", "pp", "cp", "dp", "ep", "adp", a bad key, or "" for the whole spec
 	Rule  string // what was wrong, e.g. "must be a positive integer (got \"0\")"
 }
 
@@ -42,13 +51,15 @@ func (e *LayoutError) Error() string {
 // Is makes errors.Is(err, ErrInvalidLayout) hold.
 func (e *LayoutError) Is(target error) bool { return target == ErrInvalidLayout }
 
-const validKeys = "tp, pp, cp, dp (key=positive integer) and adp (no value)"
+const validKeys = "tp, pp, cp, dp, ep (key=positive integer) and adp (no value)"
 
 // ParseLayout parses a spec of comma-separated items: key=value with keys
-// tp, pp, cp, dp (each a positive integer, default 1, each at most once) and
-// the bare word adp (attention data parallel, requires dp > 1). Keys are
+// tp, pp, cp, dp, ep (each a positive integer, default 1, each at most
+// once) and the bare word adp (attention data parallel, requires dp > 1);
+// ep must divide the FFN ranks of a stage (tp, or tp*dp with adp). Keys are
 // case-insensitive and whitespace around items, keys and values is ignored.
-// Examples: "tp=2,pp=2", "dp=4,adp", "tp=1". The spec must name at least one
+// Examples: "tp=2,pp=2", "dp=4,adp", "dp=4,ep=4,adp", "tp=8,ep=8", "tp=1".
+// The spec must name at least one
 // item. Errors are *LayoutError values wrapping ErrInvalidLayout.
 func ParseLayout(spec string) (Layout, error) {
 	l := Layout{TP: 1, PP: 1, CP: 1, DP: 1}
@@ -77,6 +88,8 @@ func ParseLayout(spec string) (Layout, error) {
 			dst = &l.CP
 		case "dp":
 			dst = &l.DP
+		case "ep":
+			dst = &l.EP
 		case "adp":
 			if hasValue {
 				return bad("adp", "takes no value (write a bare adp, got %q)", item)
@@ -104,6 +117,9 @@ func ParseLayout(spec string) (Layout, error) {
 		}
 		*dst = n
 	}
+	if l.EP == 1 {
+		l.EP = 0 // one canonical form for "no expert parallelism"
+	}
 	if err := l.validate(spec); err != nil {
 		return Layout{}, err
 	}
@@ -121,7 +137,8 @@ func MustParseLayout(spec string) Layout {
 }
 
 // Validate checks every size is in [1, MaxRanks], that the instance has at
-// most MaxRanks ranks, and that AttentionDP comes with DP > 1.
+// most MaxRanks ranks, that AttentionDP comes with DP > 1, and that EP (0
+// or 1: none) divides FFNRanks().
 func (l Layout) Validate() error { return l.validate("") }
 
 // validate checks l; spec is the spec as written (the full form of l when
@@ -156,12 +173,35 @@ func (l Layout) validate(spec string) error {
 	if l.AttentionDP && l.DP < 2 {
 		return bad("adp", fmt.Sprintf("requires dp > 1 (got dp=%d)", l.DP))
 	}
+	switch f := l.FFNRanks(); {
+	case l.EP < 0:
+		return bad("ep", fmt.Sprintf("must be a positive integer (got %d)", l.EP))
+	case l.EP > 1 && f%l.EP != 0 && l.AttentionDP:
+		return bad("ep", fmt.Sprintf("must divide the FFN ranks of a stage, tp*dp = %d under adp (got ep=%d)", f, l.EP))
+	case l.EP > 1 && f%l.EP != 0:
+		return bad("ep", fmt.Sprintf("must divide the FFN ranks of a stage, tp = %d without adp (got ep=%d)", f, l.EP))
+	}
 	return nil
 }
+
+// FFNRanks is how many ranks of one stage and CP index run the FFN
+// together: TP, or TP*DP under attention-DP.
+func (l Layout) FFNRanks() int {
+	if l.AttentionDP {
+		return l.TP * l.DP
+	}
+	return l.TP
+}
+
+// Experts is the expert-parallel size: EP, 1 when EP is 0.
+func (l Layout) Experts() int { return max(1, l.EP) }
 
 // full writes every field, valid or not; used in errors about Layout values.
 func (l Layout) full() string {
 	s := fmt.Sprintf("tp=%d,pp=%d,cp=%d,dp=%d", l.TP, l.PP, l.CP, l.DP)
+	if l.EP > 1 || l.EP < 0 {
+		s += fmt.Sprintf(",ep=%d", l.EP)
+	}
 	if l.AttentionDP {
 		s += ",adp"
 	}
@@ -169,8 +209,8 @@ func (l Layout) full() string {
 }
 
 // String returns the canonical spec: the sizes other than 1 in the order tp,
-// pp, cp, dp, then adp; "tp=1" when every size is 1. ParseLayout(l.String())
-// returns l for every valid l.
+// pp, cp, dp, ep, then adp; "tp=1" when every size is 1. ParseLayout(l.String())
+// returns l for every valid l whose EP is not 1 (ep=1 parses as EP 0).
 func (l Layout) String() string {
 	var b strings.Builder
 	add := func(s string) {
@@ -182,7 +222,7 @@ func (l Layout) String() string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}} {
+	}{{"tp", l.TP}, {"pp", l.PP}, {"cp", l.CP}, {"dp", l.DP}, {"ep", l.Experts()}} {
 		if f.v != 1 {
 			add(f.name + "=" + strconv.Itoa(f.v))
 		}

@@ -14,13 +14,17 @@ func TestParseLayout(t *testing.T) {
 		want Layout
 		str  string
 	}{
-		{"tp=1", Layout{1, 1, 1, 1, false}, "tp=1"},
-		{"tp=2,pp=2", Layout{2, 2, 1, 1, false}, "tp=2,pp=2"},
-		{"dp=4,adp", Layout{1, 1, 1, 4, true}, "dp=4,adp"},
-		{" TP = 4 , Pp=2, cp=2 ,dp=2 ", Layout{4, 2, 2, 2, false}, "tp=4,pp=2,cp=2,dp=2"},
-		{"adp,dp=2", Layout{1, 1, 1, 2, true}, "dp=2,adp"},
-		{"ADP, dp=2, tp=2", Layout{2, 1, 1, 2, true}, "tp=2,dp=2,adp"},
-		{"dp=1", Layout{1, 1, 1, 1, false}, "tp=1"},
+		{"tp=1", Layout{1, 1, 1, 1, false, 0}, "tp=1"},
+		{"tp=2,pp=2", Layout{2, 2, 1, 1, false, 0}, "tp=2,pp=2"},
+		{"dp=4,adp", Layout{1, 1, 1, 4, true, 0}, "dp=4,adp"},
+		{" TP = 4 , Pp=2, cp=2 ,dp=2 ", Layout{4, 2, 2, 2, false, 0}, "tp=4,pp=2,cp=2,dp=2"},
+		{"adp,dp=2", Layout{1, 1, 1, 2, true, 0}, "dp=2,adp"},
+		{"ADP, dp=2, tp=2", Layout{2, 1, 1, 2, true, 0}, "tp=2,dp=2,adp"},
+		{"dp=1", Layout{1, 1, 1, 1, false, 0}, "tp=1"},
+		{"tp=8,ep=8", Layout{8, 1, 1, 1, false, 8}, "tp=8,ep=8"},
+		{"dp=4,ep=4,adp", Layout{1, 1, 1, 4, true, 4}, "dp=4,ep=4,adp"},
+		{"adp,ep=2,tp=2,dp=2", Layout{2, 1, 1, 2, true, 2}, "tp=2,dp=2,ep=2,adp"},
+		{"tp=4,ep=1", Layout{4, 1, 1, 1, false, 0}, "tp=4"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			l, err := ParseLayout(tc.spec)
@@ -39,7 +43,7 @@ func TestParseLayoutErrors(t *testing.T) {
 	for _, tc := range []struct {
 		spec, field, msg string
 	}{
-		{"", "", `topology: layout "": empty spec (want comma-separated items from tp, pp, cp, dp (key=positive integer) and adp (no value), e.g. "tp=2,pp=2")`},
+		{"", "", `topology: layout "": empty spec (want comma-separated items from tp, pp, cp, dp, ep (key=positive integer) and adp (no value), e.g. "tp=2,pp=2")`},
 		{"  ", "", `topology: layout "  ": empty spec`},
 		{"tp=", "tp", `topology: layout "tp=": tp must be a positive integer (got "")`},
 		{"tp", "tp", `topology: layout "tp": tp needs a value (write tp=N with N a positive integer)`},
@@ -50,8 +54,13 @@ func TestParseLayoutErrors(t *testing.T) {
 		{"tp=2,tp=2", "tp", `topology: layout "tp=2,tp=2": tp given more than once`},
 		{"tp=2,TP=4", "tp", `topology: layout "tp=2,TP=4": tp given more than once`},
 		{"dp=2,adp,adp", "adp", `topology: layout "dp=2,adp,adp": adp given more than once`},
-		{"foo=1", `"foo"`, `topology: layout "foo=1": "foo" is not a valid key (valid: tp, pp, cp, dp (key=positive integer) and adp (no value))`},
-		{"tp=2,ep=2", `"ep"`, `"ep" is not a valid key`},
+		{"foo=1", `"foo"`, `topology: layout "foo=1": "foo" is not a valid key (valid: tp, pp, cp, dp, ep (key=positive integer) and adp (no value))`},
+		{"tp=2,ep=3", "ep", `topology: layout "tp=2,ep=3": ep must divide the FFN ranks of a stage, tp = 2 without adp (got ep=3)`},
+		{"dp=4,ep=8", "ep", `ep must divide the FFN ranks of a stage, tp = 1 without adp (got ep=8)`},
+		{"dp=4,tp=2,ep=16,adp", "ep", `ep must divide the FFN ranks of a stage, tp*dp = 8 under adp (got ep=16)`},
+		{"dp=4,ep=3,adp", "ep", `tp*dp = 4 under adp (got ep=3)`},
+		{"ep=0", "ep", `ep must be a positive integer (got "0")`},
+		{"ep=2,ep=2", "ep", `ep given more than once`},
 		{"adp", "adp", `topology: layout "adp": adp requires dp > 1 (got dp=1)`},
 		{"dp=1,adp", "adp", `adp requires dp > 1 (got dp=1)`},
 		{"dp=2,adp=1", "adp", `adp takes no value`},
@@ -103,7 +112,7 @@ func TestCoordRoundTrip(t *testing.T) {
 
 func FuzzParseLayout(f *testing.F) {
 	for _, s := range []string{"tp=1", "tp=2,pp=2", "dp=4,adp", " TP = 4 , Pp=2, cp=2 ,dp=2 ", "", "tp=", "adp",
-		"tp=2,tp=2", "foo=1", "tp=99999999999999999999", "tp=1024,pp=1024", ",", "adp=1"} {
+		"tp=2,tp=2", "foo=1", "tp=99999999999999999999", "tp=1024,pp=1024", ",", "adp=1", "dp=4,ep=4,adp", "tp=8,ep=8", "ep=1", "tp=2,ep=3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {

@@ -158,18 +158,34 @@ func TestGroups(t *testing.T) {
 	assert.Equal(t, [][]int{{4, 5, 6, 7}}, c.GenScopes(6))
 	assert.Equal(t, []int{6, 7}, c.CPGroup(6))
 
+	// EP: contiguous FFN indices (f / ep shared); under adp f = dp*tp + tp.
+	assert.Equal(t, []int{5}, l.EPGroup(5))
+	e := MustParseLayout("tp=4,pp=2,ep=2") // rank = pp*4 + tp
+	assert.Equal(t, []int{6, 7}, e.EPGroup(6))
+	assert.Equal(t, []int{0, 1}, e.EPGroup(1))
+	assert.Equal(t, 3, e.FFNIndex(7))
+	d := MustParseLayout("dp=4,ep=4,adp") // the seed's ctx: every rank one EP group
+	assert.Equal(t, []int{0, 1, 2, 3}, d.EPGroup(2))
+	assert.Equal(t, 4, d.FFNRanks())
+	m := MustParseLayout("tp=2,pp=2,dp=4,ep=4,adp")       // rank = (dp*2+pp)*2+tp; f = dp*2+tp
+	assert.Equal(t, []int{0, 1, 4, 5}, m.EPGroup(5))      // dp0/pp0 and dp1/pp0
+	assert.Equal(t, []int{10, 11, 14, 15}, m.EPGroup(10)) // dp2/pp1 and dp3/pp1
+	assert.Equal(t, 6, m.FFNIndex(14))
+	assert.Equal(t, 1, MustParseLayout("tp=2").Experts())
+
 	assert.Panics(t, func() { l.TPGroup(8) })
 	assert.Panics(t, func() { a.ExecutorGroup(-1) })
+	assert.Panics(t, func() { m.EPGroup(16) })
 }
 
 // TestGroupsPartition checks on several layouts that each kind of group
 // partitions the instance and that every group is sorted and contains rank.
 func TestGroupsPartition(t *testing.T) {
-	for _, spec := range []string{"tp=1", "tp=2,pp=3,cp=2,dp=2", "dp=3,adp,tp=2,cp=2"} {
+	for _, spec := range []string{"tp=1", "tp=2,pp=3,cp=2,dp=2", "dp=3,adp,tp=2,cp=2", "dp=3,adp,tp=2,cp=2,ep=3", "tp=4,pp=2,dp=2,ep=2"} {
 		l := MustParseLayout(spec)
 		kinds := map[string]func(int) []int{
 			"tp": l.TPGroup, "pp": l.PPGroup, "cp": l.CPGroup, "dp": l.DPGroup, "dppeers": l.DPPeers,
-			"exec": l.ExecutorGroup, "gen": func(r int) []int { return l.GenScopes(r)[0] },
+			"exec": l.ExecutorGroup, "ep": l.EPGroup, "gen": func(r int) []int { return l.GenScopes(r)[0] },
 			"ctxlast": func(r int) []int { s := l.CtxScopes(r); return s[len(s)-1] },
 		}
 		for name, g := range kinds {
