@@ -38,8 +38,12 @@ func (s side) decodeStage(pp int, mb []Seq) time.Duration {
 	if s.l.CP > 1 {
 		per += s.allreduce(s.cpMembers(mb[0].DP, pp), act)
 	}
-	return s.stageTime(pp, mb, act, per, s.decodeAttn, s.decodeFFN)
+	return s.stageTime(pp, mb, decodeRows, per, s.decodeAttn, s.decodeFFN)
 }
+
+// decodeRows is the tokens a decode step puts through the FFN: one a
+// request.
+func decodeRows(part []Seq) float64 { return float64(len(part)) }
 
 // decodeWork is one rank's work in one decode step of mb on stage pp
 // (without attention-DP): attention and FFN together.
@@ -49,13 +53,13 @@ func (s side) decodeWork(pp int, mb []Seq) work {
 
 // decodeAttn is the attention of one step: projections per token (not
 // split over CP: each CP rank holds the weights), QK^T and AV over each
-// request's context (4*Heads*HeadDim FLOPs per context token), reading the
+// request's context (Model.decodeCoreFLOPs per context token), reading the
 // rank's KV of those contexts (split over CP).
 func (s side) decodeAttn(pp int, part []Seq) work {
 	m := s.m
 	nl := float64(s.layersOn(pp))
 	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{flops: nl * (2*m.AttnParams()*float64(len(part)) + 4*float64(m.Heads*m.HeadDim)*ctx/cp) / split,
+	return work{flops: nl * (2*m.AttnParams()*float64(len(part)) + m.decodeCoreFLOPs()*ctx/cp) / split,
 		weights: nl * m.AttnParams() * m.WeightBytes / split, kv: nl * ctx / cp * s.kvBytesPerTokenLayer()}
 }
 

@@ -20,6 +20,13 @@ var ErrInvalid = errors.New("costmodel: invalid description")
 // experts of ExpertFFN intermediate size, ActiveExperts of them per token,
 // plus SharedExperts always active; its first DenseLayers layers have a
 // dense FFN of size FFN instead.
+//
+// With KVLoRA > 0 attention is DeepSeek's multi-head latent attention
+// (MLA, arXiv:2405.04434): the cache holds one compressed latent of KVLoRA
+// elements plus a RopeDim-element positional key per token and layer,
+// shared by every head (so every TP rank holds all of it); queries go
+// through a QLoRA-rank compression (0: none), keys are HeadDim+RopeDim
+// elements a head and values HeadDim.
 type Model struct {
 	Name    string `json:"name"`
 	Layers  int    `json:"layers"`
@@ -47,6 +54,10 @@ type Model struct {
 	ExpertFFN     int `json:"expert_ffn,omitempty"`
 	DenseLayers   int `json:"dense_layers,omitempty"` // leading layers with a dense FFN (MoE models)
 
+	KVLoRA  int `json:"kv_lora_rank,omitempty"`     // MLA: compressed KV latent (0: grouped-query attention)
+	QLoRA   int `json:"q_lora_rank,omitempty"`      // MLA: compressed query rank (0: a full query projection)
+	RopeDim int `json:"qk_rope_head_dim,omitempty"` // MLA: positional key elements per token
+
 	Source string `json:"source,omitempty"`
 }
 
@@ -71,7 +82,8 @@ func (m Model) Validate() error {
 		name string
 		v    int
 	}{{"ffn", m.FFN}, {"experts", m.Experts}, {"active_experts", m.ActiveExperts}, {"shared_experts", m.SharedExperts},
-		{"expert_ffn", m.ExpertFFN}, {"dense_layers", m.DenseLayers}} {
+		{"expert_ffn", m.ExpertFFN}, {"dense_layers", m.DenseLayers},
+		{"kv_lora_rank", m.KVLoRA}, {"q_lora_rank", m.QLoRA}, {"qk_rope_head_dim", m.RopeDim}} {
 		if f.v < 0 || f.v > 1<<20 {
 			return bad(f.name, "must be an integer in [0, 1048576]", f.v)
 		}
@@ -97,6 +109,10 @@ func (m Model) Validate() error {
 		return bad("dense_layers", fmt.Sprintf("must be at most layers (%d)", m.Layers), m.DenseLayers)
 	case m.DenseLayers > 0 && m.FFN == 0:
 		return bad("ffn", "dense_layers > 0 needs ffn > 0", m.FFN)
+	case m.KVLoRA == 0 && (m.QLoRA != 0 || m.RopeDim != 0):
+		return bad("kv_lora_rank", "must be set (> 0, latent attention) when q_lora_rank or qk_rope_head_dim is", m.KVLoRA)
+	case m.KVLoRA > 0 && (m.KVLoRA+m.RopeDim)%2 != 0:
+		return bad("qk_rope_head_dim", fmt.Sprintf("kv_lora_rank + qk_rope_head_dim must be even (the runtime moves the latent as two halves; kv_lora_rank is %d)", m.KVLoRA), m.RopeDim)
 	}
 	return nil
 }
@@ -121,11 +137,53 @@ func (m Model) expertBytes() float64 {
 	return m.WeightBytes
 }
 
+// MLA reports whether attention is multi-head latent attention.
+func (m Model) MLA() bool { return m.KVLoRA > 0 }
+
 // AttnParams is the parameters of one layer's attention: Q and O
 // (Hidden x Heads*HeadDim each), K and V (Hidden x KVHeads*HeadDim each).
+// Under MLA: the query's down and up projections (Hidden x QLoRA, QLoRA x
+// Heads*(HeadDim+RopeDim); one Hidden x Heads*(HeadDim+RopeDim) without
+// QLoRA), the KV down projection (Hidden x (KVLoRA+RopeDim)), its up
+// projection to keys and values (KVLoRA x Heads*2*HeadDim) and O.
 func (m Model) AttnParams() float64 {
 	h := float64(m.Hidden)
-	return 2*h*float64(m.Heads*m.HeadDim) + 2*h*float64(m.KVHeads*m.HeadDim)
+	if !m.MLA() {
+		return 2*h*float64(m.Heads*m.HeadDim) + 2*h*float64(m.KVHeads*m.HeadDim)
+	}
+	qk := float64(m.Heads * (m.HeadDim + m.RopeDim))
+	q := h * qk
+	if m.QLoRA > 0 {
+		q = h*float64(m.QLoRA) + float64(m.QLoRA)*qk
+	}
+	kv := h*float64(m.KVLoRA+m.RopeDim) + float64(m.KVLoRA)*float64(m.Heads*2*m.HeadDim)
+	return q + kv + float64(m.Heads*m.HeadDim)*h
+}
+
+// kvElemsPerTokenLayer is the KV elements one token adds to one layer's
+// cache over every rank's share: K and V of KVHeads heads, or the MLA
+// latent and positional key.
+func (m Model) kvElemsPerTokenLayer() float64 {
+	if m.MLA() {
+		return float64(m.KVLoRA + m.RopeDim)
+	}
+	return 2 * float64(m.KVHeads*m.HeadDim)
+}
+
+// qkDim is the elements a head's query and key share (HeadDim, plus
+// RopeDim under MLA).
+func (m Model) qkDim() float64 { return float64(m.HeadDim + m.RopeDim) }
+
+// decodeCoreFLOPs is the attention FLOPs of one new token per token of
+// context in one layer: QK^T and AV over every head (4*Heads*HeadDim);
+// under MLA with the up projections absorbed into the query and output, as
+// serving engines decode it: scores over the latent and positional key,
+// values over the latent.
+func (m Model) decodeCoreFLOPs() float64 {
+	if m.MLA() {
+		return 2 * float64(m.Heads) * float64(2*m.KVLoRA+m.RopeDim)
+	}
+	return 4 * float64(m.Heads*m.HeadDim)
 }
 
 // denseFFNParams is one dense gated FFN: 3 x Hidden x FFN.
@@ -161,13 +219,19 @@ func (m Model) WeightBytesTotal() float64 {
 }
 
 // KVBytesPerToken is the KV cache of one token over every layer: K and V,
-// KVHeads x HeadDim elements each.
+// KVHeads x HeadDim elements each (under MLA the latent and positional key).
 func (m Model) KVBytesPerToken() float64 {
-	return float64(m.Layers) * 2 * float64(m.KVHeads*m.HeadDim*m.KVBytes)
+	return float64(m.Layers) * m.kvElemsPerTokenLayer() * float64(m.KVBytes)
 }
 
 // Geometry is the KV-cache geometry the runtime moves for this model, with
-// tokensPerBlock tokens per block.
+// tokensPerBlock tokens per block. Under MLA the latent and positional key
+// are one head of (KVLoRA+RopeDim)/2 elements, its K and V halves: the
+// bytes a token moves are exact, and a TP layout duplicates the head on
+// every rank, as MLA's cache is.
 func (m Model) Geometry(tokensPerBlock int) topology.Model {
+	if m.MLA() {
+		return topology.Model{Layers: m.Layers, KVHeads: 1, HeadDim: (m.KVLoRA + m.RopeDim) / 2, TokensPerBlock: tokensPerBlock, ElemBytes: m.KVBytes}
+	}
 	return topology.Model{Layers: m.Layers, KVHeads: m.KVHeads, HeadDim: m.HeadDim, TokensPerBlock: tokensPerBlock, ElemBytes: m.KVBytes}
 }

@@ -96,6 +96,9 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 	case !sch.Chunked && in > maxTokens:
 		return Steady{}, fmt.Errorf("%w: offline: in = %d: a prompt longer than max_tokens (%d) needs chunked prefill", ErrInvalid, in, maxTokens)
 	}
+	if err := p.CheckExperts(l); err != nil {
+		return Steady{}, fmt.Errorf("offline: layout %s: %w", l, err)
+	}
 	if err := p.Fits(l); err != nil {
 		return Steady{}, fmt.Errorf("offline: layout %s: %w", l, err)
 	}
@@ -192,5 +195,9 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	if pp == s.l.PP-1 {
 		ffn.weights += s.lmHead(1).weights
 	}
-	return seconds(s.roofline(attn)+s.roofline(ffn)) + nl*s.allreduce(s.ffnMembers(pp), act*dp)
+	rows := make([]float64, s.l.DP)
+	for i := range rows {
+		rows[i] = tok
+	}
+	return seconds(s.roofline(attn)+s.roofline(ffn)) + s.ffnCollectives(pp, rows)
 }

@@ -46,9 +46,28 @@ func (p Placement) Validate() error {
 		name string
 		l    topology.Layout
 	}{{"ctx", p.Ctx}, {"gen", p.Gen}} {
+		if err := p.CheckExperts(s.l); err != nil {
+			return fmt.Errorf("%s layout %s: %w", s.name, s.l, err)
+		}
 		if err := p.Fits(s.l); err != nil {
 			return fmt.Errorf("%s layout %s: %w", s.name, s.l, err)
 		}
+	}
+	return nil
+}
+
+// CheckExperts reports (naming the field and the rule) whether layout l's
+// expert parallelism suits the model: ep > 1 needs routed experts, and ep
+// must divide their number (each part holds experts/ep whole experts).
+func (p Placement) CheckExperts(l topology.Layout) error {
+	ep := l.Experts()
+	switch {
+	case ep == 1:
+		return nil
+	case !p.Model.MoE():
+		return fmt.Errorf("%w: ep = %d: model %q has no routed experts (ep needs an MoE model)", ErrInvalid, ep, p.Model.Name)
+	case p.Model.Experts%ep != 0:
+		return fmt.Errorf("%w: ep = %d must divide model %q's %d routed experts", ErrInvalid, ep, p.Model.Name, p.Model.Experts)
 	}
 	return nil
 }

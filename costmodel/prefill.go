@@ -30,16 +30,16 @@ func (s side) prefill(batch []Seq) time.Duration {
 
 // prefillStage is micro-batch mb on stage pp: the stage's work by the
 // roofline plus its collectives (per layer: two TP allreduces of the
-// activations, or one over the FFN's ranks under attention-DP; a CP
-// allgather of the layer's KV).
+// activations, or ffnCollectives under attention-DP; a CP allgather of
+// the layer's KV).
 func (s side) prefillStage(pp int, mb []Seq) time.Duration {
 	all := tokens(mb)
-	act := all / float64(s.l.CP) * float64(s.m.Hidden*s.m.ActBytes)
 	var per time.Duration
 	if s.l.CP > 1 {
 		per += s.allgather(s.cpMembers(mb[0].DP, pp), all*s.kvBytesPerTokenLayer())
 	}
-	return s.stageTime(pp, mb, act, per, s.prefillAttn, s.prefillFFN)
+	rows := func(part []Seq) float64 { return tokens(part) / float64(s.l.CP) }
+	return s.stageTime(pp, mb, rows, per, s.prefillAttn, s.prefillFFN)
 }
 
 // prefillWork is one rank's work prefilling mb on stage pp (without
@@ -49,7 +49,7 @@ func (s side) prefillWork(pp int, mb []Seq) work {
 }
 
 // prefillAttn is the attention of a prefill: projections 2*A FLOPs per
-// token, causal QK^T and AV 2*Heads*HeadDim*n*(n+1) per request of n
+// token, causal QK^T and AV Heads*(qkDim+HeadDim)*n*(n+1) per request of n
 // tokens, per layer, all split over CP; the weights read once and the KV
 // written.
 func (s side) prefillAttn(pp int, part []Seq) work {
@@ -58,7 +58,7 @@ func (s side) prefillAttn(pp int, part []Seq) work {
 	var core float64
 	for _, q := range part {
 		n := float64(q.Tokens)
-		core += 2 * float64(m.Heads*m.HeadDim) * n * (n + 1)
+		core += float64(m.Heads) * (m.qkDim() + float64(m.HeadDim)) * n * (n + 1)
 	}
 	t, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
 	return work{flops: nl * (2*m.AttnParams()*t + core) / (split * cp),

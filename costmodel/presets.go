@@ -48,6 +48,32 @@ var Models = map[string]Model{
 	"deepseek-moe-16b": {Name: "deepseek-moe-16b", Layers: 28, Hidden: 2048, Heads: 16, KVHeads: 16, HeadDim: 128, FFN: 10944, Vocab: 102400,
 		WeightBytes: 2, KVBytes: 2, ActBytes: 2, Precision: "bf16", Experts: 64, ActiveExperts: 6, SharedExperts: 2, ExpertFFN: 1408, DenseLayers: 1,
 		Source: "huggingface.co/deepseek-ai/deepseek-moe-16b-base config.json; arXiv:2401.06066"},
+	// deepseek-ai/DeepSeek-R1 config.json (DeepSeek-V3's architecture):
+	// hidden_size 7168, intermediate_size 18432 (the dense layers),
+	// moe_intermediate_size 2048, num_hidden_layers 61,
+	// num_attention_heads 128, num_key_value_heads 128, n_routed_experts
+	// 256, num_experts_per_tok 8, n_shared_experts 1, first_k_dense_replace
+	// 3, kv_lora_rank 512, q_lora_rank 1536, qk_rope_head_dim 64,
+	// qk_nope_head_dim 128, v_head_dim 128, vocab_size 129280; weights FP8
+	// (e4m3, 128x128 block scales). 671B parameters, 37B active
+	// (arXiv:2412.19437); the multi-token-prediction layer is not
+	// modelled. MLA caches 576 elements a token and layer, kept bf16 here
+	// (kv_bytes 2: the checkpoint names no KV dtype; a JSON file sets 1 for
+	// an FP8 cache).
+	"deepseek-r1": {Name: "deepseek-r1", Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128, FFN: 18432, Vocab: 129280,
+		WeightBytes: 1, KVBytes: 2, ActBytes: 2, Precision: "fp8", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
+		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
+		Source: "huggingface.co/deepseek-ai/DeepSeek-R1 config.json; DeepSeek-V3 technical report (arXiv:2412.19437)"},
+	// nvidia/DeepSeek-R1-FP4: DeepSeek-R1 with its experts in NVFP4 (4
+	// bits and an FP8 scale per 16 values: 4.5 bits a parameter), the
+	// rest FP8, matmuls at Blackwell's FP4 rate (the model card: linear
+	// operators in the transformer blocks quantized to FP4, about 1.6x
+	// less memory than FP8; this split gives 1.75x). The seed's
+	// ctx1_dep4_gen1_tep8 layouts ran it on GB200.
+	"deepseek-r1-fp4": {Name: "deepseek-r1-fp4", Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128, FFN: 18432, Vocab: 129280,
+		WeightBytes: 1, ExpertWeightBytes: 4.5 / 8, KVBytes: 2, ActBytes: 2, Precision: "fp4", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
+		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
+		Source: "huggingface.co/nvidia/DeepSeek-R1-FP4 model card; huggingface.co/deepseek-ai/DeepSeek-R1 config.json"},
 	// openai/gpt-oss-120b config.json: hidden_size 2880, intermediate_size
 	// 2880 (per expert), num_hidden_layers 36, num_attention_heads 64,
 	// num_key_value_heads 8, head_dim 64, num_local_experts 128,

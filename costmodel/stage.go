@@ -42,30 +42,35 @@ func (s side) layerKinds(pp int) (dense, moe float64) {
 	return float64(d), float64(hi - lo - d)
 }
 
-// ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by.
-func (s side) ffnFLOPsPerToken(moe bool) float64 {
+// ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by
+// (routed: only its active experts; the rest: the dense FFN, or the
+// router and shared experts).
+func (s side) ffnFLOPsPerToken(moe bool) (rest, routed float64) {
 	m := s.m
 	if !moe {
-		return 2 * m.denseFFNParams()
+		return 2 * m.denseFFNParams(), 0
 	}
-	return 2 * (m.routerParams() + float64(m.ActiveExperts+m.SharedExperts)*m.expertParams())
+	return 2 * (m.routerParams() + float64(m.SharedExperts)*m.expertParams()), 2 * float64(m.ActiveExperts) * m.expertParams()
 }
 
 // ffnBytes is the FFN weight bytes a batch of tokens reads in one layer:
-// a dense FFN whole; of an MoE layer the router, the shared experts and
-// the routed experts the batch touches (E(1-(1-k/E)^tokens) expected with
-// uniform routing).
-func (s side) ffnBytes(moe bool, tokens float64) float64 {
+// a dense FFN whole; of an MoE layer the router and the shared experts
+// (rest) and the routed experts the batch touches (routed:
+// E(1-(1-k/E)^tokens) expected with uniform routing).
+func (s side) ffnBytes(moe bool, tokens float64) (rest, routed float64) {
 	m := s.m
 	if !moe {
-		return m.denseFFNParams() * m.WeightBytes
+		return m.denseFFNParams() * m.WeightBytes, 0
 	}
 	touched := float64(m.Experts) * (1 - math.Pow(1-float64(m.ActiveExperts)/float64(m.Experts), tokens))
-	return m.routerParams()*m.WeightBytes + (touched+float64(m.SharedExperts))*m.expertParams()*m.expertBytes()
+	return m.routerParams()*m.WeightBytes + float64(m.SharedExperts)*m.expertParams()*m.expertBytes(), touched * m.expertParams() * m.expertBytes()
 }
 
-// ffnWork is the FFN of nl layers (dense or MoE) for tokens, split over
-// ranks (FLOPs over flopSplit, weights over ffnSplit).
+// ffnWork is the FFN of the stage's dense and MoE layers for tokens, on
+// the busiest rank: FLOPs over flopSplit ranks, weights over ffnSplit,
+// the routed experts' share of each scaled by the EP parts' imbalance
+// (experts.go) for the tokens one FFN group sees (tokens*ffnSplit/
+// flopSplit: a CP index's share in a prefill).
 func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
 	var w work
 	for _, k := range []struct {
@@ -75,7 +80,13 @@ func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
 		if k.n == 0 {
 			continue
 		}
-		w.add(work{flops: k.n * s.ffnFLOPsPerToken(k.moe) * tokens / flopSplit, weights: k.n * s.ffnBytes(k.moe, tokens) / s.ffnSplit()})
+		fr, fx := s.ffnFLOPsPerToken(k.moe)
+		br, bx := s.ffnBytes(k.moe, tokens)
+		if k.moe {
+			fx *= s.routedImbalance(tokens * s.ffnSplit() / flopSplit)
+			bx *= s.touchedImbalance(tokens)
+		}
+		w.add(work{flops: k.n * (fr + fx) * tokens / flopSplit, weights: k.n * (br + bx) / s.ffnSplit()})
 	}
 	return w
 }
@@ -87,8 +98,12 @@ func (s side) lmHead(rows float64) work {
 	return work{flops: 2 * vh * rows / float64(s.l.TP), weights: vh * s.m.WeightBytes / float64(s.l.TP)}
 }
 
-// kvBytesPerTokenLayer is the KV of one token in one layer on one rank.
+// kvBytesPerTokenLayer is the KV of one token in one layer on one rank
+// (all of an MLA latent: every rank holds it).
 func (s side) kvBytesPerTokenLayer() float64 {
+	if s.m.MLA() {
+		return s.m.kvElemsPerTokenLayer() * float64(s.m.KVBytes)
+	}
 	return 2 * float64(s.kvHeadsPerRank()*s.m.HeadDim*s.m.KVBytes)
 }
 
@@ -143,26 +158,29 @@ func (s side) stageTimes(micro [][]Seq, stage func(pp int, mb []Seq) time.Durati
 }
 
 // stageTime is micro-batch mb on stage pp given its attention and FFN
-// work: without attention-DP one rank does both (the roofline of their
-// sum) with two TP allreduces of act per layer; with it each DP index's
+// work; rows(part) is the tokens part puts through the FFN on one rank's
+// group (decode: one per request; prefill: its CP share). Without
+// attention-DP one rank does both (the roofline of their sum) with two TP
+// allreduces of the activations per layer; with it each DP index's
 // attention runs on its own ranks (in parallel: the slowest counts), then
-// the FFN over every rank with one allreduce of act per layer. per is the
-// layer's other collectives (CP).
-func (s side) stageTime(pp int, mb []Seq, act float64, per time.Duration, attn, ffn func(int, []Seq) work) time.Duration {
+// the FFN over every rank with ffnCollectives. per is each layer's other
+// collectives (CP).
+func (s side) stageTime(pp int, mb []Seq, rows func([]Seq) float64, per time.Duration, attn, ffn func(int, []Seq) work) time.Duration {
 	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
 		w := sum(pp, mb, attn, ffn)
-		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), act)
+		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), rows(mb)*float64(s.m.Hidden*s.m.ActBytes))
 		return seconds(s.roofline(w)) + nl*per
 	}
 	var slowest float64
+	var perDP []float64
 	for _, part := range byDP(mb) {
 		w := attn(pp, part)
 		slowest = max(slowest, s.roofline(w))
+		perDP = append(perDP, rows(part))
 	}
 	f := ffn(pp, mb)
-	per += s.allreduce(s.ffnMembers(pp), act)
-	return seconds(slowest+s.roofline(f)) + nl*per
+	return seconds(slowest+s.roofline(f)) + nl*per + s.ffnCollectives(pp, perDP)
 }
 
 // sum is attention and FFN together: one rank's whole work on mb.

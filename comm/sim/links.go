@@ -176,9 +176,10 @@ func (f Fabric) bus(members []int) float64 {
 // it wins on bandwidth alone, for large messages); ring allgather and
 // reduce-scatter p-1 steps moving (p-1)/p of the total. These ring-like
 // collectives run at the bus bandwidth (bus: every rail across nodes).
-// Binomial-tree bcast, reduce, gather and scatter, pairwise alltoall and a
-// dissemination barrier send whole messages rank to rank, each at its
-// slowest link's bandwidth (one NIC across nodes).
+// Binomial-tree bcast, reduce, gather and scatter and a dissemination
+// barrier send whole messages rank to rank, each at its slowest link's
+// bandwidth (one NIC across nodes). An alltoall posts every peer's message
+// at once (alltoall below).
 func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Duration {
 	p := len(members)
 	if p < 2 {
@@ -215,9 +216,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		// (bytes: the root's whole buffer, the larger of send and receive).
 		return steps(rounds, float64(p-1)/float64(p)*float64(bytes))
 	case comm.KindAlltoall:
-		// Pairwise exchange: p-1 steps, each rank sending 1/p of its
-		// buffer in each.
-		return steps(p-1, float64(p-1)/float64(p)*float64(bytes))
+		return f.alltoall(members, bytes)
 	case comm.KindReduceScatter:
 		// A ring: p-1 steps of 1/p of the buffer.
 		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
@@ -225,6 +224,33 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return steps(rounds, 0)
 	}
 	return 0
+}
+
+// alltoall is an all-to-all of bytes per rank (1/p of it to each member),
+// as NCCL runs one: every peer's send and receive posted at once (one
+// group of point-to-point calls), so it pays one latency of its slowest
+// link, then each rank's messages leave at its own links' speed: those to
+// members on its node over Intra, the others through its own NIC (one
+// rail a GPU) over Inter, both at once. The busiest rank counts: the one
+// with the fewest members on its node sends the most across.
+func (f Fabric) alltoall(members []int, bytes int) time.Duration {
+	p := len(members)
+	per := map[int]int{}
+	for _, m := range members {
+		per[f.Node(m)]++
+	}
+	msg := float64(bytes) / float64(p)
+	at := func(n int, bw float64) float64 {
+		if bw <= 0 || n == 0 {
+			return 0
+		}
+		return float64(n) * msg / bw
+	}
+	var worst float64
+	for _, local := range per {
+		worst = max(worst, at(local-1, f.Intra.Bandwidth), at(p-local, f.Inter.Bandwidth))
+	}
+	return f.span(members).Latency + time.Duration(worst*float64(time.Second))
 }
 
 // validate checks a fabric's figures.

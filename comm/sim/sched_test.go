@@ -277,8 +277,8 @@ func TestPayloadScale(t *testing.T) {
 
 // The typed collectives cost what the link model says, exactly: a float32
 // allreduce of 1 MiB is a ring (2(p-1) steps, 2(p-1)/p of the buffer), an
-// all-to-all of 1 MiB per rank a pairwise exchange (p-1 steps, (p-1)/p of
-// it).
+// all-to-all of 1 MiB per rank every message at once (one latency, then
+// the (p-1)/p of it that leaves the rank at the link's speed).
 func TestTypedCollectivesCostTheirModel(t *testing.T) {
 	f := sim.Fabric{Name: "test", Intra: sim.Link{Latency: 10 * time.Microsecond, Bandwidth: 1e9}}
 	const p, bytes = 4, 1 << 20
@@ -294,7 +294,7 @@ func TestTypedCollectivesCostTheirModel(t *testing.T) {
 			buf := make([]float32, bytes/4)
 			return comm.Allreduce(ctx, c, comm.Sum, buf, buf)
 		}},
-		{"alltoall float32", step(p-1, float64(p-1)/p*bytes), func(ctx context.Context, c comm.Comm) error {
+		{"alltoall float32", step(1, float64(p-1)/p*bytes), func(ctx context.Context, c comm.Comm) error {
 			return comm.Alltoall(ctx, c, make([]float32, bytes/4), make([]float32, bytes/4))
 		}},
 	} {
@@ -349,9 +349,16 @@ func TestCollectiveRailsAndAlgorithms(t *testing.T) {
 	free := f
 	free.Inter.Bandwidth = 0
 	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), free.Collective(comm.KindAllreduce, eight, n))
-	// Whole messages rank to rank (alltoall, bcast) cross at one NIC's speed.
-	each := 7 / 8.0 * float64(n)
-	require.Equal(t, 7*5*time.Microsecond+time.Duration(each/50e9*float64(time.Second)), f.Collective(comm.KindAlltoall, eight, n))
+	// An alltoall sends to every peer at once: a rank's 4 messages to the
+	// other node through its own NIC, its 3 on its node over NVLink, at
+	// once; one latency.
+	sends := func(lat time.Duration, share, bw float64) time.Duration {
+		return lat + time.Duration(share*n/bw*float64(time.Second))
+	}
+	require.Equal(t, sends(5*time.Microsecond, 4/8.0, 50e9), f.Collective(comm.KindAlltoall, eight, n))
+	require.Equal(t, sends(time.Microsecond, 3/4.0, 450e9), f.Collective(comm.KindAlltoall, four, n))
+	// Uneven: rank 3 alone on its node sends 4 of its 5 messages across.
+	require.Equal(t, sends(5*time.Microsecond, 4/5.0, 50e9), f.Collective(comm.KindAlltoall, []int{3, 4, 5, 6, 7}, n))
 	// Allgather over the rails too.
 	moved := 7 / 8.0 * float64(n)
 	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(comm.KindAllgather, eight, n))
