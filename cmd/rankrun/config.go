@@ -63,7 +63,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	def := topology.DefaultModel()
 	if layouts {
-		fs.StringVar(&f.ctx, "ctx", "tp=1", "CTX (prefill) layout: tp=N,pp=N,cp=N,dp=N[,adp]")
+		fs.StringVar(&f.ctx, "ctx", "tp=1", "CTX (prefill) layout: tp=N,pp=N,cp=N,dp=N,ep=N[,adp]")
 		fs.StringVar(&f.gen, "gen", "tp=4", "GEN (decode) layout, same syntax")
 	}
 	fs.IntVar(&f.layers, "layers", def.Layers, "model: transformer layers (>= 1)")

@@ -64,7 +64,7 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 		"of host memory without a GPU. Blocks are sized by the shard of --layout and the model flags;\n"+
 		"local rank i holds instance rank i mod the layout's ranks.", devicesExamples, stderr)
 	def := topology.DefaultModel()
-	layoutSpec := fs.String("layout", "tp=1", "layout of the ranks on this node: tp=N,pp=N,cp=N,dp=N[,adp]")
+	layoutSpec := fs.String("layout", "tp=1", "layout of the ranks on this node: tp=N,pp=N,cp=N,dp=N,ep=N[,adp]")
 	var m topology.Model
 	fs.IntVar(&m.Layers, "layers", def.Layers, "model: transformer layers")
 	fs.IntVar(&m.KVHeads, "kv-heads", def.KVHeads, "model: KV heads per layer")

@@ -77,3 +77,26 @@ func TestHelperHog(t *testing.T) {
 	for x := 0; ; x++ {
 	}
 }
+
+// The seed's layouts (ctx1_dep4_gen1_tep8: CTX attention-DP 4 with EP 4,
+// GEN TP 8 with EP 8) on DeepSeek-R1 FP4 and GB200 run to completion in
+// simulation, and ep reaches the step's cost: EP 8 under TP 8 pays its
+// busiest expert part, so a small batch decodes slower than with expert TP.
+func TestSeedLayoutsDeepSeekR1(t *testing.T) {
+	run := func(gen string) map[string]any {
+		code, out, errOut := cli(t, "run", "--backend", "sim", "--json", "--model", "deepseek-r1-fp4", "--hardware", "gb200",
+			"--ctx", "dp=4,ep=4,adp", "--gen", gen, "--requests", "4", "--ctx-blocks", "32", "--gen-blocks", "32", "--kv-sample", "16", "--seed", "3")
+		require.Equal(t, 0, code, errOut)
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		require.Equal(t, "dp=4,ep=4,adp", v["ctx"])
+		require.Equal(t, gen, v["gen"])
+		require.Equal(t, 4.0, v["requests_completed"], gen)
+		require.Equal(t, 0.0, v["requests_failed"], gen)
+		require.Empty(t, v["errors"], gen)
+		return v
+	}
+	tpot := func(v map[string]any) float64 { return v["tpot_ms"].(map[string]any)["p50"].(float64) }
+	ep, tp := run("tp=8,ep=8"), run("tp=8")
+	require.Greater(t, tpot(ep), tpot(tp))
+}
