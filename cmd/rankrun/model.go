@@ -170,17 +170,19 @@ func poolBytes(c *executor.Config, g topology.Model) int64 {
 	return total
 }
 
-// sample is the --kv-sample divisor of the head dim.
+// sample is the --kv-sample divisor of the head dim of m's KV geometry
+// (an MLA latent's included: 288 elements a half for DeepSeek-R1).
 func (f *runFlags) sample(m costmodel.Model) (int, error) {
+	dim := kvHeadDim(m)
 	n := f.kvSample
 	if n == 0 {
 		n = max(1, f.autoSample)
 		if f.sweepSample && f.backend == "sim" {
-			n = max(1, m.HeadDim/4)
+			n = max(1, dim/4)
 		}
 	}
-	if n < 1 || m.HeadDim%n != 0 {
-		return 0, usagef("--kv-sample %d: must be a positive divisor of the model's head dim (%d)", n, m.HeadDim)
+	if n < 1 || dim%n != 0 {
+		return 0, usagef("--kv-sample %d: must be a positive divisor of the model's KV head dim (%d)", n, dim)
 	}
 	if n > 1 && f.backend != "sim" {
 		return 0, usagef("--kv-sample %d: only the sim backend can charge the links for bytes it does not carry; use --backend sim or --kv-sample 1", n)
@@ -229,6 +231,9 @@ func seqs(batch []executor.Seq) []costmodel.Seq {
 	return out
 }
 
+// kvHeadDim is the head dim of the KV geometry the runtime moves for m.
+func kvHeadDim(m costmodel.Model) int { return m.Geometry(1).HeadDim }
+
 // payloadScale is the sim's link charge per carried byte: the --kv-sample
 // divisor (config has checked it).
 func (f *runFlags) payloadScale() int {
@@ -254,7 +259,7 @@ func describeCompute(cfg *executor.Config) string {
 		m, h := pc.p.Model, pc.p.HW
 		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
 			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
-		if n := m.HeadDim / max(1, cfg.Model.HeadDim); n > 1 {
+		if n := kvHeadDim(m) / max(1, cfg.Model.HeadDim); n > 1 {
 			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
 		}
 		parts = append(parts, s)

@@ -94,9 +94,16 @@ func TestSeedLayoutsDeepSeekR1(t *testing.T) {
 		require.Equal(t, 4.0, v["requests_completed"], gen)
 		require.Equal(t, 0.0, v["requests_failed"], gen)
 		require.Empty(t, v["errors"], gen)
+		// MLA's latent moves as one head of 288 elements a half: the sample
+		// divides that, not the attention's head dim of 128.
+		require.Contains(t, v["compute"], "KV sampled 1/16 (links charged for every byte)")
 		return v
 	}
 	tpot := func(v map[string]any) float64 { return v["tpot_ms"].(map[string]any)["p50"].(float64) }
 	ep, tp := run("tp=8,ep=8"), run("tp=8")
 	require.Greater(t, tpot(ep), tpot(tp))
+	code, _, errOut := cli(t, "run", "--backend", "sim", "--model", "deepseek-r1-fp4", "--hardware", "gb200",
+		"--ctx", "dp=4,ep=4,adp", "--gen", "tp=8,ep=8", "--requests", "4", "--kv-sample", "64")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--kv-sample 64: must be a positive divisor of the model's KV head dim (288)")
 }
