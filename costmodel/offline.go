@@ -164,15 +164,13 @@ func (s side) kvTokens() float64 {
 }
 
 // mixedStage is micro-batch x on stage pp: its prompts' and its decodes'
-// FLOPs and KV traffic, each request's as alone, and the stage's weights
+// attention FLOPs and KV traffic, each request's as alone, the FFN's FLOPs
+// over all the step's tokens, and the stage's weights
 // read once (an MoE's touched experts for every token of the step); the
 // collectives as stageTime's over the step's tokens.
 func (s side) mixedStage(pp int, x mix) time.Duration {
-	one := func(seq Seq, attn, ffn func(int, []Seq) work) (a, f work) {
-		return attn(pp, []Seq{seq}), ffn(pp, []Seq{seq})
-	}
-	pa, pf := one(Seq{Tokens: x.in}, s.prefillAttn, s.prefillFFN)
-	da, df := one(Seq{Tokens: x.ctx}, s.decodeAttn, s.decodeFFN)
+	pa := s.prefillAttn(pp, []Seq{{Tokens: x.in}})
+	da := s.decodeAttn(pp, []Seq{{Tokens: x.ctx}})
 	tok := x.tokens()
 	dense, moe := s.layerKinds(pp)
 	ffnW := s.ffnWork(dense, moe, tok, 1).weights
@@ -180,7 +178,14 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 		ffnW += s.lmHead(1).weights
 	}
 	attn := work{flops: x.prefills*pa.flops + x.decodes*da.flops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
-	ffn := work{flops: x.prefills*pf.flops + x.decodes*df.flops, weights: ffnW}
+	// The FFN's FLOPs over the step's tokens at once (an EP part's
+	// imbalance is the step's, not one request's), the LM head a row per
+	// request.
+	ffnFLOPs := s.ffnWork(dense, moe, tok, s.ffnSplit()).flops
+	if pp == s.l.PP-1 {
+		ffnFLOPs += s.lmHead(x.prefills + x.decodes).flops
+	}
+	ffn := work{flops: ffnFLOPs, weights: ffnW}
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
 	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
