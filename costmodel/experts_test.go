@@ -150,10 +150,6 @@ func TestSeedLayoutsOnGB200(t *testing.T) {
 	ctx, gen := topology.MustParseLayout("dp=4,ep=4,adp"), topology.MustParseLayout("tp=8,ep=8")
 	p := Placement{Model: m, HW: hw, Ctx: ctx, Gen: gen}
 	require.NoError(t, p.Validate())
-	batch := make([]Seq, 512)
-	for i := range batch {
-		batch[i] = Seq{Tokens: 2048, DP: i % 4}
-	}
 	var gain []float64
 	for _, dp := range []int{4, 8, 16, 32} {
 		ep := topology.Layout{TP: 1, PP: 1, CP: 1, DP: dp, AttentionDP: true, EP: dp}
