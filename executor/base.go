@@ -120,6 +120,31 @@ func (l *loop) sleep(ctx context.Context, d time.Duration) error {
 	return l.waiter.Wait(ctx, nil, l.clk.Now().Add(d))
 }
 
+// compute waits out d of modelled compute (a prefill or a decode step).
+// In async mode this rank's transfers move beside it, as a serving
+// engine's transfer agent moves KV while the forward pass runs: every
+// completion event is pumped. Pumping is rank-local (it enters no
+// collective); outcomes still wait for the next status check. In sync
+// mode transfers do not overlap compute (that is the mode), so it sleeps.
+func (l *loop) compute(ctx context.Context, d time.Duration) error {
+	if l.cfg.Mode != transceiver.Async {
+		return l.sleep(ctx, d)
+	}
+	if d <= 0 {
+		return nil
+	}
+	deadline := l.clk.Now().Add(d)
+	for {
+		l.tr.Pump()
+		if !l.clk.Now().Before(deadline) {
+			return nil
+		}
+		if err := l.tr.WaitEvent(ctx, deadline); err != nil {
+			return err
+		}
+	}
+}
+
 // mine reports whether this rank holds the KV of a request.
 func (l *loop) mine(r rec) bool {
 	if l.isCtx() {

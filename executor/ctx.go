@@ -38,7 +38,7 @@ func (c *ctxLoop) run(ctx context.Context) error {
 			}
 		}
 		in := ProgressInput{Role: c.g.role, Sync: sync, GroupRanks: c.g.exec.Size(), Busy: busy,
-			AdmissionBlocked: adm.blocked, SendsHeld: c.tr.Sessions() > 0, Replays: c.cfg.Replays}
+			AdmissionBlocked: adm.blocked, SendsHeld: c.tr.Sessions() > 0, Sessions: c.tr.Sessions(), Replays: c.cfg.Replays}
 		if err := c.progress(ctx, in); err != nil {
 			return err
 		}
@@ -54,7 +54,7 @@ func (c *ctxLoop) run(ctx context.Context) error {
 			if err != nil || none {
 				return err
 			}
-			in.Draining, in.SendsHeld = true, c.tr.Sessions() > 0
+			in.Draining, in.SendsHeld, in.Sessions = true, c.tr.Sessions() > 0, c.tr.Sessions()
 			if err := c.progress(ctx, in); err != nil {
 				return err
 			}
@@ -88,7 +88,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 	c.rep.LargestBatch = max(c.rep.LargestBatch, len(batch))
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
-	if err := c.sleep(ctx, d); err != nil {
+	if err := c.compute(ctx, d); err != nil {
 		return err
 	}
 	for i := range batch {

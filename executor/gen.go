@@ -80,7 +80,7 @@ func (g *genLoop) run(ctx context.Context) error {
 			return err
 		}
 		in := ProgressInput{Role: g.g.role, Sync: sync, GroupRanks: g.g.exec.Size(), Busy: len(adm.recs) > 0 || g.decoding() > 0,
-			ScopeHolds: g.tr.Sessions() > 0, AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
+			ScopeHolds: g.tr.Sessions() > 0, Sessions: g.tr.Sessions(), AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
 		if g.cfg.Replays.On(LocalErrorCollective) {
 			in.NewLocalFailures = g.newLocalFailures()
 		}
@@ -287,7 +287,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	}
 	if active > 0 {
 		start := g.now()
-		if err := g.sleep(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
+		if err := g.compute(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
 			return false, err
 		}
 		g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)

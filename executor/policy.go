@@ -32,6 +32,9 @@ type ProgressInput struct {
 	Draining bool
 	// SendsHeld (local): this CTX rank holds send sessions.
 	SendsHeld bool
+	// Sessions (local): the transfer sessions this rank holds (CTX sends,
+	// GEN receives). Only the blocking-outcomes replay reads it.
+	Sessions int
 	// ScopeHolds (agreed within the rank's consensus scope): this GEN
 	// rank's scope holds receive sessions. Sessions start on admission and
 	// end on the scope's agreement, so every rank of the scope sees the
@@ -107,7 +110,8 @@ func (a ProgressAction) String() string {
 // coordinated reap (seed 001); unsafe-idle-reap has an idle multi-rank sync
 // GEN rank with nothing of its own check over its executor group (the guard
 // removed); local-error-collective reports each rank-local failure through
-// a collective of the failing rank's own.
+// a collective of the failing rank's own; blocking-outcomes makes every
+// async check wait for every transfer the rank holds (#15139).
 func DecideProgress(in ProgressInput) ProgressAction {
 	a := decideCheck(in)
 	if in.Replays.On(LocalErrorCollective) && in.GroupRanks > 1 && in.Role == topology.Generation {
@@ -120,6 +124,8 @@ func decideCheck(in ProgressInput) ProgressAction {
 	idle := !in.Busy
 	if in.Role == topology.Generation {
 		switch {
+		case !in.Sync && in.Sessions > 0 && in.Replays.On(BlockingOutcomes):
+			return ProgressAction{Check: true, AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: gen check waits for the outcome of every receive held"}
 		case !in.Sync:
 			return ProgressAction{Check: true, Idle: idle, Row: "gen async: every iteration, on every rank"}
 		case in.ScopeHolds:
@@ -137,6 +143,8 @@ func decideCheck(in ProgressInput) ProgressAction {
 		return ProgressAction{Row: "replay no-idle-reap: no coordinated drain"}
 	case in.Draining:
 		return ProgressAction{Check: true, Row: "ctx sync, draining: coordinated drain"}
+	case !in.Sync && in.Sessions > 0 && in.Replays.On(BlockingOutcomes):
+		return ProgressAction{Check: true, AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx check waits for the outcome of every send held"}
 	case !in.Sync && idle && in.Replays.On(UnclampedPoll):
 		return ProgressAction{Check: true, AtLeast: 1, Idle: true, Row: "replay unclamped-poll: idle check waits for at_least 1"}
 	case !in.Sync && in.GroupRanks <= 1:

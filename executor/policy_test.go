@@ -49,6 +49,11 @@ func TestDecideProgressCoversTheDesignTable(t *testing.T) {
 		{"replay no-idle-reap: no coordinated reap", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, AdmissionBlocked: true, Replays: replay(NoIdleReap)}, false, 0, false, OwnScope},
 		{"replay unsafe-idle-reap: locally idle", ProgressInput{Role: gen, Sync: true, GroupRanks: 2, Replays: replay(UnsafeIdleReap)}, true, 0, true, ExecutorScope},
 		{"replay unsafe-idle-reap: locally busy", ProgressInput{Role: gen, Sync: true, GroupRanks: 2, BusyLocally: true, Replays: replay(UnsafeIdleReap)}, false, 0, false, OwnScope},
+		{"replay blocking-outcomes: ctx waits for every send", ProgressInput{Role: ctx, GroupRanks: 4, Busy: true, SendsHeld: true, Sessions: 3, Replays: replay(BlockingOutcomes)}, true, 3, false, OwnScope},
+		{"replay blocking-outcomes: gen waits for every receive", ProgressInput{Role: gen, GroupRanks: 4, ScopeHolds: true, Sessions: 2, Replays: replay(BlockingOutcomes)}, true, 2, true, OwnScope},
+		{"replay blocking-outcomes: nothing held, nothing waits", ProgressInput{Role: ctx, GroupRanks: 1, Replays: replay(BlockingOutcomes)}, true, 0, true, OwnScope},
+		{"replay blocking-outcomes: sync unchanged", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, Busy: true, SendsHeld: true, Sessions: 3, Replays: replay(BlockingOutcomes)}, false, 0, false, OwnScope},
+		{"replay blocking-outcomes: async draining unchanged", ProgressInput{Role: ctx, GroupRanks: 4, Draining: true, SendsHeld: true, Sessions: 3, Replays: replay(BlockingOutcomes)}, false, 0, false, OwnScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := DecideProgress(tc.in)
@@ -81,6 +86,7 @@ func TestDecideProgressNeverChoosesACollectiveFromLocalState(t *testing.T) {
 						func(p *ProgressInput) { p.SendsHeld = !p.SendsHeld },
 						func(p *ProgressInput) { p.BusyLocally = !p.BusyLocally },
 						func(p *ProgressInput) { p.NewLocalFailures = 3 },
+						func(p *ProgressInput) { p.Sessions = 5 },
 					} {
 						f := in
 						flip(&f)
@@ -94,7 +100,7 @@ func TestDecideProgressNeverChoosesACollectiveFromLocalState(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, 2*2*2*16*3, n)
+	assert.Equal(t, 2*2*2*16*4, n)
 	// The replays are exactly what breaks the property.
 	in := ProgressInput{Role: topology.Generation, Sync: true, GroupRanks: 2, Replays: ReplaySet{UnsafeIdleReap: true}}
 	busy := in
@@ -104,6 +110,13 @@ func TestDecideProgressNeverChoosesACollectiveFromLocalState(t *testing.T) {
 	assert.Equal(t, 2, DecideProgress(lec).ReportFailures, "local-error-collective reports each local failure")
 	lec.GroupRanks = 1
 	assert.Zero(t, DecideProgress(lec).ReportFailures, "one rank has no collective to break")
+	// blocking-outcomes: how long a rank waits before the consensus comes
+	// from what it alone holds (whether it checks does not).
+	bo := ProgressInput{Role: topology.Context, GroupRanks: 2, Replays: ReplaySet{BlockingOutcomes: true}}
+	held := bo
+	held.Sessions = 2
+	assert.Equal(t, DecideProgress(bo).Check, DecideProgress(held).Check)
+	assert.NotEqual(t, DecideProgress(bo).AtLeast, DecideProgress(held).AtLeast, "blocking-outcomes must wait on local sessions")
 }
 
 func TestDecideAdmission(t *testing.T) {

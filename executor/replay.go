@@ -37,10 +37,18 @@ const (
 	// decodes a request while one of them still receives it, and their
 	// next collectives differ.
 	AdpEarlyOutcome Replay = "adp-early-outcome"
+	// BlockingOutcomes: every async CTX iteration waits, in its status
+	// check's rank-local poll, for the outcome of every send it holds
+	// (bounded by the sender wait slice) before it agrees outcomes and
+	// moves on: the blocking per-iteration outcome agreement of
+	// TensorRT-LLM #15139, made asynchronous again by #16634. The next
+	// prefill no longer overlaps the sends in flight, so it waits for GEN
+	// to take the previous batch: a throughput cost, not a failure.
+	BlockingOutcomes Replay = "blocking-outcomes"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

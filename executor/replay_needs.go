@@ -88,6 +88,17 @@ var replayShows = map[Replay]replayShow{
 		example: "--backend sim --msg-jitter 20us --ctx tp=1 --gen tp=4,dp=2,adp --requests 16 --input 64 --output 2 --arrival closed=4 --collective-timeout 2s",
 		symptom: "ErrPinned: blocks a sibling still receives into are released (it needs schedule jitter: --backend sim --msg-jitter)",
 	},
+	BlockingOutcomes: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")
+		},
+		// A handover that takes time against a prefill: each request's KV
+		// crosses one 400G NIC (CTX on one node, GEN on the next) in about
+		// as long as its prefill.
+		example: "--backend sim --hardware h100-nvlink-ib400 --ctx tp=8 --gen tp=1 --requests 16 --input 2048 --output 16 --arrival closed=16 " +
+			"--prefill-per-token 500ns --decode-per-step 1ms --layers 8 --kv-heads 8 --head-dim 64 --gen-blocks 2048 --max-tokens 2048",
+		symptom: "throughput falls and TTFT grows: each prefill waits for the previous batch's KV to reach GEN, and each decode step for the KV on its way in",
+	},
 }
 
 // need lists the descriptions whose condition is false; its arguments
@@ -140,13 +151,18 @@ func (c *Config) smallestPool(role topology.Role) int {
 	return blocks
 }
 
+// TimeReplays are the replays that fail no run: their bugs cost time.
+var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes}
+
 // ReplayNotes says, for each replay switched on in c that c's run cannot
-// show, what it lacks and a run that shows it (ReplayGaps); and for
-// unclamped-poll, which fails no run, that its bug is time.
+// show, what it lacks and a run that shows it (ReplayGaps); and for the
+// replays that fail no run (TimeReplays), that their bug is time.
 func ReplayNotes(c *Config) []string {
 	out := ReplayGaps(c)
-	if c.Replays.On(UnclampedPoll) && len(replayShows[UnclampedPoll].needs(c)) == 0 {
-		out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", UnclampedPoll, replayShows[UnclampedPoll].symptom))
+	for _, r := range TimeReplays {
+		if c.Replays.On(r) && len(replayShows[r].needs(c)) == 0 {
+			out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", r, replayShows[r].symptom))
+		}
 	}
 	return out
 }

@@ -63,3 +63,26 @@ func TestFailedRankIsNamedDespiteItsCleanup(t *testing.T) {
 	require.NotNil(t, rep.Error)
 	require.Equal(t, []int{4}, rep.Error.Ranks)
 }
+
+// Async transfers move while a rank computes, as a serving engine's
+// transfer agent moves KV beside the forward pass: a request's KV reaches
+// GEN while CTX prefills the next one, not once that prefill ends. Four
+// requests of 10 ms prefills, one a batch, back to back, over NVLink:
+// request k's first token comes 10k+1 ms in (its prefill, then one 1 ms
+// decode step, and microseconds of link latency): TTFTs of 11, 21, 31
+// and 41 ms. Without the pump two of them wait out their successor's
+// prefill too (a mean of 32 ms, not 26).
+func TestAsyncTransfersMoveDuringCompute(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+	cfg.Workload = executor.Workload{Requests: 4, InputTokens: 1000, OutputTokens: 2,
+		Arrival: executor.Arrival{Kind: executor.Closed, Concurrency: 4}, Seed: 1}
+	cfg.PrefillPerToken, cfg.DecodePerStep = 10*time.Microsecond, time.Millisecond
+	cfg.MaxTokens, cfg.CtxBlocks, cfg.GenBlocks = 1000, 256, 256
+	rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Fabric: sim.Fabrics["h100-nvlink-ib400"]})
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Errors)
+	require.Equal(t, 4, rep.RequestsCompleted)
+	t.Logf("TTFT %+v", rep.TTFTMs)
+	require.InDelta(t, 41.0, rep.TTFTMs.Max, 0.1)
+	require.InDelta(t, 26.0, rep.TTFTMs.Mean, 0.1)
+}

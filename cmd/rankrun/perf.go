@@ -46,7 +46,8 @@ var perfCases = []perfCase{
 	{"seed001-shape-sync", "--model gpt-oss-120b --hardware gb200 --ctx tp=1 --gen tp=4 --input 8192 --output 1024 --arrival closed=16 --requests 16 --kv-sample 64 --transfer sync",
 		"seed 001's, in sync mode: the single-rank CTX's idle reap (its fix) on the path"},
 	{"seed000-shape", "--model gpt-oss-120b --hardware gb200 --ctx tp=1 --gen tp=4 --input 8192 --output 1024 --arrival closed=1 --requests 4 --kv-sample 64",
-		"seed 000's concurrency 1: every handover meets an idle CTX (DeepSeek-R1 and EP wait for issue 28)"},
+		"seed 000's concurrency 1: every handover meets an idle CTX"},
+	{"seed000-job", seed000Job, "seed 000's own job: DeepSeek-R1 FP4 (MLA), CTX attention-DP 4 with EP 4, GEN TP 8 with EP 8"},
 	// The README's examples.
 	{"readme-70b", "--model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --input 1024 --output 64 --arrival poisson=4 --kv-sample 32",
 		"the README's cost-model run"},

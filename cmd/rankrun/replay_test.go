@@ -22,11 +22,16 @@ type replayReport struct {
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
+	Throughput float64 `json:"throughput_rps"`
+	TTFTMs     struct {
+		P50 float64 `json:"p50"`
+	} `json:"ttft_ms"`
 }
 
 // The run each replay's note names shows that replay's bug, and passes
 // without the replay: the note is a way out, not a guess. It says nothing
-// of that run but, for unclamped-poll, that its bug is time.
+// of that run but, for the replays that fail no run, that their bug is
+// time, which the run shows against the same run without the replay.
 func TestReplayExamplesShowTheBug(t *testing.T) {
 	for _, r := range executor.Replays {
 		t.Run(string(r), func(t *testing.T) {
@@ -34,6 +39,8 @@ func TestReplayExamplesShowTheBug(t *testing.T) {
 			args := append(append([]string{"run"}, strings.Fields(flags)...), "--json")
 			code, out, errOut := cli(t, args...)
 			require.Equal(t, 0, code, "without the replay: %s", errOut)
+			var fixed replayReport
+			require.NoError(t, json.Unmarshal([]byte(out), &fixed), errOut)
 
 			code, out, errOut = cli(t, append(args, "--replay", string(r))...)
 			var rep replayReport
@@ -41,9 +48,16 @@ func TestReplayExamplesShowTheBug(t *testing.T) {
 			for _, n := range rep.ReplayNotes {
 				assert.NotContains(t, n, "cannot show", "the example itself")
 			}
-			if r == executor.UnclampedPoll {
+			switch r {
+			case executor.UnclampedPoll:
 				require.Equal(t, 0, code, errOut)
 				assert.GreaterOrEqual(t, rep.IdleStepMs.Max, 95.0, "an idle step sleeps out the 100ms slice: %s", symptom)
+			case executor.BlockingOutcomes:
+				require.Equal(t, 0, code, errOut)
+				assert.Less(t, rep.Throughput, 0.8*fixed.Throughput, "the blocking wait costs a fifth of the throughput or more: %s", symptom)
+				assert.Greater(t, rep.TTFTMs.P50, 1.2*fixed.TTFTMs.P50, "and TTFT with it: %s", symptom)
+			}
+			if slices.Contains(executor.TimeReplays, r) {
 				require.Len(t, rep.ReplayNotes, 1)
 				assert.Contains(t, rep.ReplayNotes[0], "shows as time")
 				return
