@@ -274,8 +274,13 @@ func durKey(field func(*Scenario) *time.Duration) setter {
 
 func layoutKey(field func(*Scenario) *string) setter {
 	return func(s *Scenario, v string) error {
-		if _, err := topology.ParseLayout(v); err != nil {
+		l, err := topology.ParseLayout(v)
+		if err != nil {
 			return err
+		}
+		if l.EP > 1 {
+			// A scenario has no cost model, so no experts to split.
+			return fmt.Errorf("%q: ep needs a mixture-of-experts model, and a scenario has none (run it with rankrun run --model)", v)
 		}
 		*field(s) = v
 		return nil

@@ -78,6 +78,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown replay", base + "replay: no-such\n", []string{"bad.txt:5", "valid replays are unclamped-poll, no-idle-reap"}},
 		{"unknown fault", base + "fault: explode@gen:0,req=1\n", []string{"bad.txt:5", "valid faults are fail-transfer"}},
 		{"bad layout", "name: x\nctx: tp=0\n", []string{"bad.txt:2", "ctx:"}},
+		{"ep without a model", "name: x\ngen: tp=2,ep=2\n", []string{"bad.txt:2", "gen:", "ep needs a mixture-of-experts model"}},
 		{"bad duration", base + "stall-timeout: soon\n", []string{"bad.txt:5", "stall-timeout", "duration"}},
 		{"bad int", base + "requests: -3\n", []string{"bad.txt:5", "requests"}},
 		{"repeated key", base + "ctx: tp=2\n", []string{"bad.txt:5", `key "ctx" repeated (first on line 2)`}},

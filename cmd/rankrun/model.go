@@ -55,6 +55,15 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 				return usagef("--%s applies to the cost model: give --model too", n)
 			}
 		}
+		for _, side := range []struct {
+			name string
+			l    topology.Layout
+		}{{"ctx", c.Ctx}, {"gen", c.Gen}} {
+			if side.l.EP > 1 {
+				return usagef("--%s %s: ep splits a mixture-of-experts model's experts, and without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...) or drop ep",
+					side.name, side.l)
+			}
+		}
 		return nil
 	}
 	for _, n := range []string{"layers", "kv-heads", "head-dim", "elem-bytes"} {

@@ -163,6 +163,8 @@ func TestModelBadInput(t *testing.T) {
 		{"efficiency", []string{"--model", "llama-3-8b", "--hardware", "h100", "--compute-eff", "1.5"}, []string{"--compute-eff 1.5", "(0, 1]"}},
 		{"efficiency without model", []string{"--memory-eff", "0.5"}, []string{"--memory-eff", "give --model"}},
 		{"kv efficiency without model", []string{"--kv-eff", "0.5"}, []string{"--kv-eff", "give --model"}},
+		{"ctx ep without model", []string{"--ctx", "tp=2,ep=2"}, []string{"--ctx tp=2,ep=2", "MoE --model"}},
+		{"gen ep without model", []string{"--gen", "dp=2,ep=2,adp", "--backend", "sim"}, []string{"--gen dp=2,ep=2,adp", "MoE --model"}},
 		{"kv efficiency", []string{"--model", "llama-3-8b", "--hardware", "h100", "--kv-eff", "2"}, []string{"--kv-eff 2", "(0, 1]"}},
 		{"sample divides", []string{"--model", "llama-3-8b", "--hardware", "h100", "--backend", "sim", "--kv-sample", "3"}, []string{"--kv-sample 3", "divisor", "128"}},
 		{"sample needs sim", []string{"--model", "llama-3-8b", "--hardware", "h100", "--kv-sample", "2"}, []string{"--kv-sample 2", "sim backend"}},
