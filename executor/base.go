@@ -25,6 +25,15 @@ type groups struct {
 	inst  comm.Comm
 	exec  comm.Comm
 	scope []comm.Comm
+	ep    *dispatcher // the EP group under attention-DP with ep (nil: none)
+}
+
+// whoIs names instance rank r as who names this rank.
+func (g *groups) whoIs(r int) string {
+	if w := comm.WorldRanksOf(g.inst); g.inst != nil && w != nil {
+		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, r, w[r])
+	}
+	return fmt.Sprintf("%s rank %d", g.role, r)
 }
 
 // who names this rank in errors as a reader needs it: its role and rank in
@@ -39,6 +48,7 @@ func (g *groups) who() string {
 }
 
 func (g *groups) close() {
+	g.ep.close()
 	transceiver.CloseAll(g.scope)
 	if g.exec != nil {
 		g.exec.Close()
@@ -81,6 +91,7 @@ type loop struct {
 	tokensBuf  []int64             // the waiting prompts' tokens (schedule), reused
 	dpBuf      []int               // their DP indices (schedule, decode), reused
 	stepBuf    []bool              // which ready requests a decode step takes (DecodeCap), reused
+	dispBuf    []DispatchToken     // a step's tokens for the EP dispatch counts, reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
 	checksAt   int                 // status checks this rank had entered at progressAt
@@ -143,6 +154,15 @@ func (l *loop) compute(ctx context.Context, d time.Duration) error {
 			return err
 		}
 	}
+}
+
+// dispatch exchanges the step's EP dispatch counts (dispatch.go) for the
+// tokens in l.dispBuf, when the layout dispatches.
+func (l *loop) dispatch(ctx context.Context) error {
+	if l.g.ep == nil {
+		return nil
+	}
+	return l.g.ep.exchange(ctx, l.dispBuf, l.g.who(), l.g.whoIs)
 }
 
 // mine reports whether this rank holds the KV of a request.

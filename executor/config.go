@@ -49,6 +49,10 @@ type Config struct {
 	Compute         Compute
 	PrefillPerToken time.Duration
 	DecodePerStep   time.Duration
+	// Routing is the MoE model's routed experts and picks per token: a
+	// layout with ep under attention-DP exchanges each step's dispatch
+	// counts over its EP groups (dispatch.go), routed by it.
+	Routing Routing
 
 	// KV pool size per rank, in blocks.
 	CtxBlocks int
@@ -161,6 +165,20 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Workload.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, side := range []struct {
+		name string
+		l    topology.Layout
+	}{{"ctx", c.Ctx}, {"gen", c.Gen}} {
+		if !needsDispatch(side.l) {
+			continue
+		}
+		switch ep := side.l.Experts(); {
+		case c.Routing.Experts < ep || c.Routing.Experts%ep != 0:
+			return bad("routed experts", fmt.Sprintf("%s layout %s dispatches tokens over %d EP parts: the experts must be a positive multiple of %d", side.name, side.l, ep, ep), c.Routing.Experts)
+		case c.Routing.TopK < 1 || c.Routing.TopK > c.Routing.Experts:
+			return bad("experts per token", fmt.Sprintf("must be in [1, the routed experts (%d)]", c.Routing.Experts), c.Routing.TopK)
+		}
 	}
 	switch {
 	case c.PrefillPerToken < 0:

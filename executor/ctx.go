@@ -88,6 +88,17 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 	c.rep.LargestBatch = max(c.rep.LargestBatch, len(batch))
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
+	if c.g.ep != nil {
+		c.dispBuf = c.dispBuf[:0]
+		for _, r := range batch {
+			for p := range int(r.Tokens) {
+				c.dispBuf = append(c.dispBuf, DispatchToken{ID: r.ID, Pos: p, DP: int(r.CtxDP)})
+			}
+		}
+		if err := c.dispatch(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.compute(ctx, d); err != nil {
 		return err
 	}

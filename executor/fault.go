@@ -26,11 +26,12 @@ const (
 	FaultDelay           FaultKind = "delay"            // rank sleeps a duration at the start of every iteration
 	FaultExit            FaultKind = "exit"             // rank ends with ErrInjected when it first sees the request
 	FaultShrinkPool      FaultKind = "shrink-pool"      // rank's KV pool has only the given number of blocks
+	FaultMisroute        FaultKind = "misroute"         // rank's EP dispatch counts are one copy off in the first step with the request
 )
 
 // FaultKinds lists every fault.
 var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultCancel,
-	FaultStall, FaultDelay, FaultExit, FaultShrinkPool}
+	FaultStall, FaultDelay, FaultExit, FaultShrinkPool, FaultMisroute}
 
 // Fault is one injected fault: Kind on rank Rank of instance Role.
 type Fault struct {
@@ -174,6 +175,14 @@ func (f Fault) validate(c *Config) error {
 		}
 	case FaultShrinkPool:
 		return f.validateShrink(c)
+	case FaultMisroute:
+		l := c.Ctx
+		if f.Role == topology.Generation {
+			l = c.Gen
+		}
+		if !needsDispatch(l) {
+			return fmt.Errorf("misroute applies to a layout that dispatches tokens (ep under adp); %s %s has no EP dispatch", f.Role, l)
+		}
 	}
 	return nil
 }
@@ -242,11 +251,12 @@ func (c *Config) MinPoolBlocks(role topology.Role, rank int) (int, error) {
 
 // rankFaults collects the faults of one rank.
 type rankFaults struct {
-	tx     *transceiver.Faults
-	stall  map[request.ID]time.Duration
-	delay  time.Duration
-	exit   map[request.ID]bool
-	blocks int
+	tx       *transceiver.Faults
+	stall    map[request.ID]time.Duration
+	delay    time.Duration
+	exit     map[request.ID]bool
+	blocks   int
+	misroute request.ID
 }
 
 func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
@@ -278,6 +288,8 @@ func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 			rf.exit[f.Request] = true
 		case FaultShrinkPool:
 			rf.blocks = f.Blocks
+		case FaultMisroute:
+			rf.misroute = f.Request
 		}
 	}
 	if any {

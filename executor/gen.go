@@ -287,6 +287,17 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	}
 	if active > 0 {
 		start := g.now()
+		if g.g.ep != nil {
+			g.dispBuf = g.dispBuf[:0]
+			for _, id := range g.order {
+				if q := g.gen[id]; q.received && q.status == request.Pending && q.inStep {
+					g.dispBuf = append(g.dispBuf, DispatchToken{ID: id, Pos: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
+				}
+			}
+			if err := g.dispatch(ctx); err != nil {
+				return false, err
+			}
+		}
 		if err := g.compute(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
 			return false, err
 		}

@@ -115,6 +115,10 @@ func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error
 		g.close()
 		return g, err
 	}
+	if g.ep, err = newDispatcher(ctx, g.inst, layout, rank, cfg.Routing); err != nil {
+		g.close()
+		return g, err
+	}
 	return g, nil
 }
 
@@ -126,6 +130,9 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 	faults := faultsFor(cfg.Faults, g.role, g.rank)
 	if faults.blocks > 0 {
 		blocks = faults.blocks
+	}
+	if g.ep != nil {
+		g.ep.misroute = faults.misroute
 	}
 	shard, err := layout.Shard(cfg.Model, g.rank)
 	if err != nil {

@@ -107,4 +107,33 @@ grep -q "built without MPI" "$tmp/nompi.err" ||
 [ ! -s "$tmp/nompi.out" ] || fail "the build without MPI printed a report under mpirun"
 echo "test-mpi-cli: ok: refused with exit $rc"
 
+# 4. Expert parallelism under attention-DP: each step's EP dispatch counts
+# go through a real MPI all-to-all on both sides (np=4), and a rank whose
+# counts differ ends the job non-zero, named by the peer that got them.
+ep=(run --model gpt-oss-120b --hardware gb200 --ctx dp=2,ep=2,adp --gen dp=2,ep=2,adp --requests 4 --input 128 --output 8 --json)
+echo "test-mpi-cli: mpirun -np 4 bin/rankrun-mpi ${ep[*]}"
+mpirun_ -np 4 bin/rankrun-mpi "${ep[@]}" >"$tmp/ep.json" 2>"$tmp/ep.err" ||
+	{ cat "$tmp/ep.err" >&2; fail "the EP run exited non-zero"; }
+python3 - "$tmp/ep.json" <<'PY' || fail "the EP run's report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["requests_completed"] == 4 and not r["errors"], (r["requests_completed"], r["errors"])
+PY
+for f in misroute@ctx:0,req=1 misroute@gen:1,req=2; do
+	echo "test-mpi-cli: the same with --fault $f must fail naming its rank"
+	if mpirun_ -np 4 bin/rankrun-mpi "${ep[@]}" --fault "$f" >"$tmp/mis.out" 2>"$tmp/mis.err"; then
+		fail "--fault $f: the run succeeded"
+	else
+		rc=$?
+	fi
+	[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "--fault $f: timed out instead of failing"
+	case $f in
+	*ctx:0*) who="from ctx rank 0 (world rank 0)" ;;
+	*) who="from gen rank 1 (world rank 3)" ;;
+	esac
+	grep -q "ep dispatch counts disagree.*$who" "$tmp/mis.err" ||
+		{ cat "$tmp/mis.err" >&2; fail "--fault $f: the error does not name $who"; }
+	echo "test-mpi-cli: ok: exit $rc, $who"
+done
+
 echo "test-mpi-cli: PASS"

@@ -1,0 +1,197 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
+)
+
+// Expert-parallel dispatch under attention-DP. Each rank of an EP group
+// holds its own DP index's tokens and one EP part of the routed experts,
+// so an MoE layer sends each token to the parts that hold its experts.
+// Before the bytes, engines exchange how many tokens each rank sends each
+// part (DeepEP's notify step): an all-to-all of counts. The runtime runs
+// that all-to-all for real once a step, over the EP group, and checks what
+// it received against what the agreed batch routes: the bytes' time is
+// in the modelled step, the agreement on counts is a collective every
+// member enters. A count that differs is ErrDispatch, naming the sender.
+
+// ErrDispatch: an EP peer's dispatch counts differ from what the agreed
+// batch routes (the ranks of one EP group do not agree on the step).
+var ErrDispatch = errors.New("executor: ep dispatch counts disagree")
+
+// Routing is what the runtime needs of an MoE model to route tokens:
+// its routed experts and how many each token picks (0: a dense model).
+type Routing struct {
+	Experts int
+	TopK    int
+}
+
+// needsDispatch reports whether layout l exchanges tokens between ranks
+// in its MoE layers: expert parallelism under attention-DP (under TP
+// every rank already holds every token, and the FFN's collectives are
+// TP's allreduces).
+func needsDispatch(l topology.Layout) bool { return l.AttentionDP && l.Experts() > 1 }
+
+// DispatchToken is one token of a step: its request, its position in the
+// request and the DP index that holds it.
+type DispatchToken struct {
+	ID  request.ID
+	Pos int
+	DP  int
+}
+
+// RouteCounts adds to counts[p] (one entry per EP part) one copy of each
+// token for every part that holds at least one of its TopK experts. The
+// routing is a pure function of the token (uniform over the experts, as
+// the cost model assumes), so every rank computes the same counts from
+// the agreed batch. Parts hold contiguous ranges of Experts/len(counts).
+func RouteCounts(r Routing, toks []DispatchToken, counts []int64) {
+	parts := len(counts)
+	per := r.Experts / parts
+	picked := make([]int, r.TopK)    // experts picked so far for one token
+	touched := make([]uint32, parts) // touched[p] == k+1: token k counted part p
+	for k, t := range toks {
+		h := uint64(t.ID)<<32 ^ uint64(t.Pos)
+		n := 0
+		for n < r.TopK {
+			h = splitmix(h)
+			e := int(h % uint64(r.Experts))
+			dup := false
+			for _, x := range picked[:n] {
+				dup = dup || x == e
+			}
+			if dup {
+				continue
+			}
+			picked[n] = e
+			n++
+			if p := e / per; touched[p] != uint32(k+1) {
+				touched[p] = uint32(k + 1)
+				counts[p]++
+			}
+		}
+	}
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// dispatcher is one rank's EP group and buffers.
+type dispatcher struct {
+	c                      comm.Comm // the EP group, member i holding part i
+	routing                Routing
+	layout                 topology.Layout
+	members                []int      // instance ranks of the group, by part
+	dps                    []int      // their DP indices
+	cp                     int        // this rank's CP index (the group's)
+	misroute               request.ID // fault: counts are off by one on the first step with this request
+	send, recv, want, zero []int64
+	byDP                   map[int][]int64
+	toks                   []DispatchToken
+	steps                  int
+}
+
+// newDispatcher builds rank's EP group over inst when l needs one: a
+// split of the instance, collective over it, entered (or not) alike by
+// every rank, since it depends on the layout alone.
+func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank int, r Routing) (*dispatcher, error) {
+	if !needsDispatch(l) {
+		return nil, nil
+	}
+	members := l.EPGroup(rank)
+	c, err := inst.Split(ctx, members[0], rank)
+	if err != nil {
+		return nil, fmt.Errorf("executor: split the EP group of rank %d: %w", rank, err)
+	}
+	if c.Size() != len(members) {
+		c.Close()
+		return nil, fmt.Errorf("executor: the EP group of rank %d has %d ranks, want %d", rank, c.Size(), len(members))
+	}
+	d := &dispatcher{c: c, routing: r, layout: l, members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}}
+	for _, m := range members {
+		d.dps = append(d.dps, l.Coord(m).DP)
+	}
+	n := len(members)
+	d.send, d.recv, d.want, d.zero = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	return d, nil
+}
+
+func (d *dispatcher) close() {
+	if d != nil {
+		d.c.Close()
+	}
+}
+
+// exchange is one step's dispatch counts: toks is the step's tokens of
+// every DP index (agreed), who names this rank in errors and peer names an
+// instance rank. Every member enters it in the same iteration.
+func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who string, peer func(int) string) error {
+	d.steps++
+	n := len(d.members)
+	for _, c := range d.byDP {
+		clear(c)
+	}
+	for _, t := range toks {
+		if d.byDP[t.DP] == nil {
+			d.byDP[t.DP] = make([]int64, n)
+		}
+	}
+	for dp, counts := range d.byDP {
+		d.toks = d.toks[:0]
+		for _, t := range toks {
+			if t.DP == dp && t.Pos%max(1, d.layout.CP) == d.cp {
+				d.toks = append(d.toks, t)
+			}
+		}
+		RouteCounts(d.routing, d.toks, counts)
+	}
+	me := d.c.Rank()
+	copy(d.send, d.counts(d.dps[me]))
+	if d.misroute != 0 && containsID(toks, d.misroute) {
+		d.misroute = 0 // once
+		for j := range d.send {
+			if j != me {
+				d.send[j]++
+			}
+		}
+	}
+	for i := range d.want {
+		d.want[i] = d.counts(d.dps[i])[me]
+	}
+	if err := comm.Alltoall(ctx, d.c, d.send, d.recv); err != nil {
+		return fmt.Errorf("executor: %s: ep dispatch counts: %w", who, err)
+	}
+	for i := range d.recv {
+		if d.recv[i] != d.want[i] {
+			return fmt.Errorf("%w: %s, EP part %d, got %d token copies from %s (EP part %d) in step %d, but the agreed batch routes %d there: their batches differ",
+				ErrDispatch, who, me, d.recv[i], peer(d.members[i]), i, d.steps, d.want[i])
+		}
+	}
+	return nil
+}
+
+// counts is a DP index's counts this step (zero when it has no tokens).
+func (d *dispatcher) counts(dp int) []int64 {
+	if c := d.byDP[dp]; c != nil {
+		return c
+	}
+	return d.zero
+}
+
+func containsID(toks []DispatchToken, id request.ID) bool {
+	for _, t := range toks {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,124 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+)
+
+// The runtime's routing is the cost model's: uniform over the experts, so
+// a token reaches on average parts*(1-(1-1/parts)^topk) parts (DeepSeek-R1:
+// 256 experts, 8 a token), and every token at least one, at most
+// min(topk, parts). The counts are a function of the tokens alone.
+func TestRouteCountsAreUniform(t *testing.T) {
+	r := executor.Routing{Experts: 256, TopK: 8}
+	var toks []executor.DispatchToken
+	for id := range 50 {
+		for p := range 200 {
+			toks = append(toks, executor.DispatchToken{ID: request.ID(id + 1), Pos: p})
+		}
+	}
+	for _, parts := range []int{1, 2, 4, 8, 32} {
+		counts := make([]int64, parts)
+		executor.RouteCounts(r, toks, counts)
+		var sum int64
+		for _, c := range counts {
+			sum += c
+		}
+		per := float64(sum) / float64(len(toks))
+		want := float64(parts) * (1 - math.Pow(1-1/float64(parts), float64(r.TopK)))
+		assert.InEpsilon(t, want, per, 0.02, "parts=%d: copies per token", parts)
+		assert.GreaterOrEqual(t, per, 1.0)
+		assert.LessOrEqual(t, per, float64(min(r.TopK, parts)))
+		share := float64(sum) / float64(parts)
+		for p, c := range counts { // balanced: each part within 4 standard deviations of its share
+			assert.InDelta(t, share, float64(c), 4*math.Sqrt(share), "parts=%d part %d", parts, p)
+		}
+		again := make([]int64, parts)
+		executor.RouteCounts(r, toks, again)
+		assert.Equal(t, counts, again)
+	}
+}
+
+// dispatchConfig is a run whose CTX and GEN both dispatch: attention-DP
+// with ep on each side.
+func dispatchConfig(ctxL, genL string, faults ...executor.Fault) executor.Config {
+	cfg := baseConfig(ctxL, genL, transceiver.Async)
+	cfg.Routing = executor.Routing{Experts: 24, TopK: 4}
+	cfg.Workload.Requests = 12
+	cfg.PrefillPerToken, cfg.DecodePerStep = 10*time.Microsecond, time.Millisecond
+	cfg.Faults = faults
+	return cfg
+}
+
+// EP dispatch counts agree on every rank when nothing is wrong, on both
+// sides, in process and in simulation.
+func TestDispatchAgrees(t *testing.T) {
+	for _, l := range [][2]string{{"dp=4,ep=4,adp", "dp=2,ep=2,adp"}, {"tp=2", "tp=2,dp=2,ep=4,adp"}, {"pp=2,dp=2,ep=2,adp", "dp=3,ep=3,adp"}} {
+		t.Run(l[0]+"->"+l[1], func(t *testing.T) {
+			cfg := dispatchConfig(l[0], l[1])
+			rep := run(t, cfg)
+			require.True(t, rep.OK(), "%v", rep.Errors)
+			require.Equal(t, 12, rep.RequestsCompleted)
+			srep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 3, Checked: true})
+			require.NoError(t, err)
+			require.Equal(t, 12, srep.RequestsCompleted)
+		})
+	}
+}
+
+// A rank whose dispatch counts differ from the agreed batch's (misroute)
+// ends the run with ErrDispatch, named by a peer that received them, at
+// every rank position: a group's first rank (world rank 0 on CTX), a
+// middle one and its last, on both sides, in process and in simulation.
+func TestMisrouteIsNamed(t *testing.T) {
+	ctxL, genL := "dp=4,ep=4,adp", "dp=3,ep=3,adp"
+	for _, c := range []struct {
+		role  topology.Role
+		rank  int
+		world int
+	}{
+		{topology.Context, 0, 0}, {topology.Context, 1, 1}, {topology.Context, 3, 3},
+		{topology.Generation, 0, 4}, {topology.Generation, 1, 5}, {topology.Generation, 2, 6},
+	} {
+		f := executor.Fault{Kind: executor.FaultMisroute, Role: c.role, Rank: c.rank, Request: 5}
+		t.Run(f.String(), func(t *testing.T) {
+			cfg := dispatchConfig(ctxL, genL, f)
+			sender := fmt.Sprintf("from %s rank %d (world rank %d)", c.role, c.rank, c.world)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			_, err := executor.RunLocal(ctx, cfg, true, 10*time.Second)
+			require.ErrorIs(t, err, executor.ErrDispatch)
+			assert.Contains(t, err.Error(), sender)
+			_, _, err = executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+			require.ErrorIs(t, err, executor.ErrDispatch)
+			assert.Contains(t, err.Error(), sender)
+		})
+	}
+}
+
+// Bad input: a dispatching layout needs the model's routing.
+func TestDispatchNeedsRouting(t *testing.T) {
+	cfg := dispatchConfig("dp=4,ep=4,adp", "tp=1")
+	cfg.Routing = executor.Routing{}
+	cfg.Defaults()
+	assert.ErrorContains(t, cfg.Validate(), "routed experts = 0: ctx layout dp=4,ep=4,adp dispatches tokens over 4 EP parts")
+	cfg.Routing = executor.Routing{Experts: 6, TopK: 2}
+	assert.ErrorContains(t, cfg.Validate(), "positive multiple of 4")
+	cfg.Routing = executor.Routing{Experts: 8, TopK: 9}
+	assert.ErrorContains(t, cfg.Validate(), "experts per token = 9: must be in [1, the routed experts (8)]")
+	cfg = dispatchConfig("tp=2", "tp=2", executor.Fault{Kind: executor.FaultMisroute, Role: topology.Generation, Rank: 0, Request: 1})
+	cfg.Defaults()
+	assert.ErrorContains(t, cfg.Validate(), "misroute applies to a layout that dispatches tokens")
+}
