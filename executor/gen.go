@@ -80,7 +80,7 @@ func (g *genLoop) run(ctx context.Context) error {
 			return err
 		}
 		in := ProgressInput{Role: g.g.role, Sync: sync, GroupRanks: g.g.exec.Size(), Busy: len(adm.recs) > 0 || g.decoding() > 0,
-			ScopeHolds: g.tr.Sessions() > 0, Sessions: g.tr.Sessions(), AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
+			ScopeHolds: g.tr.Sessions() > 0, AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
 		if g.cfg.Replays.On(LocalErrorCollective) {
 			in.NewLocalFailures = g.newLocalFailures()
 		}

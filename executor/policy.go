@@ -32,8 +32,8 @@ type ProgressInput struct {
 	Draining bool
 	// SendsHeld (local): this CTX rank holds send sessions.
 	SendsHeld bool
-	// Sessions (local): the transfer sessions this rank holds (CTX sends,
-	// GEN receives). Only the blocking-outcomes replay reads it.
+	// Sessions (local): the send sessions this CTX rank holds. Only the
+	// blocking-outcomes replay reads it.
 	Sessions int
 	// ScopeHolds (agreed within the rank's consensus scope): this GEN
 	// rank's scope holds receive sessions. Sessions start on admission and
@@ -111,7 +111,7 @@ func (a ProgressAction) String() string {
 // GEN rank with nothing of its own check over its executor group (the guard
 // removed); local-error-collective reports each rank-local failure through
 // a collective of the failing rank's own; blocking-outcomes makes every
-// async check wait for every transfer the rank holds (#15139).
+// async CTX check wait for every send the rank holds (#15139).
 func DecideProgress(in ProgressInput) ProgressAction {
 	a := decideCheck(in)
 	if in.Replays.On(LocalErrorCollective) && in.GroupRanks > 1 && in.Role == topology.Generation {
@@ -124,8 +124,6 @@ func decideCheck(in ProgressInput) ProgressAction {
 	idle := !in.Busy
 	if in.Role == topology.Generation {
 		switch {
-		case !in.Sync && in.Sessions > 0 && in.Replays.On(BlockingOutcomes):
-			return ProgressAction{Check: true, AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: gen check waits for the outcome of every receive held"}
 		case !in.Sync:
 			return ProgressAction{Check: true, Idle: idle, Row: "gen async: every iteration, on every rank"}
 		case in.ScopeHolds:

@@ -40,10 +40,17 @@ const (
 	// BlockingOutcomes: every async CTX iteration waits, in its status
 	// check's rank-local poll, for the outcome of every send it holds
 	// (bounded by the sender wait slice) before it agrees outcomes and
-	// moves on: the blocking per-iteration outcome agreement of
-	// TensorRT-LLM #15139, made asynchronous again by #16634. The next
-	// prefill no longer overlaps the sends in flight, so it waits for GEN
-	// to take the previous batch: a throughput cost, not a failure.
+	// moves on: a blocking per-iteration outcome agreement, the shape of
+	// TensorRT-LLM #15139 (made asynchronous again by #16634). The next
+	// prefill no longer overlaps the sends in flight: a throughput cost.
+	// The ranks of a group that hold different sends reach the consensus
+	// apart, so where one's wait outlasts the collective timeout its peers
+	// end in ErrCollectiveTimeout (#15139's runs timed out too). What cost
+	// #15139 its throughput, CTX PP stages entering the synchronous PP
+	// agreement apart (#16567), needs pipelined PP stages; here a group's
+	// stages run one loop in lockstep, so the fixed build's per-iteration
+	// agreement over TP then PP is already that synchronous rendezvous,
+	// and free.
 	BlockingOutcomes Replay = "blocking-outcomes"
 )
 

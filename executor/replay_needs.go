@@ -97,7 +97,7 @@ var replayShows = map[Replay]replayShow{
 		// as long as its prefill.
 		example: "--backend sim --hardware h100-nvlink-ib400 --ctx tp=8 --gen tp=1 --requests 16 --input 2048 --output 16 --arrival closed=16 " +
 			"--prefill-per-token 500ns --decode-per-step 1ms --layers 8 --kv-heads 8 --head-dim 64 --gen-blocks 2048 --max-tokens 2048",
-		symptom: "throughput falls and TTFT grows: each prefill waits for the previous batch's KV to reach GEN, and each decode step for the KV on its way in",
+		symptom: "throughput falls and TTFT grows: each prefill waits for the previous batch's KV to reach GEN (and where a rank's wait outlasts --collective-timeout, its peers time out)",
 	},
 }
 
@@ -151,7 +151,9 @@ func (c *Config) smallestPool(role topology.Role) int {
 	return blocks
 }
 
-// TimeReplays are the replays that fail no run: their bugs cost time.
+// TimeReplays are the replays whose bugs show as time: unclamped-poll
+// fails no run; blocking-outcomes fails one only where a rank's wait
+// outlasts the collective timeout.
 var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes}
 
 // ReplayNotes says, for each replay switched on in c that c's run cannot
@@ -161,7 +163,11 @@ func ReplayNotes(c *Config) []string {
 	out := ReplayGaps(c)
 	for _, r := range TimeReplays {
 		if c.Replays.On(r) && len(replayShows[r].needs(c)) == 0 {
-			out = append(out, fmt.Sprintf("--replay %s fails no run; its bug shows as time: %s", r, replayShows[r].symptom))
+			what := "fails no run; its bug shows as time"
+			if r == BlockingOutcomes {
+				what = "its bug shows as time"
+			}
+			out = append(out, fmt.Sprintf("--replay %s %s: %s", r, what, replayShows[r].symptom))
 		}
 	}
 	return out

@@ -39,10 +39,6 @@ var catalogue = []mutant{
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},
-	{name: "blocking-outcomes-gen-waits-for-none", file: "executor/policy.go",
-		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: gen`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: gen`,
-		why: "the #15139 replay no longer blocks GEN on its receives: its cost is understated"},
-	// EP dispatch counts under attention-DP (issue 28).
 	{name: "dispatch-counts-unchecked", file: "executor/dispatch.go",
 		old: "\t\tif d.recv[i] != d.want[i] {", new: "\t\tif false && d.recv[i] != d.want[i] {",
 		why: "EP peers whose batches differ go on dispatching: the counts are exchanged but never compared"},

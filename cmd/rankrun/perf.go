@@ -87,6 +87,11 @@ func perfFigures(r *executor.Report) []perfFigure {
 		{"tpot_p50_ms", r.TPOTMs.P50}, {"tpot_p99_ms", r.TPOTMs.P99},
 		{"idle_step_p90_ms", r.IdleStepMs.P90}, {"idle_step_max_ms", r.IdleStepMs.Max},
 		{"idle_handover_p99_ms", r.IdleHandoverMs.P99},
+		// How long a transfer over on its rank waits for the status check
+		// that reaps it: its blocks stay pinned meanwhile (seed 001's
+		// figure). In async mode a send that ends during a prefill waits
+		// for the check after it.
+		{"reap_delay_p99_ms", r.ReapDelayMs.P99},
 		{"collectives_per_request", perReq(float64(r.Collectives))},
 		{"idle_collectives_per_request", perReq(float64(r.IdleCollectives))},
 	}

@@ -23,7 +23,6 @@ func TestSeed000Table(t *testing.T) {
 	assert.Greater(t, wait.bad-wait.good, 0.0, "the handover waits for the CTX's sleep")
 	assert.LessOrEqual(t, wait.bad-wait.good, 1000.0, "at most one interval per handover")
 	assert.InDelta(t, (wait.bad-wait.good)/1e3, dur.bad-dur.good, 1e-9, "the duration grows by the one delayed handover, exactly")
-	assert.InDelta(t, 100*(dur.good/dur.bad-1), tput.change, 1e-9, "the same tokens over the longer duration: the loss is the delay's share of it")
 	assert.Less(t, tput.change, -5.0, "a loss of the seed's order (-27.7 percent on a 2.46 s benchmark; this one takes 7 s without MTP)")
 	assert.Contains(t, tput.why, fmt.Sprintf("ends %.2f s into a sleep", 1-(wait.bad-wait.good)/1e3), "the note's figure is the run's")
 	for _, r := range rows {
