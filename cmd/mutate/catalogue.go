@@ -39,6 +39,14 @@ var catalogue = []mutant{
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},
+	// Goodput by bisection (issue 28).
+	{name: "goodput-bisect-inverted", file: "goodput/goodput.go",
+		old: "\t\tif ok {\n\t\t\tlo = mid\n\t\t} else {\n\t\t\thi = mid\n\t\t}", new: "\t\tif !ok {\n\t\t\tlo = mid\n\t\t} else {\n\t\t\thi = mid\n\t\t}",
+		why: "the bisection moves the wrong end of the bracket: the goodput it reports is not bracketed", pkgs: []string{"./goodput"}},
+	{name: "goodput-pass-ignores-share", file: "goodput/goodput.go",
+		old: "Pass: a.N > 0 && a.Share() >= slo.Share", new: "Pass: a.N > 0 && a.Share() > 0",
+		why: "a rate passes when any request met the SLO, not the SLO's share", pkgs: []string{"./goodput"}},
+	// EP dispatch counts under attention-DP (issue 28).
 	{name: "dispatch-counts-unchecked", file: "executor/dispatch.go",
 		old: "\t\tif d.recv[i] != d.want[i] {", new: "\t\tif false && d.recv[i] != d.want[i] {",
 		why: "EP peers whose batches differ go on dispatching: the counts are exchanged but never compared"},

@@ -51,6 +51,7 @@ Usage:
   rankrun analyze  DIR       a job's story from its ranks' failure dumps (run --dump-dir, PyTorch's flight recorder)
   rankrun validate [flags]   the cost model against every published figure it knows, with the error
   rankrun throughput [flags] the cost model's offline throughput of each layout under a serving scheduler
+  rankrun goodput  [flags]   one layout pair's goodput: bisection over the arrival rate against latency SLOs
   rankrun version            the version, commit and Go toolchain of this binary
 
 Run 'rankrun COMMAND -h' for the flags and examples of a command.
@@ -85,6 +86,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		err = validateCmd(args[1:], stdout, stderr)
 	case "throughput":
 		err = throughputCmd(args[1:], stdout, stderr)
+	case "goodput":
+		err = goodputCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topUsage)
 		return 0
@@ -92,7 +95,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine())
 		return 0
 	default:
-		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench, analyze, validate, throughput or version)\n", args[0])
+		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench, analyze, validate, throughput, goodput or version)\n", args[0])
 		return 2
 	}
 	return exitCode(err, stderr)

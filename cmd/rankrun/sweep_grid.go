@@ -2,12 +2,12 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/goodput"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -25,14 +25,7 @@ type gridFlags struct {
 // slo is a service-level objective: a request meets it when its TTFT and
 // its TPOT are within bounds; a run meets it when Share of its requests do
 // (DistServe's SLO attainment).
-type slo struct {
-	TTFT, TPOT time.Duration
-	Share      float64
-}
-
-func (s slo) String() string {
-	return fmt.Sprintf(">= %g%% of requests within TTFT %v and TPOT %v", 100*s.Share, s.TTFT, s.TPOT)
-}
+type slo = goodput.SLO
 
 func (g *gridFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.gpus, "gpus", 0, "sweep every CTX/GEN layout pair of at most N GPUs in all (instead of --pair): each side's layouts from tp, pp, cp, dp "+

@@ -174,7 +174,7 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 // reader to guess: that it uses fewer GPUs than the budget (the ranking is
 // per GPU), and which pairs it ties with on goodput per GPU and what put
 // it first (ranked's order).
-func whyBest(best []goodput, budget int) string {
+func whyBest(best []pairGoodput, budget int) string {
 	b := best[0]
 	var out string
 	if budget > b.gpus {
@@ -217,7 +217,7 @@ func apart(a, b float64, decimals int) (string, string) {
 }
 
 // goodputs is every pair's goodput, nil when no cell has a rate.
-func (sw sweepWriter) goodputs() []goodput {
+func (sw sweepWriter) goodputs() []pairGoodput {
 	for _, r := range sw.runs {
 		if r.rate > 0 {
 			return goodputs(sw.runs, sw.slo)
@@ -315,7 +315,7 @@ func (sw sweepWriter) csv(path string) error {
 		}
 		return num(v)
 	}
-	gp := map[string]goodput{}
+	gp := map[string]pairGoodput{}
 	for _, g := range sw.goodputs() {
 		gp[g.pair] = g
 	}

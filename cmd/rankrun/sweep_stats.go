@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/request"
@@ -45,7 +46,7 @@ type sloTally struct {
 }
 
 func (s *sloTally) Record(q executor.RequestRecord) {
-	if s.slo.metBy(q) {
+	if metBy(s.slo, q) {
 		s.met.Add(1)
 	}
 }
@@ -54,15 +55,15 @@ func (s *sloTally) Event(executor.TraceEvent) {}
 
 // metBy reports whether q completed within both bounds; its TPOT is
 // (done - first token) / (output - 1), 0 with one output token.
-func (s slo) metBy(q executor.RequestRecord) bool {
+func metBy(s slo, q executor.RequestRecord) bool {
 	if q.State != request.Completed {
 		return false
 	}
-	tpot := 0.0
+	var tpot time.Duration
 	if q.Output > 1 {
-		tpot = float64(q.Done-q.FirstToken) / float64(q.Output-1)
+		tpot = time.Duration(float64(q.Done-q.FirstToken) / float64(q.Output-1))
 	}
-	return q.TTFT() <= s.TTFT && tpot <= float64(s.TPOT)
+	return s.Met(q.TTFT(), tpot)
 }
 
 // quantile is the q-quantile of xs by the nearest rank (xs is sorted in
@@ -133,7 +134,7 @@ func maxNaN(a, b float64) float64 {
 // at which the median SLO attainment reaches the share, and that per GPU;
 // 0 when no rate does (or no cell has a rate). A failed cell never meets
 // the SLO.
-type goodput struct {
+type pairGoodput struct {
 	pair    string
 	gpus    int
 	rate    float64
@@ -142,15 +143,15 @@ type goodput struct {
 	p99     float64 // TTFT p99 at the goodput rate (ties)
 }
 
-func goodputs(runs []*sweepRun, s slo) []goodput {
-	var out []goodput
+func goodputs(runs []*sweepRun, s slo) []pairGoodput {
+	var out []pairGoodput
 	idx := map[string]int{}
 	for _, r := range runs {
 		i, ok := idx[r.pair]
 		if !ok {
 			i = len(out)
 			idx[r.pair] = i
-			out = append(out, goodput{pair: r.pair, gpus: r.gpus(), p99: math.NaN()})
+			out = append(out, pairGoodput{pair: r.pair, gpus: r.gpus(), p99: math.NaN()})
 		}
 		sum := r.summary
 		if r.rate <= 0 || sum.failed || sum.attain < s.Share || r.rate < out[i].rate {
@@ -164,9 +165,9 @@ func goodputs(runs []*sweepRun, s slo) []goodput {
 
 // ranked orders goodputs best first: goodput per GPU, then throughput per
 // GPU at it, then TTFT p99 (lower first), then the sweep's order.
-func ranked(gs []goodput) []goodput {
+func ranked(gs []pairGoodput) []pairGoodput {
 	out := slices.Clone(gs)
-	slices.SortStableFunc(out, func(a, b goodput) int {
+	slices.SortStableFunc(out, func(a, b pairGoodput) int {
 		switch {
 		case a.perGPU != b.perGPU:
 			return cmpDesc(a.perGPU, b.perGPU)

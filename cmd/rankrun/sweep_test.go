@@ -121,7 +121,7 @@ func TestGoodputs(t *testing.T) {
 	}
 	gs := goodputs(runs, slo{Share: 0.9})
 	require.Len(t, gs, 3)
-	assert.Equal(t, goodput{pair: "a", gpus: 2, rate: 4, perGPU: 2, p99: 1}, gs[0])
+	assert.Equal(t, pairGoodput{pair: "a", gpus: 2, rate: 4, perGPU: 2, p99: 1}, gs[0])
 	assert.InDelta(t, 4, gs[1].rate, 0, "b: the failed cell at 8 does not count")
 	assert.InDelta(t, 1, gs[1].perGPU, 0)
 	assert.Zero(t, gs[2].rate, "c never meets the share")
@@ -328,25 +328,25 @@ func TestSweepPlanBound(t *testing.T) {
 // The best placement line says what decided a tie on goodput per GPU, and
 // why a pair smaller than the budget is named for it.
 func TestWhyBest(t *testing.T) {
-	g := func(pair string, gpus int, perGPU, at, p99 float64) goodput {
-		return goodput{pair: pair, gpus: gpus, perGPU: perGPU, rate: perGPU * float64(gpus), bestRPS: at, p99: p99}
+	g := func(pair string, gpus int, perGPU, at, p99 float64) pairGoodput {
+		return pairGoodput{pair: pair, gpus: gpus, perGPU: perGPU, rate: perGPU * float64(gpus), bestRPS: at, p99: p99}
 	}
 	for _, c := range []struct {
 		name   string
-		gs     []goodput
+		gs     []pairGoodput
 		budget int
 		want   string
 	}{
-		{"alone", []goodput{g("a", 8, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 8, ""},
-		{"smaller than the budget", []goodput{g("a", 6, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 16,
+		{"alone", []pairGoodput{g("a", 8, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 8, ""},
+		{"smaller than the budget", []pairGoodput{g("a", 6, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 16,
 			"; it uses 6 of the 16 GPUs: pairs rank by goodput per GPU, and no larger pair has more"},
-		{"throughput decides", []goodput{g("b", 8, 0.5, 0.39, 100), g("a", 8, 0.5, 0.4, 90), g("c", 8, 0.5, 0.3, 90)}, 8,
+		{"throughput decides", []pairGoodput{g("b", 8, 0.5, 0.39, 100), g("a", 8, 0.5, 0.4, 90), g("c", 8, 0.5, 0.3, 90)}, 8,
 			"; tied on goodput per GPU with b, c, first on throughput per GPU at that rate (0.400 against b's 0.390 requests/s)"},
-		{"TTFT p99 decides", []goodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
+		{"TTFT p99 decides", []pairGoodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with a, first on TTFT p99 at that rate (90.0 against a's 120.0 ms)"},
-		{"figures that round alike", []goodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
+		{"figures that round alike", []pairGoodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
 			"; tied on goodput per GPU with a, first on throughput per GPU at that rate (0.3954 against a's 0.3951 requests/s)"},
-		{"every figure", []goodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
+		{"every figure", []pairGoodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with b, and with b on every figure: first in the sweep's order"},
 	} {
 		assert.Equal(t, c.want, whyBest(ranked(c.gs), c.budget), c.name)

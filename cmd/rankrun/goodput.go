@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/goodput"
+)
+
+const goodputExamples = `  rankrun goodput --model llama-3-8b --hardware h100 --kv-sample 16 --ctx tp=1 --gen tp=1 --input 1024 --output 64 --requests 300
+  rankrun goodput --model llama-3-70b --hardware h100 --kv-sample 32 --ctx tp=4 --gen tp=4 --slo-ttft 1s --slo-tpot 40ms --rate-lo 1 --rate-hi 8 --json
+`
+
+// goodputOut is rankrun goodput's result (and its JSON).
+type goodputOut struct {
+	Ctx       string     `json:"ctx"`
+	Gen       string     `json:"gen"`
+	GPUs      int        `json:"gpus"`
+	SLO       string     `json:"slo"`
+	Requests  int        `json:"requests_per_probe"`
+	Goodput   float64    `json:"goodput_rps"`
+	PerGPU    float64    `json:"goodput_per_gpu_rps"`
+	Above     float64    `json:"lowest_failing_rps"`
+	Why       string     `json:"why"`
+	HalfWidth float64    `json:"attainment_half_width"` // the 95% interval's half width at the SLO share, for this n
+	Probes    []probeOut `json:"probes"`
+}
+
+type probeOut struct {
+	Rate     float64    `json:"rate_rps"`
+	Met      int        `json:"met"`
+	N        int        `json:"n"`
+	Share    float64    `json:"attainment"`
+	Interval [2]float64 `json:"interval_95"`
+	Pass     bool       `json:"pass"`
+	Unsure   bool       `json:"unsure"`
+}
+
+// goodputCmd finds one layout pair's goodput (DistServe: the highest
+// Poisson arrival rate at which --slo-share of the requests meet both
+// latency objectives) by bisection over the rate, each probe a run of
+// --requests requests.
+func goodputCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("goodput", "Find the goodput of one layout pair (--ctx, --gen): the highest Poisson arrival rate at which --slo-share of\n"+
+		"the requests meet --slo-ttft and --slo-tpot (DistServe's definition), by bisection over the rate. Each probe is a run\n"+
+		"of --requests requests at one rate (the sim backend by default); the table shows each probe's attainment with its\n"+
+		"95% interval, and marks the probes whose interval holds the target share (another seed may decide them otherwise).",
+		goodputExamples, stderr)
+	var f runFlags
+	shared := flag.NewFlagSet("shared", flag.ContinueOnError)
+	f.register(shared, true)
+	shared.VisitAll(func(fl *flag.Flag) {
+		if fl.Name != "arrival" {
+			fs.Var(fl.Value, fl.Name, fl.Usage)
+		}
+	})
+	var s goodput.SLO
+	fs.DurationVar(&s.TTFT, "slo-ttft", 500e6, "SLO: a request's time to first token at most this")
+	fs.DurationVar(&s.TPOT, "slo-tpot", 50e6, "SLO: a request's time per output token after the first at most this")
+	fs.Float64Var(&s.Share, "slo-share", 0.9, "SLO: the share of requests that must meet both, in (0,1]")
+	var o goodput.Options
+	fs.Float64Var(&o.Lo, "rate-lo", 1, "the first rate probed, requests/s (> 0); halved while it fails")
+	fs.Float64Var(&o.Hi, "rate-hi", 4, "the second rate probed (> --rate-lo); doubled while it passes")
+	fs.Float64Var(&o.RelTol, "tol", 0.05, "stop when the bracket is this narrow, relative to its lower end, in (0,1)")
+	fs.IntVar(&o.MaxProbes, "max-probes", 24, "most runs of the search (>= 2)")
+	jsonOut := fs.Bool("json", false, "print the result as JSON on stdout")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f.noteSet(fs)
+	if !f.set["backend"] {
+		f.backend = "sim"
+	}
+	if err := s.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	if err := o.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	backend, err := f.resolveBackend()
+	if err != nil {
+		return err
+	}
+	if backend == "mpi" {
+		return usagef("goodput: --backend mpi: the search runs its probes in this process (local or sim)")
+	}
+	// The first probe's configuration checks every flag before any run.
+	probeCfg := func(rate float64) (executor.Config, error) {
+		rf := f
+		rf.arrival = fmt.Sprintf("poisson=%g", rate)
+		return rf.config()
+	}
+	first, err := probeCfg(o.Lo)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := interruptible(context.Background())
+	defer stop()
+	probe := func(ctx context.Context, rate float64) (goodput.Attainment, error) {
+		cfg, err := probeCfg(rate)
+		if err != nil {
+			return goodput.Attainment{}, err
+		}
+		cfg.Log = log
+		tally := &sloTally{slo: s}
+		cfg.Records, cfg.Sink = true, tally
+		rep, err := f.runIn(ctx, backend, cfg)
+		if err != nil {
+			return goodput.Attainment{}, err
+		}
+		if !rep.OK() {
+			return goodput.Attainment{}, fmt.Errorf("the run had errors: %v", rep.Errors)
+		}
+		return goodput.Attainment{Met: int(tally.met.Load()), N: cfg.Workload.Requests}, nil
+	}
+	res, err := goodput.Find(ctx, s, probe, o)
+	if err != nil {
+		if ie, cut := interrupted(ctx, err); cut {
+			return exitError{code: ie.code(), msg: fmt.Sprintf("goodput: %s after %d probes", ie, len(res.Steps))}
+		}
+		if errors.Is(err, goodput.ErrOptions) {
+			return usagef("%v", err)
+		}
+		return fmt.Errorf("goodput: %w", err)
+	}
+	out := goodputOut{Ctx: first.Ctx.String(), Gen: first.Gen.String(), GPUs: first.Ranks(), SLO: s.String(), Requests: first.Workload.Requests,
+		Goodput: res.Goodput, Above: res.Above, Why: res.Why}
+	out.PerGPU = res.Goodput / float64(out.GPUs)
+	lo, hi := goodput.Attainment{Met: int(math.Round(s.Share * float64(out.Requests))), N: out.Requests}.Interval(goodput.Z95)
+	out.HalfWidth = (hi - lo) / 2
+	for _, st := range res.Steps {
+		l, h := st.Att.Interval(goodput.Z95)
+		out.Probes = append(out.Probes, probeOut{Rate: st.Rate, Met: st.Att.Met, N: st.Att.N, Share: st.Att.Share(), Interval: [2]float64{l, h}, Pass: st.Pass, Unsure: st.Unsure})
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	out.text(stdout, s)
+	return nil
+}
+
+func (g goodputOut) text(w io.Writer, s goodput.SLO) {
+	fmt.Fprintf(w, "goodput of ctx %s -> gen %s (%d GPUs): %s, Poisson arrivals, %d requests a probe\n\n", g.Ctx, g.Gen, g.GPUs, g.SLO, g.Requests)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "probe\trate rps\tmet\tattainment\t95% interval\tverdict\t")
+	for i, p := range g.Probes {
+		verdict := "fails"
+		if p.Pass {
+			verdict = "meets"
+		}
+		if p.Unsure {
+			verdict += " (unsure)"
+		}
+		fmt.Fprintf(tw, "%d\t%.4g\t%d/%d\t%.1f%%\t%.1f-%.1f%%\t%s\t\n", i+1, p.Rate, p.Met, p.N, 100*p.Share, 100*p.Interval[0], 100*p.Interval[1], verdict)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\ngoodput: %.4g requests/s (%.4g per GPU); %s\n", g.Goodput, g.PerGPU, g.Why)
+	need := goodput.RequestsFor(s.Share, 0.02, goodput.Z95)
+	fmt.Fprintf(w, "confidence: with %d requests a probe, an attainment of %g%% has a 95%% interval of +-%.1f%%; +-2%% needs %d (--requests)\n",
+		g.Requests, 100*s.Share, 100*g.HalfWidth, need)
+}
