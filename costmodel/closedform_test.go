@@ -47,7 +47,9 @@ func tpLayouts(p Placement) []topology.Layout {
 // written out here independently of the model's code: 2 per active
 // parameter per token, less the LM head, which runs once for the last
 // token; causal attention Heads*(QK dim + V dim)*n*(n+1) per layer (the
-// QK dim is HeadDim, plus the positional key's RopeDim under MLA).
+// QK dim is HeadDim, plus the positional key's RopeDim under MLA). Under
+// MLA the query and KV down projections (Hidden x (QLoRA + KVLoRA +
+// RopeDim) a layer) run whole on every TP rank: engines replicate them.
 func TestPrefillClosedForm(t *testing.T) {
 	const n = 8192
 	for _, hw := range computeHW(t) {
@@ -63,7 +65,11 @@ func TestPrefillClosedForm(t *testing.T) {
 				lm := float64(m.Vocab) * float64(m.Hidden)
 				qk, v := m.HeadDim+m.RopeDim, m.HeadDim
 				flops := 2*(m.ActiveParams()-lm)*n + 2*lm + float64(m.Layers*m.Heads*(qk+v))*n*(n+1)
-				compute := flops / (float64(l.TP) * hw.Peak(m.Precision) * DefaultComputeEff)
+				var whole float64 // FLOPs every TP rank runs in full
+				if m.KVLoRA > 0 {
+					whole = 2 * float64(m.Layers*m.Hidden*(m.QLoRA+m.KVLoRA+m.RopeDim)) * n
+				}
+				compute := ((flops-whole)/float64(l.TP) + whole) / (hw.Peak(m.Precision) * DefaultComputeEff)
 				members := make([]int, l.TP)
 				for i := range members {
 					members[i] = i

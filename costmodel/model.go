@@ -160,6 +160,26 @@ func (m Model) AttnParams() float64 {
 	return q + kv + float64(m.Heads*m.HeadDim)*h
 }
 
+// attnReplicated is the part of AttnParams every TP rank holds whole:
+// under MLA the query and KV down projections (Hidden x QLoRA and Hidden x
+// (KVLoRA+RopeDim)), whose outputs, the latents, every head reads, so
+// engines replicate them instead of splitting them (vLLM's
+// ReplicatedLinear q_a_proj and kv_a_proj_with_mqa; TensorRT-LLM's fused_a
+// without tensor parallelism). 0 without MLA.
+func (m Model) attnReplicated() float64 {
+	if !m.MLA() {
+		return 0
+	}
+	return float64(m.Hidden) * float64(m.QLoRA+m.KVLoRA+m.RopeDim)
+}
+
+// attnPerRank is one rank's share of AttnParams when attention is split
+// split ways: the replicated part whole, the rest over split.
+func (m Model) attnPerRank(split float64) float64 {
+	r := m.attnReplicated()
+	return (m.AttnParams()-r)/split + r
+}
+
 // kvElemsPerTokenLayer is the KV elements one token adds to one layer's
 // cache over every rank's share: K and V of KVHeads heads, or the MLA
 // latent and positional key.

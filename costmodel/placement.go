@@ -185,12 +185,13 @@ func (s side) ffnSplit() float64 {
 }
 
 // weightsOn is the bytes of weights a rank of stage pp holds: its layers
-// (attention over attnSplit, FFN and experts over ffnSplit) and, on every
+// (attention over attnSplit but MLA's down projections whole, FFN and
+// experts over ffnSplit) and, on every
 // rank to be safe, the embedding and LM head over TP.
 func (s side) weightsOn(pp int) float64 {
 	m := s.m
 	dense, moe := s.layerKinds(pp)
-	w := float64(s.layersOn(pp)) * m.AttnParams() * m.WeightBytes / s.attnSplit()
+	w := float64(s.layersOn(pp)) * m.attnPerRank(s.attnSplit()) * m.WeightBytes
 	w += dense * m.denseFFNParams() * m.WeightBytes / s.ffnSplit()
 	w += moe * (m.routerParams()*m.WeightBytes + float64(m.Experts+m.SharedExperts)*m.expertParams()*m.expertBytes()) / s.ffnSplit()
 	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
@@ -203,7 +204,7 @@ func (s side) weightsPerRank() float64 {
 	m := s.m
 	moe := float64(m.moeLayers()) / float64(s.l.PP)
 	dense := float64(m.Layers)/float64(s.l.PP) - moe
-	w := float64(m.Layers) / float64(s.l.PP) * m.AttnParams() * m.WeightBytes / s.attnSplit()
+	w := float64(m.Layers) / float64(s.l.PP) * m.attnPerRank(s.attnSplit()) * m.WeightBytes
 	w += dense * m.denseFFNParams() * m.WeightBytes / s.ffnSplit()
 	w += moe * (m.routerParams()*m.WeightBytes + float64(m.Experts+m.SharedExperts)*m.expertParams()*m.expertBytes()) / s.ffnSplit()
 	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)

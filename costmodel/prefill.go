@@ -61,8 +61,8 @@ func (s side) prefillAttn(pp int, part []Seq) work {
 		core += float64(m.Heads) * (m.qkDim() + float64(m.HeadDim)) * n * (n + 1)
 	}
 	t, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{flops: nl * (2*m.AttnParams()*t + core) / (split * cp),
-		weights: nl * m.AttnParams() * m.WeightBytes / split, kv: nl * t / cp * s.kvBytesPerTokenLayer()}
+	return work{flops: nl * (2*m.attnPerRank(split)*t/cp + core/(split*cp)),
+		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * t / cp * s.kvBytesPerTokenLayer()}
 }
 
 // prefillFFN is the FFN of a prefill over every token (split over the FFN's
