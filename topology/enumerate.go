@@ -35,9 +35,31 @@ func Enumerate(m Model, maxRanks int) []Layout {
 	return out
 }
 
+// WithExperts returns ls with, after each layout, its expert-parallel
+// variants for a model of experts routed experts: every power of two
+// ep > 1 that divides the layout's FFN ranks and the experts, smallest
+// first. Enumerate leaves ep out (it knows no experts); a search over an
+// MoE model's layouts adds them with this.
+func WithExperts(ls []Layout, experts int) []Layout {
+	var out []Layout
+	for _, l := range ls {
+		out = append(out, l)
+		for ep := 2; ep <= l.FFNRanks(); ep *= 2 {
+			if l.FFNRanks()%ep != 0 || experts%ep != 0 {
+				continue
+			}
+			e := l
+			e.EP = ep
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Family names the kind of a layout: the parallel dimensions above 1, in
-// the order tp, pp, cp, dp, then adp ("tp+pp", "dp+adp", "single" for one
-// rank). Layouts of one family differ only in their sizes.
+// the order tp, pp, cp, dp, then adp and ep ("tp+pp", "dp+adp",
+// "tp+ep", "single" for one rank). Layouts of one family differ only in
+// their sizes.
 func (l Layout) Family() string {
 	var parts []string
 	for _, f := range []struct {
@@ -50,6 +72,9 @@ func (l Layout) Family() string {
 	}
 	if l.AttentionDP {
 		parts = append(parts, "adp")
+	}
+	if l.EP > 1 {
+		parts = append(parts, "ep")
 	}
 	if len(parts) == 0 {
 		return "single"

@@ -54,6 +54,8 @@ func TestEnumerate(t *testing.T) {
 func TestFamilyAndCompatible(t *testing.T) {
 	assert.Equal(t, "single", MustParseLayout("tp=1").Family())
 	assert.Equal(t, "tp+cp+dp+adp", MustParseLayout("tp=2,cp=2,dp=2,adp").Family())
+	assert.Equal(t, "tp+ep", MustParseLayout("tp=8,ep=8").Family(), "not tp=8's family")
+	assert.Equal(t, "dp+adp+ep", MustParseLayout("dp=4,ep=4,adp").Family())
 	m := DefaultModel()
 	assert.True(t, Compatible(MustParseLayout("cp=2"), MustParseLayout("cp=4"), m))
 	assert.True(t, Compatible(MustParseLayout("tp=2,dp=2,adp"), MustParseLayout("pp=2,dp=2,adp"), m))
@@ -81,4 +83,23 @@ func TestCompatibleIsMapsVerdict(t *testing.T) {
 		assert.Positive(t, yes)
 		assert.Less(t, yes, agree, "both verdicts occur")
 	}
+}
+
+// WithExperts adds every power-of-two ep that divides a layout's FFN ranks
+// and the experts, each variant valid, and nothing for one FFN rank.
+func TestWithExperts(t *testing.T) {
+	ls := []Layout{MustParseLayout("tp=1"), MustParseLayout("tp=8"), MustParseLayout("dp=4,adp"), MustParseLayout("tp=2,pp=2"), MustParseLayout("dp=2")}
+	var got []string
+	for _, l := range WithExperts(ls, 64) {
+		require.NoError(t, l.Validate(), l.String())
+		got = append(got, l.String())
+	}
+	assert.Equal(t, []string{"tp=1", "tp=8", "tp=8,ep=2", "tp=8,ep=4", "tp=8,ep=8", "dp=4,adp", "dp=4,ep=2,adp", "dp=4,ep=4,adp",
+		"tp=2,pp=2", "tp=2,pp=2,ep=2", "dp=2"}, got)
+	// An ep must divide the experts too: 6 experts take ep=2 only.
+	got = got[:0]
+	for _, l := range WithExperts([]Layout{MustParseLayout("tp=8")}, 6) {
+		got = append(got, l.String())
+	}
+	assert.Equal(t, []string{"tp=8", "tp=8,ep=2"}, got)
 }

@@ -30,8 +30,8 @@ type slo = goodput.SLO
 func (g *gridFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.gpus, "gpus", 0, "sweep every CTX/GEN layout pair of at most N GPUs in all (instead of --pair): each side's layouts from tp, pp, cp, dp "+
 		"(powers of two) that hold the model, compatible pairs only; with --model, only those whose weights fit")
-	fs.StringVar(&g.ctxDims, "ctx-dims", "", "--gpus: the parallel dimensions a CTX layout may use, from tp,pp,cp,dp,adp (default tp,pp,cp,dp; adp too for an MoE --model)")
-	fs.StringVar(&g.genDims, "gen-dims", "", "--gpus: the same for GEN (default tp,pp,dp; adp too for an MoE --model)")
+	fs.StringVar(&g.ctxDims, "ctx-dims", "", "--gpus: the parallel dimensions a CTX layout may use, from tp,pp,cp,dp,adp,ep (default tp,pp,cp,dp; adp and ep too for an MoE --model)")
+	fs.StringVar(&g.genDims, "gen-dims", "", "--gpus: the same for GEN (default tp,pp,dp; adp and ep too for an MoE --model)")
 	fs.DurationVar(&g.slo.TTFT, "slo-ttft", 500*time.Millisecond, "SLO: a request's time to first token at most this")
 	fs.DurationVar(&g.slo.TPOT, "slo-tpot", 50*time.Millisecond, "SLO: a request's time per output token after the first at most this")
 	fs.Float64Var(&g.slo.Share, "slo-share", 0.9, "SLO: the share of requests that must meet both bounds, in (0,1]; goodput is the highest --arrival rate that does")
@@ -59,7 +59,7 @@ func (g *gridFlags) validate() error {
 	return nil
 }
 
-var allDims = []string{"tp", "pp", "cp", "dp", "adp"}
+var allDims = []string{"tp", "pp", "cp", "dp", "adp", "ep"}
 
 // parseDims parses a --ctx-dims / --gen-dims list; "" is def.
 func parseDims(flagName, v string, def []string) (map[string]bool, error) {
@@ -70,7 +70,7 @@ func parseDims(flagName, v string, def []string) (map[string]bool, error) {
 	for _, d := range strings.Split(v, ",") {
 		d = strings.TrimSpace(d)
 		if !slices.Contains(allDims, d) {
-			return nil, usagef("--%s %q: %q is not a dimension (use tp, pp, cp, dp, adp, comma-separated)", flagName, v, d)
+			return nil, usagef("--%s %q: %q is not a dimension (use tp, pp, cp, dp, adp, ep, comma-separated)", flagName, v, d)
 		}
 		out[d] = true
 	}
@@ -80,7 +80,7 @@ func parseDims(flagName, v string, def []string) (map[string]bool, error) {
 // allows reports whether l uses only the dimensions in dims.
 func allows(dims map[string]bool, l topology.Layout) bool {
 	return (l.TP == 1 || dims["tp"]) && (l.PP == 1 || dims["pp"]) && (l.CP == 1 || dims["cp"]) && (l.DP == 1 || dims["dp"]) &&
-		(!l.AttentionDP || dims["adp"])
+		(!l.AttentionDP || dims["adp"]) && (l.EP <= 1 || dims["ep"])
 }
 
 // gridPairs lists the CTX/GEN pairs of the grid, CTX layouts in
@@ -91,7 +91,7 @@ func allows(dims map[string]bool, l topology.Layout) bool {
 func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) ([][2]topology.Layout, error) {
 	ctxDef, genDef := []string{"tp", "pp", "cp", "dp"}, []string{"tp", "pp", "dp"}
 	if model != nil && model.Model.MoE() {
-		ctxDef, genDef = append(ctxDef, "adp"), append(genDef, "adp")
+		ctxDef, genDef = append(ctxDef, "adp", "ep"), append(genDef, "adp", "ep")
 	}
 	cd, err := parseDims("ctx-dims", g.ctxDims, ctxDef)
 	if err != nil {
@@ -102,6 +102,12 @@ func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) (
 		return nil, err
 	}
 	layouts := topology.Enumerate(geom, g.gpus-1)
+	if cd["ep"] || gd["ep"] {
+		if model == nil || !model.Model.MoE() {
+			return nil, usagef("--ctx-dims/--gen-dims ep: expert parallelism needs a mixture-of-experts --model")
+		}
+		layouts = topology.WithExperts(layouts, model.Model.Experts)
+	}
 	var out [][2]topology.Layout
 	for _, c := range layouts {
 		for _, gl := range layouts {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	stdcsv "encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -240,6 +241,40 @@ func TestStatsOf(t *testing.T) {
 	assert.Zero(t, statsOf(rep, 3, true, 4, 6).attain)
 }
 
+// On an MoE model the grid tries expert parallelism: every ep that
+// divides a layout's FFN ranks and the experts, where the dimensions allow
+// it, and none where they do not.
+func TestSweepGridTriesExpertParallelism(t *testing.T) {
+	pairs := func(args ...string) []string {
+		csv := filepath.Join(t.TempDir(), "sw.csv")
+		code, _, errOut := cli(t, append([]string{"sweep", "--backend", "sim", "--model", "gpt-oss-120b", "--hardware", "gb200", "--gpus", "3",
+			"--requests", "2", "--input", "256", "--output", "4", "--arrival", "closed=1", "--kv-sample", "8", "--csv", csv}, args...)...)
+		require.Equal(t, 0, code, errOut)
+		f, err := os.Open(csv)
+		require.NoError(t, err)
+		defer f.Close()
+		rows, err := stdcsv.NewReader(f).ReadAll()
+		require.NoError(t, err)
+		require.Equal(t, []string{"ctx", "gen"}, rows[0][:2])
+		var out []string
+		for _, r := range rows[1:] {
+			out = append(out, r[0]+"/"+r[1])
+		}
+		return out
+	}
+	all := pairs()
+	assert.Contains(t, all, "tp=2,ep=2/tp=1")
+	assert.Contains(t, all, "dp=2,ep=2,adp/tp=1")
+	assert.Contains(t, all, "tp=1/tp=2,ep=2")
+	assert.Contains(t, all, "tp=2/tp=1", "and the same layouts without ep")
+	noEP := pairs("--ctx-dims", "tp,dp,adp", "--gen-dims", "tp")
+	assert.NotEmpty(t, noEP)
+	for _, p := range noEP {
+		assert.NotContains(t, p, "ep=", "ep not allowed: %s", p)
+	}
+	assert.Less(t, len(noEP), len(all))
+}
+
 func TestSweepGridBadInput(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -251,7 +286,8 @@ func TestSweepGridBadInput(t *testing.T) {
 		{"share", []string{"--slo-share", "0"}, []string{"--slo-share 0", "(0, 1]"}},
 		{"ttft", []string{"--slo-ttft", "-1s"}, []string{"--slo-ttft -1s", "positive"}},
 		{"repeat", []string{"--repeat", "0"}, []string{"--repeat 0", "[1, 1000]"}},
-		{"dims", []string{"--gpus", "4", "--ctx-dims", "tp,ep"}, []string{"--ctx-dims", `"ep"`}},
+		{"dims", []string{"--gpus", "4", "--ctx-dims", "tp,xp"}, []string{"--ctx-dims", `"xp"`, "tp, pp, cp, dp, adp, ep"}},
+		{"ep without an MoE model", []string{"--gpus", "4", "--ctx-dims", "tp,ep"}, []string{"--ctx-dims/--gen-dims ep", "mixture-of-experts --model"}},
 		{"dims without gpus", []string{"--gen-dims", "tp"}, []string{"--gen-dims", "--gpus"}},
 		{"jobs on local", []string{"--jobs", "2"}, []string{"--jobs 2", "--backend sim"}},
 		{"no pair fits", []string{"--gpus", "2", "--model", "llama-3-70b", "--hardware", "h100"}, []string{"--gpus 2", "no CTX/GEN pair"}},
