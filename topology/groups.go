@@ -60,11 +60,15 @@ func (l Layout) FFNIndex(rank int) int {
 	return c.TP
 }
 
-// EPGroup is the ranks that exchange tokens in one MoE layer: the EP ranks
-// of rank's stage and CP index (and DP index without attention-DP) whose
-// FFN indices share FFNIndex/EP, as TensorRT-LLM's mapping numbers them
-// (expert-parallel index f %% EP, expert-TP index f / EP). Member i holds
-// the i-th EP part of the routed experts. Without EP it is rank alone.
+// EPGroup is the ranks that hold one expert-TP index of the EP parts: the
+// EP ranks of rank's stage and CP index (and DP index without
+// attention-DP) whose FFN indices share FFNIndex/EP, as TensorRT-LLM's
+// mapping numbers them (expert-parallel index f %% EP, expert-TP index
+// f / EP). Member i holds the i-th EP part of the routed experts. The
+// runtime exchanges each step's dispatch counts over it; the cost model
+// charges the dispatch bytes to every FFN rank, since with expert TP > 1 a
+// token goes to each expert-TP rank of a part it touches (the two agree at
+// expert TP 1, as in the seed's layouts). Without EP it is rank alone.
 func (l Layout) EPGroup(rank int) []int {
 	c := l.Coord(rank)
 	ep := l.Experts()
