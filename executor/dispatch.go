@@ -50,11 +50,36 @@ type DispatchToken struct {
 // routing is a pure function of the token (uniform over the experts, as
 // the cost model assumes), so every rank computes the same counts from
 // the agreed batch. Parts hold contiguous ranges of Experts/len(counts).
-func RouteCounts(r Routing, toks []DispatchToken, counts []int64) {
+// The parts must divide the experts, and TopK be in [1, Experts].
+func RouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
+	var b routeBufs
+	return b.route(r, toks, counts)
+}
+
+// routeBufs are RouteCounts' scratch buffers, kept by a dispatcher.
+type routeBufs struct {
+	picked  []int    // experts picked so far for one token
+	touched []uint32 // touched[p] == k+1: token k counted part p
+}
+
+func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error {
 	parts := len(counts)
+	switch {
+	case parts < 1 || r.Experts < parts || r.Experts%parts != 0:
+		return fmt.Errorf("executor: route %d experts over %d parts: the parts must divide the experts", r.Experts, parts)
+	case r.TopK < 1 || r.TopK > r.Experts:
+		return fmt.Errorf("executor: route %d experts a token of %d: must be in [1, %d]", r.TopK, r.Experts, r.Experts)
+	}
 	per := r.Experts / parts
-	picked := make([]int, r.TopK)    // experts picked so far for one token
-	touched := make([]uint32, parts) // touched[p] == k+1: token k counted part p
+	if cap(b.picked) < r.TopK {
+		b.picked = make([]int, r.TopK)
+	}
+	picked := b.picked[:r.TopK]
+	if cap(b.touched) < parts {
+		b.touched = make([]uint32, parts)
+	}
+	touched := b.touched[:parts]
+	clear(touched)
 	for k, t := range toks {
 		h := uint64(t.ID)<<32 ^ uint64(t.Pos)
 		n := 0
@@ -76,6 +101,7 @@ func RouteCounts(r Routing, toks []DispatchToken, counts []int64) {
 			}
 		}
 	}
+	return nil
 }
 
 func splitmix(x uint64) uint64 {
@@ -90,6 +116,7 @@ type dispatcher struct {
 	c                      comm.Comm // the EP group, member i holding part i
 	routing                Routing
 	layout                 topology.Layout
+	tpb                    int        // tokens per KV block: CP splits a request's blocks round robin
 	members                []int      // instance ranks of the group, by part
 	dps                    []int      // their DP indices
 	cp                     int        // this rank's CP index (the group's)
@@ -98,12 +125,13 @@ type dispatcher struct {
 	byDP                   map[int][]int64
 	toks                   []DispatchToken
 	steps                  int
+	bufs                   routeBufs
 }
 
 // newDispatcher builds rank's EP group over inst when l needs one: a
 // split of the instance, collective over it, entered (or not) alike by
 // every rank, since it depends on the layout alone.
-func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank int, r Routing) (*dispatcher, error) {
+func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank int, r Routing, tokensPerBlock int) (*dispatcher, error) {
 	if !needsDispatch(l) {
 		return nil, nil
 	}
@@ -116,7 +144,7 @@ func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank 
 		c.Close()
 		return nil, fmt.Errorf("executor: the EP group of rank %d has %d ranks, want %d", rank, c.Size(), len(members))
 	}
-	d := &dispatcher{c: c, routing: r, layout: l, members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}}
+	d := &dispatcher{c: c, routing: r, layout: l, tpb: max(1, tokensPerBlock), members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}}
 	for _, m := range members {
 		d.dps = append(d.dps, l.Coord(m).DP)
 	}
@@ -140,19 +168,23 @@ func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who str
 	for _, c := range d.byDP {
 		clear(c)
 	}
-	for _, t := range toks {
-		if d.byDP[t.DP] == nil {
-			d.byDP[t.DP] = make([]int64, n)
+	// Only the DP indices of this group's members matter to it.
+	for _, dp := range d.dps {
+		if d.byDP[dp] == nil {
+			d.byDP[dp] = make([]int64, n)
 		}
 	}
 	for dp, counts := range d.byDP {
 		d.toks = d.toks[:0]
 		for _, t := range toks {
-			if t.DP == dp && t.Pos%max(1, d.layout.CP) == d.cp {
+			// A CP rank holds the tokens of every CP-th block.
+			if t.DP == dp && (t.Pos/d.tpb)%max(1, d.layout.CP) == d.cp {
 				d.toks = append(d.toks, t)
 			}
 		}
-		RouteCounts(d.routing, d.toks, counts)
+		if err := d.bufs.route(d.routing, d.toks, counts); err != nil {
+			return err
+		}
 	}
 	me := d.c.Rank()
 	copy(d.send, d.counts(d.dps[me]))

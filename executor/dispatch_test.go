@@ -31,7 +31,7 @@ func TestRouteCountsAreUniform(t *testing.T) {
 	}
 	for _, parts := range []int{1, 2, 4, 8, 32} {
 		counts := make([]int64, parts)
-		executor.RouteCounts(r, toks, counts)
+		require.NoError(t, executor.RouteCounts(r, toks, counts))
 		var sum int64
 		for _, c := range counts {
 			sum += c
@@ -46,9 +46,14 @@ func TestRouteCountsAreUniform(t *testing.T) {
 			assert.InDelta(t, share, float64(c), 4*math.Sqrt(share), "parts=%d part %d", parts, p)
 		}
 		again := make([]int64, parts)
-		executor.RouteCounts(r, toks, again)
+		require.NoError(t, executor.RouteCounts(r, toks, again))
 		assert.Equal(t, counts, again)
 	}
+	// Bad routing is an error, not a panic or a hang.
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 6, TopK: 2}, toks, make([]int64, 4)), "the parts must divide the experts")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 2, TopK: 1}, toks, make([]int64, 4)), "the parts must divide the experts")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 9}, toks, make([]int64, 4)), "must be in [1, 8]")
+	assert.ErrorContains(t, executor.RouteCounts(r, toks, nil), "over 0 parts")
 }
 
 // dispatchConfig is a run whose CTX and GEN both dispatch: attention-DP
@@ -65,7 +70,8 @@ func dispatchConfig(ctxL, genL string, faults ...executor.Fault) executor.Config
 // EP dispatch counts agree on every rank when nothing is wrong, on both
 // sides, in process and in simulation.
 func TestDispatchAgrees(t *testing.T) {
-	for _, l := range [][2]string{{"dp=4,ep=4,adp", "dp=2,ep=2,adp"}, {"tp=2", "tp=2,dp=2,ep=4,adp"}, {"pp=2,dp=2,ep=2,adp", "dp=3,ep=3,adp"}} {
+	for _, l := range [][2]string{{"dp=4,ep=4,adp", "dp=2,ep=2,adp"}, {"tp=2", "tp=2,dp=2,ep=4,adp"}, {"pp=2,dp=2,ep=2,adp", "dp=3,ep=3,adp"},
+		{"cp=2,dp=2,ep=2,adp", "tp=2,dp=2,ep=2,adp"}} {
 		t.Run(l[0]+"->"+l[1], func(t *testing.T) {
 			cfg := dispatchConfig(l[0], l[1])
 			rep := run(t, cfg)
@@ -81,20 +87,29 @@ func TestDispatchAgrees(t *testing.T) {
 // A rank whose dispatch counts differ from the agreed batch's (misroute)
 // ends the run with ErrDispatch, named by a peer that received them, at
 // every rank position: a group's first rank (world rank 0 on CTX), a
-// middle one and its last, on both sides, in process and in simulation.
+// middle one and its last, on both sides, in process and in simulation;
+// and in EP groups whose members are not ranks 0..ep-1 (a PP stage's, and
+// TP siblings under attention-DP), where a member's index in its group is
+// not its rank.
 func TestMisrouteIsNamed(t *testing.T) {
-	ctxL, genL := "dp=4,ep=4,adp", "dp=3,ep=3,adp"
 	for _, c := range []struct {
-		role  topology.Role
-		rank  int
-		world int
+		ctxL, genL string
+		role       topology.Role
+		rank       int
+		world      int
 	}{
-		{topology.Context, 0, 0}, {topology.Context, 1, 1}, {topology.Context, 3, 3},
-		{topology.Generation, 0, 4}, {topology.Generation, 1, 5}, {topology.Generation, 2, 6},
+		{"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Context, 0, 0}, {"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Context, 1, 1},
+		{"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Context, 3, 3},
+		{"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Generation, 0, 4}, {"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Generation, 1, 5},
+		{"dp=4,ep=4,adp", "dp=3,ep=3,adp", topology.Generation, 2, 6},
+		// Stage 1's EP group is ctx ranks {1, 3}: rank 3 is member 1.
+		{"pp=2,dp=2,ep=2,adp", "tp=2,dp=2,ep=2,adp", topology.Context, 3, 3},
+		// GEN tp=2,dp=2,ep=2,adp: EP groups {0, 1} and {2, 3}; rank 3 is member 1.
+		{"pp=2,dp=2,ep=2,adp", "tp=2,dp=2,ep=2,adp", topology.Generation, 3, 7},
 	} {
 		f := executor.Fault{Kind: executor.FaultMisroute, Role: c.role, Rank: c.rank, Request: 5}
-		t.Run(f.String(), func(t *testing.T) {
-			cfg := dispatchConfig(ctxL, genL, f)
+		t.Run(c.ctxL+"->"+c.genL+"/"+f.String(), func(t *testing.T) {
+			cfg := dispatchConfig(c.ctxL, c.genL, f)
 			sender := fmt.Sprintf("from %s rank %d (world rank %d)", c.role, c.rank, c.world)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

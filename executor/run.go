@@ -115,7 +115,7 @@ func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error
 		g.close()
 		return g, err
 	}
-	if g.ep, err = newDispatcher(ctx, g.inst, layout, rank, cfg.Routing); err != nil {
+	if g.ep, err = newDispatcher(ctx, g.inst, layout, rank, cfg.Routing, cfg.Model.TokensPerBlock); err != nil {
 		g.close()
 		return g, err
 	}

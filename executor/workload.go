@@ -43,6 +43,9 @@ func (a Arrival) String() string {
 }
 
 // ParseArrival parses "burst", "rate=R", "poisson=R" (R requests per second)
+// MaxRate is the highest arrival rate a workload takes, requests/s.
+const MaxRate = 1e7
+
 // or "closed=C" (C requests outstanding: closed=1 is one at a time).
 func ParseArrival(s string) (Arrival, error) {
 	s = strings.TrimSpace(s)
@@ -59,8 +62,8 @@ func ParseArrival(s string) (Arrival, error) {
 	switch key {
 	case "rate", "poisson":
 		r, err := strconv.ParseFloat(val, 64)
-		if err != nil || !(r > 0 && r <= 1e7) { // NaN fails every comparison
-			return bad("the rate must be a number of requests per second in (0, 1e7]")
+		if err != nil || !(r > 0 && r <= MaxRate) { // NaN fails every comparison
+			return bad(fmt.Sprintf("the rate must be a number of requests per second in (0, %g]", MaxRate))
 		}
 		k := Rate
 		if key == "poisson" {

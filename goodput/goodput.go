@@ -79,15 +79,28 @@ func (a Attainment) Interval(z float64) (lo, hi float64) {
 	den := 1 + z*z/n
 	mid := (p + z*z/(2*n)) / den
 	half := z * math.Sqrt(p*(1-p)/n+z*z/(4*n*n)) / den
-	return max(0, mid-half), min(1, mid+half)
+	lo, hi = max(0, mid-half), min(1, mid+half)
+	// At the ends the bound is exact (rounding leaves it a hair inside).
+	if a.Met == a.N {
+		hi = 1
+	}
+	if a.Met == 0 {
+		lo = 0
+	}
+	return lo, hi
 }
 
 // RequestsFor is the fewest requests per run whose attainment's interval
 // at share, at normal quantile z, is at most ±half wide (the normal
 // approximation, n = z^2 s(1-s)/half^2): 865 for ±2% around 90% at 95%,
-// 139 for ±5%.
+// 139 for ±5%. half must be positive (else it returns math.MaxInt); a
+// share of 0 or 1 needs none.
 func RequestsFor(share, half, z float64) int {
-	return int(math.Ceil(z * z * share * (1 - share) / (half * half)))
+	if !(half > 0) {
+		return math.MaxInt
+	}
+	n := z * z * share * (1 - share) / (half * half)
+	return int(math.Ceil(n - 1e-9*n)) // an exact n stays n despite rounding
 }
 
 // Probe runs the system at rate (requests per second) and returns its
@@ -175,7 +188,7 @@ func (o *Options) defaults() error {
 // Find searches for slo's goodput: it probes Lo and Hi, widens the
 // bracket until Lo passes and Hi fails, then bisects it (at the geometric
 // mean: rates span orders of magnitude) until it is RelTol narrow. A probe
-// error ends the search with it.
+// error ends the search with it, and the probes that finished.
 func Find(ctx context.Context, slo SLO, probe Probe, o Options) (Result, error) {
 	if err := slo.Validate(); err != nil {
 		return Result{}, err
@@ -204,7 +217,7 @@ func Find(ctx context.Context, slo SLO, probe Probe, o Options) (Result, error) 
 		}
 		ok, err := try(lo)
 		if err != nil {
-			return res, err
+			return res.settle(), err
 		}
 		if ok {
 			break
@@ -223,7 +236,7 @@ func Find(ctx context.Context, slo SLO, probe Probe, o Options) (Result, error) 
 		}
 		ok, err := try(hi)
 		if err != nil {
-			return res, err
+			return res.settle(), err
 		}
 		if !ok {
 			break
@@ -243,7 +256,7 @@ func Find(ctx context.Context, slo SLO, probe Probe, o Options) (Result, error) 
 		mid := math.Sqrt(lo * hi)
 		ok, err := try(mid)
 		if err != nil {
-			return res, err
+			return res.settle(), err
 		}
 		if ok {
 			lo = mid

@@ -32,11 +32,12 @@ func TestFindBracketsTheGoodput(t *testing.T) {
 		name   string
 		g      float64
 		lo, hi float64
+		probes int // the search's exact path length (virtual: the same everywhere)
 	}{
-		{"inside the first bracket", 13.7, 10, 20},
-		{"above it: hi doubles", 137, 10, 20},
-		{"below it: lo halves", 0.9, 10, 20},
-		{"exactly at lo", 10, 10, 20},
+		{"inside the first bracket", 13.7, 10, 20, 8},
+		{"above it: hi doubles", 137, 10, 20, 11},
+		{"below it: lo halves", 0.9, 10, 20, 11},
+		{"exactly at lo", 10, 10, 20, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			probes := 0
@@ -51,7 +52,7 @@ func TestFindBracketsTheGoodput(t *testing.T) {
 				assert.Equal(t, s.Rate <= c.g, s.Pass, "rate %g", s.Rate)
 				assert.False(t, s.Unsure, "1000 of 1000 or 0 of 1000 is far from 90%%")
 			}
-			assert.LessOrEqual(t, probes, 14, "a bisection, not a scan")
+			assert.Equal(t, c.probes, probes, "a bisection of the narrowest bracket found, not a scan")
 		})
 	}
 }
@@ -143,10 +144,17 @@ func TestIntervalAndRequestsFor(t *testing.T) {
 	lo, hi = goodput.Attainment{Met: 100, N: 100}.Interval(goodput.Z95)
 	assert.InDelta(t, 0.9630, lo, 1e-4, "all met: the interval still has room below")
 	assert.Equal(t, 1.0, hi)
+	lo, hi = goodput.Attainment{Met: 0, N: 100}.Interval(goodput.Z95)
+	assert.Equal(t, 0.0, lo)
+	assert.InDelta(t, 0.0370, hi, 1e-4)
 	lo, hi = goodput.Attainment{}.Interval(goodput.Z95)
 	assert.Equal(t, [2]float64{0, 1}, [2]float64{lo, hi})
 	assert.Equal(t, 865, goodput.RequestsFor(0.9, 0.02, goodput.Z95))
 	assert.Equal(t, 139, goodput.RequestsFor(0.9, 0.05, goodput.Z95))
+	assert.Equal(t, 1900, goodput.RequestsFor(0.95, 0.01, 2), "an exact n is not rounded up")
+	assert.Equal(t, 396, goodput.RequestsFor(0.99, 0.01, 2))
+	assert.Equal(t, 0, goodput.RequestsFor(1, 0.01, 2), "no noise at a share of 1")
+	assert.Equal(t, math.MaxInt, goodput.RequestsFor(0.9, 0, 2))
 	// At the size RequestsFor gives, the interval at the share is that narrow.
 	n := goodput.RequestsFor(0.9, 0.02, goodput.Z95)
 	lo, hi = goodput.Attainment{Met: int(0.9 * float64(n)), N: n}.Interval(goodput.Z95)
@@ -169,4 +177,43 @@ func TestUnsureProbes(t *testing.T) {
 	assert.True(t, !res.Steps[1].Pass && res.Steps[1].Unsure)
 	assert.True(t, res.Steps[2].Pass && res.Steps[2].Unsure)
 	assert.Equal(t, math.Sqrt2, res.Goodput)
+}
+
+// The target share itself passes (at least, not more than), and a full
+// attainment against a target of 1 is sure.
+func TestShareBoundary(t *testing.T) {
+	probe := func(_ context.Context, rate float64) (goodput.Attainment, error) {
+		if rate < 2 {
+			return goodput.Attainment{Met: 90, N: 100}, nil
+		}
+		return goodput.Attainment{Met: 89, N: 100}, nil
+	}
+	res, err := goodput.Find(context.Background(), slo, probe, goodput.Options{Lo: 1, Hi: 2, RelTol: 0.99, MaxProbes: 2})
+	require.NoError(t, err)
+	require.Len(t, res.Steps, 2)
+	assert.True(t, res.Steps[0].Pass, "90 of 100 meets 90%%")
+	assert.False(t, res.Steps[1].Pass, "89 of 100 does not")
+	all := goodput.SLO{TTFT: 1, TPOT: 1, Share: 1}
+	res, err = goodput.Find(context.Background(), all, cliff(1.5, 100, new(int)), goodput.Options{Lo: 1, Hi: 2, RelTol: 0.99})
+	require.NoError(t, err)
+	assert.True(t, res.Steps[0].Pass)
+	assert.True(t, res.Steps[0].Unsure, "100 of 100 cannot rule out a true share below 1")
+}
+
+// A probe that fails (an interrupt) ends the search with the probes that
+// finished, settled.
+func TestFindKeepsFinishedProbes(t *testing.T) {
+	stop := errors.New("interrupted")
+	n := 0
+	probe := func(_ context.Context, rate float64) (goodput.Attainment, error) {
+		if n++; n == 4 {
+			return goodput.Attainment{}, stop
+		}
+		return cliff(3, 10, new(int))(context.Background(), rate)
+	}
+	res, err := goodput.Find(context.Background(), slo, probe, goodput.Options{Lo: 1, Hi: 2})
+	require.ErrorIs(t, err, stop)
+	require.Len(t, res.Steps, 3) // 1, 2 pass; 4 fails; the fourth was cut
+	assert.Equal(t, 2.0, res.Goodput)
+	assert.Equal(t, 4.0, res.Above)
 }

@@ -9,7 +9,9 @@ import (
 	"io"
 	"math"
 	"text/tabwriter"
+	"time"
 
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/goodput"
 )
@@ -78,12 +80,26 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	if !f.set["backend"] {
 		f.backend = "sim"
 	}
-	if err := s.Validate(); err != nil {
-		return usagef("%v", err)
+	switch {
+	case s.TTFT <= 0:
+		return usagef("--slo-ttft %v: must be positive", s.TTFT)
+	case s.TPOT <= 0:
+		return usagef("--slo-tpot %v: must be positive", s.TPOT)
+	case !(s.Share > 0 && s.Share <= 1):
+		return usagef("--slo-share %v: must be in (0, 1]", s.Share)
+	case !(o.Lo > 0):
+		return usagef("--rate-lo %v: must be positive", o.Lo)
+	case !(o.Hi > o.Lo):
+		return usagef("--rate-hi %v: must be above --rate-lo (%v)", o.Hi, o.Lo)
+	case o.Hi > executor.MaxRate:
+		return usagef("--rate-hi %v: at most %g requests/s (the workload's limit)", o.Hi, executor.MaxRate)
+	case !(o.RelTol > 0 && o.RelTol < 1):
+		return usagef("--tol %v: must be in (0, 1)", o.RelTol)
+	case o.MaxProbes < 2:
+		return usagef("--max-probes %d: must be at least 2", o.MaxProbes)
 	}
-	if err := o.Validate(); err != nil {
-		return usagef("%v", err)
-	}
+	// Doubling stops at the workload's limit.
+	o.MaxRate = min(o.Hi*64, executor.MaxRate)
 	backend, err := f.resolveBackend()
 	if err != nil {
 		return err
@@ -116,24 +132,38 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		cfg.Log = log
 		tally := &sloTally{slo: s}
 		cfg.Records, cfg.Sink = true, tally
-		rep, err := f.runIn(ctx, backend, cfg)
-		if err != nil {
+		rf := f
+		if !f.set["timeout"] {
+			// The requests take requests/rate to arrive: a probe's deadline
+			// leaves room for that, four times over, beyond the default.
+			rf.timeout = f.timeout + time.Duration(4*float64(cfg.Workload.Requests)/rate*float64(time.Second))
+		}
+		rep, err := rf.runIn(ctx, backend, cfg)
+		att := goodput.Attainment{Met: int(tally.met.Load()), N: cfg.Workload.Requests}
+		switch {
+		case errors.Is(err, sim.ErrDeadline):
+			// Requests still unfinished at the deadline met no SLO: the
+			// rate's verdict, not the search's end.
+			return att, nil
+		case err != nil:
 			return goodput.Attainment{}, err
+		case rep.Error != nil:
+			return goodput.Attainment{}, fmt.Errorf("the run failed: %s", rep.Error.Message)
 		}
-		if !rep.OK() {
-			return goodput.Attainment{}, fmt.Errorf("the run had errors: %v", rep.Errors)
-		}
-		return goodput.Attainment{Met: int(tally.met.Load()), N: cfg.Workload.Requests}, nil
+		// Requests that failed or were cancelled (an overloaded rate's
+		// timeouts) count as not meeting the SLO.
+		return att, nil
 	}
 	res, err := goodput.Find(ctx, s, probe, o)
+	var cut *exitError
 	if err != nil {
-		if ie, cut := interrupted(ctx, err); cut {
-			return exitError{code: ie.code(), msg: fmt.Sprintf("goodput: %s after %d probes", ie, len(res.Steps))}
+		ie, stopped := interrupted(ctx, err)
+		if !stopped {
+			return err
 		}
-		if errors.Is(err, goodput.ErrOptions) {
-			return usagef("%v", err)
-		}
-		return fmt.Errorf("goodput: %w", err)
+		// The probes that finished are the result, said so.
+		res.Why = fmt.Sprintf("%s after %d probes: the search did not finish", ie, len(res.Steps))
+		cut = &exitError{code: ie.code(), msg: "goodput: " + res.Why}
 	}
 	out := goodputOut{Ctx: first.Ctx.String(), Gen: first.Gen.String(), GPUs: first.Ranks(), SLO: s.String(), Requests: first.Workload.Requests,
 		Goodput: res.Goodput, Above: res.Above, Why: res.Why}
@@ -147,9 +177,15 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		out.text(stdout, s)
 	}
-	out.text(stdout, s)
+	if cut != nil {
+		return *cut
+	}
 	return nil
 }
 

@@ -48,15 +48,49 @@ func TestGoodputBadInput(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--rate-lo", "0"}, []string{"want 0 < lo < hi"}},
-		{[]string{"--rate-lo", "5", "--rate-hi", "2"}, []string{"lo 5, hi 2"}},
-		{[]string{"--slo-share", "2"}, []string{"SLO share = 2", "(0, 1]"}},
-		{[]string{"--slo-ttft", "0s"}, []string{"SLO TTFT = 0s"}},
-		{[]string{"--tol", "1"}, []string{"relative tolerance 1"}},
+		{[]string{"--rate-lo", "0"}, []string{"--rate-lo 0: must be positive"}},
+		{[]string{"--rate-lo", "NaN"}, []string{"--rate-lo NaN: must be positive"}},
+		{[]string{"--rate-lo", "5", "--rate-hi", "2"}, []string{"--rate-hi 2: must be above --rate-lo (5)"}},
+		{[]string{"--rate-hi", "inf"}, []string{"--rate-hi +Inf: at most 1e+07 requests/s"}},
+		{[]string{"--slo-share", "2"}, []string{"--slo-share 2: must be in (0, 1]"}},
+		{[]string{"--slo-ttft", "0s"}, []string{"--slo-ttft 0s: must be positive"}},
+		{[]string{"--slo-tpot", "-1s"}, []string{"--slo-tpot -1s: must be positive"}},
+		{[]string{"--tol", "1"}, []string{"--tol 1: must be in (0, 1)"}},
+		{[]string{"--max-probes", "1"}, []string{"--max-probes 1: must be at least 2"}},
 		{[]string{"--backend", "mpi"}, []string{"--backend mpi"}},
 		{[]string{"--ctx", "tp=0"}, []string{"--ctx"}},
+		{[]string{"--arrival", "closed=1"}, []string{"-arrival"}}, // the search sets the arrival rate
 	} {
 		code, out, errOut := cli(t, append([]string{"goodput", "--requests", "4"}, c.args...)...)
 		oneLine(t, code, out, errOut, c.want...)
 	}
+}
+
+// A probe is a run whose requests take requests/rate to arrive: at a low
+// rate that passes the run's default 10 minutes, which must not end the
+// search (the probe's deadline grows with it). Here no rate meets a 10 ms
+// TTFT, so the search halves --rate-lo down to 1/64 request/s: 60 requests
+// over an hour of virtual time.
+func TestGoodputLowRatesOutlastTheDefaultDeadline(t *testing.T) {
+	code, out, errOut := cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--requests", "60", "--input", "64", "--output", "8",
+		"--prefill-per-token", "1ms", "--decode-per-step", "2ms", "--slo-ttft", "10ms", "--json")
+	require.Equal(t, 0, code, errOut)
+	var g goodputOut
+	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
+	assert.Zero(t, g.Goodput)
+	assert.Equal(t, "no rate down to 0.015625 requests/s meets the SLO", g.Why)
+	assert.Len(t, g.Probes, 7)
+}
+
+// Requests an overloaded rate fails or cancels count as missing the SLO;
+// they do not end the search.
+func TestGoodputOverloadFailsTheRate(t *testing.T) {
+	code, out, errOut := cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--requests", "40", "--input", "64", "--output", "16",
+		"--prefill-per-token", "10us", "--decode-per-step", "20ms", "--gen-blocks", "16", "--transfer-timeout", "200ms",
+		"--slo-ttft", "2s", "--slo-tpot", "100ms", "--rate-hi", "100", "--json")
+	require.Equal(t, 0, code, errOut)
+	var g goodputOut
+	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
+	assert.Contains(t, g.Why, "bracketed")
+	assert.Positive(t, g.Goodput)
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
-	"time"
 
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/request"
@@ -59,11 +58,11 @@ func metBy(s slo, q executor.RequestRecord) bool {
 	if q.State != request.Completed {
 		return false
 	}
-	var tpot time.Duration
+	tpot := 0.0 // ns, unrounded: a TPOT a fraction of a ns over the bound misses it
 	if q.Output > 1 {
-		tpot = time.Duration(float64(q.Done-q.FirstToken) / float64(q.Output-1))
+		tpot = float64(q.Done-q.FirstToken) / float64(q.Output-1)
 	}
-	return s.Met(q.TTFT(), tpot)
+	return q.TTFT() <= s.TTFT && tpot <= float64(s.TPOT)
 }
 
 // quantile is the q-quantile of xs by the nearest rank (xs is sorted in
