@@ -43,7 +43,8 @@ func (a Arrival) String() string {
 }
 
 // ParseArrival parses "burst", "rate=R", "poisson=R" (R requests per second)
-// MaxRate is the highest arrival rate a workload takes, requests/s.
+// MaxRate is the highest arrival rate a workload takes, requests/s (the
+// errors spell it 1e7).
 const MaxRate = 1e7
 
 // or "closed=C" (C requests outstanding: closed=1 is one at a time).
@@ -63,7 +64,7 @@ func ParseArrival(s string) (Arrival, error) {
 	case "rate", "poisson":
 		r, err := strconv.ParseFloat(val, 64)
 		if err != nil || !(r > 0 && r <= MaxRate) { // NaN fails every comparison
-			return bad(fmt.Sprintf("the rate must be a number of requests per second in (0, %g]", MaxRate))
+			return bad("the rate must be a number of requests per second in (0, 1e7]") // MaxRate
 		}
 		k := Rate
 		if key == "poisson" {

@@ -51,7 +51,7 @@ func TestGoodputBadInput(t *testing.T) {
 		{[]string{"--rate-lo", "0"}, []string{"--rate-lo 0: must be positive"}},
 		{[]string{"--rate-lo", "NaN"}, []string{"--rate-lo NaN: must be positive"}},
 		{[]string{"--rate-lo", "5", "--rate-hi", "2"}, []string{"--rate-hi 2: must be above --rate-lo (5)"}},
-		{[]string{"--rate-hi", "inf"}, []string{"--rate-hi +Inf: at most 1e+07 requests/s"}},
+		{[]string{"--rate-hi", "inf"}, []string{"--rate-hi +Inf: at most 1e7 requests/s"}},
 		{[]string{"--slo-share", "2"}, []string{"--slo-share 2: must be in (0, 1]"}},
 		{[]string{"--slo-ttft", "0s"}, []string{"--slo-ttft 0s: must be positive"}},
 		{[]string{"--slo-tpot", "-1s"}, []string{"--slo-tpot -1s: must be positive"}},
