@@ -19,6 +19,9 @@ type replayShow struct {
 	needs   func(c *Config) []string // what c lacks, each as the flag or fact to change
 	example string                   // rankrun run flags of a run that shows the bug
 	symptom string                   // what the bug looks like there
+	// timeNote, for a replay whose bug shows as time (TimeReplays), is
+	// what ReplayNotes says of it before the symptom.
+	timeNote string
 }
 
 var replayShows = map[Replay]replayShow{
@@ -28,7 +31,8 @@ var replayShows = map[Replay]replayShow{
 		},
 		example: "--backend sim --ctx tp=1 --gen tp=1 --requests 8 --input 64 --output 2 --arrival closed=1 " +
 			"--decode-per-step 5ms --idle-tick 2ms --sender-wait-slice 100ms",
-		symptom: "the idle host step (ctx) and max poll wait grow to --sender-wait-slice, and TTFT with them",
+		symptom:  "the idle host step (ctx) and max poll wait grow to --sender-wait-slice, and TTFT with them",
+		timeNote: "fails no run; its bug shows as time",
 	},
 	NoIdleReap: {
 		// Both of its rows are sync CTX's: no idle reap (single rank) and no
@@ -97,7 +101,8 @@ var replayShows = map[Replay]replayShow{
 		// as long as its prefill.
 		example: "--backend sim --hardware h100-nvlink-ib400 --ctx tp=8 --gen tp=1 --requests 16 --input 2048 --output 16 --arrival closed=16 " +
 			"--prefill-per-token 500ns --decode-per-step 1ms --layers 8 --kv-heads 8 --head-dim 64 --gen-blocks 2048 --max-tokens 2048",
-		symptom: "throughput falls and TTFT grows: each prefill waits for the previous batch's KV to reach GEN (and where a rank's wait outlasts --collective-timeout, its peers time out)",
+		symptom:  "throughput falls and TTFT grows: each prefill waits for the previous batch's KV to reach GEN (and where a rank's wait outlasts --collective-timeout, its peers time out)",
+		timeNote: "its bug shows as time",
 	},
 }
 
@@ -163,11 +168,7 @@ func ReplayNotes(c *Config) []string {
 	out := ReplayGaps(c)
 	for _, r := range TimeReplays {
 		if c.Replays.On(r) && len(replayShows[r].needs(c)) == 0 {
-			what := "fails no run; its bug shows as time"
-			if r == BlockingOutcomes {
-				what = "its bug shows as time"
-			}
-			out = append(out, fmt.Sprintf("--replay %s %s: %s", r, what, replayShows[r].symptom))
+			out = append(out, fmt.Sprintf("--replay %s %s: %s", r, replayShows[r].timeNote, replayShows[r].symptom))
 		}
 	}
 	return out
