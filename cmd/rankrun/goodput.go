@@ -14,6 +14,7 @@ import (
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/goodput"
+	"github.com/rankrun/rankrun/sweep"
 )
 
 const goodputExamples = `  rankrun goodput --model llama-3-8b --hardware h100 --kv-sample 16 --ctx tp=1 --gen tp=1 --input 1024 --output 64 --requests 300
@@ -130,7 +131,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 			return goodput.Attainment{}, err
 		}
 		cfg.Log = log
-		tally := &sloTally{slo: s}
+		tally := &sweep.Tally{SLO: s}
 		cfg.Records, cfg.Sink = true, tally
 		rf := f
 		if !f.set["timeout"] {
@@ -139,7 +140,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 			rf.timeout = f.timeout + time.Duration(4*float64(cfg.Workload.Requests)/rate*float64(time.Second))
 		}
 		rep, err := rf.runIn(ctx, backend, cfg)
-		att := goodput.Attainment{Met: int(tally.met.Load()), N: cfg.Workload.Requests}
+		att := goodput.Attainment{Met: tally.Met(), N: cfg.Workload.Requests}
 		switch {
 		case errors.Is(err, sim.ErrDeadline):
 			// Requests still unfinished at the deadline met no SLO: the

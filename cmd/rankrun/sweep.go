@@ -6,16 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
-	"slices"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -30,42 +28,6 @@ const sweepExamples = `  rankrun sweep                                          
 
 // defaultPairs are swept when no --pair is given.
 var defaultPairs = []string{"tp=1/tp=1", "tp=1/tp=4", "tp=2/tp=2"}
-
-// sweepRun is one cell of a sweep: a layout pair under one arrival pattern,
-// run --repeat times.
-type sweepRun struct {
-	pair     string // CTX/GEN, normalised
-	ctx, gen topology.Layout
-	arrival  string
-	rate     float64 // requests/s of a rate or poisson arrival, else 0
-	cfg      executor.Config
-	reps     []*executor.Report // one per repeat, always set after the run (synthesised on error)
-	errs     []error            // each repeat's own error, if it returned one
-	met      []int              // each repeat's requests that met the SLO
-	ran      []bool             // each repeat ran to its end (not cut short by an interrupt)
-	stats    []cellStats
-	summary  summary
-}
-
-func (r *sweepRun) gpus() int { return r.ctx.Ranks() + r.gen.Ranks() }
-
-// rep is the first repeat's report.
-func (r *sweepRun) rep() *executor.Report { return r.reps[0] }
-
-// failedAt reports whether repeat i errored, leaked or pinned blocks.
-func (r *sweepRun) failedAt(i int) bool {
-	return r.errs[i] != nil || r.reps[i] == nil || !r.reps[i].OK()
-}
-
-// failed reports whether any repeat failed.
-func (r *sweepRun) failed() bool {
-	for i := range r.reps {
-		if r.failedAt(i) {
-			return true
-		}
-	}
-	return false
-}
 
 // maxPlannedRuns is the largest sweep (cells x repeats) that runs without
 // --yes.
@@ -181,7 +143,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	sw.title += " (" + sw.cut + ")"
 	sw.short += fmt.Sprintf(" (interrupted: %d of %d cells)", len(done), len(runs))
 	fmt.Fprintf(stderr, "rankrun: %s; the table and outputs hold the %d finished (the first left out: %s %s)\n",
-		what, len(done), firstLeftOut(runs, done).pair, firstLeftOut(runs, done).arrival)
+		what, len(done), firstLeftOut(runs, done).Pair, firstLeftOut(runs, done).Arrival)
 	if err := sw.finish(stdout, *csvOut, *jsonOut, *plotOut); err != nil {
 		var ee exitError
 		if !errors.As(err, &ee) {
@@ -194,7 +156,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 
 // firstLeftOut is the first run of all that done (a subsequence of all)
 // lacks.
-func firstLeftOut(all, done []*sweepRun) *sweepRun {
+func firstLeftOut(all, done []*sweep.Cell) *sweep.Cell {
 	for i, r := range all {
 		if i >= len(done) || done[i] != r {
 			return r
@@ -272,15 +234,15 @@ func (f *runFlags) sweepPairs(g *gridFlags, pairs multiFlag) ([][2]string, error
 	}
 	out := make([][2]string, len(grid))
 	for i, p := range grid {
-		out[i] = [2]string{p[0].String(), p[1].String()}
+		out[i] = [2]string{p.Ctx.String(), p.Gen.String()}
 	}
 	return out, nil
 }
 
 // sweepRuns builds and checks every cell's configuration before the first
 // run.
-func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*sweepRun, error) {
-	var runs []*sweepRun
+func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*sweep.Cell, error) {
+	var cells []*sweep.Cell
 	for _, p := range pairs {
 		for _, a := range arrs {
 			rf := *f
@@ -293,104 +255,50 @@ func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*s
 				}
 				return nil, err
 			}
-			r := &sweepRun{pair: cfg.Ctx.String() + "/" + cfg.Gen.String(), ctx: cfg.Ctx, gen: cfg.Gen, arrival: cfg.Workload.Arrival.String(), cfg: cfg,
-				reps: make([]*executor.Report, repeat), errs: make([]error, repeat), met: make([]int, repeat), ran: make([]bool, repeat)}
-			if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {
-				r.rate = cfg.Workload.Arrival.Rate
-			}
-			runs = append(runs, r)
+			cells = append(cells, sweep.NewCell(cfg, repeat))
 		}
 	}
-	return runs, nil
+	return cells, nil
 }
 
-// runSweep runs every repeat of every cell, g.jobs at a time, fills each
-// cell's statistics, and returns the cells whose every repeat ran to its
-// end: all of them, unless ctx ends first (an interrupt), when no repeat
-// starts any more and those running end early.
-func (f *runFlags) runSweep(ctx context.Context, runs []*sweepRun, backend string, g gridFlags, log *zap.Logger, stderr io.Writer) []*sweepRun {
-	type task struct {
-		r *sweepRun
-		i int
-	}
-	var tasks []task
-	for _, r := range runs {
-		for i := range r.reps {
-			tasks = append(tasks, task{r, i})
-		}
-	}
+// runSweep runs every repeat of every cell (sweep.Run), g.jobs at a time
+// (0: one per CPU under sim, one otherwise), with a progress bar, and
+// returns the cells whose every repeat ran to its end: all of them, unless
+// ctx ends first (an interrupt).
+func (f *runFlags) runSweep(ctx context.Context, cells []*sweep.Cell, backend string, g gridFlags, log *zap.Logger, stderr io.Writer) []*sweep.Cell {
 	jobs := g.jobs
-	if jobs == 0 {
+	if jobs == 0 && backend != "sim" {
 		jobs = 1
-		if backend == "sim" {
-			jobs = runtime.GOMAXPROCS(0)
+	}
+	n := 0
+	for _, c := range cells {
+		n += len(c.Reports)
+	}
+	bar := newSweepBar(n, stderr)
+	done := sweep.Run(ctx, cells, sweep.Options{Jobs: jobs, SLO: g.slo, Done: func(c *sweep.Cell, i int) {
+		log.Debug("sweep run finished", zap.Stringer("pair", c.Pair), zap.String("arrival", c.Arrival), zap.Int("repeat", i))
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("%s %s", c.Pair, c.Arrival))
+			_ = bar.Add(1)
 		}
-	}
-	bar := newSweepBar(len(tasks), stderr)
-	next := make(chan task)
-	var wg sync.WaitGroup
-	for range min(jobs, len(tasks)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range next {
-				f.runRepeat(ctx, t.r, t.i, backend, g.slo, log)
-				log.Debug("sweep run finished", zap.String("pair", t.r.pair), zap.String("arrival", t.r.arrival), zap.Int("repeat", t.i))
-				if bar != nil {
-					bar.Describe(fmt.Sprintf("%s %s", t.r.pair, t.r.arrival))
-					_ = bar.Add(1)
-				}
-			}
-		}()
-	}
-dispatch:
-	for _, t := range tasks {
-		select {
-		case next <- t:
-		case <-ctx.Done():
-			break dispatch
-		}
-	}
-	close(next)
-	wg.Wait()
+	}}, func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
+		return f.runRepeat(ctx, cfg, i, backend, log)
+	})
 	if bar != nil {
 		_ = bar.Finish()
-	}
-	var done []*sweepRun
-	for _, r := range runs {
-		if slices.Contains(r.ran, false) {
-			continue
-		}
-		r.stats = make([]cellStats, len(r.reps))
-		for i, rep := range r.reps {
-			r.stats[i] = statsOf(rep, r.met[i], r.failedAt(i), r.gpus(), r.cfg.Workload.Requests)
-		}
-		r.summary = summarise(r.stats)
-		done = append(done, r)
 	}
 	return done
 }
 
-// runRepeat runs repeat i of r: seeds --seed+i (and --schedule-seed+i when
-// set), counting the requests that meet s.
-func (f *runFlags) runRepeat(ctx context.Context, r *sweepRun, i int, backend string, s slo, log *zap.Logger) {
+// runRepeat runs repeat i of a cell, cfg its configuration as sweep.Run
+// gives it (the workload seed already --seed+i): the sim schedule seeds
+// --seed+i too (--schedule-seed+i when set).
+func (f *runFlags) runRepeat(ctx context.Context, cfg executor.Config, i int, backend string, log *zap.Logger) (*executor.Report, error) {
 	rf := *f
 	rf.seed += uint64(i)
 	if rf.scheduleSeed != 0 {
 		rf.scheduleSeed += uint64(i)
 	}
-	cfg := r.cfg
 	cfg.Log = log
-	tally := &sloTally{slo: s}
-	cfg.Records, cfg.Sink = true, tally // each record is counted and dropped
-	cfg.Workload.Seed = rf.seed
-	rep, err := rf.runIn(ctx, backend, cfg)
-	if rep == nil {
-		rep = failedReport(&cfg, err)
-	}
-	rep.Ranks_ = nil // no per-rank reports or traces in a sweep's outputs
-	r.reps[i], r.errs[i], r.met[i] = rep, err, int(tally.met.Load())
-	// A repeat that an interrupt cut short is not a result.
-	_, cut := interrupted(ctx, err)
-	r.ran[i] = err == nil || !cut
+	return rf.runIn(ctx, backend, cfg)
 }

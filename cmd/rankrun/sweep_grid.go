@@ -1,13 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/goodput"
+	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -59,72 +59,31 @@ func (g *gridFlags) validate() error {
 	return nil
 }
 
-var allDims = []string{"tp", "pp", "cp", "dp", "adp", "ep"}
-
-// parseDims parses a --ctx-dims / --gen-dims list; "" is def.
-func parseDims(flagName, v string, def []string) (map[string]bool, error) {
-	if v == "" {
-		v = strings.Join(def, ",")
-	}
-	out := map[string]bool{}
-	for _, d := range strings.Split(v, ",") {
-		d = strings.TrimSpace(d)
-		if !slices.Contains(allDims, d) {
-			return nil, usagef("--%s %q: %q is not a dimension (use tp, pp, cp, dp, adp, ep, comma-separated)", flagName, v, d)
+// gridPairs lists the CTX/GEN pairs of the grid (sweep.Grid.Pairs), its
+// refusals named by the flags.
+func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) ([]sweep.Pair, error) {
+	grid := sweep.Grid{GPUs: g.gpus, MaxPairs: g.maxPairs}
+	for _, d := range []struct {
+		flag, v string
+		to      *sweep.Dims
+	}{{"ctx-dims", g.ctxDims, &grid.Ctx}, {"gen-dims", g.genDims, &grid.Gen}} {
+		if d.v == "" {
+			continue // the defaults
 		}
-		out[d] = true
-	}
-	return out, nil
-}
-
-// allows reports whether l uses only the dimensions in dims.
-func allows(dims map[string]bool, l topology.Layout) bool {
-	return (l.TP == 1 || dims["tp"]) && (l.PP == 1 || dims["pp"]) && (l.CP == 1 || dims["cp"]) && (l.DP == 1 || dims["dp"]) &&
-		(!l.AttentionDP || dims["adp"]) && (l.EP <= 1 || dims["ep"])
-}
-
-// gridPairs lists the CTX/GEN pairs of the grid, CTX layouts in
-// topology.Enumerate's order, then GEN: every pair of at most gpus ranks
-// that can serve geom, that uses only the allowed dimensions and (with a
-// cost model) whose weights fit each rank; past g.maxPairs, the first
-// g.maxPairs+1 of them.
-func (g *gridFlags) gridPairs(geom topology.Model, model *costmodel.Placement) ([][2]topology.Layout, error) {
-	ctxDef, genDef := []string{"tp", "pp", "cp", "dp"}, []string{"tp", "pp", "dp"}
-	if model != nil && model.Model.MoE() {
-		ctxDef, genDef = append(ctxDef, "adp", "ep"), append(genDef, "adp", "ep")
-	}
-	cd, err := parseDims("ctx-dims", g.ctxDims, ctxDef)
-	if err != nil {
-		return nil, err
-	}
-	gd, err := parseDims("gen-dims", g.genDims, genDef)
-	if err != nil {
-		return nil, err
-	}
-	layouts := topology.Enumerate(geom, g.gpus-1)
-	if cd["ep"] || gd["ep"] {
-		if model == nil || !model.Model.MoE() {
-			return nil, usagef("--ctx-dims/--gen-dims ep: expert parallelism needs a mixture-of-experts --model")
+		dims, err := sweep.ParseDims(d.v)
+		if err != nil {
+			return nil, usagef("--%s %q: %v", d.flag, d.v, err)
 		}
-		layouts = topology.WithExperts(layouts, model.Model.Experts)
+		*d.to = dims
 	}
-	var out [][2]topology.Layout
-	for _, c := range layouts {
-		for _, gl := range layouts {
-			if c.Ranks()+gl.Ranks() > g.gpus || !allows(cd, c) || !allows(gd, gl) || !topology.Compatible(c, gl, geom) {
-				continue
-			}
-			if model != nil && (model.Fits(c) != nil || model.Fits(gl) != nil) {
-				continue
-			}
-			out = append(out, [2]topology.Layout{c, gl})
-			if g.maxPairs > 0 && len(out) > g.maxPairs {
-				return out, nil // more than the plan may hold: the caller refuses it
-			}
-		}
-	}
-	if len(out) == 0 {
+	pairs, err := grid.Pairs(geom, model)
+	switch {
+	case errors.Is(err, sweep.ErrExpertsNeedMoE):
+		return nil, usagef("--ctx-dims/--gen-dims ep: expert parallelism needs a mixture-of-experts --model")
+	case errors.Is(err, sweep.ErrNoPair):
 		return nil, usagef("--gpus %d: no CTX/GEN pair of at most %d GPUs holds the model with the dimensions allowed", g.gpus, g.gpus)
+	case err != nil:
+		return nil, usagef("--gpus %d: %v", g.gpus, err)
 	}
-	return out, nil
+	return pairs, nil
 }

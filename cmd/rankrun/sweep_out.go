@@ -17,11 +17,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/sweep"
 )
 
 // sweepWriter renders a finished sweep: its table, CSV and plot.
 type sweepWriter struct {
-	runs  []*sweepRun
+	runs  []*sweep.Cell
 	slo   slo
 	gpus  int    // the --gpus budget, 0 for --pair sweeps
 	title string // the workload and the compute model, for every output
@@ -50,9 +51,9 @@ func (sw sweepWriter) finish(stdout io.Writer, csvOut, jsonOut, plotOut string) 
 	}
 	bad, total := 0, 0
 	for _, r := range sw.runs {
-		for i := range r.reps {
+		for i := range r.Reports {
 			total++
-			if r.failedAt(i) {
+			if r.FailedAt(i) {
 				bad++
 			}
 		}
@@ -66,11 +67,11 @@ func (sw sweepWriter) finish(stdout io.Writer, csvOut, jsonOut, plotOut string) 
 // sweepTitle names what every cell of the sweep shares: the workload but
 // its arrival, the cost model, the repeats; short is a shorter form for
 // plots.
-func sweepTitle(runs []*sweepRun) (title, short string) {
+func sweepTitle(runs []*sweep.Cell) (title, short string) {
 	if len(runs) == 0 {
 		return "", ""
 	}
-	c := &runs[0].cfg
+	c := &runs[0].Config
 	w := c.Workload
 	s := fmt.Sprintf("%d requests, %d input tokens", w.Requests, w.InputTokens)
 	if w.InputJitter > 0 {
@@ -84,14 +85,14 @@ func sweepTitle(runs []*sweepRun) (title, short string) {
 	if d := describeCompute(c); d != "" {
 		s += "; " + d
 	}
-	if n := len(runs[0].reps); n > 1 {
+	if n := len(runs[0].Reports); n > 1 {
 		s += fmt.Sprintf("; medians of %d repeats", n)
 		short += fmt.Sprintf("; medians of %d repeats", n)
 	}
 	return s, short
 }
 
-func (sw sweepWriter) repeats() int { return len(sw.runs[0].reps) }
+func (sw sweepWriter) repeats() int { return len(sw.runs[0].Reports) }
 
 // table prints one row per cell, then the goodput of each pair and the best
 // placement when any cell has a rate, then every error.
@@ -105,13 +106,13 @@ func (sw sweepWriter) table(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, head+"TPOT p50 ms\tSLO met\tidle handover p99 ms\tpeak KV ctx/gen\tbytes verified\tleaked blocks\t")
 	for _, r := range sw.runs {
-		rep, s := r.rep(), r.summary
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%.1f\t%s\t%s\t%s\t", r.pair, r.arrival, status(r), rep.RequestsCompleted, rep.RequestsFailed,
-			s.tput, fixed(s.tputPerGPU, 2), fixed(s.ttftP50, 3), fixed(s.ttftP99, 3))
+		rep, s := r.Reports[0], r.Summary
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%.1f\t%s\t%s\t%s\t", r.Pair.String(), r.Arrival, status(r), rep.RequestsCompleted, rep.RequestsFailed,
+			s.Tput, fixed(s.TputPerGPU, 2), fixed(s.TTFTP50, 3), fixed(s.TTFTP99, 3))
 		if spread {
-			fmt.Fprintf(tw, "%s..%s\t", fixed(s.ttftP99Min, 3), fixed(s.ttftP99Max, 3))
+			fmt.Fprintf(tw, "%s..%s\t", fixed(s.TTFTP99Min, 3), fixed(s.TTFTP99Max, 3))
 		}
-		fmt.Fprintf(tw, "%s\t%.0f%%\t%s\t%s\t%d\t%d\t\n", fixed(s.tpotP50, 3), 100*s.attain,
+		fmt.Fprintf(tw, "%s\t%.0f%%\t%s\t%s\t%d\t%d\t\n", fixed(s.TPOTP50, 3), 100*s.Attain,
 			distMs(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), peakKV(rep), rep.BytesVerified, rep.LeakedBlocks)
 	}
 	if err := tw.Flush(); err != nil {
@@ -119,12 +120,12 @@ func (sw sweepWriter) table(w io.Writer) error {
 	}
 	sw.goodputTable(w)
 	for _, r := range sw.runs {
-		for i, rep := range r.reps {
+		for i, rep := range r.Reports {
 			for _, e := range rep.Errors {
 				if spread {
-					fmt.Fprintf(w, "error: %s %s (repeat %d): %s\n", r.pair, r.arrival, i+1, e)
+					fmt.Fprintf(w, "error: %s %s (repeat %d): %s\n", r.Pair.String(), r.Arrival, i+1, e)
 				} else {
-					fmt.Fprintf(w, "error: %s %s: %s\n", r.pair, r.arrival, e)
+					fmt.Fprintf(w, "error: %s %s: %s\n", r.Pair.String(), r.Arrival, e)
 				}
 			}
 		}
@@ -139,7 +140,7 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 	if gs == nil {
 		return
 	}
-	best := ranked(gs)
+	best := sweep.Ranked(gs)
 	const top = 10
 	fmt.Fprintf(w, "\ngoodput per GPU: the highest rate at which %s, over GPUs (rates swept: %s)\n", sw.slo, strings.Join(sw.rates(), " "))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
@@ -147,10 +148,10 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 	fmt.Fprintln(tw, "rank\tpair\tGPUs\tgoodput rps\tper GPU rps\tthroughput per GPU at it\tTTFT p99 ms at it\t")
 	for i, g := range best[:min(top, len(best))] {
 		at, p99 := "-", "-"
-		if g.perGPU > 0 {
-			at, p99 = fmt.Sprintf("%.3f", g.bestRPS), fmt.Sprintf("%.1f", g.p99)
+		if g.PerGPU > 0 {
+			at, p99 = fmt.Sprintf("%.3f", g.BestRPS), fmt.Sprintf("%.1f", g.P99)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t%s\t%s\t\n", i+1, g.pair, g.gpus, g.rate, g.perGPU, at, p99)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t%s\t%s\t\n", i+1, g.Pair, g.GPUs, g.Rate, g.PerGPU, at, p99)
 	}
 	_ = tw.Flush()
 	if len(best) > top {
@@ -163,8 +164,8 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 	if sw.cut != "" {
 		budget += " among the " + sw.cut
 	}
-	if b := best[0]; b.perGPU > 0 {
-		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU%s\n", budget, b.pair, b.gpus, b.rate, b.perGPU, whyBest(best, sw.gpus))
+	if b := best[0]; b.PerGPU > 0 {
+		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU%s\n", budget, b.Pair, b.GPUs, b.Rate, b.PerGPU, whyBest(best, sw.gpus))
 	} else {
 		fmt.Fprintf(w, "best placement%s: none: no pair meets the SLO at any rate swept (lower the rates or loosen --slo-*)\n", budget)
 	}
@@ -174,16 +175,16 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 // reader to guess: that it uses fewer GPUs than the budget (the ranking is
 // per GPU), and which pairs it ties with on goodput per GPU and what put
 // it first (ranked's order).
-func whyBest(best []pairGoodput, budget int) string {
+func whyBest(best []sweep.PairGoodput, budget int) string {
 	b := best[0]
 	var out string
-	if budget > b.gpus {
-		out = fmt.Sprintf("; it uses %d of the %d GPUs: pairs rank by goodput per GPU, and no larger pair has more", b.gpus, budget)
+	if budget > b.GPUs {
+		out = fmt.Sprintf("; it uses %d of the %d GPUs: pairs rank by goodput per GPU, and no larger pair has more", b.GPUs, budget)
 	}
 	var tied []string
 	for _, g := range best[1:] {
-		if g.perGPU == b.perGPU {
-			tied = append(tied, g.pair)
+		if g.PerGPU == b.PerGPU {
+			tied = append(tied, g.Pair)
 		}
 	}
 	if len(tied) == 0 {
@@ -192,14 +193,14 @@ func whyBest(best []pairGoodput, budget int) string {
 	n := best[1]
 	out += fmt.Sprintf("; tied on goodput per GPU with %s", strings.Join(tied, ", "))
 	switch {
-	case b.bestRPS != n.bestRPS:
-		x, y := apart(b.bestRPS, n.bestRPS, 3)
-		out += fmt.Sprintf(", first on throughput per GPU at that rate (%s against %s's %s requests/s)", x, n.pair, y)
-	case b.p99 != n.p99 && !math.IsNaN(b.p99) && !math.IsNaN(n.p99):
-		x, y := apart(b.p99, n.p99, 1)
-		out += fmt.Sprintf(", first on TTFT p99 at that rate (%s against %s's %s ms)", x, n.pair, y)
+	case b.BestRPS != n.BestRPS:
+		x, y := apart(b.BestRPS, n.BestRPS, 3)
+		out += fmt.Sprintf(", first on throughput per GPU at that rate (%s against %s's %s requests/s)", x, n.Pair, y)
+	case b.P99 != n.P99 && !math.IsNaN(b.P99) && !math.IsNaN(n.P99):
+		x, y := apart(b.P99, n.P99, 1)
+		out += fmt.Sprintf(", first on TTFT p99 at that rate (%s against %s's %s ms)", x, n.Pair, y)
 	default:
-		out += fmt.Sprintf(", and with %s on every figure: first in the sweep's order", n.pair)
+		out += fmt.Sprintf(", and with %s on every figure: first in the sweep's order", n.Pair)
 	}
 	return out
 }
@@ -217,10 +218,10 @@ func apart(a, b float64, decimals int) (string, string) {
 }
 
 // goodputs is every pair's goodput, nil when no cell has a rate.
-func (sw sweepWriter) goodputs() []pairGoodput {
+func (sw sweepWriter) goodputs() []sweep.PairGoodput {
 	for _, r := range sw.runs {
-		if r.rate > 0 {
-			return goodputs(sw.runs, sw.slo)
+		if r.Rate > 0 {
+			return sweep.Goodputs(sw.runs, sw.slo)
 		}
 	}
 	return nil
@@ -231,28 +232,28 @@ func (sw sweepWriter) rates() []string {
 	var out []string
 	seen := map[float64]bool{}
 	for _, r := range sw.runs {
-		if r.rate > 0 && !seen[r.rate] {
-			seen[r.rate] = true
-			out = append(out, strconv.FormatFloat(r.rate, 'g', -1, 64))
+		if r.Rate > 0 && !seen[r.Rate] {
+			seen[r.Rate] = true
+			out = append(out, strconv.FormatFloat(r.Rate, 'g', -1, 64))
 		}
 	}
 	return out
 }
 
-func status(r *sweepRun) string {
+func status(r *sweep.Cell) string {
 	n := 0
-	for i := range r.reps {
-		if r.failedAt(i) {
+	for i := range r.Reports {
+		if r.FailedAt(i) {
 			n++
 		}
 	}
 	switch {
 	case n == 0:
 		return "ok"
-	case len(r.reps) == 1:
+	case len(r.Reports) == 1:
 		return "FAILED"
 	}
-	return fmt.Sprintf("FAILED(%d/%d)", n, len(r.reps))
+	return fmt.Sprintf("FAILED(%d/%d)", n, len(r.Reports))
 }
 
 func fixed(v float64, prec int) string {
@@ -315,28 +316,28 @@ func (sw sweepWriter) csv(path string) error {
 		}
 		return num(v)
 	}
-	gp := map[string]pairGoodput{}
+	gp := map[string]sweep.PairGoodput{}
 	for _, g := range sw.goodputs() {
-		gp[g.pair] = g
+		gp[g.Pair] = g
 	}
 	for _, r := range sw.runs {
-		for i, rep := range r.reps {
+		for i, rep := range r.Reports {
 			ctx, gen := instanceUtil(rep)
-			st, g := r.stats[i], gp[r.pair]
+			st, g := r.Stats[i], gp[r.Pair.String()]
 			ok := "ok"
-			if r.failedAt(i) {
+			if r.FailedAt(i) {
 				ok = "failed"
 			}
 			goodRate, goodPer := "", ""
-			if _, has := gp[r.pair]; has {
-				goodRate, goodPer = num(g.rate), num(g.perGPU)
+			if _, has := gp[r.Pair.String()]; has {
+				goodRate, goodPer = num(g.Rate), num(g.PerGPU)
 			}
-			_ = cw.Write([]string{rep.Ctx, rep.Gen, r.arrival, strconv.Itoa(rep.RequestsCompleted), strconv.Itoa(rep.RequestsFailed),
+			_ = cw.Write([]string{rep.Ctx, rep.Gen, r.Arrival, strconv.Itoa(rep.RequestsCompleted), strconv.Itoa(rep.RequestsFailed),
 				strconv.Itoa(rep.RequestsCancelled), num(rep.ThroughputRPS), opt(rep.TTFTMs, rep.TTFTMs.P50), opt(rep.TTFTMs, rep.TTFTMs.P99),
 				opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P50), opt(rep.IdleHandoverMs, rep.IdleHandoverMs.P99), num(ctx), num(gen),
 				strconv.FormatInt(rep.BytesVerified, 10), strconv.Itoa(rep.LeakedBlocks), strconv.Itoa(rep.PinnedBlocksAtEnd),
 				num(rep.DurationS), strings.Join(rep.Errors, "; "),
-				ok, strconv.Itoa(i + 1), strconv.Itoa(r.gpus()), num(st.tputPerGPU), num(st.tpotP50), num(st.attain), goodRate, goodPer})
+				ok, strconv.Itoa(i + 1), strconv.Itoa(r.GPUs()), num(st.TputPerGPU), num(st.TPOTP50), num(st.Attain), goodRate, goodPer})
 		}
 	}
 	cw.Flush()
@@ -350,10 +351,10 @@ func (sw sweepWriter) csv(path string) error {
 }
 
 // writeSweepJSON writes every run's report (each repeat's), in order.
-func writeSweepJSON(path string, runs []*sweepRun) error {
+func writeSweepJSON(path string, runs []*sweep.Cell) error {
 	var reps []*executor.Report
 	for _, r := range runs {
-		reps = append(reps, r.reps...)
+		reps = append(reps, r.Reports...)
 	}
 	b, err := json.MarshalIndent(reps, "", "  ")
 	if err != nil {
@@ -385,19 +386,6 @@ func progressBarOn(what string, n int, stderr io.Writer) *progressbar.ProgressBa
 	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
 		progressbar.OptionSetRenderBlankState(true))
-}
-
-// failedReport stands for a run that returned an error instead of a report,
-// so that every output has one entry per run.
-func failedReport(cfg *executor.Config, err error) *executor.Report {
-	msg := "no report"
-	if err != nil {
-		msg = err.Error()
-	}
-	w := cfg.Workload
-	return &executor.Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(),
-		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", w.Requests, w.InputTokens, w.OutputTokens, w.Arrival),
-		Replays:  cfg.Replays.String(), Faults: []string{}, Errors: []string{msg}, Requests: []executor.RequestRecord{}}
 }
 
 // checkSweepOutputs checks every output path before anything runs: each can

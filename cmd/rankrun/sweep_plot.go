@@ -77,7 +77,7 @@ func (evenTicks) Ticks(lo, hi float64) []plot.Tick {
 func (sw sweepWriter) barPanels() ([]*plot.Plot, error) {
 	var pairs, arrs []string
 	for _, r := range sw.runs {
-		pairs, arrs = appendNew(pairs, r.pair), appendNew(arrs, r.arrival)
+		pairs, arrs = appendNew(pairs, r.Pair.String()), appendNew(arrs, r.Arrival)
 	}
 	ttft, rps := make([]plotter.Values, len(arrs)), make([]plotter.Values, len(arrs))
 	for i := range arrs {
@@ -86,12 +86,12 @@ func (sw sweepWriter) barPanels() ([]*plot.Plot, error) {
 	width := vg.Points(math.Min(24, 120/float64(len(arrs))))
 	failedAt := make([][]string, len(pairs)) // the failed arrivals of each pair
 	for _, r := range sw.runs {
-		a, p := indexOf(arrs, r.arrival), indexOf(pairs, r.pair)
-		if r.summary.failed {
-			failedAt[p] = append(failedAt[p], r.arrival)
+		a, p := indexOf(arrs, r.Arrival), indexOf(pairs, r.Pair.String())
+		if r.Summary.Failed {
+			failedAt[p] = append(failedAt[p], r.Arrival)
 			continue
 		}
-		ttft[a][p], rps[a][p] = zeroNaN(r.summary.ttftP99), r.summary.tput
+		ttft[a][p], rps[a][p] = zeroNaN(r.Summary.TTFTP99), r.Summary.Tput
 	}
 	// One mark per pair, naming its failed arrivals when some ran.
 	var failed plotter.XYLabels

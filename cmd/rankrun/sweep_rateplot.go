@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/rankrun/rankrun/sweep"
 )
 
 // ratePairs is how many pairs the rate plot draws lines for (the best by
@@ -21,7 +23,7 @@ const ratePairs = 6
 // one line per pair for the best pairs, failed cells as red crosses; and
 // the goodput per GPU of the best pairs as bars.
 func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
-	best := ranked(sw.goodputs())
+	best := sweep.Ranked(sw.goodputs())
 	if len(best) > ratePairs {
 		best = best[:ratePairs]
 	}
@@ -30,21 +32,21 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 	for _, r := range sw.runs {
 		i := -1
 		for k, g := range best {
-			if g.pair == r.pair {
+			if g.Pair == r.Pair.String() {
 				i = k
 			}
 		}
-		if i < 0 || r.rate <= 0 {
+		if i < 0 || r.Rate <= 0 {
 			continue
 		}
 		s := &lines[i]
-		if r.summary.failed {
-			s.failed = append(s.failed, plotter.XY{X: r.rate, Y: 0})
+		if r.Summary.Failed {
+			s.failed = append(s.failed, plotter.XY{X: r.Rate, Y: 0})
 			continue
 		}
-		s.ttft = append(s.ttft, plotter.XY{X: r.rate, Y: zeroNaN(r.summary.ttftP99)})
-		s.tpot = append(s.tpot, plotter.XY{X: r.rate, Y: zeroNaN(r.summary.tpotP50)})
-		s.tput = append(s.tput, plotter.XY{X: r.rate, Y: r.summary.tputPerGPU})
+		s.ttft = append(s.ttft, plotter.XY{X: r.Rate, Y: zeroNaN(r.Summary.TTFTP99)})
+		s.tpot = append(s.tpot, plotter.XY{X: r.Rate, Y: zeroNaN(r.Summary.TPOTP50)})
+		s.tput = append(s.tput, plotter.XY{X: r.Rate, Y: r.Summary.TputPerGPU})
 	}
 	panel := func(title, ylabel string, pick func(series) plotter.XYs, withFailed bool) (*plot.Plot, error) {
 		p := plot.New()
@@ -61,7 +63,7 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 			l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
 			pts.Shape = plotutil.Shape(i)
 			p.Add(l, pts)
-			p.Legend.Add(best[i].pair, l, pts)
+			p.Legend.Add(best[i].Pair, l, pts)
 			for _, v := range xy {
 				top = math.Max(top, v.Y)
 			}
@@ -72,7 +74,7 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 				}
 				x.Shape, x.Color, x.Radius = draw.CrossGlyph{}, failedColor, vg.Points(5)
 				p.Add(x)
-				p.Legend.Add(best[i].pair+" failed", x)
+				p.Legend.Add(best[i].Pair+" failed", x)
 			}
 		}
 		// Headroom above the lines for the legend.
@@ -105,7 +107,7 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 // goodputBars is the goodput per GPU of the best pairs (at most 12), best
 // first.
 func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
-	best := ranked(sw.goodputs())
+	best := sweep.Ranked(sw.goodputs())
 	if len(best) > 12 {
 		best = best[:12]
 	}
@@ -113,8 +115,8 @@ func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
 	names := make([]string, len(best))
 	top := 0.0
 	for i, g := range best {
-		vals[i], names[i] = g.perGPU, g.pair
-		top = math.Max(top, g.perGPU)
+		vals[i], names[i] = g.PerGPU, g.Pair
+		top = math.Max(top, g.PerGPU)
 	}
 	p := plot.New()
 	p.Title.Text = "Goodput per GPU (" + sw.slo.String() + ")"

@@ -20,7 +20,7 @@ import (
 
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/request"
+	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -106,29 +106,6 @@ func TestSweepGrid(t *testing.T) {
 	assert.Contains(t, out, "best placement for 2 GPUs: none")
 }
 
-// Goodput is DistServe's: the highest rate at which the share is met; a
-// failed cell never meets it; pairs rank by goodput per GPU.
-func TestGoodputs(t *testing.T) {
-	l1, l2 := topology.MustParseLayout("tp=1"), topology.MustParseLayout("tp=2")
-	cell := func(pair string, ctx, gen topology.Layout, rate, attain float64, failed bool) *sweepRun {
-		r := &sweepRun{pair: pair, ctx: ctx, gen: gen, rate: rate}
-		r.summary.attain, r.summary.failed, r.summary.ttftP99 = attain, failed, 1
-		return r
-	}
-	runs := []*sweepRun{
-		cell("a", l1, l1, 2, 1, false), cell("a", l1, l1, 4, 0.95, false), cell("a", l1, l1, 8, 0.5, false),
-		cell("b", l2, l2, 2, 1, false), cell("b", l2, l2, 4, 1, false), cell("b", l2, l2, 8, 1, true),
-		cell("c", l1, l1, 2, 0.1, false),
-	}
-	gs := goodputs(runs, slo{Share: 0.9})
-	require.Len(t, gs, 3)
-	assert.Equal(t, pairGoodput{pair: "a", gpus: 2, rate: 4, perGPU: 2, p99: 1}, gs[0])
-	assert.InDelta(t, 4, gs[1].rate, 0, "b: the failed cell at 8 does not count")
-	assert.InDelta(t, 1, gs[1].perGPU, 0)
-	assert.Zero(t, gs[2].rate, "c never meets the share")
-	assert.Equal(t, []string{"a", "b", "c"}, []string{ranked(gs)[0].pair, ranked(gs)[1].pair, ranked(gs)[2].pair})
-}
-
 // --repeat N runs each cell N times with seeds --seed, --seed+1, ...: the
 // table reports the median TTFT p99 and its range, the CSV every repeat.
 func TestSweepRepeat(t *testing.T) {
@@ -162,12 +139,12 @@ func TestSweepRepeat(t *testing.T) {
 func TestSweepPlotMarksFailures(t *testing.T) {
 	l1, l2 := topology.MustParseLayout("tp=1"), topology.MustParseLayout("tp=2")
 	cfg := executor.Config{Workload: executor.Workload{Requests: 6, InputTokens: 256, OutputTokens: 8}}
-	cell := func(pair string, ctx, gen topology.Layout, arrival string, rate float64, failed bool) *sweepRun {
-		r := &sweepRun{pair: pair, ctx: ctx, gen: gen, arrival: arrival, rate: rate, cfg: cfg, reps: make([]*executor.Report, 1)}
-		r.summary.failed, r.summary.attain, r.summary.ttftP99, r.summary.tpotP50, r.summary.tput = failed, 1, 10, 1, 5
+	cell := func(ctx, gen topology.Layout, arrival string, rate float64, failed bool) *sweep.Cell {
+		r := &sweep.Cell{Pair: sweep.Pair{Ctx: ctx, Gen: gen}, Arrival: arrival, Rate: rate, Config: cfg, Reports: make([]*executor.Report, 1)}
+		r.Summary.Failed, r.Summary.Attain, r.Summary.TTFTP99, r.Summary.TPOTP50, r.Summary.Tput = failed, 1, 10, 1, 5
 		return r
 	}
-	sw := sweepWriter{runs: []*sweepRun{cell("tp=1/tp=1", l1, l1, "closed=4", 0, false), cell("tp=1/tp=2", l1, l2, "closed=4", 0, true)},
+	sw := sweepWriter{runs: []*sweep.Cell{cell(l1, l1, "closed=4", 0, false), cell(l1, l2, "closed=4", 0, true)},
 		slo: slo{TTFT: 1, TPOT: 1, Share: 0.9}}
 	sw.title, sw.short = sweepTitle(sw.runs)
 	dir := t.TempDir()
@@ -180,8 +157,8 @@ func TestSweepPlotMarksFailures(t *testing.T) {
 	assert.Contains(t, s, ">closed=4<", "the one arrival pattern is in the legend")
 	assert.Equal(t, 2, strings.Count(s, ">failed<"), "one mark per panel for the failed pair")
 
-	sw.runs = []*sweepRun{cell("tp=1/tp=1", l1, l1, "poisson=1", 1, false), cell("tp=1/tp=1", l1, l1, "poisson=2", 2, true),
-		cell("tp=1/tp=2", l1, l2, "poisson=1", 1, false), cell("tp=1/tp=2", l1, l2, "poisson=2", 2, false)}
+	sw.runs = []*sweep.Cell{cell(l1, l1, "poisson=1", 1, false), cell(l1, l1, "poisson=2", 2, true),
+		cell(l1, l2, "poisson=1", 1, false), cell(l1, l2, "poisson=2", 2, false)}
 	rates := filepath.Join(dir, "rates.svg")
 	require.NoError(t, sw.plot(rates))
 	svg, err = os.ReadFile(rates)
@@ -214,31 +191,6 @@ func TestEvenTicks(t *testing.T) {
 			assert.Equal(t, decimals[0], d, "%v: %v", r, decimals)
 		}
 	}
-}
-
-// A request meets the SLO when it completed and both bounds hold, TPOT
-// being (done - first token) / (output - 1); statsOf reads the report's
-// figures and the tally's count; a failed run meets nothing.
-func TestStatsOf(t *testing.T) {
-	tally := &sloTally{slo: slo{TTFT: 20e6, TPOT: 20e6, Share: 0.9}}
-	for _, q := range []executor.RequestRecord{
-		{Output: 5, Arrival: 0, FirstToken: 10e6, Done: 50e6, State: request.Completed}, // TTFT 10 ms, TPOT 10 ms
-		{Output: 5, Arrival: 0, FirstToken: 30e6, Done: 70e6, State: request.Completed}, // TTFT 30 ms: misses
-		{Output: 3, Arrival: 0, FirstToken: 10e6, Done: 70e6, State: request.Completed}, // TPOT 30 ms: misses
-		{Output: 5, Arrival: 0, FirstToken: 5e6, Done: 25e6, State: request.Completed},  // TTFT 5, TPOT 5
-		{Output: 5, Arrival: 0, FirstToken: 5e6, Done: 25e6, State: request.Failed},     // within bounds, but failed
-		{Output: 1, Arrival: 0, FirstToken: 20e6, Done: 20e6, State: request.Completed}, // one token: TPOT 0, TTFT at the bound
-	} {
-		tally.Record(q)
-	}
-	assert.EqualValues(t, 3, tally.met.Load())
-	rep := &executor.Report{ThroughputRPS: 8, TPOTMs: executor.Dist{N: 4, P50: 10}}
-	s := statsOf(rep, int(tally.met.Load()), false, 4, 6)
-	assert.InDelta(t, 2.0, s.tputPerGPU, 0)
-	assert.InDelta(t, 3.0/6, s.attain, 1e-12, "3 of the workload's 6 requests met it")
-	assert.InDelta(t, 10.0, s.tpotP50, 1e-9, "the report's TPOT")
-	assert.True(t, math.IsNaN(statsOf(&executor.Report{}, 0, false, 4, 6).tpotP50), "no TPOT sample: NaN")
-	assert.Zero(t, statsOf(rep, 3, true, 4, 6).attain)
 }
 
 // On an MoE model the grid tries expert parallelism: every ep that
@@ -364,27 +316,27 @@ func TestSweepPlanBound(t *testing.T) {
 // The best placement line says what decided a tie on goodput per GPU, and
 // why a pair smaller than the budget is named for it.
 func TestWhyBest(t *testing.T) {
-	g := func(pair string, gpus int, perGPU, at, p99 float64) pairGoodput {
-		return pairGoodput{pair: pair, gpus: gpus, perGPU: perGPU, rate: perGPU * float64(gpus), bestRPS: at, p99: p99}
+	g := func(pair string, gpus int, perGPU, at, p99 float64) sweep.PairGoodput {
+		return sweep.PairGoodput{Pair: pair, GPUs: gpus, PerGPU: perGPU, Rate: perGPU * float64(gpus), BestRPS: at, P99: p99}
 	}
 	for _, c := range []struct {
 		name   string
-		gs     []pairGoodput
+		gs     []sweep.PairGoodput
 		budget int
 		want   string
 	}{
-		{"alone", []pairGoodput{g("a", 8, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 8, ""},
-		{"smaller than the budget", []pairGoodput{g("a", 6, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 16,
+		{"alone", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 8, ""},
+		{"smaller than the budget", []sweep.PairGoodput{g("a", 6, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 16,
 			"; it uses 6 of the 16 GPUs: pairs rank by goodput per GPU, and no larger pair has more"},
-		{"throughput decides", []pairGoodput{g("b", 8, 0.5, 0.39, 100), g("a", 8, 0.5, 0.4, 90), g("c", 8, 0.5, 0.3, 90)}, 8,
+		{"throughput decides", []sweep.PairGoodput{g("b", 8, 0.5, 0.39, 100), g("a", 8, 0.5, 0.4, 90), g("c", 8, 0.5, 0.3, 90)}, 8,
 			"; tied on goodput per GPU with b, c, first on throughput per GPU at that rate (0.400 against b's 0.390 requests/s)"},
-		{"TTFT p99 decides", []pairGoodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
+		{"TTFT p99 decides", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with a, first on TTFT p99 at that rate (90.0 against a's 120.0 ms)"},
-		{"figures that round alike", []pairGoodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
+		{"figures that round alike", []sweep.PairGoodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
 			"; tied on goodput per GPU with a, first on throughput per GPU at that rate (0.3954 against a's 0.3951 requests/s)"},
-		{"every figure", []pairGoodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
+		{"every figure", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
 			"; tied on goodput per GPU with b, and with b on every figure: first in the sweep's order"},
 	} {
-		assert.Equal(t, c.want, whyBest(ranked(c.gs), c.budget), c.name)
+		assert.Equal(t, c.want, whyBest(sweep.Ranked(c.gs), c.budget), c.name)
 	}
 }

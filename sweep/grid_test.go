@@ -1,0 +1,111 @@
+package sweep
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/topology"
+)
+
+func hardware(t *testing.T, name string) costmodel.Hardware {
+	t.Helper()
+	hw, err := costmodel.ParseHardware(name)
+	require.NoError(t, err)
+	return hw
+}
+
+func TestParseDims(t *testing.T) {
+	d, err := ParseDims("tp, dp,adp")
+	require.NoError(t, err)
+	assert.Equal(t, Dims{TP: true, DP: true, ADP: true}, d)
+	assert.Equal(t, "tp,dp,adp", d.String())
+	_, err = ParseDims("tp,xp")
+	require.EqualError(t, err, `"xp" is not a dimension (use tp, pp, cp, dp, adp, ep, comma-separated)`)
+	_, err = ParseDims("")
+	require.Error(t, err, "an empty list names no dimension")
+}
+
+// The grid of a 4-GPU budget on a dense model, restated from its rule:
+// every pair of at most 4 ranks, CTX from tp, pp, cp, dp and GEN from tp,
+// pp, dp, compatible, whose weights fit; nothing else.
+func TestGridPairs(t *testing.T) {
+	m := costmodel.Models["llama-3-8b"]
+	hw := hardware(t, "h100")
+	place := &costmodel.Placement{Model: m, HW: hw}
+	geom := m.Geometry(16)
+	pairs, err := Grid{GPUs: 4}.Pairs(geom, place)
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for _, p := range pairs {
+		assert.LessOrEqual(t, p.GPUs(), 4)
+		assert.Equal(t, 1, p.Gen.CP, "GEN never uses cp by default: %s", p)
+		assert.False(t, p.Ctx.AttentionDP || p.Gen.AttentionDP, "no adp on a dense model: %s", p)
+		got[p.String()] = true
+	}
+	want := 0
+	layouts := topology.Enumerate(geom, 3)
+	for _, c := range layouts {
+		for _, g := range layouts {
+			if c.Ranks()+g.Ranks() <= 4 && !c.AttentionDP && !g.AttentionDP && g.CP == 1 && topology.Compatible(c, g, geom) &&
+				place.Fits(c) == nil && place.Fits(g) == nil {
+				want++
+				assert.True(t, got[Pair{c, g}.String()], "missing %s/%s", c, g)
+			}
+		}
+	}
+	assert.Len(t, pairs, want)
+	for _, p := range []string{"tp=1/tp=1", "cp=2/tp=2", "tp=1/pp=2", "dp=2/tp=2", "tp=2/dp=2"} {
+		assert.True(t, got[p], "missing %s", p)
+	}
+
+	// Only tp on both sides.
+	tpOnly, err := Grid{GPUs: 4, Ctx: Dims{TP: true}, Gen: Dims{TP: true}}.Pairs(geom, place)
+	require.NoError(t, err)
+	for _, p := range tpOnly {
+		assert.True(t, p.Ctx.Ranks() == p.Ctx.TP && p.Gen.Ranks() == p.Gen.TP, "%s", p)
+	}
+	assert.Less(t, len(tpOnly), len(pairs))
+
+	// MaxPairs stops the enumeration one past the bound.
+	capped, err := Grid{GPUs: 4, MaxPairs: 3}.Pairs(geom, place)
+	require.NoError(t, err)
+	assert.Len(t, capped, 4)
+	assert.Equal(t, pairs[:4], capped)
+}
+
+func TestGridRefusals(t *testing.T) {
+	dense := costmodel.Models["llama-3-70b"]
+	place := &costmodel.Placement{Model: dense, HW: hardware(t, "h100")}
+	_, err := Grid{GPUs: 2}.Pairs(dense.Geometry(16), place)
+	assert.ErrorIs(t, err, ErrNoPair, "70B in 16-bit does not fit one H100 a side")
+	_, err = Grid{GPUs: 4, Ctx: Dims{TP: true, EP: true}}.Pairs(dense.Geometry(16), place)
+	assert.ErrorIs(t, err, ErrExpertsNeedMoE)
+	_, err = Grid{GPUs: 4, Ctx: Dims{EP: true}}.Pairs(topology.DefaultModel(), nil)
+	assert.ErrorIs(t, err, ErrExpertsNeedMoE, "no placement: no model to have experts")
+	_, err = Grid{GPUs: 1}.Pairs(topology.DefaultModel(), nil)
+	assert.EqualError(t, err, "sweep: grid GPUs = 1: must be in [2, 1048576] (a pair needs one CTX and one GEN rank)")
+}
+
+// On an MoE model ep is tried where allowed: every ep that divides a
+// layout's FFN ranks and the experts.
+func TestGridExperts(t *testing.T) {
+	m := costmodel.Models["gpt-oss-120b"]
+	place := &costmodel.Placement{Model: m, HW: hardware(t, "gb200")}
+	pairs, err := Grid{GPUs: 3}.Pairs(m.Geometry(16), place)
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for _, p := range pairs {
+		got[p.String()] = true
+		for _, l := range []topology.Layout{p.Ctx, p.Gen} {
+			if l.EP > 1 {
+				assert.NoError(t, place.CheckExperts(l), "%s", l)
+			}
+		}
+	}
+	for _, want := range []string{"tp=2,ep=2/tp=1", "dp=2,ep=2,adp/tp=1", "tp=1/tp=2,ep=2", "tp=2/tp=1"} {
+		assert.True(t, got[want], "missing %s", want)
+	}
+}
