@@ -207,3 +207,43 @@ func TestPrefillPipeline(t *testing.T) {
 func memTime(hw Hardware, w work) float64 {
 	return w.weights/(hw.HBMBandwidth*DefaultMemoryEff) + w.kv/(hw.HBMBandwidth*DefaultKVEff)
 }
+
+// A prompt prefilled in chunks does the same work as whole: its chunks'
+// FLOPs add up to the whole prompt's, to the FLOP (causal attention
+// n*(2p+n+1) a chunk of n after p, which sums to N*(N+1)), less the LM head
+// of every chunk but the last; its KV is written once and each chunk reads
+// what earlier chunks wrote. So the chunks take longer than the whole
+// (each reads the weights again, and the earlier KV), and a chunk after
+// others costs more than the same tokens as a prompt of their own.
+func TestPrefillChunksAddUp(t *testing.T) {
+	for _, name := range []string{"llama-3-8b", "llama-3-70b", "deepseek-r1-fp4"} {
+		p := Placement{Model: Models[name], HW: Hardwares["h100-nvlink-ib400"]}
+		if name == "deepseek-r1-fp4" {
+			p.HW = Hardwares["gb200-nvl72"]
+		}
+		for _, l := range []topology.Layout{{TP: 8, PP: 1, CP: 1, DP: 1}, {TP: 4, PP: 2, CP: 1, DP: 1}} {
+			if p.Fits(l) != nil {
+				continue
+			}
+			s := p.side(l, 0)
+			last := l.PP - 1
+			whole := s.prefillWork(last, []Seq{{Tokens: 2500}})
+			var sum work
+			for _, c := range []Seq{{Tokens: 1000, Partial: true}, {Tokens: 1000, Past: 1000, Partial: true}, {Tokens: 500, Past: 2000}} {
+				sum.add(s.prefillWork(last, []Seq{c}))
+			}
+			assert.InDelta(t, whole.flops, sum.flops, whole.flops*1e-12, "%s %s: FLOPs", name, l)
+			lm := s.lmHead(1)
+			// (An MoE reads the experts its tokens touch, fewer for fewer
+			// tokens; at 500 tokens nearly all: within a millionth.)
+			assert.InEpsilon(t, whole.weights+2*(whole.weights-lm.weights), sum.weights, 1e-6, "%s %s: the weights read a chunk (the LM head's once)", name, l)
+			kvTok := float64(s.layersOn(last)) * s.kvBytesPerTokenLayer()
+			assert.InDelta(t, whole.kv+(1000+2000)*kvTok, sum.kv, whole.kv*1e-12, "%s %s: the KV written once, the earlier read", name, l)
+
+			chunked := p.side(l, 0).prefill([]Seq{{Tokens: 1000, Partial: true}}) + p.side(l, 0).prefill([]Seq{{Tokens: 1000, Past: 1000, Partial: true}}) +
+				p.side(l, 0).prefill([]Seq{{Tokens: 500, Past: 2000}})
+			assert.Greater(t, chunked, p.side(l, 0).prefill([]Seq{{Tokens: 2500}}), "%s %s", name, l)
+			assert.Greater(t, p.side(l, 0).prefill([]Seq{{Tokens: 500, Past: 2000}}), p.side(l, 0).prefill([]Seq{{Tokens: 500}}), "%s %s", name, l)
+		}
+	}
+}

@@ -10,11 +10,17 @@ import (
 	"github.com/rankrun/rankrun/topology"
 )
 
-// Seq is one request of a batch: its tokens (prefill: the prompt; decode:
-// the context so far, prompt plus generated) and its DP index.
+// Seq is one request of a batch: its tokens (prefill: the prompt, or a
+// chunk of it under chunked prefill; decode: the context so far, prompt
+// plus generated) and its DP index. Past and Partial are a prefill
+// chunk's: the prompt tokens earlier chunks prefilled (this chunk's
+// attention reads their KV) and whether the prompt goes on after it (no
+// LM head: no token is sampled); zero for a whole prompt and for decode.
 type Seq struct {
-	Tokens int
-	DP     int
+	Tokens  int
+	DP      int
+	Past    int
+	Partial bool
 }
 
 // Placement is one run's layouts on one world: CTX ranks [0, Ctx.Ranks()),

@@ -50,29 +50,39 @@ func (s side) prefillWork(pp int, mb []Seq) work {
 
 // prefillAttn is the attention of a prefill: projections 2*A FLOPs per
 // token, causal QK^T and AV Heads*(qkDim+HeadDim)*n*(n+1) per request of n
-// tokens, per layer, all split over CP; the weights read once and the KV
-// written.
+// tokens (n*(2p+n+1) for a chunk of n after p earlier ones), per layer,
+// all split over CP; the weights read once, the KV written (and a chunk's
+// earlier KV read).
 func (s side) prefillAttn(pp int, part []Seq) work {
 	m := s.m
 	nl := float64(s.layersOn(pp))
-	var core float64
+	var core, past float64
 	for _, q := range part {
-		n := float64(q.Tokens)
-		core += float64(m.Heads) * (m.qkDim() + float64(m.HeadDim)) * n * (n + 1)
+		n, p := float64(q.Tokens), float64(q.Past)
+		core += float64(m.Heads) * (m.qkDim() + float64(m.HeadDim)) * n * (2*p + n + 1)
+		past += p
 	}
 	t, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
 	return work{flops: nl * (2*m.attnPerRank(split)*t/cp + core/(split*cp)),
-		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * t / cp * s.kvBytesPerTokenLayer()}
+		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * (t + past) / cp * s.kvBytesPerTokenLayer()}
 }
 
 // prefillFFN is the FFN of a prefill over every token (split over the FFN's
 // ranks and CP) and, on the last stage, the LM head for each request's last
-// token.
+// token (none for a chunk that does not end its prompt).
 func (s side) prefillFFN(pp int, mb []Seq) work {
 	dense, moe := s.layerKinds(pp)
 	w := s.ffnWork(dense, moe, tokens(mb), s.ffnSplit()*float64(s.l.CP))
 	if pp == s.l.PP-1 {
-		w.add(s.lmHead(float64(len(mb))))
+		sampled := 0
+		for _, q := range mb {
+			if !q.Partial {
+				sampled++
+			}
+		}
+		if sampled > 0 {
+			w.add(s.lmHead(float64(sampled)))
+		}
 	}
 	return w
 }

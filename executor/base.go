@@ -81,11 +81,17 @@ type loop struct {
 	// group's collective timeout.
 	peerBound time.Duration
 
-	leader     bool
-	myDP       int
-	expected   int   // requests this executor group handles
-	seen       int   // requests taken in so far
-	waiting    []rec // taken in, not admitted (identical on every rank of the group)
+	leader   bool
+	myDP     int
+	expected int   // requests this executor group handles
+	seen     int   // requests taken in so far
+	waiting  []rec // taken in, not admitted (identical on every rank of the group)
+	// unfinished are CTX's admitted prompts whose chunked prefill has
+	// chunks left, in admission order (identical on every rank of the
+	// group); plan is the step's ChunkPlan over them and the waiting list.
+	unfinished []unfinished
+	plan       StepPlan
+	chunkBuf   []chunk // a step's chunks, reused
 	batchBuf   []byte
 	seqBuf     []Seq               // the compute model's batch, reused
 	tokensBuf  []int64             // the waiting prompts' tokens (schedule), reused

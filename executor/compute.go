@@ -2,12 +2,18 @@ package executor
 
 import "time"
 
-// Seq is one request of a compute batch: its tokens (prefill: the prompt;
-// decode: the context so far, prompt plus tokens generated) and its DP
-// index on the side that computes.
+// Seq is one request of a compute batch: its tokens (prefill: the prompt,
+// or under chunked prefill this step's chunk of it; decode: the context so
+// far, prompt plus tokens generated) and its DP index on the side that
+// computes. Past and Partial are a chunked prefill's: the prompt tokens
+// earlier steps prefilled (their KV is read, not written) and whether the
+// prompt goes on past this chunk (no first token is sampled); both zero
+// for a whole prompt and for decode.
 type Seq struct {
-	Tokens int
-	DP     int
+	Tokens  int
+	DP      int
+	Past    int
+	Partial bool
 }
 
 // Compute is a compute cost model: how long one executor group takes to
@@ -21,19 +27,20 @@ type Compute interface {
 	Decode(batch []Seq) time.Duration
 }
 
-// prefillTime is the modelled time of a CTX batch: PrefillPerToken when
-// set (an explicit override), else Compute's answer, else nothing.
-func (c *Config) prefillTime(batch []rec, buf []Seq) (time.Duration, []Seq) {
+// prefillTime is the modelled time of a CTX step's chunks:
+// PrefillPerToken a token when set (an explicit override), else Compute's
+// answer, else nothing.
+func (c *Config) prefillTime(batch []chunk, buf []Seq) (time.Duration, []Seq) {
 	if c.PrefillPerToken > 0 || c.Compute == nil {
 		var tokens int64
-		for _, r := range batch {
-			tokens += r.Tokens
+		for _, k := range batch {
+			tokens += k.n
 		}
 		return time.Duration(tokens) * c.PrefillPerToken, buf
 	}
 	buf = buf[:0]
-	for _, r := range batch {
-		buf = append(buf, Seq{Tokens: int(r.Tokens), DP: int(r.CtxDP)})
+	for _, k := range batch {
+		buf = append(buf, Seq{Tokens: int(k.n), DP: int(k.r.CtxDP), Past: int(k.past), Partial: !k.last()})
 	}
 	return c.Compute.Prefill(buf), buf
 }

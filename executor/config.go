@@ -62,11 +62,15 @@ type Config struct {
 	// requests of a CTX prefill batch and of a GEN decode step (the other
 	// ready requests keep their received KV for a later step); MaxTokens
 	// caps the prompt tokens of a CTX prefill batch, a prompt longer than
-	// it prefilled alone. Both act on agreed values (the waiting list, the
-	// agreed receipts), so every rank of a group takes the same batch
-	// without a collective.
-	MaxBatch  int
-	MaxTokens int
+	// it prefilled alone. ChunkedPrefill (it needs MaxTokens) fills the
+	// budget instead: a prompt that does not fit what is left of it is
+	// prefilled over several steps, the unfinished one first in the next
+	// step, and sent once its last chunk is done. All of them act on agreed
+	// values (the waiting list, the agreed admissions and receipts), so
+	// every rank of a group takes the same batch without a collective.
+	MaxBatch       int
+	MaxTokens      int
+	ChunkedPrefill bool
 
 	SenderWaitSlice time.Duration // CTX poll bound (transceiver default 1 s)
 	GenPollInterval time.Duration // GEN poll bound (transceiver default 5 s)
@@ -193,6 +197,8 @@ func (c *Config) Validate() error {
 		return bad("max batch", "must not be negative (0: no limit)", c.MaxBatch)
 	case c.MaxTokens < 0:
 		return bad("max tokens", "must not be negative (0: no limit)", c.MaxTokens)
+	case c.ChunkedPrefill && c.MaxTokens == 0:
+		return bad("chunked prefill", "needs a token budget for its chunks (max tokens > 0)", c.MaxTokens)
 	case c.SenderWaitSlice < 0, c.GenPollInterval < 0, c.TransferTimeout < 0, c.IdleTick < 0, c.StallTimeout < 0:
 		return bad("timeouts", "must not be negative", fmt.Sprint(c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout, c.IdleTick, c.StallTimeout))
 	}
@@ -224,7 +230,8 @@ func (c *Config) Validate() error {
 }
 
 // SchedulerString is the step scheduler's limits as the report shows
-// them: "max_batch=2048 max_tokens=8192" ("none" with neither).
+// them: "max_batch=2048 max_tokens=8192", "chunked" after them under
+// chunked prefill ("none" with neither limit).
 func (c *Config) SchedulerString() string {
 	var parts []string
 	if c.MaxBatch > 0 {
@@ -232,6 +239,9 @@ func (c *Config) SchedulerString() string {
 	}
 	if c.MaxTokens > 0 {
 		parts = append(parts, fmt.Sprintf("max_tokens=%d", c.MaxTokens))
+	}
+	if c.ChunkedPrefill {
+		parts = append(parts, "chunked")
 	}
 	if len(parts) == 0 {
 		return "none"

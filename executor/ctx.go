@@ -31,9 +31,10 @@ func (c *ctxLoop) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		busy := len(adm.recs) > 0
+		batch := c.step(adm.recs)
+		busy := len(batch) > 0
 		if busy {
-			if err := c.prefill(ctx, adm.recs); err != nil {
+			if err := c.prefill(ctx, batch); err != nil {
 				return err
 			}
 		}
@@ -46,10 +47,10 @@ func (c *ctxLoop) run(ctx context.Context) error {
 		if err := c.stallCheck(); err != nil {
 			return err
 		}
-		// Done? Everything of this group taken in, nothing waiting, and
-		// no rank holds a transfer: decided collectively (every value in
-		// the condition is agreed).
-		if c.seen == c.expected && len(c.waiting) == 0 && routerDone {
+		// Done? Everything of this group taken in, nothing waiting or
+		// half prefilled, and no rank holds a transfer: decided
+		// collectively (every value in the condition is agreed).
+		if c.seen == c.expected && len(c.waiting) == 0 && len(c.unfinished) == 0 && routerDone {
 			none, err := c.agreedNone(ctx, c.tr.Sessions())
 			if err != nil || none {
 				return err
@@ -76,23 +77,67 @@ func (c *ctxLoop) progress(ctx context.Context, in ProgressInput) error {
 	return err
 }
 
-// prefill runs the compute model for an admitted batch, fills the KV of the
-// requests this rank holds (their blocks were allocated on admission),
-// starts their sends and hands them to GEN.
-func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
+// chunk is one step's part of a request's prefill: n prompt tokens after
+// the past ones earlier steps prefilled (all of the prompt without chunked
+// prefill).
+type chunk struct {
+	r       rec
+	past, n int64
+}
+
+// last reports whether the chunk ends its prompt.
+func (k chunk) last() bool { return k.past+k.n >= k.r.Tokens }
+
+// unfinished is an admitted prompt with chunks left: done tokens of it
+// prefilled.
+type unfinished struct {
+	r    rec
+	done int64
+}
+
+// step is this iteration's chunks: without chunked prefill every admitted
+// request whole; with it the unfinished prompts' next chunks (l.plan's,
+// none for one whose DP index's budget is spent), then the admitted
+// requests' first ones.
+func (c *ctxLoop) step(admitted []rec) []chunk {
+	out := c.chunkBuf[:0]
+	if !c.cfg.ChunkedPrefill {
+		for _, r := range admitted {
+			out = append(out, chunk{r: r, n: r.Tokens})
+		}
+		c.chunkBuf = out
+		return out
+	}
+	for i, u := range c.unfinished {
+		if n := c.plan.Cont[i]; n > 0 {
+			out = append(out, chunk{r: u.r, past: u.done, n: n})
+		}
+	}
+	for i, r := range admitted {
+		out = append(out, chunk{r: r, n: c.plan.New[i]})
+	}
+	c.chunkBuf = out
+	return out
+}
+
+// prefill runs the compute model for a step's chunks, fills the KV of the
+// requests whose prompt the step finishes and that this rank holds (their
+// blocks were allocated on admission), starts their sends and hands them
+// to GEN; the others stay unfinished, in order, for a later step.
+func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 	start := c.now()
 	var tokens int64
-	for _, r := range batch {
-		tokens += r.Tokens
+	for _, k := range batch {
+		tokens += k.n
 	}
 	c.rep.LargestBatch = max(c.rep.LargestBatch, len(batch))
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
 	if c.g.ep != nil {
 		c.dispBuf = c.dispBuf[:0]
-		for _, r := range batch {
-			for p := range int(r.Tokens) {
-				c.dispBuf = append(c.dispBuf, DispatchToken{ID: r.ID, Pos: p, DP: int(r.CtxDP)})
+		for _, k := range batch {
+			for p := k.past; p < k.past+k.n; p++ {
+				c.dispBuf = append(c.dispBuf, DispatchToken{ID: k.r.ID, Pos: int(p), DP: int(k.r.CtxDP)})
 			}
 		}
 		if err := c.dispatch(ctx); err != nil {
@@ -102,23 +147,55 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []rec) error {
 	if err := c.compute(ctx, d); err != nil {
 		return err
 	}
-	for i := range batch {
-		r := &batch[i]
-		r.PrefillStart = start
-		if !c.mine(*r) {
+	// What the step finished, and the unfinished after it in admission
+	// order: batch holds step's chunks, the unfinished prompts' first
+	// (those l.plan gave a chunk), then the newly admitted.
+	var finished []chunk
+	var next []unfinished
+	done := func(k chunk) {
+		if k.past == 0 {
+			k.r.PrefillStart = start
+		}
+		if k.last() {
+			finished = append(finished, k)
+			return
+		}
+		c.rep.PrefillChunks++
+		next = append(next, unfinished{r: k.r, done: k.past + k.n})
+	}
+	j := 0
+	for i, u := range c.unfinished {
+		if c.plan.Cont[i] == 0 {
+			next = append(next, u) // its DP index's budget was spent
 			continue
 		}
-		transceiver.Prefill(c.pool, c.shard, r.ID)
-		if err := c.tr.StartSend(transceiver.Request{ID: r.ID, Tokens: int(r.Tokens), CtxDP: int(r.CtxDP), GenDP: int(r.GenDP)}); err != nil {
+		done(batch[j])
+		j++
+	}
+	for _, k := range batch[j:] {
+		done(k)
+	}
+	c.unfinished = next
+	for _, k := range finished {
+		if !c.mine(k.r) {
+			continue
+		}
+		transceiver.Prefill(c.pool, c.shard, k.r.ID)
+		if err := c.tr.StartSend(transceiver.Request{ID: k.r.ID, Tokens: int(k.r.Tokens), CtxDP: int(k.r.CtxDP), GenDP: int(k.r.GenDP)}); err != nil {
 			return fmt.Errorf("executor: %s: %w", c.g.who(), err)
 		}
 	}
 	end := c.now()
-	c.traceSpan("compute", fmt.Sprintf("prefill %d requests", len(batch)), start, end, map[string]any{"tokens": tokens})
+	what := fmt.Sprintf("prefill %d requests", len(batch))
+	if len(finished) < len(batch) {
+		what += fmt.Sprintf(" (%d unfinished chunks)", len(batch)-len(finished))
+	}
+	c.traceSpan("compute", what, start, end, map[string]any{"tokens": tokens})
 	if !c.leader {
 		return nil
 	}
-	for _, r := range batch {
+	for _, k := range finished {
+		r := k.r
 		r.Kind = msgHandoff
 		r.PrefillEnd = end
 		if err := c.send(c.genLeaderWorld(int(r.GenDP)), r); err != nil {

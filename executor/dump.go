@@ -177,6 +177,10 @@ func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTi
 		}
 		record(RequestRecord{ID: r.ID, Arrival: r.Arrival, PrefillStart: r.PrefillStart, PrefillEnd: r.PrefillEnd}, "waiting for admission (at the dump)")
 	}
+	for _, u := range l.unfinished {
+		record(RequestRecord{ID: u.r.ID, Arrival: u.r.Arrival, PrefillStart: u.r.PrefillStart},
+			fmt.Sprintf("prefilled %d of %d prompt tokens, chunks left (at the dump)", u.done, u.r.Tokens))
+	}
 	if l.liveRecords != nil {
 		for _, r := range l.liveRecords() {
 			record(r, "")

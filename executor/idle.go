@@ -174,9 +174,10 @@ func (l *loop) probeIfStuck() error {
 }
 
 // outstanding reports whether this rank's group still has work to see
-// through: requests to come, waiting, or transfers in flight.
+// through: requests to come, waiting or half prefilled, or transfers in
+// flight.
 func (l *loop) outstanding() bool {
-	return l.seen < l.expected || len(l.waiting) > 0 || l.tr.Sessions() > 0 || !l.router.allDone() || l.pending()
+	return l.seen < l.expected || len(l.waiting) > 0 || len(l.unfinished) > 0 || l.tr.Sessions() > 0 || !l.router.allDone() || l.pending()
 }
 
 // drainWakes receives every wake a member sent, so that no send is left

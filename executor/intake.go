@@ -77,8 +77,9 @@ func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
 }
 
 // schedule is how many waiting requests the step scheduler lets this
-// iteration admit (ScheduleCap): on CTX, a batch's requests and prompt
-// tokens per DP index; GEN admits whatever its pools fit (its transfers
+// iteration admit (ScheduleCap, or under chunked prefill ChunkPlan, kept
+// in l.plan for the step): on CTX, a batch's requests and prompt tokens
+// per DP index; GEN admits whatever its pools fit (its transfers
 // start on admission) and caps its decode steps instead (DecodeCap). It
 // counts the iterations it held requests back.
 func (l *loop) schedule() int {
@@ -90,7 +91,17 @@ func (l *loop) schedule() int {
 		dps, tokens = append(dps, int(r.CtxDP)), append(tokens, r.Tokens)
 	}
 	l.dpBuf, l.tokensBuf = dps, tokens
-	n := ScheduleCap(dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
+	var n int
+	if l.cfg.ChunkedPrefill {
+		contDPs, contLeft := make([]int, len(l.unfinished)), make([]int64, len(l.unfinished))
+		for i, u := range l.unfinished {
+			contDPs[i], contLeft[i] = int(u.r.CtxDP), u.r.Tokens-u.done
+		}
+		l.plan = ChunkPlan(contDPs, contLeft, dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
+		n = len(l.plan.New)
+	} else {
+		n = ScheduleCap(dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
+	}
 	if n < len(l.waiting) {
 		l.rep.SchedulerHeld++
 	}

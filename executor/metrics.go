@@ -117,6 +117,10 @@ type RankReport struct {
 	// prefill, a GEN decode step).
 	SchedulerHeld int `json:"scheduler_held"`
 	LargestBatch  int `json:"largest_batch"`
+	// PrefillChunks counts the chunks of chunked prefill that did not end
+	// their prompt (Config.ChunkedPrefill), prefilled by this rank's
+	// group.
+	PrefillChunks int `json:"prefill_chunks"`
 	// IdleReaped counts transfers reaped by the status checks of idle
 	// iterations (the idle policy's reaps, seed 001's fix among them).
 	IdleReaped     int    `json:"idle_reaped"`

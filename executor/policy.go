@@ -235,6 +235,56 @@ func ScheduleCap(dps []int, tokens []int64, maxBatch, maxTokens int) int {
 	return len(tokens)
 }
 
+// StepPlan is one CTX step under chunked prefill (ChunkPlan): the tokens
+// each unfinished prompt prefills (Cont, 0 when its DP index's budget is
+// spent), and the first chunk of each waiting request the step may admit
+// (New: its length is how many; a prefix of them keeps the same chunks).
+type StepPlan struct {
+	Cont []int64
+	New  []int64
+}
+
+// ChunkPlan plans one CTX step under chunked prefill
+// (Config.ChunkedPrefill): contDPs and contLeft are the unfinished prompts
+// admitted in earlier steps (their DP indices and the tokens each has
+// left), in admission order; dps and tokens the waiting requests', in
+// order. The unfinished go first, each taking what is left of its DP
+// index's maxTokens, up to its rest; then the waiting requests are
+// admitted in order (a FIFO prefix, as ScheduleCap's) while their DP index
+// has budget left and, with maxBatch, fewer than maxBatch requests in the
+// step, each taking up to what is left. Limits are per DP index; the
+// inputs are agreed (the broadcast waiting list and the agreed admissions),
+// so every rank of a group gets the same plan.
+func ChunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBatch, maxTokens int) StepPlan {
+	left, count := map[int]int64{}, map[int]int{}
+	budget := func(d int) int64 {
+		if v, ok := left[d]; ok {
+			return v
+		}
+		return int64(maxTokens)
+	}
+	take := func(d int, want int64) int64 {
+		n := min(want, budget(d))
+		left[d] = budget(d) - n
+		if n > 0 {
+			count[d]++
+		}
+		return n
+	}
+	p := StepPlan{Cont: make([]int64, len(contLeft))}
+	for i, t := range contLeft {
+		p.Cont[i] = take(contDPs[i], t)
+	}
+	for i, t := range tokens {
+		d := dps[i]
+		if budget(d) <= 0 || maxBatch > 0 && count[d] >= maxBatch {
+			break
+		}
+		p.New = append(p.New, take(d, t))
+	}
+	return p
+}
+
 // DecodeCap marks which of the requests ready to decode (their DP
 // indices, in order) a GEN step decodes: the first maxBatch of each DP
 // index (0: all). The rest wait, their KV held, for a later step. Its

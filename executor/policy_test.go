@@ -188,3 +188,35 @@ func TestDecodeCap(t *testing.T) {
 	assert.Equal(t, []bool{true, true, false, false, true, false}, DecodeCap([]int{0, 1, 0, 1, 2, 2}, 1, nil), "one per index")
 	assert.Equal(t, []bool{true, true, false, true}, DecodeCap([]int{0, 0, 0, 1}, 2, make([]bool, 9)), "a reused buffer")
 }
+
+// Chunked prefill fills each DP index's budget: the unfinished prompts
+// first, each up to its rest, then the waiting ones in order while their
+// index has budget left (and a place under max_batch), the last of them
+// taking what is left.
+func TestChunkPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		contDPs             []int
+		contLeft            []int64
+		dps                 []int
+		tokens              []int64
+		maxBatch, maxTokens int
+		want                StepPlan
+	}{
+		{"nothing", nil, nil, nil, nil, 0, 100, StepPlan{Cont: []int64{}}},
+		{"whole prompts that fit", nil, nil, []int{0, 0}, []int64{40, 60}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{40, 60}}},
+		{"the last is cut", nil, nil, []int{0, 0, 0}, []int64{40, 70, 10}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{40, 60}}},
+		{"a long first prompt", nil, nil, []int{0, 0}, []int64{250, 10}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{100}}},
+		{"unfinished first, all of the budget", []int{0}, []int64{150}, []int{0}, []int64{10}, 0, 100, StepPlan{Cont: []int64{100}}},
+		{"unfinished ends, then the waiting", []int{0}, []int64{30}, []int{0, 0}, []int64{50, 50}, 0, 100, StepPlan{Cont: []int64{30}, New: []int64{50, 20}}},
+		{"a spent index stops the prefix", []int{1}, []int64{500}, []int{0, 1, 0}, []int64{60, 5, 60}, 0, 100,
+			StepPlan{Cont: []int64{100}, New: []int64{60}}},
+		{"per DP index, the other has room", []int{1}, []int64{500}, []int{0, 0, 1}, []int64{60, 60, 5}, 0, 100,
+			StepPlan{Cont: []int64{100}, New: []int64{60, 40}}},
+		{"a spent index gives no chunk", []int{0, 0}, []int64{100, 50}, nil, nil, 0, 100, StepPlan{Cont: []int64{100, 0}}},
+		{"max batch counts the unfinished", []int{0}, []int64{10}, []int{0, 0, 0}, []int64{10, 10, 10}, 2, 100,
+			StepPlan{Cont: []int64{10}, New: []int64{10}}},
+	} {
+		assert.Equal(t, tc.want, ChunkPlan(tc.contDPs, tc.contLeft, tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
+	}
+}

@@ -117,6 +117,9 @@ type InstanceReport struct {
 	// (the most of any rank, both).
 	SchedulerHeld int `json:"scheduler_held_iterations"`
 	LargestBatch  int `json:"largest_batch"`
+	// PrefillChunks: chunks of chunked prefill that did not end their
+	// prompt (the most of any rank).
+	PrefillChunks int `json:"prefill_chunks"`
 	// IdleCollectives: collectives entered by status checks of idle
 	// iterations, over the instance's ranks.
 	IdleCollectives int `json:"idle_check_collectives"`
@@ -143,6 +146,7 @@ func (ir *InstanceReport) add(rr RankReport) {
 	ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
 	ir.SchedulerHeld = max(ir.SchedulerHeld, rr.SchedulerHeld)
 	ir.LargestBatch = max(ir.LargestBatch, rr.LargestBatch)
+	ir.PrefillChunks = max(ir.PrefillChunks, rr.PrefillChunks)
 	ir.IdleCollectives += rr.IdleCheckColl
 	ir.IdleReaped += rr.IdleReaped
 	ir.BytesSent += rr.BytesSent
@@ -301,6 +305,9 @@ func (r *Report) WriteText(w io.Writer) {
 			in.Role, in.Layout, 100*in.PeakKVUtil, 100*in.PeakPinnedUtil, in.PoolBlocks, in.Iterations, in.IdleIterations, ms(in.MaxPollWaitMs), in.LargestBatch)
 		if in.SchedulerHeld > 0 {
 			fmt.Fprintf(tw, " (the scheduler held requests back in %d iterations)", in.SchedulerHeld)
+		}
+		if in.PrefillChunks > 0 {
+			fmt.Fprintf(tw, " (%d unfinished prefill chunks)", in.PrefillChunks)
 		}
 		fmt.Fprintln(tw)
 	}

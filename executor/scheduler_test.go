@@ -1,6 +1,8 @@
 package executor_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +136,103 @@ func TestDecodeCapKeepsRunningRequests(t *testing.T) {
 		for _, r := range rep.Requests {
 			assert.Equal(t, time.Duration(r.Output-1)*cfg.DecodePerStep, time.Duration(r.Done-r.FirstToken), "seed %d: request %d", seed, r.ID)
 		}
+	}
+}
+
+// Chunked prefill under the sim backend (virtual time: exact). A burst of
+// three 2500-token prompts, prefill 1 us a token, decode 1 ms a step, a
+// 1000-token budget. Without chunks each prompt prefills alone: prefill
+// ends at 2.5, 5 and 7.5 ms. With them every step fills the budget, the
+// unfinished prompt first: A 1000, A 1000, A 500 + B 500, B 1000, B 1000,
+// C 1000, C 1000, C 500, so A's KV leaves at 3 ms (sharing its last step
+// with B's first), B's at 5 and C's at 7.5, each only after its last chunk,
+// and six chunks did not end their prompt. The first token is one decode
+// step after the prefill (the transfer costs nothing on zero links). On a
+// CTX group of two (tp=2) and under attention-DP with an index each
+// (dp=2,adp: two prompts on index 0, one on 1, so index 1's prompt runs
+// its chunks beside index 0's).
+func TestChunkedPrefill(t *testing.T) {
+	base := baseConfig("tp=1", "tp=2", transceiver.Async)
+	base.Workload.Requests, base.Workload.InputTokens, base.Workload.InputJitter = 3, 2500, 0
+	base.Workload.OutputTokens = 2
+	base.Workload.Arrival = executor.Arrival{Kind: executor.Burst}
+	base.PrefillPerToken, base.DecodePerStep = time.Microsecond, time.Millisecond
+	base.CtxBlocks, base.GenBlocks, base.Records = 2048, 2048, true
+	base.MaxTokens = 1000
+	ms := func(v float64) int64 { return int64(v * float64(time.Millisecond)) }
+	runSim := func(cfg executor.Config) *executor.Report {
+		rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 2, Checked: true})
+		require.NoError(t, err)
+		require.True(t, rep.OK(), "%v", rep.Errors)
+		require.Equal(t, 3, rep.RequestsCompleted)
+		require.Equal(t, rep.BytesMoved, rep.BytesVerified)
+		return rep
+	}
+	ends := func(rep *executor.Report) (prefill, first []int64) {
+		for _, r := range rep.Requests {
+			prefill, first = append(prefill, r.PrefillEnd), append(first, r.FirstToken-r.Arrival)
+		}
+		slices.Sort(prefill)
+		slices.Sort(first)
+		return prefill, first
+	}
+	for _, ctxL := range []string{"tp=1", "tp=2"} {
+		cfg := base
+		cfg.Ctx = topology.MustParseLayout(ctxL)
+		whole := runSim(cfg)
+		p, f := ends(whole)
+		assert.Equal(t, []int64{ms(2.5), ms(5), ms(7.5)}, p, "%s: whole prompts", ctxL)
+		assert.Equal(t, []int64{ms(3.5), ms(6), ms(8.5)}, f, "%s: whole prompts", ctxL)
+		assert.Zero(t, whole.Instances[0].PrefillChunks)
+
+		cfg.ChunkedPrefill = true
+		chunked := runSim(cfg)
+		assert.Equal(t, "max_tokens=1000 chunked", chunked.Scheduler)
+		p, f = ends(chunked)
+		assert.Equal(t, []int64{ms(3), ms(5), ms(7.5)}, p, "%s: chunked", ctxL)
+		assert.Equal(t, []int64{ms(4), ms(6), ms(8.5)}, f, "%s: chunked", ctxL)
+		assert.Equal(t, 6, chunked.Instances[0].PrefillChunks)
+		assert.Equal(t, 2, chunked.Instances[0].LargestBatch, "A's last chunk beside B's first")
+	}
+
+	// Attention-DP: requests A and C on index 0, B on index 1 (the
+	// router's round robin), each index its own budget, one step for
+	// both (PrefillPerToken charges the step's tokens over both): A 1000
+	// + B 1000, again, A 500 + C 500 + B 500 (A and B end at 5.5 ms),
+	// C 1000, C 1000 (7.5 ms).
+	adp := base
+	adp.Ctx, adp.ChunkedPrefill = topology.MustParseLayout("dp=2,adp"), true
+	rep := runSim(adp)
+	p, _ := ends(rep)
+	assert.Equal(t, []int64{ms(5.5), ms(5.5), ms(7.5)}, p, "attention-DP, chunked")
+	assert.Equal(t, 6, rep.Instances[0].PrefillChunks, "two chunks of each prompt did not end it")
+	assert.Equal(t, 3, rep.Instances[0].LargestBatch, "A's last chunk, C's first and B's last")
+}
+
+// Chunked prefill in process (real goroutine ranks, checked collectives,
+// under -race) and in simulation, on groups whose ranks must all take the
+// same chunks: TP and PP groups, CP, attention-DP with EP dispatch (each
+// chunk's tokens dispatched at their own positions), jittered prompts of
+// 20 to 60 tokens under a 24-token budget, so most prompts span steps and
+// steps mix an unfinished prompt's end with new prompts' beginnings.
+func TestChunkedPrefillAgrees(t *testing.T) {
+	for _, l := range [][2]string{{"tp=2", "tp=2"}, {"tp=2,pp=2", "tp=1"}, {"cp=2", "dp=2"}, {"dp=2,ep=2,adp", "dp=2,ep=2,adp"}} {
+		t.Run(l[0]+"->"+l[1], func(t *testing.T) {
+			cfg := dispatchConfig(l[0], l[1])
+			if !strings.Contains(l[0]+l[1], "ep=") {
+				cfg.Routing = executor.Routing{}
+			}
+			cfg.Workload.InputJitter, cfg.MaxTokens, cfg.ChunkedPrefill = 0.5, 24, true
+			rep := run(t, cfg)
+			require.True(t, rep.OK(), "%v", rep.Errors)
+			require.Equal(t, 12, rep.RequestsCompleted)
+			require.Equal(t, rep.BytesMoved, rep.BytesVerified)
+			assert.Positive(t, rep.Instances[0].PrefillChunks, "prompts spanned steps")
+			srep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true, Jitter: 50 * time.Microsecond})
+			require.NoError(t, err)
+			require.Equal(t, 12, srep.RequestsCompleted)
+			require.True(t, srep.OK(), "%v", srep.Errors)
+			assert.Positive(t, srep.Instances[0].PrefillChunks, "prompts spanned steps (sim)")
+		})
 	}
 }

@@ -46,6 +46,16 @@ var catalogue = []mutant{
 	{name: "goodput-pass-ignores-share", file: "goodput/goodput.go",
 		old: "Pass: a.N > 0 && a.Share() >= slo.Share", new: "Pass: a.N > 0 && a.Share() > 0",
 		why: "a rate passes when any request met the SLO, not the SLO's share", pkgs: []string{"./goodput"}},
+	// Chunked prefill in the runtime (issue 28).
+	{name: "chunk-plan-unfinished-free", file: "executor/policy.go",
+		old: "p.Cont[i] = take(contDPs[i], t)", new: "p.Cont[i] = min(t, int64(maxTokens))",
+		why: "an unfinished prompt's chunk does not count against the step's token budget: steps exceed max_tokens"},
+	{name: "chunk-sent-before-last", file: "executor/ctx.go",
+		old: "\t\tif k.last() {\n\t\t\tfinished = append(finished, k)", new: "\t\tif true {\n\t\t\tfinished = append(finished, k)",
+		why: "a prompt's KV is sent after its first chunk, the rest of it never prefilled"},
+	{name: "chunk-attention-ignores-past", file: "costmodel/prefill.go",
+		old: "n * (2*p + n + 1)", new: "n * (n + 1)",
+		why: "a chunk's attention over the earlier chunks' KV is free: chunked prefill is underpriced", pkgs: []string{"./costmodel"}},
 	// The sweep package: the placement search's grid, cells and ranking (issue 28).
 	{name: "sweep-goodput-counts-failed", file: "sweep/rank.go",
 		old: "if c.Rate <= 0 || sum.Failed || sum.Attain < s.Share", new: "if c.Rate <= 0 || sum.Attain < s.Share",

@@ -28,6 +28,7 @@ type runFlags struct {
 	prefill, decode                   time.Duration
 	ctxBlocks, genBlocks              int
 	maxBatch, maxTokens               int
+	chunked                           bool
 	slice, genPoll, xferTimeout       time.Duration
 	idleTick, stall                   time.Duration
 	checked                           bool // --checked (true unless --checked=false); read through collChecked
@@ -84,7 +85,9 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.IntVar(&f.ctxBlocks, "ctx-blocks", 512, "KV pool blocks per CTX rank (>= 1)")
 	fs.IntVar(&f.genBlocks, "gen-blocks", 512, "KV pool blocks per GEN rank (>= 1)")
 	fs.IntVar(&f.maxBatch, "max-batch", costmodel.DefaultMaxBatch, "scheduler: most requests in a CTX prefill batch and a GEN decode step, per DP index (0: no limit; default TensorRT-LLM's max_batch_size)")
-	fs.IntVar(&f.maxTokens, "max-tokens", costmodel.DefaultMaxTokens, "scheduler: most prompt tokens in a CTX prefill batch per DP index, a longer prompt prefilled alone (0: no limit; default TensorRT-LLM's max_num_tokens)")
+	fs.IntVar(&f.maxTokens, "max-tokens", costmodel.DefaultMaxTokens, "scheduler: most prompt tokens in a CTX prefill batch per DP index, a longer prompt prefilled alone unless --chunked (0: no limit; default TensorRT-LLM's max_num_tokens)")
+	fs.BoolVar(&f.chunked, "chunked", false, "scheduler: chunked prefill on CTX: each step fills --max-tokens, a prompt that does not fit what is left prefilled over several steps "+
+		"and sent after its last (default off, as TensorRT-LLM's enable_chunked_prefill)")
 	fs.DurationVar(&f.slice, "sender-wait-slice", transceiver.DefaultSenderWaitSlice, "bound of the CTX status check's local poll (> 0)")
 	fs.DurationVar(&f.genPoll, "gen-poll-interval", transceiver.DefaultGenPollInterval, "bound of the GEN status check's local poll (> 0)")
 	fs.DurationVar(&f.xferTimeout, "transfer-timeout", transceiver.DefaultTransferTimeout, "overall deadline of one transfer, then cancel (> 0)")
@@ -169,7 +172,7 @@ func (f *runFlags) config() (executor.Config, error) {
 	}
 	c.PrefillPerToken, c.DecodePerStep = f.prefill, f.decode
 	c.CtxBlocks, c.GenBlocks = f.ctxBlocks, f.genBlocks
-	c.MaxBatch, c.MaxTokens = f.maxBatch, f.maxTokens
+	c.MaxBatch, c.MaxTokens, c.ChunkedPrefill = f.maxBatch, f.maxTokens, f.chunked
 	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
 	c.IdleTick, c.StallTimeout = f.idleTick, f.stall
 	c.Replays = executor.ReplaySet{}

@@ -236,7 +236,7 @@ func (c placementCompute) Decode(batch []executor.Seq) time.Duration {
 func seqs(batch []executor.Seq) []costmodel.Seq {
 	out := make([]costmodel.Seq, len(batch))
 	for i, q := range batch {
-		out[i] = costmodel.Seq{Tokens: q.Tokens, DP: q.DP}
+		out[i] = costmodel.Seq{Tokens: q.Tokens, DP: q.DP, Past: q.Past, Partial: q.Partial}
 	}
 	return out
 }

@@ -55,6 +55,17 @@ func (f *runFlags) checkFlags() error {
 			return usagef("--%s %d: must be at least 1", c.flag, c.v)
 		}
 	}
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"max-batch", f.maxBatch}, {"max-tokens", f.maxTokens}} {
+		if c.v < 0 {
+			return usagef("--%s %d: must not be negative (0: no limit)", c.flag, c.v)
+		}
+	}
+	if f.chunked && f.maxTokens == 0 {
+		return usagef("--chunked with --max-tokens 0: chunked prefill needs a token budget for its chunks (--max-tokens N, N >= 1)")
+	}
 	if !(f.jitter >= 0 && f.jitter < 1) { // NaN and Inf too
 		return usagef("--input-jitter %v: must be a number in [0, 1)", f.jitter)
 	}
