@@ -136,4 +136,26 @@ for f in misroute@ctx:0,req=1 misroute@gen:1,req=2; do
 	echo "test-mpi-cli: ok: exit $rc, $who"
 done
 
+# 5. Chunked prefill under mpirun: a CTX group of two (tp=2) and a CTX
+# attention-DP group with EP dispatch take the same chunks on every rank
+# (no collective decides them); every request completes and the CTX line
+# counts the chunks that did not end their prompt.
+for layout in "--ctx tp=2 --gen tp=2" "--ctx dp=2,ep=2,adp --gen dp=2,ep=2,adp"; do
+	# shellcheck disable=SC2206
+	ch=(run --model gpt-oss-120b --hardware gb200 $layout --requests 6 --input 300 --output 4 --max-tokens 128 --chunked --json)
+	echo "test-mpi-cli: mpirun -np 4 bin/rankrun-mpi ${ch[*]}"
+	mpirun_ -np 4 bin/rankrun-mpi "${ch[@]}" >"$tmp/ch.json" 2>"$tmp/ch.err" ||
+		{ cat "$tmp/ch.err" >&2; fail "the chunked run ($layout) exited non-zero"; }
+	python3 - "$tmp/ch.json" <<'PY' || fail "the chunked run's report ($layout)"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["requests_completed"] == 6 and not r["errors"], (r["requests_completed"], r["errors"])
+assert r["scheduler"].endswith("chunked"), r["scheduler"]
+ctx = [i for i in r["instances"] if i["role"] == "ctx"][0]
+assert ctx["prefill_chunks"] >= 6, ctx  # 300 tokens under 128: at least two unfinished chunks each
+assert r["bytes_verified"] == r["bytes_moved"] > 0, (r["bytes_verified"], r["bytes_moved"])
+PY
+	echo "test-mpi-cli: ok: chunked, $layout"
+done
+
 echo "test-mpi-cli: PASS"
