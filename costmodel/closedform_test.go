@@ -69,7 +69,7 @@ func TestPrefillClosedForm(t *testing.T) {
 				if m.KVLoRA > 0 {
 					whole = 2 * float64(m.Layers*m.Hidden*(m.QLoRA+m.KVLoRA+m.RopeDim)) * n
 				}
-				compute := ((flops-whole)/float64(l.TP) + whole) / (hw.Peak(m.Precision) * DefaultComputeEff)
+				compute := ((flops-whole)/float64(l.TP) + whole) / (hw.Peak(m.Precision) * hw.ComputeEffFor(m.Precision))
 				members := make([]int, l.TP)
 				for i := range members {
 					members[i] = i
@@ -78,7 +78,7 @@ func TestPrefillClosedForm(t *testing.T) {
 				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 				// The precondition: this request is compute-bound.
 				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
-				require.Greater(t, w.flops/(hw.Peak(m.Precision)*DefaultComputeEff), memTime(hw, w), "%s %s %s", hw.Name, name, l)
+				require.Greater(t, w.flops/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)), memTime(hw, w), "%s %s %s", hw.Name, name, l)
 				got := p.Prefill([]Seq{{Tokens: n}})
 				assert.InDelta(t, want, got, 1, "%s on %s, %s: prefill of %d tokens", name, hw.Name, l, n)
 			}
@@ -205,7 +205,7 @@ func TestPrefillPipeline(t *testing.T) {
 // memTime is w's memory time on hw at the default efficiencies: weights
 // at DefaultMemoryEff, KV cache at DefaultKVEff.
 func memTime(hw Hardware, w work) float64 {
-	return w.weights/(hw.HBMBandwidth*DefaultMemoryEff) + w.kv/(hw.HBMBandwidth*DefaultKVEff)
+	return w.weights/(hw.HBMBandwidth*hw.MemoryEffOrDefault()) + w.kv/(hw.HBMBandwidth*hw.KVEffOrDefault())
 }
 
 // A prompt prefilled in chunks does the same work as whole: its chunks'

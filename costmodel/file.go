@@ -71,6 +71,7 @@ type hardwareFile struct {
 	HBMBandwidth float64            `json:"hbm_bandwidth"`
 	HBMCapacity  float64            `json:"hbm_capacity"`
 	ComputeEff   float64            `json:"compute_eff"`
+	ComputeEffBy map[string]float64 `json:"compute_eff_by_precision"`
 	MemoryEff    float64            `json:"memory_eff"`
 	KVEff        float64            `json:"kv_eff"`
 	StepOverhead string             `json:"step_overhead"` // a Go duration; "" or "0s": none
@@ -92,7 +93,8 @@ type linkFile struct {
 
 // LoadHardware reads a hardware profile: a JSON object with name,
 // peak_flops ({"bf16": FLOP/s, ...}, dense, per GPU), hbm_bandwidth
-// (bytes/s), hbm_capacity (bytes), compute_eff, memory_eff, kv_eff and
+// (bytes/s), hbm_capacity (bytes), compute_eff, compute_eff_by_precision
+// ({"fp4": 0.26}: where a precision's differs), memory_eff, kv_eff and
 // step_overhead (a duration, "2ms"; none when unset) (optional), and fabric {ranks_per_node,
 // rails (NICs a node), ring and nvls (bus bandwidths within a node, bytes/s;
 // optional), intra and inter {latency: "3us", bandwidth: bytes/s}}. An
@@ -112,7 +114,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 		return Hardware{}, err
 	}
 	h := Hardware{Name: f.Name, PeakFLOPs: f.PeakFLOPs, HBMBandwidth: f.HBMBandwidth, HBMCapacity: f.HBMCapacity,
-		ComputeEff: f.ComputeEff, MemoryEff: f.MemoryEff, KVEff: f.KVEff, Source: f.Source}
+		ComputeEff: f.ComputeEff, ComputeEffBy: f.ComputeEffBy, MemoryEff: f.MemoryEff, KVEff: f.KVEff, Source: f.Source}
 	if h.Name == "" {
 		h.Name = path
 	}

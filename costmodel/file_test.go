@@ -2,6 +2,7 @@ package costmodel
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,4 +186,29 @@ func TestPresetFits(t *testing.T) {
 	assert.NoError(t, Placement{Model: Models["gpt-oss-120b"], HW: h100}.Fits(one))
 	assert.Error(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(one))
 	assert.NoError(t, Placement{Model: Models["llama-3-70b"], HW: h100}.Fits(two))
+}
+
+// A hardware file may give a precision its own efficiency; the others
+// keep compute_eff. A precision the model does not know, or an efficiency
+// outside (0, 1], is refused naming the field.
+func TestHardwareComputeEffByPrecision(t *testing.T) {
+	base := `{"name": "x", "peak_flops": {"bf16": 1e15, "fp4": 4e15}, "hbm_bandwidth": 3e12, "hbm_capacity": 80e9, "compute_eff": 0.5, %s}`
+	h, err := DecodeHardware("x.json", []byte(fmt.Sprintf(base, `"compute_eff_by_precision": {"fp4": 0.25}`)))
+	require.NoError(t, err)
+	assert.InDelta(t, 0.25, h.ComputeEffFor("fp4"), 0)
+	assert.InDelta(t, 0.5, h.ComputeEffFor("bf16"), 0)
+	for _, c := range []struct{ by, want string }{
+		{`"compute_eff_by_precision": {"fp6": 0.25}`, `compute_eff_by_precision = "fp6": precisions are bf16, fp8 and fp4`},
+		{`"compute_eff_by_precision": {"fp4": 1.5}`, `compute_eff_by_precision.fp4 = 1.5: must be in (0, 1]`},
+		{`"compute_eff_by_precision": {"fp4": 0}`, `compute_eff_by_precision.fp4 = 0: must be in (0, 1]`},
+	} {
+		_, err := DecodeHardware("x.json", []byte(fmt.Sprintf(base, c.by)))
+		require.Error(t, err, c.by)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	// The GB200 preset's FP4 efficiency is its fitted one; its BF16 takes
+	// the default.
+	gb := Hardwares["gb200-nvl72"]
+	assert.InDelta(t, GB200FP4ComputeEff, gb.ComputeEffFor("fp4"), 0)
+	assert.InDelta(t, DefaultComputeEff, gb.ComputeEffFor("bf16"), 0)
 }

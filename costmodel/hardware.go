@@ -45,6 +45,15 @@ const (
 	// node, host and software); GB200 has no published row to fit one on
 	// and takes none.
 	H100StepOverhead = 2350 * time.Microsecond
+	// GB200FP4ComputeEff and GB200KVEff are the GB200 preset's achieved
+	// fractions of its FP4 peak and of its HBM bandwidth moving KV cache,
+	// fitted together on one column of TensorRT-LLM's throughput table:
+	// Llama-3.3-70B NVFP4 on one GB200 (perf-overview.md), ten sequence
+	// shapes, minimising the largest error (9 of 10 within 25%; at the
+	// H100 figures, 0.415 and 0.50, the model ran up to 1.8x fast). The
+	// Llama-3.1-405B TP4 column beside it is held out (published.go).
+	GB200FP4ComputeEff = 0.26
+	GB200KVEff         = 0.33
 )
 
 // Hardware is one GPU of a cluster and the links between them: dense peak
@@ -57,8 +66,11 @@ type Hardware struct {
 	HBMBandwidth float64            // bytes/s per GPU
 	HBMCapacity  float64            // bytes per GPU
 	ComputeEff   float64            // achieved fraction of PeakFLOPs (0: DefaultComputeEff)
-	MemoryEff    float64            // achieved fraction of HBMBandwidth reading weights (0: DefaultMemoryEff)
-	KVEff        float64            // achieved fraction of HBMBandwidth moving KV cache (0: DefaultKVEff)
+	// ComputeEffBy is the achieved fraction of one precision's peak
+	// where it differs from ComputeEff (a precision missing: ComputeEff).
+	ComputeEffBy map[string]float64
+	MemoryEff    float64 // achieved fraction of HBMBandwidth reading weights (0: DefaultMemoryEff)
+	KVEff        float64 // achieved fraction of HBMBandwidth moving KV cache (0: DefaultKVEff)
 	// StepOverhead is the fixed host cost of a forward step (0: none).
 	StepOverhead time.Duration
 	Fabric       sim.Fabric
@@ -73,6 +85,15 @@ func (h Hardware) Compute() bool {
 
 // ComputeEffOrDefault is ComputeEff, or DefaultComputeEff when unset.
 func (h Hardware) ComputeEffOrDefault() float64 { return h.computeEff() }
+
+// ComputeEffFor is the achieved fraction of precision's peak:
+// ComputeEffBy's where it has one, else ComputeEffOrDefault.
+func (h Hardware) ComputeEffFor(precision string) float64 {
+	if e := h.ComputeEffBy[precision]; e > 0 {
+		return e
+	}
+	return h.computeEff()
+}
 
 // MemoryEffOrDefault is MemoryEff, or DefaultMemoryEff when unset.
 func (h Hardware) MemoryEffOrDefault() float64 { return h.memoryEff() }
@@ -129,6 +150,17 @@ func (h Hardware) Validate() error {
 		return bad("hbm_capacity", "must be a positive number (bytes)", h.HBMCapacity)
 	case h.ComputeEff < 0 || h.ComputeEff > 1 || math.IsNaN(h.ComputeEff):
 		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
+	}
+	for _, p := range sortedKeys(h.ComputeEffBy) {
+		e := h.ComputeEffBy[p]
+		switch {
+		case !slices.Contains(Precisions, p):
+			return bad("compute_eff_by_precision", "precisions are bf16, fp8 and fp4", fmt.Sprintf("%q", p))
+		case !(e > 0 && e <= 1):
+			return bad("compute_eff_by_precision."+p, "must be in (0, 1]", e)
+		}
+	}
+	switch {
 	case h.MemoryEff < 0 || h.MemoryEff > 1 || math.IsNaN(h.MemoryEff):
 		return bad("memory_eff", "must be in (0, 1] (0: the default)", h.MemoryEff)
 	case h.KVEff < 0 || h.KVEff > 1 || math.IsNaN(h.KVEff):
@@ -194,7 +226,11 @@ var Hardwares = map[string]Hardware{
 	// 1,440 PFLOPS, FP8 720 PFLOPS, BF16 360 PFLOPS (with sparsity), up to
 	// 13.4 TB HBM3e at 576 TB/s. Per GPU and dense: 10 / 5 / 2.5 PFLOPS,
 	// 186 GB at 8 TB/s.
+	// Its FP4 matmuls' efficiency and its KV efficiency are fitted
+	// (GB200FP4ComputeEff, GB200KVEff); BF16 and FP8 take the default,
+	// unchecked (no published GB200 row runs them).
 	"gb200-nvl72": {Name: "gb200-nvl72", PeakFLOPs: map[string]float64{"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15},
+		ComputeEffBy: map[string]float64{"fp4": GB200FP4ComputeEff}, KVEff: GB200KVEff,
 		HBMBandwidth: 8e12, HBMCapacity: 186e9, Fabric: sim.Fabrics["gb200-nvl72"],
 		Source: "NVIDIA GB200 NVL72 datasheet: 360 / 720 / 1,440 PFLOPS BF16 / FP8 / FP4 sparse per 72 GPUs, 13.4 TB HBM3e at 576 TB/s; links: " +
 			sim.Fabrics["gb200-nvl72"].Source},

@@ -220,7 +220,7 @@ func (s side) weightsPerRank() float64 {
 // the memory time, weights and KV cache each at their achieved fraction
 // of HBM bandwidth.
 func (s side) roofline(w work) float64 {
-	c := w.flops / (s.hw.Peak(s.m.Precision) * s.hw.computeEff())
+	c := w.flops / (s.hw.Peak(s.m.Precision) * s.hw.ComputeEffFor(s.m.Precision))
 	b := w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()) + w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())
 	return math.Max(c, b)
 }

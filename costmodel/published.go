@@ -24,6 +24,9 @@ type Row struct {
 	// Fitted names the constant fitted on this row ("" for a held-out
 	// row).
 	Fitted string
+	// Joint marks a row of a fit over several rows at once (one column of
+	// a table): the fit meets each within Tolerance, not closely.
+	Joint bool
 	// Gap, when set, says why the row is outside +-25% (Lo and Hi then
 	// pin today's ratio).
 	Gap string
@@ -60,7 +63,7 @@ const Tolerance = 0.25
 var Published = publishedRows()
 
 func publishedRows() []Row {
-	h100 := Hardwares["h100-nvlink-ib400"]
+	h100, gb200 := Hardwares["h100-nvlink-ib400"], Hardwares["gb200-nvl72"]
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	busBW := func(hw Hardware, members []int, bytes int) float64 {
 		t := hw.Fabric.Collective(comm.KindAllreduce, members, bytes).Seconds()
@@ -90,6 +93,7 @@ func publishedRows() []Row {
 		return func() float64 { return ms(Placement{Model: m, HW: hw, Ctx: l, Gen: l}.Prefill([]Seq{{Tokens: in}})) }
 	}
 	const nemo = "NVIDIA NeMo Framework documentation, \"Llama performance\" (inference latency, batch 1)"
+	const coreweave = "coreweave/nccl-tests README, \"Expected Performance\""
 	const trt = "NVIDIA TensorRT-LLM docs/source/performance.md (v0.5/v0.6), \"Low Latency\", H100 FP8, batch 1"
 	lo, hi := 1-Tolerance, 1+Tolerance
 	rows := []Row{
@@ -101,6 +105,18 @@ func publishedRows() []Row {
 			Config: "all_reduce_perf 8 GB, 8 H100 SXM in one node, NVLink SHARP: bus bandwidth", Unit: "GB/s", Value: 476,
 			Lo: 0.95, Hi: 1.05, Fitted: "the h100 fabric's NVLS (476 GB/s)",
 			Model: func() float64 { return busBW(h100, ranks(8), 8<<30) }},
+		{Name: "nccl-allreduce-72-gb200-nvls", Source: coreweave + ", GB200 single rack",
+			Config: "all_reduce_perf 8 GB, one GB200 NVL72 rack (72 GPUs, NCCL 2.26.2): bus bandwidth", Unit: "GB/s", Value: 834.6,
+			Lo: 0.95, Hi: 1.05, Fitted: "the gb200 fabric's NVLS (835 GB/s)",
+			Model: func() float64 { return busBW(gb200, ranks(72), 8<<30) }},
+		{Name: "nccl-allreduce-2x72-gb200", Source: coreweave + ", GB200 2 racks",
+			Config: "all_reduce_perf 16 GB, two GB200 NVL72 racks (144 GPUs, NCCL 2.26.2): bus bandwidth", Unit: "GB/s", Value: 810.4,
+			Lo: lo, Hi: hi, Model: func() float64 { return busBW(gb200, ranks(144), 16<<30) }},
+		{Name: "nccl-allreduce-20x72-gb200", Source: coreweave + ", GB200 20 racks",
+			Config: "all_reduce_perf 16 GB, twenty GB200 NVL72 racks (1,440 GPUs, NCCL 2.26.2): bus bandwidth", Unit: "GB/s", Value: 405.7,
+			Lo: 1.818 - 0.045, Hi: 1.818 + 0.045,
+			Gap:   "the model's tree moves the buffer at a rack's ring bandwidth, with nothing for the fabric between 20 racks (switch tiers, congestion): 1.8x fast",
+			Model: func() float64 { return busBW(gb200, ranks(1440), 16<<30) }},
 		{Name: "nemo-llama2-7b-tp1", Source: nemo, Config: "Llama-2-7B, 1 H100, 128 in / 20 out", Unit: "ms", Value: 153.8,
 			Lo: 0.99, Hi: 1.01, Fitted: fmt.Sprintf("H100StepOverhead (%v a step)", H100StepOverhead), Model: latency(Models["llama-2-7b"], h100, tp(1), 128, 20)},
 		{Name: "nemo-llama2-7b-tp2", Source: nemo, Config: "Llama-2-7B, TP 2 on H100, 128 in / 20 out", Unit: "ms", Value: 128.6,

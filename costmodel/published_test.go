@@ -2,6 +2,7 @@ package costmodel
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +33,9 @@ func TestPublishedRows(t *testing.T) {
 		case r.Gap != "":
 			// A known gap is pinned: a change to it is seen.
 			assert.LessOrEqual(t, r.Hi-r.Lo, 0.1, "%s: a known gap's band [%.2f, %.2f] pins nothing", r.Name, r.Lo, r.Hi)
+		case r.Fitted != "" && r.Joint:
+			// A row of a fit over a whole column: within the tolerance.
+			assert.True(t, r.Lo >= 1-Tolerance-1e-9 && r.Hi <= 1+Tolerance+1e-9, "%s: band [%.2f, %.2f] wider than +-25%%", r.Name, r.Lo, r.Hi)
 		case r.Fitted != "":
 			// A row a constant was fitted on is met closely.
 			assert.True(t, r.Lo >= 0.95-1e-9 && r.Hi <= 1.05+1e-9, "%s: a fitted row's band [%.2f, %.2f] is wider than +-5%%", r.Name, r.Lo, r.Hi)
@@ -80,4 +84,16 @@ func TestPublishedRows(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, held, 4, "held-out rows check the model; fitted ones only its fit")
+	// GB200's FP4 and KV efficiencies are fitted on the 70B column only:
+	// the 405B column beside it is held out (but for its known gaps).
+	gbHeld := 0
+	for _, r := range Published {
+		if strings.HasPrefix(r.Name, "tput-405b-gb200-") {
+			assert.Empty(t, r.Fitted, r.Name)
+			if r.Kind() == "held out" {
+				gbHeld++
+			}
+		}
+	}
+	assert.Equal(t, 8, gbHeld, "the 405B GB200 column: 8 of 10 held out and within the tolerance")
 }

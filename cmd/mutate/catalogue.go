@@ -56,6 +56,10 @@ var catalogue = []mutant{
 	{name: "chunk-attention-ignores-past", file: "costmodel/prefill.go",
 		old: "n * (2*p + n + 1)", new: "n * (n + 1)",
 		why: "a chunk's attention over the earlier chunks' KV is free: chunked prefill is underpriced", pkgs: []string{"./costmodel"}},
+	// GB200's FP4 efficiency, fitted on published rows (issue 28).
+	{name: "compute-eff-by-precision-ignored", file: "costmodel/placement.go",
+		old: "s.hw.Peak(s.m.Precision) * s.hw.ComputeEffFor(s.m.Precision)", new: "s.hw.Peak(s.m.Precision) * s.hw.ComputeEffOrDefault()",
+		why: "a precision's own efficiency (GB200's FP4) is ignored: the NVFP4 rows run up to 1.8x fast", pkgs: []string{"./costmodel"}},
 	// The sweep package: the placement search's grid, cells and ranking (issue 28).
 	{name: "sweep-goodput-counts-failed", file: "sweep/rank.go",
 		old: "if c.Rate <= 0 || sum.Failed || sum.Attain < s.Share", new: "if c.Rate <= 0 || sum.Attain < s.Share",

@@ -18,7 +18,7 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 		") or a JSON file; prefill and decode times then come from the model, the layouts and --hardware, and the KV geometry from the model")
 	fs.StringVar(&f.hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
 		") or a JSON file; the sim backend's link model, and with --model the compute figures")
-	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs, in (0,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
+	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in (0,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
 	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
 	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
@@ -95,6 +95,9 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 			return usagef("--%s %v: must be in (0, 1] (or 0 for the hardware's)", e.name, e.v)
 		}
 		*e.to = e.v
+		if e.name == "compute-eff" {
+			hw.ComputeEffBy = nil // the flag is every precision's
+		}
 	}
 	p := costmodel.Placement{Model: m, HW: hw, Ctx: c.Ctx, Gen: c.Gen}
 	if err := p.Validate(); err != nil {
@@ -268,7 +271,7 @@ func describeCompute(cfg *executor.Config) string {
 	if pc, ok := cfg.Compute.(placementCompute); ok {
 		m, h := pc.p.Model, pc.p.HW
 		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
-			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffOrDefault(), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
+			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffFor(m.Precision), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
 		if n := kvHeadDim(m) / max(1, cfg.Model.HeadDim); n > 1 {
 			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
 		}

@@ -75,12 +75,16 @@ var Fabrics = map[string]Fabric{
 		Source: "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference (ConnectX-7 NDR 400 Gb/s per GPU); the H100 node's nccl-tests figures (#212, #290)"},
 	"gb200-nvl72": {Name: "gb200-nvl72", RanksPerNode: 72, Rails: 72,
 		// NVLink 5: 1.8 TB/s bidirectional per GPU, 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet).
-		// No published ring or NVLink SHARP figure for it was found: collectives run at the links' peak.
 		Intra: Link{Latency: 3 * time.Microsecond, Bandwidth: 900e9},
+		// all_reduce_perf over one whole NVL72 rack (72 GPUs, NCCL 2.26.2): 834.6 GB/s bus bandwidth at 8 GB
+		// (coreweave/nccl-tests README, "Expected Performance", GB200 single rack), above what a ring reaches:
+		// taken as NVLink SHARP's (fitted on that row). No ring figure is published: it is taken at the
+		// H100 node's measured ring over its link peak (370 / 450 GB/s) of NVLink 5's 900 GB/s, an assumption.
+		Ring: 740e9, NVLS: 835e9,
 		// Between NVL72 racks: one ConnectX-7 400 Gb/s NIC per GPU (DGX GB200 compute tray: 4 per tray of 4 GPUs),
 		// 48 GB/s reached as on an NDR rail (nccl-tests#290).
 		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
-		Source: "NVIDIA GB200 NVL72 datasheet (NVLink 1.8 TB/s, 72 GPUs); DGX GB200 user guide (ConnectX-7 400 Gb/s per GPU); nccl-tests#290 (46-48 GB/s per NIC)"},
+		Source: "NVIDIA GB200 NVL72 datasheet (NVLink 1.8 TB/s, 72 GPUs); DGX GB200 user guide (ConnectX-7 400 Gb/s per GPU); nccl-tests#290 (46-48 GB/s per NIC); coreweave/nccl-tests README (NVL72 all_reduce 834.6 GB/s)"},
 }
 
 // FabricNames lists the presets, sorted.
