@@ -12,7 +12,9 @@ import (
 )
 
 // Cell is one cell of a sweep: a layout pair under one arrival pattern
-// (its Config), run len(Reports) times. Run fills everything after Config.
+// (its Config), run len(Reports) times (NewCell makes one). Run fills
+// everything after Config; a cell with no Reports is never run and never
+// a result.
 type Cell struct {
 	Pair    Pair
 	Arrival string  // the arrival pattern, as executor.Arrival prints it
@@ -28,8 +30,9 @@ type Cell struct {
 }
 
 // NewCell is a cell of cfg (its layouts, arrival and rate read from it),
-// to run repeats times.
+// to run repeats times (at least once).
 func NewCell(cfg executor.Config, repeats int) *Cell {
+	repeats = max(repeats, 1)
 	c := &Cell{Pair: Pair{cfg.Ctx, cfg.Gen}, Arrival: cfg.Workload.Arrival.String(), Config: cfg,
 		Reports: make([]*executor.Report, repeats), Errs: make([]error, repeats), Met: make([]int, repeats), Ran: make([]bool, repeats)}
 	if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -30,11 +31,13 @@ func TestStatsOf(t *testing.T) {
 		tally.Record(q)
 	}
 	assert.Equal(t, 3, tally.Met())
-	rep := &executor.Report{ThroughputRPS: 8, TPOTMs: executor.Dist{N: 4, P50: 10}}
+	rep := &executor.Report{ThroughputRPS: 8, TPOTMs: executor.Dist{N: 4, P50: 10}, TTFTMs: executor.Dist{N: 4, P50: 7, P99: 30}}
 	s := StatsOf(rep, tally.Met(), false, 4, 6)
 	assert.InDelta(t, 2.0, s.TputPerGPU, 0)
 	assert.InDelta(t, 3.0/6, s.Attain, 1e-12, "3 of the workload's 6 requests met it")
 	assert.InDelta(t, 10.0, s.TPOTP50, 1e-9, "the report's TPOT")
+	assert.InDelta(t, 7.0, s.TTFTP50, 0, "the report's TTFT p50")
+	assert.InDelta(t, 30.0, s.TTFTP99, 0, "and p99")
 	assert.True(t, math.IsNaN(StatsOf(&executor.Report{}, 0, false, 4, 6).TPOTP50), "no TPOT sample: NaN")
 	assert.True(t, math.IsNaN(StatsOf(&executor.Report{}, 0, false, 4, 6).TTFTP99), "no TTFT sample: NaN")
 	assert.Zero(t, StatsOf(rep, 3, true, 4, 6).Attain)
@@ -57,6 +60,12 @@ func TestSummarise(t *testing.T) {
 	assert.InDelta(t, 0.9, s.Attain, 0)
 	assert.Equal(t, 1, s.FailedRuns)
 	assert.True(t, s.Failed, "one failed repeat fails the cell")
+	// NaN figures are left out of a median: of 10, 20, 30 and two NaNs
+	// it is 20 (with the NaNs counted, the nearest rank would be 10).
+	five := Summarise([]Stats{{TTFTP99: 30, TPOTP50: 3}, {TTFTP99: nan, TPOTP50: nan}, {TTFTP99: 10, TPOTP50: 1},
+		{TTFTP99: nan, TPOTP50: nan}, {TTFTP99: 20, TPOTP50: 2}})
+	assert.InDelta(t, 20, five.TTFTP99, 0)
+	assert.InDelta(t, 2, five.TPOTP50, 0)
 	none := Summarise([]Stats{{TTFTP99: nan, TTFTP50: nan, TPOTP50: nan}})
 	assert.True(t, math.IsNaN(none.TTFTP99Min) && math.IsNaN(none.TTFTP99))
 	assert.False(t, none.Failed)
@@ -106,4 +115,46 @@ func TestGoodputs(t *testing.T) {
 		order = append(order, g.Pair)
 	}
 	assert.Equal(t, []string{"fast", "late", "slow"}, order)
+}
+
+// A pair's goodput is its highest rate that meets the share, whatever
+// the order of its cells; an attainment exactly at the share meets it; a
+// cell whose attainment is NaN (no repeat ran) meets nothing.
+func TestGoodputsOrderAndEdges(t *testing.T) {
+	l1 := topology.MustParseLayout("tp=1")
+	cell := func(rate, attain float64) *Cell {
+		c := &Cell{Pair: Pair{l1, l1}, Rate: rate}
+		c.Summary.Attain = attain
+		return c
+	}
+	gs := Goodputs([]*Cell{cell(8, 1), cell(2, 1), cell(4, 1)}, goodput.SLO{Share: 0.9})
+	assert.InDelta(t, 8, gs[0].Rate, 0, "the highest rate met, not the last")
+	gs = Goodputs([]*Cell{cell(2, 0.9), cell(4, 0.8999)}, goodput.SLO{Share: 0.9})
+	assert.InDelta(t, 2, gs[0].Rate, 0, "exactly at the share meets it")
+	gs = Goodputs([]*Cell{cell(1000, math.NaN())}, goodput.SLO{Share: 0.9})
+	assert.Zero(t, gs[0].Rate, "NaN attains nothing")
+}
+
+// Ranked keeps the given order among ties (more than sort's insertion
+// threshold of them) and leaves its input alone.
+func TestRankedIsStable(t *testing.T) {
+	var gs []PairGoodput
+	for i := range 40 {
+		gs = append(gs, PairGoodput{Pair: fmt.Sprintf("p%02d", i), P99: math.NaN()})
+	}
+	gs = append(gs, PairGoodput{Pair: "best", PerGPU: 1})
+	names := func(gs []PairGoodput) []string {
+		var out []string
+		for _, g := range gs {
+			out = append(out, g.Pair)
+		}
+		return out
+	}
+	in := names(gs)
+	out := Ranked(gs)
+	assert.Equal(t, in, names(gs), "the input is not reordered")
+	assert.Equal(t, "best", out[0].Pair)
+	for i, g := range out[1:] {
+		assert.Equal(t, fmt.Sprintf("p%02d", i), g.Pair, "ties in the given order")
+	}
 }

@@ -61,6 +61,37 @@ func TestGridPairs(t *testing.T) {
 		assert.True(t, got[p], "missing %s", p)
 	}
 
+	// Llama-3-70B on six H100s: many candidates fit on one side only
+	// (tp=1 holds no 70B in 16 bits), so each side's weight check shows.
+	m70 := costmodel.Models["llama-3-70b"]
+	p70 := &costmodel.Placement{Model: m70, HW: hardware(t, "h100")}
+	g70 := m70.Geometry(16)
+	got70, err := Grid{GPUs: 6}.Pairs(g70, p70)
+	require.NoError(t, err)
+	want70 := map[string]bool{}
+	oneSided := 0
+	l70 := topology.Enumerate(g70, 5)
+	for _, c := range l70 {
+		for _, g := range l70 {
+			if c.Ranks()+g.Ranks() > 6 || c.AttentionDP || g.AttentionDP || g.CP > 1 || !topology.Compatible(c, g, g70) {
+				continue
+			}
+			if (p70.Fits(c) == nil) != (p70.Fits(g) == nil) {
+				oneSided++
+			}
+			if p70.Fits(c) == nil && p70.Fits(g) == nil {
+				want70[Pair{c, g}.String()] = true
+			}
+		}
+	}
+	require.Positive(t, oneSided, "the case must have pairs that fit on one side only")
+	var names70 []string
+	for _, p := range got70 {
+		names70 = append(names70, p.String())
+		assert.True(t, want70[p.String()], "%s: a side's weights do not fit", p)
+	}
+	assert.Len(t, names70, len(want70))
+
 	// Only tp on both sides.
 	tpOnly, err := Grid{GPUs: 4, Ctx: Dims{TP: true}, Gen: Dims{TP: true}}.Pairs(geom, place)
 	require.NoError(t, err)
@@ -108,4 +139,13 @@ func TestGridExperts(t *testing.T) {
 	for _, want := range []string{"tp=2,ep=2/tp=1", "dp=2,ep=2,adp/tp=1", "tp=1/tp=2,ep=2", "tp=2/tp=1"} {
 		assert.True(t, got[want], "missing %s", want)
 	}
+	// ep allowed on CTX only: no GEN layout uses it.
+	ctxOnly, err := Grid{GPUs: 3, Ctx: Dims{TP: true, DP: true, ADP: true, EP: true}, Gen: Dims{TP: true}}.Pairs(m.Geometry(16), place)
+	require.NoError(t, err)
+	sawCtxEP := false
+	for _, p := range ctxOnly {
+		assert.LessOrEqual(t, p.Gen.EP, 1, "GEN may not use ep: %s", p)
+		sawCtxEP = sawCtxEP || p.Ctx.EP > 1
+	}
+	assert.True(t, sawCtxEP, "CTX tries ep")
 }

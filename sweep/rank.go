@@ -34,7 +34,7 @@ func Goodputs(cells []*Cell, s goodput.SLO) []PairGoodput {
 			out = append(out, PairGoodput{Pair: name, GPUs: c.GPUs(), P99: math.NaN()})
 		}
 		sum := c.Summary
-		if c.Rate <= 0 || sum.Failed || sum.Attain < s.Share || c.Rate < out[i].Rate {
+		if c.Rate <= 0 || sum.Failed || !(sum.Attain >= s.Share) || c.Rate < out[i].Rate { // NaN attains nothing
 			continue
 		}
 		out[i].Rate, out[i].PerGPU = c.Rate, c.Rate/float64(c.GPUs())

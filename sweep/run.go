@@ -19,22 +19,28 @@ type Runner func(ctx context.Context, cfg executor.Config, i int) (*executor.Rep
 
 // Options are how Run runs the cells.
 type Options struct {
-	// Jobs is how many repeats run at once; 0 means one per CPU
-	// (GOMAXPROCS), which suits simulation. Runs whose wall-clock figures
+	// Jobs is how many repeats run at once; 0 (or less) means one per
+	// CPU (GOMAXPROCS), which suits simulation. Runs whose wall-clock figures
 	// matter (in-process) should run one at a time.
 	Jobs int
 	// SLO counts each repeat's requests that meet it (Cell.Met).
 	SLO goodput.SLO
 	// Done, when set, is called after each repeat, from the goroutine that
-	// ran it: it must be safe for concurrent use.
+	// ran it: it must be safe for concurrent use, and may read repeat i of
+	// c (Reports[i], Errs[i], Met[i], Ran[i]) but nothing else of it:
+	// other repeats of c may be running, and Stats and Summary are set
+	// only after every repeat has ended.
 	Done func(c *Cell, i int)
 }
 
 // Run runs every repeat of every cell, opt.Jobs at a time, and fills each
 // cell's reports, errors, SLO counts, statistics and summary. It returns
-// the cells whose every repeat ran to its end: all of them, unless ctx
-// ends first, when no repeat starts any more, those running see ctx end,
-// and a repeat that returns an error after ctx ended counts as cut short.
+// the cells whose every repeat ran to its end (a cell with no repeat
+// never does): all of them, unless ctx ends first, when no repeat starts
+// any more, those running see ctx end, and a repeat that returns an error
+// after ctx ended counts as cut short (one that returns no error counts).
+// Compute goodputs and rankings from what Run returns, not from cells: a
+// cell cut short holds no result.
 // A cell's reports keep no per-rank reports (Ranks_), so that a large
 // sweep holds what its outputs print and no more.
 func Run(ctx context.Context, cells []*Cell, opt Options, run Runner) []*Cell {
@@ -44,6 +50,10 @@ func Run(ctx context.Context, cells []*Cell, opt Options, run Runner) []*Cell {
 	}
 	var tasks []task
 	for _, c := range cells {
+		// A hand-made cell gets its per-repeat slices here.
+		n := len(c.Reports)
+		c.Errs, c.Met, c.Ran = resize(c.Errs, n), resize(c.Met, n), resize(c.Ran, n)
+		clear(c.Ran)
 		for i := range c.Reports {
 			tasks = append(tasks, task{c, i})
 		}
@@ -78,7 +88,7 @@ dispatch:
 	wg.Wait()
 	var done []*Cell
 	for _, c := range cells {
-		if slices.Contains(c.Ran, false) {
+		if len(c.Ran) == 0 || slices.Contains(c.Ran, false) {
 			continue
 		}
 		c.Stats = make([]Stats, len(c.Reports))
@@ -89,6 +99,14 @@ dispatch:
 		done = append(done, c)
 	}
 	return done
+}
+
+// resize is s with n elements: s itself when it has n.
+func resize[T any](s []T, n int) []T {
+	if len(s) == n {
+		return s
+	}
+	return make([]T, n)
 }
 
 // runRepeat runs repeat i of c, counting the requests that meet s.

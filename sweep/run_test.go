@@ -3,9 +3,11 @@ package sweep
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +50,7 @@ func TestRunFillsEveryCell(t *testing.T) {
 		mu.Lock()
 		seeds[cfg.Ctx.String()] = append(seeds[cfg.Ctx.String()], cfg.Workload.Seed)
 		mu.Unlock()
-		require.True(t, cfg.Records)
+		assert.True(t, cfg.Records) // assert, not require: this runs in Run's worker
 		// i requests meet the SLO (TTFT 5 ms), one misses it (TTFT 50 ms).
 		for range i {
 			cfg.Sink.Record(executor.RequestRecord{Output: 3, FirstToken: 5e6, Done: 9e6, State: request.Completed})
@@ -88,27 +90,94 @@ func TestRunFillsEveryCell(t *testing.T) {
 	assert.Zero(t, b.Stats[1].Attain, "a failed repeat attains nothing")
 }
 
-// When ctx ends, no repeat starts any more, and a repeat that returns an
-// error after it ended is cut short: its cell is left out of the result.
+// When ctx ends, no repeat starts any more; a repeat that returns an
+// error after it ended is cut short (its cell is left out of the result),
+// one that returns none ran to its end.
 func TestRunStopsWhenContextEnds(t *testing.T) {
-	var cells []*Cell
-	for range 6 {
-		cells = append(cells, NewCell(cellConfig("tp=1", "tp=1", executor.Arrival{Kind: executor.Burst}, 1), 1))
+	for _, cut := range []bool{true, false} {
+		var cells []*Cell
+		for range 6 {
+			cells = append(cells, NewCell(cellConfig("tp=1", "tp=1", executor.Arrival{Kind: executor.Burst}, 1), 1))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var started atomic.Int32
+		runner := func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
+			if started.Add(1) == 2 {
+				cancel() // the second run is interrupted
+				<-ctx.Done()
+				if cut {
+					return &executor.Report{}, ctx.Err()
+				}
+			}
+			return &executor.Report{ThroughputRPS: 1}, nil
+		}
+		got := Run(ctx, cells, Options{Jobs: 1}, runner)
+		cancel()
+		assert.EqualValues(t, 2, started.Load(), "nothing started after ctx ended")
+		if cut {
+			require.Len(t, got, 1, "only the first cell finished before the end")
+			assert.Same(t, cells[0], got[0])
+			assert.False(t, cells[1].Ran[0], "the cut run is not a result")
+		} else {
+			require.Len(t, got, 2, "the second ended without an error: a result")
+			assert.True(t, cells[1].Ran[0])
+		}
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var started atomic.Int32
-	runner := func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
-		if started.Add(1) == 2 {
-			cancel() // the second run is interrupted
-			<-ctx.Done()
-			return &executor.Report{}, ctx.Err()
+}
+
+// Jobs repeats run at once: a runner that waits until Jobs of them are
+// running (or gives up after a deadline) sees them; with Jobs 0, one per
+// GOMAXPROCS.
+func TestRunJobsAtOnce(t *testing.T) {
+	for _, tc := range []struct{ jobs, procs, want int }{{3, 0, 3}, {0, 3, 3}} {
+		if tc.procs > 0 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+		}
+		var mu sync.Mutex
+		running, most := 0, 0
+		all := make(chan struct{})
+		runner := func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			if running == tc.want {
+				close(all)
+			}
+			mu.Unlock()
+			select {
+			case <-all:
+			case <-time.After(10 * time.Second):
+			}
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return &executor.Report{}, nil
+		}
+		cell := NewCell(cellConfig("tp=1", "tp=1", executor.Arrival{Kind: executor.Burst}, 1), tc.want)
+		Run(t.Context(), []*Cell{cell}, Options{Jobs: tc.jobs}, runner)
+		assert.Equal(t, tc.want, most, "jobs %d, GOMAXPROCS %d", tc.jobs, runtime.GOMAXPROCS(0))
+	}
+}
+
+// A cell made by hand (no per-repeat slices) runs; one with no repeats
+// does not and is no result; NewCell makes at least one repeat and reads
+// a rate arrival's rate.
+func TestRunHandMadeCells(t *testing.T) {
+	cfg := cellConfig("tp=1", "tp=1", executor.Arrival{Kind: executor.Rate, Rate: 7}, 1)
+	hand := &Cell{Pair: Pair{cfg.Ctx, cfg.Gen}, Config: cfg, Reports: make([]*executor.Report, 2)}
+	empty := &Cell{Pair: Pair{cfg.Ctx, cfg.Gen}, Config: cfg, Rate: 1000}
+	leaky := NewCell(cfg, 0)
+	require.Len(t, leaky.Reports, 1)
+	assert.InDelta(t, 7, leaky.Rate, 0, "a rate arrival's rate")
+	got := Run(t.Context(), []*Cell{hand, empty, leaky}, Options{}, func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
+		if cfg.Workload.Seed == 1 && i == 0 && len(cfg.Faults) == 0 {
+			return &executor.Report{ThroughputRPS: 1}, nil
 		}
 		return &executor.Report{ThroughputRPS: 1}, nil
-	}
-	got := Run(ctx, cells, Options{Jobs: 1}, runner)
-	require.Len(t, got, 1, "only the first cell finished before the end")
-	assert.Same(t, cells[0], got[0])
-	assert.EqualValues(t, 2, started.Load(), "nothing started after ctx ended")
-	assert.False(t, cells[1].Ran[0], "the cut run is not a result")
+	})
+	assert.Equal(t, []*Cell{hand, leaky}, got)
+	assert.Len(t, hand.Stats, 2)
+	assert.Zero(t, Goodputs([]*Cell{empty}, goodput.SLO{Share: 0.5})[0].Rate, "a cell that never ran has no goodput")
+	leaky.Reports[0].LeakedBlocks = 1
+	assert.True(t, leaky.FailedAt(0), "a leak fails the repeat")
 }

@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -108,7 +108,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		return usagef("--model %s: %v", f.model, err)
 	}
 	c.Model = full
-	c.Compute = placementCompute{p}
+	c.Compute = sweep.CostModel{Placement: p}
 	c.Routing = executor.Routing{Experts: m.Experts, TopK: m.ActiveExperts}
 	// Pools: what the HBM left after the weights holds, of the full
 	// geometry, but never more than the whole workload needs.
@@ -225,25 +225,6 @@ func computeHardware() []string {
 	return out
 }
 
-// placementCompute is the executor's compute hook over a Placement.
-type placementCompute struct{ p costmodel.Placement }
-
-func (c placementCompute) Prefill(batch []executor.Seq) time.Duration {
-	return c.p.Prefill(seqs(batch))
-}
-
-func (c placementCompute) Decode(batch []executor.Seq) time.Duration {
-	return c.p.Decode(seqs(batch))
-}
-
-func seqs(batch []executor.Seq) []costmodel.Seq {
-	out := make([]costmodel.Seq, len(batch))
-	for i, q := range batch {
-		out[i] = costmodel.Seq{Tokens: q.Tokens, DP: q.DP, Past: q.Past, Partial: q.Partial}
-	}
-	return out
-}
-
 // kvHeadDim is the head dim of the KV geometry the runtime moves for m.
 func kvHeadDim(m costmodel.Model) int { return m.Geometry(1).HeadDim }
 
@@ -268,8 +249,8 @@ func (f *runFlags) payloadScale() int {
 // model at all).
 func describeCompute(cfg *executor.Config) string {
 	var parts []string
-	if pc, ok := cfg.Compute.(placementCompute); ok {
-		m, h := pc.p.Model, pc.p.HW
+	if pc, ok := cfg.Compute.(sweep.CostModel); ok {
+		m, h := pc.Model, pc.HW
 		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
 			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffFor(m.Precision), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
 		if n := kvHeadDim(m) / max(1, cfg.Model.HeadDim); n > 1 {

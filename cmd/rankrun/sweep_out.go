@@ -79,8 +79,8 @@ func sweepTitle(runs []*sweep.Cell) (title, short string) {
 	}
 	s += fmt.Sprintf(", %d output tokens", w.OutputTokens)
 	short = s
-	if pc, ok := c.Compute.(placementCompute); ok {
-		short += fmt.Sprintf("; %s on %s", pc.p.Model.Name, pc.p.HW.Name)
+	if pc, ok := c.Compute.(sweep.CostModel); ok {
+		short += fmt.Sprintf("; %s on %s", pc.Model.Name, pc.HW.Name)
 	}
 	if d := describeCompute(c); d != "" {
 		s += "; " + d
