@@ -69,7 +69,19 @@ func TestPrefillClosedForm(t *testing.T) {
 				if m.KVLoRA > 0 {
 					whole = 2 * float64(m.Layers*m.Hidden*(m.QLoRA+m.KVLoRA+m.RopeDim)) * n
 				}
-				compute := ((flops-whole)/float64(l.TP) + whole) / (hw.Peak(m.Precision) * hw.ComputeEffFor(m.Precision))
+				// The experts' FLOPs (routed active and shared, over
+				// TP) run at the expert precision's peak.
+				var xflops float64
+				if m.MoE() {
+					moeLayers := float64(m.Layers - m.DenseLayers)
+					xflops = 2 * moeLayers * float64(m.ActiveExperts+m.SharedExperts) * 3 * float64(m.Hidden*m.ExpertFFN) * n
+				}
+				xp := m.ExpertPrecision
+				if xp == "" {
+					xp = m.Precision
+				}
+				compute := ((flops-whole-xflops)/float64(l.TP)+whole)/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)) +
+					xflops/float64(l.TP)/(hw.Peak(xp)*hw.ComputeEffFor(xp))
 				members := make([]int, l.TP)
 				for i := range members {
 					members[i] = i
@@ -78,7 +90,7 @@ func TestPrefillClosedForm(t *testing.T) {
 				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 				// The precondition: this request is compute-bound.
 				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
-				require.Greater(t, w.flops/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)), memTime(hw, w), "%s %s %s", hw.Name, name, l)
+				require.Greater(t, w.allFLOPs()/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)), memTime(hw, w), "%s %s %s", hw.Name, name, l)
 				got := p.Prefill([]Seq{{Tokens: n}})
 				assert.InDelta(t, want, got, 1, "%s on %s, %s: prefill of %d tokens", name, hw.Name, l, n)
 			}
@@ -122,7 +134,7 @@ func TestDecodeBatch1MemoryBound(t *testing.T) {
 			for _, l := range tpLayouts(p) {
 				for _, ctx := range []int{1, 1024, 32768} {
 					w := p.side(l, 0).decodeWork(0, []Seq{{Tokens: ctx}})
-					c := w.flops / (hw.Peak(p.Model.Precision) * DefaultComputeEff)
+					c := w.allFLOPs() / (hw.Peak(p.Model.Precision) * hw.ComputeEffFor(p.Model.Precision))
 					mem := memTime(hw, w)
 					assert.Greater(t, mem, c, "%s on %s %s, context %d: compute %.3g s, memory %.3g s", name, hw.Name, l, ctx, c, mem)
 				}
@@ -232,7 +244,7 @@ func TestPrefillChunksAddUp(t *testing.T) {
 			for _, c := range []Seq{{Tokens: 1000, Partial: true}, {Tokens: 1000, Past: 1000, Partial: true}, {Tokens: 500, Past: 2000}} {
 				sum.add(s.prefillWork(last, []Seq{c}))
 			}
-			assert.InDelta(t, whole.flops, sum.flops, whole.flops*1e-12, "%s %s: FLOPs", name, l)
+			assert.InDelta(t, whole.allFLOPs(), sum.allFLOPs(), whole.allFLOPs()*1e-12, "%s %s: FLOPs", name, l)
 			lm := s.lmHead(1)
 			// (An MoE reads the experts its tokens touch, fewer for fewer
 			// tokens; at 500 tokens nearly all: within a millionth.)

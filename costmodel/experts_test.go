@@ -83,11 +83,12 @@ func TestExpertParallelUnderTP(t *testing.T) {
 	// Binomial(64 tokens x 8 experts, 1/8), exactly; the router and the
 	// shared expert split evenly.
 	es, ts := p.side(ep, 0), p.side(tp, 0)
-	rest, routed := ts.ffnFLOPsPerToken(true)
+	rest, shared, routed := ts.ffnFLOPsPerToken(true)
 	imb := maxOverMean(64*8, 1.0/8, 8)
 	assert.Greater(t, imb, 1.1)
-	assert.InEpsilon(t, (rest+routed*imb)*64/8, es.ffnWork(0, 1, 64, 8).flops, 1e-12)
-	assert.InEpsilon(t, (rest+routed)*64/8, ts.ffnWork(0, 1, 64, 8).flops, 1e-12)
+	assert.InEpsilon(t, (rest+shared+routed*imb)*64/8, es.ffnWork(0, 1, 64, 8).allFLOPs(), 1e-12)
+	assert.InEpsilon(t, (rest+shared+routed)*64/8, ts.ffnWork(0, 1, 64, 8).allFLOPs(), 1e-12)
+	assert.InEpsilon(t, (shared+routed)*64/8, ts.ffnWork(0, 1, 64, 8).xflops, 1e-12, "the experts' FLOPs apart")
 	// At a large batch the parts balance: within 3%.
 	big := make([]Seq, 4096)
 	for i := range big {

@@ -212,3 +212,26 @@ func TestHardwareComputeEffByPrecision(t *testing.T) {
 	assert.InDelta(t, GB200FP4ComputeEff, gb.ComputeEffFor("fp4"), 0)
 	assert.InDelta(t, DefaultComputeEff, gb.ComputeEffFor("bf16"), 0)
 }
+
+// A model's experts may compute at their own precision; a precision the
+// model does not know, or one on a dense model, is refused by name; the
+// hardware must have the experts' peak too.
+func TestExpertPrecision(t *testing.T) {
+	m := Models["deepseek-r1-fp4"]
+	require.NoError(t, m.Validate())
+	assert.Equal(t, "fp4", m.expertPrecision())
+	bad := m
+	bad.ExpertPrecision = "fp6"
+	assert.ErrorContains(t, bad.Validate(), `expert_precision = "fp6": must be "" (as precision) or one of bf16, fp8, fp4`)
+	dense := Models["llama-3-8b"]
+	dense.ExpertPrecision = "fp8"
+	assert.ErrorContains(t, dense.Validate(), `expert_precision = "fp8": a dense model has no experts`)
+	noFP4 := Placement{Model: m, HW: Hardwares["h100-nvlink-ib400"]}
+	assert.ErrorContains(t, noFP4.Validate(), `has no fp4 peak (model "deepseek-r1-fp4" computes its experts in fp4)`)
+	// Its attention computes at FP8: the FP8 peak, not FP4's, prices it.
+	l := topology.Layout{TP: 8, PP: 1, CP: 1, DP: 1}
+	p := Placement{Model: m, HW: Hardwares["gb200-nvl72"], Ctx: l, Gen: l}
+	allFP4 := p
+	allFP4.Model.Precision, allFP4.Model.ExpertPrecision = "fp4", ""
+	assert.Greater(t, p.Prefill([]Seq{{Tokens: 8192}}), allFP4.Prefill([]Seq{{Tokens: 8192}}), "FP8 attention is slower than FP4 would be")
+}

@@ -45,8 +45,11 @@ type Model struct {
 	KVBytes           int     `json:"kv_bytes"`  // bytes per KV element
 	ActBytes          int     `json:"act_bytes"` // bytes per activation element in collectives
 	// Precision of the matrix multiplies: bf16, fp8 or fp4. It picks the
-	// hardware's peak.
-	Precision string `json:"precision"`
+	// hardware's peak. ExpertPrecision is the experts' (routed and
+	// shared) where it differs ("": Precision), as in an NVFP4 checkpoint
+	// whose attention stays FP8.
+	Precision       string `json:"precision"`
+	ExpertPrecision string `json:"expert_precision,omitempty"`
 
 	Experts       int `json:"experts,omitempty"` // routed experts per MoE layer (0: dense)
 	ActiveExperts int `json:"active_experts,omitempty"`
@@ -59,6 +62,15 @@ type Model struct {
 	RopeDim int `json:"qk_rope_head_dim,omitempty"` // MLA: positional key elements per token
 
 	Source string `json:"source,omitempty"`
+}
+
+// expertPrecision is the experts' matmul precision (ExpertPrecision, else
+// Precision).
+func (m Model) expertPrecision() string {
+	if m.ExpertPrecision != "" {
+		return m.ExpertPrecision
+	}
+	return m.Precision
 }
 
 // Precisions are the matrix-multiply precisions a model may name.
@@ -97,6 +109,10 @@ func (m Model) Validate() error {
 		return bad("expert_weight_bytes", "must be 0 (as weight_bytes) or a number in (0, 8]", m.ExpertWeightBytes)
 	case !slices.Contains(Precisions, m.Precision):
 		return bad("precision", "must be one of bf16, fp8, fp4", fmt.Sprintf("%q", m.Precision))
+	case m.ExpertPrecision != "" && !slices.Contains(Precisions, m.ExpertPrecision):
+		return bad("expert_precision", "must be \"\" (as precision) or one of bf16, fp8, fp4", fmt.Sprintf("%q", m.ExpertPrecision))
+	case m.ExpertPrecision != "" && m.Experts == 0:
+		return bad("expert_precision", "a dense model has no experts (leave it unset)", fmt.Sprintf("%q", m.ExpertPrecision))
 	case m.Experts == 0 && (m.ActiveExperts != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0):
 		return bad("experts", "must be set (> 0) when active_experts, shared_experts, expert_ffn or dense_layers is", m.Experts)
 	case m.Experts == 0 && m.FFN == 0:

@@ -181,11 +181,11 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	// The FFN's FLOPs over the step's tokens at once (an EP part's
 	// imbalance is the step's, not one request's), the LM head a row per
 	// request.
-	ffnFLOPs := s.ffnWork(dense, moe, tok, s.ffnSplit()).flops
+	ffn := s.ffnWork(dense, moe, tok, s.ffnSplit())
+	ffn.weights = ffnW
 	if pp == s.l.PP-1 {
-		ffnFLOPs += s.lmHead(x.prefills + x.decodes).flops
+		ffn.flops += s.lmHead(x.prefills + x.decodes).flops
 	}
-	ffn := work{flops: ffnFLOPs, weights: ffnW}
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
 	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
@@ -195,7 +195,7 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	// Attention-DP: each DP index's attention on its own ranks (all alike
 	// in the steady state), the FFN over every rank for every index.
 	dp := float64(s.l.DP)
-	ffn.flops *= dp
+	ffn.scaleFLOPs(dp)
 	ffn.weights = s.ffnWork(dense, moe, tok*dp, 1).weights
 	if pp == s.l.PP-1 {
 		ffn.weights += s.lmHead(1).weights

@@ -48,6 +48,9 @@ func (p Placement) Validate() error {
 	if p.HW.Peak(p.Model.Precision) == 0 {
 		return fmt.Errorf("%w: hardware %q has no %s peak (model %q computes in %s)", ErrInvalid, p.HW.Name, p.Model.Precision, p.Model.Name, p.Model.Precision)
 	}
+	if x := p.Model.expertPrecision(); p.Model.MoE() && p.HW.Peak(x) == 0 {
+		return fmt.Errorf("%w: hardware %q has no %s peak (model %q computes its experts in %s)", ErrInvalid, p.HW.Name, x, p.Model.Name, x)
+	}
 	for _, s := range []struct {
 		name string
 		l    topology.Layout
@@ -216,11 +219,16 @@ func (s side) weightsPerRank() float64 {
 	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
 }
 
-// roofline is the time of w on one rank: the larger of the compute and
-// the memory time, weights and KV cache each at their achieved fraction
-// of HBM bandwidth.
+// roofline is the time of w on one rank: the larger of the compute time
+// (the experts' FLOPs at their precision's peak, the rest at the model's)
+// and the memory time, weights and KV cache each at their achieved
+// fraction of HBM bandwidth.
 func (s side) roofline(w work) float64 {
 	c := w.flops / (s.hw.Peak(s.m.Precision) * s.hw.ComputeEffFor(s.m.Precision))
+	if w.xflops > 0 {
+		x := s.m.expertPrecision()
+		c += w.xflops / (s.hw.Peak(x) * s.hw.ComputeEffFor(x))
+	}
 	b := w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()) + w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())
 	return math.Max(c, b)
 }

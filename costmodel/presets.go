@@ -65,15 +65,18 @@ var Models = map[string]Model{
 		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
 		Source: "huggingface.co/deepseek-ai/DeepSeek-R1 config.json; DeepSeek-V3 technical report (arXiv:2412.19437)"},
 	// nvidia/DeepSeek-R1-FP4: DeepSeek-R1 with its experts in NVFP4 (4
-	// bits and an FP8 scale per 16 values: 4.5 bits a parameter), the
-	// rest FP8, matmuls at Blackwell's FP4 rate (the model card: linear
-	// operators in the transformer blocks quantized to FP4, about 1.6x
-	// less memory than FP8; this split gives 1.75x). The seed's
+	// bits and an FP8 scale per 16 values: 4.5 bits a parameter) and their
+	// matmuls at Blackwell's FP4 rate; attention stays FP8, weights and
+	// matmuls (the model card: linear operators in the transformer blocks
+	// quantized to FP4, about 1.6x less memory than FP8, this split giving
+	// 1.75x; the v2 checkpoint's card: "compared to nvidia/DeepSeek-R1-FP4,
+	// this checkpoint additionally quantizes the wo module in attention
+	// layers"; ModelOpt NVFP4 checkpoints exclude self_attn). The seed's
 	// ctx1_dep4_gen1_tep8 layouts ran it on GB200.
 	"deepseek-r1-fp4": {Name: "deepseek-r1-fp4", Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128, FFN: 18432, Vocab: 129280,
-		WeightBytes: 1, ExpertWeightBytes: 4.5 / 8, KVBytes: 2, ActBytes: 2, Precision: "fp4", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
+		WeightBytes: 1, ExpertWeightBytes: 4.5 / 8, KVBytes: 2, ActBytes: 2, Precision: "fp8", ExpertPrecision: "fp4", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
 		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
-		Source: "huggingface.co/nvidia/DeepSeek-R1-FP4 model card; huggingface.co/deepseek-ai/DeepSeek-R1 config.json"},
+		Source: "huggingface.co/nvidia/DeepSeek-R1-FP4 and DeepSeek-R1-NVFP4-v2 model cards; huggingface.co/deepseek-ai/DeepSeek-R1 config.json"},
 	// openai/gpt-oss-120b config.json: hidden_size 2880, intermediate_size
 	// 2880 (per expert), num_hidden_layers 36, num_attention_heads 64,
 	// num_key_value_heads 8, head_dim 64, num_local_experts 128,

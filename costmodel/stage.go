@@ -5,12 +5,24 @@ import (
 	"time"
 )
 
-// work is what one rank does in one stage: FLOPs and HBM bytes (the
-// weights it reads and the KV cache it reads or writes), timed together
-// by the roofline (compute and memory overlap within a stage).
-type work struct{ flops, weights, kv float64 }
+// work is what one rank does in one stage: FLOPs (xflops those of the
+// experts, at the model's expert precision; flops the rest) and HBM
+// bytes (the weights it reads and the KV cache it reads or writes), timed
+// together by the roofline (compute and memory overlap within a stage).
+type work struct{ flops, xflops, weights, kv float64 }
 
-func (w *work) add(o work) { w.flops += o.flops; w.weights += o.weights; w.kv += o.kv }
+func (w *work) add(o work) {
+	w.flops += o.flops
+	w.xflops += o.xflops
+	w.weights += o.weights
+	w.kv += o.kv
+}
+
+// scale is w's FLOPs times f (its bytes as they are).
+func (w *work) scaleFLOPs(f float64) { w.flops *= f; w.xflops *= f }
+
+// allFLOPs is every FLOP of w, at whatever precision.
+func (w work) allFLOPs() float64 { return w.flops + w.xflops }
 
 // stageLayers is the layers [lo, hi) of stage pp: Layers/PP each, the
 // first Layers%PP stages one more (an uneven split, as TensorRT-LLM makes
@@ -42,15 +54,16 @@ func (s side) layerKinds(pp int) (dense, moe float64) {
 	return float64(d), float64(hi - lo - d)
 }
 
-// ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by
-// (routed: only its active experts; the rest: the dense FFN, or the
-// router and shared experts).
-func (s side) ffnFLOPsPerToken(moe bool) (rest, routed float64) {
+// ffnFLOPsPerToken is 2 x the FFN parameters one token multiplies by: of
+// a dense FFN all of them (rest); of an MoE layer the router (rest), the
+// shared experts and the active routed ones (routed: only its active
+// experts).
+func (s side) ffnFLOPsPerToken(moe bool) (rest, shared, routed float64) {
 	m := s.m
 	if !moe {
-		return 2 * m.denseFFNParams(), 0
+		return 2 * m.denseFFNParams(), 0, 0
 	}
-	return 2 * (m.routerParams() + float64(m.SharedExperts)*m.expertParams()), 2 * float64(m.ActiveExperts) * m.expertParams()
+	return 2 * m.routerParams(), 2 * float64(m.SharedExperts) * m.expertParams(), 2 * float64(m.ActiveExperts) * m.expertParams()
 }
 
 // ffnBytes is the FFN weight bytes a batch of tokens reads in one layer:
@@ -80,13 +93,13 @@ func (s side) ffnWork(dense, moe, tokens, flopSplit float64) work {
 		if k.n == 0 {
 			continue
 		}
-		fr, fx := s.ffnFLOPsPerToken(k.moe)
+		fr, fs, fx := s.ffnFLOPsPerToken(k.moe)
 		br, bx := s.ffnBytes(k.moe, tokens)
 		if k.moe {
 			fx *= s.routedImbalance(tokens * s.ffnSplit() / flopSplit)
 			bx *= s.touchedImbalance(tokens)
 		}
-		w.add(work{flops: k.n * (fr + fx) * tokens / flopSplit, weights: k.n * (br + bx) / s.ffnSplit()})
+		w.add(work{flops: k.n * fr * tokens / flopSplit, xflops: k.n * (fs + fx) * tokens / flopSplit, weights: k.n * (br + bx) / s.ffnSplit()})
 	}
 	return w
 }

@@ -60,6 +60,9 @@ var catalogue = []mutant{
 	{name: "compute-eff-by-precision-ignored", file: "costmodel/placement.go",
 		old: "s.hw.Peak(s.m.Precision) * s.hw.ComputeEffFor(s.m.Precision)", new: "s.hw.Peak(s.m.Precision) * s.hw.ComputeEffOrDefault()",
 		why: "a precision's own efficiency (GB200's FP4) is ignored: the NVFP4 rows run up to 1.8x fast", pkgs: []string{"./costmodel"}},
+	{name: "expert-precision-ignored", file: "costmodel/placement.go",
+		old: "x := s.m.expertPrecision()", new: "x := s.m.Precision",
+		why: "an NVFP4 checkpoint's experts compute at its attention's FP8 rate", pkgs: []string{"./costmodel"}},
 	// The sweep package: the placement search's grid, cells and ranking (issue 28).
 	{name: "sweep-goodput-counts-failed", file: "sweep/rank.go",
 		old: "if c.Rate <= 0 || sum.Failed || sum.Attain < s.Share", new: "if c.Rate <= 0 || sum.Attain < s.Share",

@@ -108,6 +108,9 @@ func throughputPlacement(model, precision, hardware string) (costmodel.Placement
 	if err != nil {
 		return costmodel.Placement{}, usagef("throughput: --model %s: %v", model, err)
 	}
+	if precision != "" {
+		m.ExpertPrecision = "" // the whole model at the precision asked
+	}
 	switch precision {
 	case "":
 	case "fp8":
@@ -135,6 +138,9 @@ func throughputPlacement(model, precision, hardware string) (costmodel.Placement
 	}
 	if hw.Peak(m.Precision) == 0 {
 		return p, usagef("throughput: --hardware %s has no %s peak (--model %s computes in %s)", hardware, m.Precision, model, m.Precision)
+	}
+	if x := m.ExpertPrecision; x != "" && hw.Peak(x) == 0 {
+		return p, usagef("throughput: --hardware %s has no %s peak (--model %s computes its experts in %s)", hardware, x, model, x)
 	}
 	return p, nil
 }
