@@ -227,8 +227,10 @@ var Hardwares = map[string]Hardware{
 	// 13.4 TB HBM3e at 576 TB/s. Per GPU and dense: 10 / 5 / 2.5 PFLOPS,
 	// 186 GB at 8 TB/s.
 	// Its FP4 matmuls' efficiency and its KV efficiency are fitted
-	// (GB200FP4ComputeEff, GB200KVEff); BF16 and FP8 take the default,
-	// unchecked (no published GB200 row runs them).
+	// (GB200FP4ComputeEff, GB200KVEff). The KV efficiency holds at every
+	// precision (it is attention's, fitted with FP8 KV); BF16 and FP8
+	// matmuls take the default compute efficiency, unchecked (no
+	// published GB200 row runs them).
 	"gb200-nvl72": {Name: "gb200-nvl72", PeakFLOPs: map[string]float64{"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15},
 		ComputeEffBy: map[string]float64{"fp4": GB200FP4ComputeEff}, KVEff: GB200KVEff,
 		HBMBandwidth: 8e12, HBMCapacity: 186e9, Fabric: sim.Fabrics["gb200-nvl72"],

@@ -95,6 +95,19 @@ type unfinished struct {
 	done int64
 }
 
+// chunkTokens is the tokens a step's chunks dispatch (the EP counts),
+// each at its own position in its prompt: a chunk of n after past covers
+// positions [past, past+n).
+func chunkTokens(batch []chunk, buf []DispatchToken) []DispatchToken {
+	buf = buf[:0]
+	for _, k := range batch {
+		for p := k.past; p < k.past+k.n; p++ {
+			buf = append(buf, DispatchToken{ID: k.r.ID, Pos: int(p), DP: int(k.r.CtxDP)})
+		}
+	}
+	return buf
+}
+
 // step is this iteration's chunks: without chunked prefill every admitted
 // request whole; with it the unfinished prompts' next chunks (l.plan's,
 // none for one whose DP index's budget is spent), then the admitted
@@ -134,12 +147,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
 	if c.g.ep != nil {
-		c.dispBuf = c.dispBuf[:0]
-		for _, k := range batch {
-			for p := k.past; p < k.past+k.n; p++ {
-				c.dispBuf = append(c.dispBuf, DispatchToken{ID: k.r.ID, Pos: int(p), DP: int(k.r.CtxDP)})
-			}
-		}
+		c.dispBuf = chunkTokens(batch, c.dispBuf)
 		if err := c.dispatch(ctx); err != nil {
 			return err
 		}
@@ -160,7 +168,9 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 			finished = append(finished, k)
 			return
 		}
-		c.rep.PrefillChunks++
+		if c.leader {
+			c.rep.PrefillChunks++ // once a group: the instance sums its groups
+		}
 		next = append(next, unfinished{r: k.r, done: k.past + k.n})
 	}
 	j := 0
@@ -176,6 +186,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 		done(k)
 	}
 	c.unfinished = next
+	c.progressed() // a prefill step is progress, even one that finishes no prompt
 	for _, k := range finished {
 		if !c.mine(k.r) {
 			continue

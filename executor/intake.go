@@ -141,10 +141,12 @@ func (l *loop) admit(ctx context.Context) (admitted, error) {
 		}
 		fit = int(l.admitBuf[0])
 	}
-	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: len(l.waiting) > 0 && fit == 0}
+	// Blocked: requests wait, the step scheduler let some be tried (under
+	// chunked prefill an unfinished prompt may take the whole budget: that
+	// is no block), and the agreed answer is that none fits.
+	out := admitted{recs: append([]rec(nil), l.waiting[:fit]...), blocked: len(l.waiting) > 0 && limit > 0 && fit == 0}
 	if out.blocked {
-		// Requests wait and the agreed answer is that none fits: the
-		// pools are full (of blocks a reap would free, or of live work).
+		// The pools are full (of blocks a reap would free, or of live work).
 		l.rep.AdmissionBlocked++
 	}
 	l.waiting = append(l.waiting[:0], l.waiting[fit:]...)

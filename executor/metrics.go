@@ -119,7 +119,7 @@ type RankReport struct {
 	LargestBatch  int `json:"largest_batch"`
 	// PrefillChunks counts the chunks of chunked prefill that did not end
 	// their prompt (Config.ChunkedPrefill), prefilled by this rank's
-	// group.
+	// group; only the group's leader counts them (0 on the others).
 	PrefillChunks int `json:"prefill_chunks"`
 	// IdleReaped counts transfers reaped by the status checks of idle
 	// iterations (the idle policy's reaps, seed 001's fix among them).

@@ -220,3 +220,10 @@ func TestChunkPlan(t *testing.T) {
 		assert.Equal(t, tc.want, ChunkPlan(tc.contDPs, tc.contLeft, tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
 	}
 }
+
+// A step's chunks dispatch each token at its own position in its prompt.
+func TestChunkTokens(t *testing.T) {
+	batch := []chunk{{r: rec{ID: 3, Tokens: 10, CtxDP: 1}, past: 7, n: 3}, {r: rec{ID: 4, Tokens: 5}, n: 2}}
+	assert.Equal(t, []DispatchToken{{ID: 3, Pos: 7, DP: 1}, {ID: 3, Pos: 8, DP: 1}, {ID: 3, Pos: 9, DP: 1}, {ID: 4, Pos: 0}, {ID: 4, Pos: 1}},
+		chunkTokens(batch, make([]DispatchToken, 9)))
+}

@@ -118,7 +118,7 @@ type InstanceReport struct {
 	SchedulerHeld int `json:"scheduler_held_iterations"`
 	LargestBatch  int `json:"largest_batch"`
 	// PrefillChunks: chunks of chunked prefill that did not end their
-	// prompt (the most of any rank).
+	// prompt (every executor group's, each counted once).
 	PrefillChunks int `json:"prefill_chunks"`
 	// IdleCollectives: collectives entered by status checks of idle
 	// iterations, over the instance's ranks.
@@ -146,7 +146,7 @@ func (ir *InstanceReport) add(rr RankReport) {
 	ir.AdmissionBlocked = max(ir.AdmissionBlocked, rr.AdmissionBlocked)
 	ir.SchedulerHeld = max(ir.SchedulerHeld, rr.SchedulerHeld)
 	ir.LargestBatch = max(ir.LargestBatch, rr.LargestBatch)
-	ir.PrefillChunks = max(ir.PrefillChunks, rr.PrefillChunks)
+	ir.PrefillChunks += rr.PrefillChunks // counted by each group's leader
 	ir.IdleCollectives += rr.IdleCheckColl
 	ir.IdleReaped += rr.IdleReaped
 	ir.BytesSent += rr.BytesSent

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ func TestChunkedPrefill(t *testing.T) {
 		rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 2, Checked: true})
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "%v", rep.Errors)
-		require.Equal(t, 3, rep.RequestsCompleted)
+		require.Equal(t, cfg.Workload.Requests, rep.RequestsCompleted)
 		require.Equal(t, rep.BytesMoved, rep.BytesVerified)
 		return rep
 	}
@@ -193,7 +194,30 @@ func TestChunkedPrefill(t *testing.T) {
 		assert.Equal(t, []int64{ms(4), ms(6), ms(8.5)}, f, "%s: chunked", ctxL)
 		assert.Equal(t, 6, chunked.Instances[0].PrefillChunks)
 		assert.Equal(t, 2, chunked.Instances[0].LargestBatch, "A's last chunk beside B's first")
+		assert.Zero(t, chunked.Instances[0].AdmissionBlocked, "a budget spent on an unfinished prompt is no admission block")
+		var starts []int64
+		for _, r := range chunked.Requests {
+			starts = append(starts, r.PrefillStart)
+		}
+		slices.Sort(starts)
+		assert.Equal(t, []int64{0, ms(2), ms(5)}, starts, "%s: a prompt's prefill starts with its first chunk", ctxL)
 	}
+
+	// Two CTX executor groups (dp=2, not attention-DP): A and C on one,
+	// B on the other, each filling its own budget; the instance counts
+	// both groups' unfinished chunks (2 + 2 and 2).
+	two := base
+	two.Ctx, two.ChunkedPrefill = topology.MustParseLayout("dp=2"), true
+	assert.Equal(t, 6, runSim(two).Instances[0].PrefillChunks, "both groups' chunks")
+
+	// A prompt whose chunks take longer than the stall timeout is
+	// progress, not a stall: nothing is admitted behind it and no send is
+	// in flight while it prefills, 10 chunks of 100 ms under a 250 ms
+	// stall timeout.
+	long := base
+	long.Workload.Requests, long.Workload.InputTokens = 2, 1000
+	long.PrefillPerToken, long.MaxTokens, long.ChunkedPrefill, long.StallTimeout = time.Millisecond, 100, true, 250*time.Millisecond
+	assert.Equal(t, 18, runSim(long).Instances[0].PrefillChunks, "9 unfinished chunks of each prompt, and no stall")
 
 	// Attention-DP: requests A and C on index 0, B on index 1 (the
 	// router's round robin), each index its own budget, one step for
@@ -235,4 +259,44 @@ func TestChunkedPrefillAgrees(t *testing.T) {
 			assert.Positive(t, srep.Instances[0].PrefillChunks, "prompts spanned steps (sim)")
 		})
 	}
+}
+
+// A Compute model sees each chunk with the tokens before it and whether
+// it ends its prompt.
+func TestChunkedPrefillCompute(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+	cfg.Workload.Requests, cfg.Workload.InputTokens, cfg.Workload.InputJitter, cfg.Workload.OutputTokens = 1, 2500, 0, 2
+	cfg.Workload.Arrival = executor.Arrival{Kind: executor.Burst}
+	cfg.CtxBlocks, cfg.GenBlocks, cfg.MaxTokens, cfg.ChunkedPrefill = 2048, 2048, 1000, true
+	rc := &recordingCompute{}
+	cfg.Compute = rc
+	rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.RequestsCompleted)
+	assert.Equal(t, []executor.Seq{{Tokens: 1000, Partial: true}, {Tokens: 1000, Past: 1000, Partial: true}, {Tokens: 500, Past: 2000}}, rc.prefills)
+}
+
+// recordingCompute keeps every prefill batch's requests (one CTX rank
+// here) and costs nothing.
+type recordingCompute struct {
+	mu       sync.Mutex
+	prefills []executor.Seq
+}
+
+func (c *recordingCompute) Prefill(batch []executor.Seq) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prefills = append(c.prefills, batch...)
+	return time.Millisecond
+}
+
+func (c *recordingCompute) Decode([]executor.Seq) time.Duration { return time.Millisecond }
+
+// Chunked prefill without a token budget is refused by name.
+func TestChunkedPrefillNeedsABudget(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+	cfg.ChunkedPrefill = true
+	cfg.Defaults()
+	require.ErrorContains(t, cfg.Validate(), "chunked prefill")
+	require.ErrorContains(t, cfg.Validate(), "max tokens > 0")
 }

@@ -7,7 +7,8 @@
 // share a line when separated by two or more spaces or a tab: one space
 // joins them, and is refused with an error that says so). The run keys have the names and the syntax of the `rankrun run`
 // flags (ctx, gen, transfer, requests, input, output, arrival, ctx-blocks,
-// max-batch, max-tokens (0, no limit, unless given),
+// max-batch, max-tokens (0, no limit, unless given), chunked (true: chunked
+// prefill, with max-tokens),
 // stall-timeout, fault, replay, ...), so a scenario reads like the command
 // line that reproduces it (Scenario.RunArgs prints that command line). The
 // scenario keys are:

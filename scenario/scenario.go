@@ -45,7 +45,8 @@ type Scenario struct {
 	Seed                                    uint64
 	PrefillPerToken, DecodePerStep          time.Duration
 	CtxBlocks, GenBlocks                    int
-	MaxBatch, MaxTokens                     int // the step scheduler (0: no limit, the default here)
+	MaxBatch, MaxTokens                     int  // the step scheduler (0: no limit, the default here)
+	Chunked                                 bool // chunked prefill (needs MaxTokens)
 	SenderWaitSlice, GenPollInterval        time.Duration
 	TransferTimeout, IdleTick, StallTimeout time.Duration
 	CollectiveTimeout                       time.Duration
@@ -127,7 +128,7 @@ func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
 	}
 	c.PrefillPerToken, c.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
 	c.CtxBlocks, c.GenBlocks = s.CtxBlocks, s.GenBlocks
-	c.MaxBatch, c.MaxTokens = s.MaxBatch, s.MaxTokens
+	c.MaxBatch, c.MaxTokens, c.ChunkedPrefill = s.MaxBatch, s.MaxTokens, s.Chunked
 	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
 	c.IdleTick, c.StallTimeout = s.IdleTick, s.StallTimeout
 	c.Replays = executor.ReplaySet{}
@@ -174,6 +175,9 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 		// Always given: the CLI's defaults are a serving engine's, a
 		// scenario's are no limit, and both runs must be the same run.
 		"--max-batch", strconv.Itoa(s.MaxBatch), "--max-tokens", strconv.Itoa(s.MaxTokens)}
+	if s.Chunked {
+		a = append(a, "--chunked")
+	}
 	if s.InputJitter != 0 {
 		a = append(a, "--input-jitter", strconv.FormatFloat(s.InputJitter, 'g', -1, 64))
 	}
@@ -335,12 +339,20 @@ var keys = map[string]setter{
 		s.Seed = n
 		return nil
 	},
-	"prefill-per-token":  durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
-	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
-	"ctx-blocks":         intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
-	"gen-blocks":         intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
-	"max-batch":          intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
-	"max-tokens":         intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
+	"prefill-per-token": durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
+	"decode-per-step":   durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
+	"ctx-blocks":        intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
+	"gen-blocks":        intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
+	"max-batch":         intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
+	"max-tokens":        intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
+	"chunked": func(s *Scenario, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
+		s.Chunked = b
+		return nil
+	},
 	"sender-wait-slice":  durKey(func(s *Scenario) *time.Duration { return &s.SenderWaitSlice }),
 	"gen-poll-interval":  durKey(func(s *Scenario) *time.Duration { return &s.GenPollInterval }),
 	"transfer-timeout":   durKey(func(s *Scenario) *time.Duration { return &s.TransferTimeout }),

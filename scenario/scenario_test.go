@@ -272,4 +272,15 @@ func TestSchedulerKeys(t *testing.T) {
 	require.Contains(t, strings.Join(plain.RunArgs(false), " "), "--max-batch 0 --max-tokens 0")
 	_, err = scenario.Parse("bad.txt", strings.NewReader("name: bad\nctx: tp=1   gen: tp=1\nmax-batch: -1\nexpect: ok\n"))
 	require.ErrorContains(t, err, "max-batch")
+
+	// chunked: chunked prefill, in the config and the command line.
+	ch, err := scenario.Parse("c.txt", strings.NewReader("name: chunked\nctx: tp=1   gen: tp=1\nmax-tokens: 16   chunked: true\nexpect: ok\n"))
+	require.NoError(t, err)
+	cfg, err = ch.Config(false)
+	require.NoError(t, err)
+	require.True(t, cfg.ChunkedPrefill)
+	require.Contains(t, strings.Join(ch.RunArgs(false), " "), "--max-tokens 16 --chunked")
+	require.NotContains(t, args, "--chunked")
+	_, err = scenario.Parse("bad.txt", strings.NewReader("name: bad\nctx: tp=1   gen: tp=1\nchunked: maybe\nexpect: ok\n"))
+	require.ErrorContains(t, err, "chunked")
 }

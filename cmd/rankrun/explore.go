@@ -163,6 +163,17 @@ func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
 	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.seed
 	s.PrefillPerToken, s.DecodePerStep = f.prefill, f.decode
 	s.CtxBlocks, s.GenBlocks = f.ctxBlocks, f.genBlocks
+	// The step scheduler as given (a scenario's default is no limit, the
+	// CLI's a serving engine's: only the flags given carry over).
+	if f.set["max-batch"] {
+		s.MaxBatch = f.maxBatch
+	}
+	if f.set["max-tokens"] {
+		s.MaxTokens = f.maxTokens
+	}
+	if s.Chunked = f.chunked; s.Chunked && s.MaxTokens == 0 {
+		return scenario.Scenario{}, usagef("--chunked: explore needs --max-tokens N (the budget its chunks fill; a scenario has no limit by default)")
+	}
 	s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
 	s.IdleTick, s.StallTimeout, s.CollectiveTimeout, s.Timeout = f.idleTick, f.stall, f.collTimeout, f.timeout
 	// A scenario names a fabric preset; it has no model key.

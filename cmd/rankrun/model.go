@@ -251,8 +251,12 @@ func describeCompute(cfg *executor.Config) string {
 	var parts []string
 	if pc, ok := cfg.Compute.(sweep.CostModel); ok {
 		m, h := pc.Model, pc.HW
-		s := fmt.Sprintf("%s on %s (%.0f TFLOPS %s at %.0f%%, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
-			h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffFor(m.Precision), h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
+		matmul := fmt.Sprintf("%.0f TFLOPS %s at %.0f%%", h.Peak(m.Precision)/1e12, m.Precision, 100*h.ComputeEffFor(m.Precision))
+		if x := m.ExpertPrecision; x != "" && x != m.Precision {
+			matmul += fmt.Sprintf(", experts %.0f TFLOPS %s at %.0f%%", h.Peak(x)/1e12, x, 100*h.ComputeEffFor(x))
+		}
+		s := fmt.Sprintf("%s on %s (%s, %.2f TB/s HBM at %.0f%% for weights and %.0f%% for KV, %v host cost a step)", m.Name, h.Name,
+			matmul, h.HBMBandwidth/1e12, 100*h.MemoryEffOrDefault(), 100*h.KVEffOrDefault(), h.StepOverhead)
 		if n := kvHeadDim(m) / max(1, cfg.Model.HeadDim); n > 1 {
 			s += fmt.Sprintf("; KV sampled 1/%d (links charged for every byte)", n)
 		}

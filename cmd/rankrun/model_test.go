@@ -178,6 +178,9 @@ func TestModelBadInput(t *testing.T) {
 	code, out, errOut := cli(t, "explore", "--model", "llama-3-8b", "--hardware", "h100", "--seeds", "1")
 	oneLine(t, code, out, errOut, "--model", "explore")
 	assert.False(t, strings.Contains(errOut, "panic"))
+	// Nor does it drop --chunked: it needs the budget a scenario lacks.
+	code, out, errOut = cli(t, "explore", "--chunked", "--seeds", "1")
+	oneLine(t, code, out, errOut, "--chunked", "--max-tokens")
 }
 
 // run reports TPOT as sweep does: per completed request of two or more
@@ -192,4 +195,17 @@ func TestRunReportsTPOT(t *testing.T) {
 	assert.InEpsilon(t, want, r.TPOTMs.Max, 0.02)
 	r = simModel(t, "--ctx", "tp=1", "--gen", "tp=1", "--requests", "2", "--input", "64", "--output", "1", "--arrival", "closed=1")
 	assert.Zero(t, r.TPOTMs.N, "one output token: no time per output token")
+}
+
+// The compute line names each precision's efficiency; --compute-eff sets
+// every precision's, GB200's fitted FP4 one included.
+func TestComputeEffFlagSetsEveryPrecision(t *testing.T) {
+	args := []string{"run", "--backend", "sim", "--model", "deepseek-r1-fp4", "--hardware", "gb200", "--ctx", "tp=4", "--gen", "tp=4",
+		"--requests", "1", "--input", "64", "--output", "2"}
+	code, out, errOut := cli(t, args...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "5000 TFLOPS fp8 at 42%, experts 10000 TFLOPS fp4 at 26%")
+	code, out, errOut = cli(t, append(args, "--compute-eff", "0.5")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "5000 TFLOPS fp8 at 50%, experts 10000 TFLOPS fp4 at 50%")
 }
