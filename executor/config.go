@@ -198,7 +198,7 @@ func (c *Config) Validate() error {
 	case c.MaxTokens < 0:
 		return bad("max tokens", "must not be negative (0: no limit)", c.MaxTokens)
 	case c.ChunkedPrefill && c.MaxTokens == 0:
-		return bad("chunked prefill", "needs a token budget for its chunks (max tokens > 0)", c.MaxTokens)
+		return bad("max tokens", "must be > 0 under chunked prefill (the budget its chunks fill)", c.MaxTokens)
 	case c.SenderWaitSlice < 0, c.GenPollInterval < 0, c.TransferTimeout < 0, c.IdleTick < 0, c.StallTimeout < 0:
 		return bad("timeouts", "must not be negative", fmt.Sprint(c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout, c.IdleTick, c.StallTimeout))
 	}

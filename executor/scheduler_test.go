@@ -297,6 +297,5 @@ func TestChunkedPrefillNeedsABudget(t *testing.T) {
 	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
 	cfg.ChunkedPrefill = true
 	cfg.Defaults()
-	require.ErrorContains(t, cfg.Validate(), "chunked prefill")
-	require.ErrorContains(t, cfg.Validate(), "max tokens > 0")
+	require.ErrorContains(t, cfg.Validate(), "max tokens = 0: must be > 0 under chunked prefill")
 }

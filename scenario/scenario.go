@@ -564,7 +564,11 @@ func (s *Scenario) Format() string {
 	args := s.RunArgs(false)
 	for i := 0; i < len(args); i++ {
 		k := strings.TrimPrefix(args[i], "--")
-		if k == "checked" {
+		switch k {
+		case "checked":
+			continue
+		case "chunked": // a flag without a value
+			fmt.Fprintf(&b, "chunked: true\n")
 			continue
 		}
 		fmt.Fprintf(&b, "%s: %s\n", k, args[i+1])

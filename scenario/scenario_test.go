@@ -150,6 +150,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(good)
 	f.Add("name: x\nctx: tp=1\ngen: tp=1\nexpect: ok\n")
 	f.Add("expect: ttft-p50 <= ttft-max  expect: error ErrDesync|ErrBroken within 1s\n")
+	f.Add("name: c\nctx: tp=1\ngen: tp=1\nmax-tokens: 16  chunked: true\nexpect: ok\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := scenario.Parse("fuzz.txt", strings.NewReader(text))
 		if err != nil {
@@ -281,6 +282,9 @@ func TestSchedulerKeys(t *testing.T) {
 	require.True(t, cfg.ChunkedPrefill)
 	require.Contains(t, strings.Join(ch.RunArgs(false), " "), "--max-tokens 16 --chunked")
 	require.NotContains(t, args, "--chunked")
+	again, err := scenario.Parse("again.txt", strings.NewReader(ch.Format()))
+	require.NoError(t, err, "a chunked scenario renders back: %s", ch.Format())
+	require.Equal(t, ch.RunArgs(true), again.RunArgs(true))
 	_, err = scenario.Parse("bad.txt", strings.NewReader("name: bad\nctx: tp=1   gen: tp=1\nchunked: maybe\nexpect: ok\n"))
 	require.ErrorContains(t, err, "chunked")
 }
