@@ -320,3 +320,27 @@ func TestRankStreamDeathFailsItsTest(t *testing.T) {
 		t.Fatalf("killer = %v, %v; want TestB (comm/mpi), which rank 1 never ended; failed %v", id, ok, o.failed)
 	}
 }
+
+// Every mutant's texts occur exactly once in their files, and names are
+// unique: a catalogue gone stale by an unrelated change (a second copy of
+// a line) fails here, in go test, not first in a 20-minute make mutate.
+func TestCatalogueTextsOccurOnce(t *testing.T) {
+	root := filepath.Join("..", "..")
+	names := map[string]bool{}
+	for _, m := range catalogue {
+		if names[m.name] {
+			t.Errorf("%s: two mutants of this name", m.name)
+		}
+		names[m.name] = true
+		for _, e := range m.edits() {
+			b, err := os.ReadFile(filepath.Join(root, e.file))
+			if err != nil {
+				t.Errorf("%s: %v", m.name, err)
+				continue
+			}
+			if n := bytes.Count(b, []byte(e.old)); n != 1 {
+				t.Errorf("%s: %s: the text to replace occurs %d times, want once", m.name, e.file, n)
+			}
+		}
+	}
+}
