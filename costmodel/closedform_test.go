@@ -259,3 +259,6 @@ func TestPrefillChunksAddUp(t *testing.T) {
 		}
 	}
 }
+
+// allFLOPs is every FLOP of w, at whatever precision.
+func (w work) allFLOPs() float64 { return w.flops + w.xflops }

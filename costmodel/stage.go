@@ -18,11 +18,8 @@ func (w *work) add(o work) {
 	w.kv += o.kv
 }
 
-// scale is w's FLOPs times f (its bytes as they are).
+// scaleFLOPs multiplies w's FLOPs, both kinds, by f (its bytes stay).
 func (w *work) scaleFLOPs(f float64) { w.flops *= f; w.xflops *= f }
-
-// allFLOPs is every FLOP of w, at whatever precision.
-func (w work) allFLOPs() float64 { return w.flops + w.xflops }
 
 // stageLayers is the layers [lo, hi) of stage pp: Layers/PP each, the
 // first Layers%PP stages one more (an uneven split, as TensorRT-LLM makes
