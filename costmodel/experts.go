@@ -96,12 +96,11 @@ func normalMax(parts int) float64 {
 }
 
 // dispatchCopies is how many EP parts one token is sent to: the distinct
-// parts among its k experts, EP(1-(1-1/EP)^k) expected (DeepEP sends a
-// token once to each rank that holds one of its experts).
-func (s side) dispatchCopies() float64 {
-	ep := float64(s.epParts())
-	return ep * (1 - math.Pow(1-1/ep, float64(s.m.ActiveExperts)))
-}
+// parts among its experts (DeepEP sends a token once to each rank that
+// holds one of its experts), expected under the model's routing
+// (topology.Routing.Parts: uniform, within the token's groups when the
+// model limits them).
+func (s side) dispatchCopies() float64 { return s.m.Routing().Parts(s.epParts()) }
 
 // ffnCollectives is the FFN collectives of stage pp under attention-DP,
 // over all its layers, for a micro-batch whose DP indices put rows[i]

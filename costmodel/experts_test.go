@@ -105,7 +105,18 @@ func TestExpertParallelCollectives(t *testing.T) {
 	m := Models["deepseek-r1-fp4"]
 	hw := Hardwares["gb200-nvl72"]
 	row := float64(m.Hidden * m.ActBytes)
-	copies := 4 * (1 - math.Pow(0.75, 8))
+	// A token's 8 experts come from 4 of the 8 groups of 32 (DeepSeek-V3's
+	// group-limited routing): a part of 8/ep groups holds j of them with
+	// hypergeometric chance, and the 8 draws from the 128 experts of the
+	// token's groups miss its 32j.
+	copiesOf := func(ep int) float64 {
+		held := 8 / ep
+		var miss float64
+		for j := 0; j <= min(held, 4); j++ {
+			miss += choose(held, j) * choose(8-held, 4-j) / choose(8, 4) * choose(128-32*j, 8) / choose(128, 8)
+		}
+		return float64(ep) * (1 - miss)
+	}
 	for _, tc := range []struct {
 		spec     string
 		rows     []float64
@@ -127,11 +138,8 @@ func TestExpertParallelCollectives(t *testing.T) {
 		if l.TP == 2 {
 			busiest = 6.0 / 2
 		}
-		ep := float64(l.EP)
-		c := ep * (1 - math.Pow(1-1/ep, 8))
-		if l.EP == 4 {
-			assert.InDelta(t, copies, c, 1e-12)
-		}
+		c := copiesOf(l.EP)
+		assert.InDelta(t, c, s.dispatchCopies(), 1e-9, tc.spec)
 		a2a := hw.Fabric.Collective(comm.KindAlltoall, members, int(math.Ceil(busiest*c*tc.expertTP*row)))
 		want := 3*ar + 58*2*a2a
 		assert.Equal(t, want, s.ffnCollectives(0, tc.rows), tc.spec)
@@ -205,4 +213,16 @@ func TestOfflineExpertParallel(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, tp.Throughput, ep.Throughput, 0.03)
 	assert.LessOrEqual(t, ep.Throughput, tp.Throughput)
+}
+
+// choose is C(n, k) as a float.
+func choose(n, k int) float64 {
+	if k < 0 || k > n {
+		return 0
+	}
+	c := 1.0
+	for i := range k {
+		c = c * float64(n-i) / float64(i+1)
+	}
+	return c
 }

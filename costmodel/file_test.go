@@ -235,3 +235,36 @@ func TestExpertPrecision(t *testing.T) {
 	allFP4.Model.Precision, allFP4.Model.ExpertPrecision = "fp4", ""
 	assert.Greater(t, p.Prefill([]Seq{{Tokens: 8192}}), allFP4.Prefill([]Seq{{Tokens: 8192}}), "FP8 attention is slower than FP4 would be")
 }
+
+// A model file may limit a token's experts to some groups (DeepSeek-V3's
+// n_group and topk_group, as expert_groups and groups_per_token); the
+// model's Routing carries them to the runtime and the cost model, and a
+// bad pair is refused by name.
+func TestExpertGroups(t *testing.T) {
+	ds := Models["deepseek-r1"]
+	assert.Equal(t, topology.Routing{Experts: 256, TopK: 8, Groups: 8, GroupsPerToken: 4}, ds.Routing())
+	assert.Equal(t, ds.Routing(), Models["deepseek-r1-fp4"].Routing())
+	assert.Equal(t, topology.Routing{Experts: 128, TopK: 4}, Models["gpt-oss-120b"].Routing(), "no groups")
+	assert.Zero(t, Models["llama-3-8b"].Routing(), "dense")
+	moe := `{"name": "g", "layers": 4, "hidden": 512, "heads": 8, "kv_heads": 8, "head_dim": 64, "vocab": 1000,
+		"weight_bytes": 2, "kv_bytes": 2, "precision": "bf16", "experts": 16, "active_experts": 4, "expert_ffn": 256%s}`
+	m, err := DecodeModel("g.json", []byte(fmt.Sprintf(moe, `, "expert_groups": 4, "groups_per_token": 2`)))
+	require.NoError(t, err)
+	assert.Equal(t, topology.Routing{Experts: 16, TopK: 4, Groups: 4, GroupsPerToken: 2}, m.Routing())
+	for _, c := range []struct{ keys, want string }{
+		{`, "expert_groups": 3, "groups_per_token": 1`, `expert_groups = 3: must divide experts (16)`},
+		{`, "groups_per_token": 2`, `groups_per_token = 2: needs expert_groups`},
+		{`, "expert_groups": 4`, `groups_per_token = 0: must be in [1, expert_groups (4)]`},
+		{`, "expert_groups": 4, "groups_per_token": 5`, `groups_per_token = 5: must be in [1, expert_groups (4)]`},
+		{`, "expert_groups": 8, "groups_per_token": 1`, `groups_per_token = 1: its groups hold 2 experts, fewer than active_experts (4)`},
+		{`, "expert_groups": -2, "groups_per_token": 1`, `expert_groups = -2: must be an integer in [0, 1048576]`},
+	} {
+		_, err := DecodeModel("g.json", []byte(fmt.Sprintf(moe, c.keys)))
+		require.Error(t, err, c.keys)
+		assert.ErrorIs(t, err, ErrInvalid)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	dense := Models["llama-3-8b"]
+	dense.ExpertGroups, dense.GroupsPerToken = 4, 2
+	assert.ErrorContains(t, dense.Validate(), "experts = 0: must be set (> 0) when active_experts, shared_experts, expert_ffn, dense_layers, expert_groups or groups_per_token is")
+}

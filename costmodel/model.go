@@ -56,6 +56,11 @@ type Model struct {
 	SharedExperts int `json:"shared_experts,omitempty"`
 	ExpertFFN     int `json:"expert_ffn,omitempty"`
 	DenseLayers   int `json:"dense_layers,omitempty"` // leading layers with a dense FFN (MoE models)
+	// ExpertGroups and GroupsPerToken limit a token's experts to
+	// GroupsPerToken of ExpertGroups contiguous groups of the routed
+	// experts (DeepSeek-V3's n_group and topk_group; 0: no limit).
+	ExpertGroups   int `json:"expert_groups,omitempty"`
+	GroupsPerToken int `json:"groups_per_token,omitempty"`
 
 	KVLoRA  int `json:"kv_lora_rank,omitempty"`     // MLA: compressed KV latent (0: grouped-query attention)
 	QLoRA   int `json:"q_lora_rank,omitempty"`      // MLA: compressed query rank (0: a full query projection)
@@ -94,7 +99,7 @@ func (m Model) Validate() error {
 		name string
 		v    int
 	}{{"ffn", m.FFN}, {"experts", m.Experts}, {"active_experts", m.ActiveExperts}, {"shared_experts", m.SharedExperts},
-		{"expert_ffn", m.ExpertFFN}, {"dense_layers", m.DenseLayers},
+		{"expert_ffn", m.ExpertFFN}, {"dense_layers", m.DenseLayers}, {"expert_groups", m.ExpertGroups}, {"groups_per_token", m.GroupsPerToken},
 		{"kv_lora_rank", m.KVLoRA}, {"q_lora_rank", m.QLoRA}, {"qk_rope_head_dim", m.RopeDim}} {
 		if f.v < 0 || f.v > 1<<20 {
 			return bad(f.name, "must be an integer in [0, 1048576]", f.v)
@@ -113,14 +118,22 @@ func (m Model) Validate() error {
 		return bad("expert_precision", "must be \"\" (as precision) or one of bf16, fp8, fp4", fmt.Sprintf("%q", m.ExpertPrecision))
 	case m.ExpertPrecision != "" && m.Experts == 0:
 		return bad("expert_precision", "a dense model has no experts (leave it unset)", fmt.Sprintf("%q", m.ExpertPrecision))
-	case m.Experts == 0 && (m.ActiveExperts != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0):
-		return bad("experts", "must be set (> 0) when active_experts, shared_experts, expert_ffn or dense_layers is", m.Experts)
+	case m.Experts == 0 && (m.ActiveExperts != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0 || m.ExpertGroups != 0 || m.GroupsPerToken != 0):
+		return bad("experts", "must be set (> 0) when active_experts, shared_experts, expert_ffn, dense_layers, expert_groups or groups_per_token is", m.Experts)
 	case m.Experts == 0 && m.FFN == 0:
 		return bad("ffn", "a dense model needs ffn > 0", m.FFN)
 	case m.Experts > 0 && (m.ActiveExperts < 1 || m.ActiveExperts > m.Experts):
 		return bad("active_experts", fmt.Sprintf("must be in [1, experts (%d)]", m.Experts), m.ActiveExperts)
 	case m.Experts > 0 && m.ExpertFFN < 1:
 		return bad("expert_ffn", "an MoE model needs expert_ffn > 0", m.ExpertFFN)
+	case m.ExpertGroups > 0 && m.Experts%m.ExpertGroups != 0:
+		return bad("expert_groups", fmt.Sprintf("must divide experts (%d)", m.Experts), m.ExpertGroups)
+	case m.ExpertGroups == 0 && m.GroupsPerToken != 0:
+		return bad("groups_per_token", "needs expert_groups (leave it unset without groups)", m.GroupsPerToken)
+	case m.ExpertGroups > 0 && (m.GroupsPerToken < 1 || m.GroupsPerToken > m.ExpertGroups):
+		return bad("groups_per_token", fmt.Sprintf("must be in [1, expert_groups (%d)]", m.ExpertGroups), m.GroupsPerToken)
+	case m.ExpertGroups > 0 && m.GroupsPerToken*(m.Experts/m.ExpertGroups) < m.ActiveExperts:
+		return bad("groups_per_token", fmt.Sprintf("its groups hold %d experts, fewer than active_experts (%d)", m.GroupsPerToken*(m.Experts/m.ExpertGroups), m.ActiveExperts), m.GroupsPerToken)
 	case m.DenseLayers > m.Layers:
 		return bad("dense_layers", fmt.Sprintf("must be at most layers (%d)", m.Layers), m.DenseLayers)
 	case m.DenseLayers > 0 && m.FFN == 0:
@@ -137,6 +150,12 @@ func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math
 
 // MoE reports whether the model has routed experts.
 func (m Model) MoE() bool { return m.Experts > 0 }
+
+// Routing is how the model's tokens pick their routed experts (zero for
+// a dense model): what the runtime routes by and the cost model prices.
+func (m Model) Routing() topology.Routing {
+	return topology.Routing{Experts: m.Experts, TopK: m.ActiveExperts, Groups: m.ExpertGroups, GroupsPerToken: m.GroupsPerToken}
+}
 
 // moeLayers is the number of layers with experts.
 func (m Model) moeLayers() int {

@@ -53,7 +53,8 @@ var Models = map[string]Model{
 	// moe_intermediate_size 2048, num_hidden_layers 61,
 	// num_attention_heads 128, num_key_value_heads 128, n_routed_experts
 	// 256, num_experts_per_tok 8, n_shared_experts 1, first_k_dense_replace
-	// 3, kv_lora_rank 512, q_lora_rank 1536, qk_rope_head_dim 64,
+	// 3, n_group 8, topk_group 4 (a token's experts come from 4 of 8
+	// groups), kv_lora_rank 512, q_lora_rank 1536, qk_rope_head_dim 64,
 	// qk_nope_head_dim 128, v_head_dim 128, vocab_size 129280; weights FP8
 	// (e4m3, 128x128 block scales). 671B parameters, 37B active
 	// (arXiv:2412.19437); the multi-token-prediction layer is not
@@ -62,7 +63,7 @@ var Models = map[string]Model{
 	// an FP8 cache).
 	"deepseek-r1": {Name: "deepseek-r1", Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128, FFN: 18432, Vocab: 129280,
 		WeightBytes: 1, KVBytes: 2, ActBytes: 2, Precision: "fp8", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
-		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
+		ExpertGroups: 8, GroupsPerToken: 4, KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
 		Source: "huggingface.co/deepseek-ai/DeepSeek-R1 config.json; DeepSeek-V3 technical report (arXiv:2412.19437)"},
 	// nvidia/DeepSeek-R1-FP4: DeepSeek-R1 with its experts in NVFP4 (4
 	// bits and an FP8 scale per 16 values: 4.5 bits a parameter) and their
@@ -75,7 +76,7 @@ var Models = map[string]Model{
 	// ctx1_dep4_gen1_tep8 layouts ran it on GB200.
 	"deepseek-r1-fp4": {Name: "deepseek-r1-fp4", Layers: 61, Hidden: 7168, Heads: 128, KVHeads: 128, HeadDim: 128, FFN: 18432, Vocab: 129280,
 		WeightBytes: 1, ExpertWeightBytes: 4.5 / 8, KVBytes: 2, ActBytes: 2, Precision: "fp8", ExpertPrecision: "fp4", Experts: 256, ActiveExperts: 8, SharedExperts: 1, ExpertFFN: 2048, DenseLayers: 3,
-		KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
+		ExpertGroups: 8, GroupsPerToken: 4, KVLoRA: 512, QLoRA: 1536, RopeDim: 64,
 		Source: "huggingface.co/nvidia/DeepSeek-R1-FP4 and DeepSeek-R1-NVFP4-v2 model cards; huggingface.co/deepseek-ai/DeepSeek-R1 config.json"},
 	// openai/gpt-oss-120b config.json: hidden_size 2880, intermediate_size
 	// 2880 (per expert), num_hidden_layers 36, num_attention_heads 64,

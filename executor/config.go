@@ -177,11 +177,9 @@ func (c *Config) Validate() error {
 		if !needsDispatch(side.l) {
 			continue
 		}
-		switch ep := side.l.Experts(); {
-		case c.Routing.Experts < ep || c.Routing.Experts%ep != 0:
-			return bad("routed experts", fmt.Sprintf("%s layout %s dispatches tokens over %d EP parts: the experts must be a positive multiple of %d", side.name, side.l, ep, ep), c.Routing.Experts)
-		case c.Routing.TopK < 1 || c.Routing.TopK > c.Routing.Experts:
-			return bad("experts per token", fmt.Sprintf("must be in [1, the routed experts (%d)]", c.Routing.Experts), c.Routing.TopK)
+		ep := side.l.Experts()
+		if err := c.Routing.Validate(ep); err != nil {
+			return fmt.Errorf("%w: %s layout %s dispatches tokens over %d EP parts: %w", ErrConfig, side.name, side.l, ep, err)
 		}
 	}
 	switch {

@@ -24,12 +24,10 @@ import (
 // batch routes (the ranks of one EP group do not agree on the step).
 var ErrDispatch = errors.New("executor: ep dispatch counts disagree")
 
-// Routing is what the runtime needs of an MoE model to route tokens:
-// its routed experts and how many each token picks (0: a dense model).
-type Routing struct {
-	Experts int
-	TopK    int
-}
+// Routing is what the runtime needs of an MoE model to route tokens
+// (topology.Routing: its experts, picks per token and groups; a dense
+// model's is zero).
+type Routing = topology.Routing
 
 // needsDispatch reports whether layout l exchanges tokens between ranks
 // in its MoE layers: expert parallelism under attention-DP (under TP
@@ -46,11 +44,11 @@ type DispatchToken struct {
 }
 
 // RouteCounts adds to counts[p] (one entry per EP part) one copy of each
-// token for every part that holds at least one of its TopK experts. The
-// routing is a pure function of the token (uniform over the experts, as
-// the cost model assumes), so every rank computes the same counts from
-// the agreed batch. Parts hold contiguous ranges of Experts/len(counts).
-// The parts must divide the experts, and TopK be in [1, Experts].
+// token for every part that holds at least one of its experts. The
+// routing is a pure function of the token (Routing.Pick, as the cost
+// model assumes), so every rank computes the same counts from the agreed
+// batch. Parts hold contiguous ranges of Experts/len(counts); r must be
+// valid for that many parts.
 func RouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
 	var b routeBufs
 	return b.route(r, toks, counts)
@@ -58,43 +56,32 @@ func RouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
 
 // routeBufs are RouteCounts' scratch buffers, kept by a dispatcher.
 type routeBufs struct {
-	picked  []int    // experts picked so far for one token
+	picked  []int    // one token's experts
+	groups  []int    // one token's expert groups
 	touched []uint32 // touched[p] == k+1: token k counted part p
 }
 
 func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error {
 	parts := len(counts)
-	switch {
-	case parts < 1 || r.Experts < parts || r.Experts%parts != 0:
-		return fmt.Errorf("executor: route %d experts over %d parts: the parts must divide the experts", r.Experts, parts)
-	case r.TopK < 1 || r.TopK > r.Experts:
-		return fmt.Errorf("executor: route %d experts a token of %d: must be in [1, %d]", r.TopK, r.Experts, r.Experts)
+	if err := r.Validate(parts); err != nil {
+		return fmt.Errorf("executor: route over %d parts: %w", parts, err)
 	}
 	per := r.Experts / parts
 	if cap(b.picked) < r.TopK {
 		b.picked = make([]int, r.TopK)
 	}
-	picked := b.picked[:r.TopK]
+	if cap(b.groups) < r.GroupsPerToken {
+		b.groups = make([]int, r.GroupsPerToken)
+	}
+	picked, groups := b.picked[:r.TopK], b.groups[:r.GroupsPerToken]
 	if cap(b.touched) < parts {
 		b.touched = make([]uint32, parts)
 	}
 	touched := b.touched[:parts]
 	clear(touched)
 	for k, t := range toks {
-		h := uint64(t.ID)<<32 ^ uint64(t.Pos)
-		n := 0
-		for n < r.TopK {
-			h = splitmix(h)
-			e := int(h % uint64(r.Experts))
-			dup := false
-			for _, x := range picked[:n] {
-				dup = dup || x == e
-			}
-			if dup {
-				continue
-			}
-			picked[n] = e
-			n++
+		r.Pick(uint64(t.ID)<<32^uint64(t.Pos), picked, groups)
+		for _, e := range picked {
 			if p := e / per; touched[p] != uint32(k+1) {
 				touched[p] = uint32(k + 1)
 				counts[p]++
@@ -102,13 +89,6 @@ func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error
 		}
 	}
 	return nil
-}
-
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // dispatcher is one rank's EP group and buffers.

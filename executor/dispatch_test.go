@@ -17,12 +17,19 @@ import (
 	"github.com/rankrun/rankrun/transceiver"
 )
 
-// The runtime's routing is the cost model's: uniform over the experts, so
-// a token reaches on average parts*(1-(1-1/parts)^topk) parts (DeepSeek-R1:
-// 256 experts, 8 a token), and every token at least one, at most
-// min(topk, parts). The counts are a function of the tokens alone.
+// The runtime's routing is the cost model's: uniform over the experts (or
+// within a token's groups), so a token reaches on average Routing.Parts
+// parts (DeepSeek-R1: 256 experts, 8 a token, from 4 of 8 groups; and the
+// same without groups), every token at least one, at most min(topk,
+// parts), and the parts are balanced. The counts are a function of the
+// tokens alone.
 func TestRouteCountsAreUniform(t *testing.T) {
-	r := executor.Routing{Experts: 256, TopK: 8}
+	for _, r := range []executor.Routing{{Experts: 256, TopK: 8}, {Experts: 256, TopK: 8, Groups: 8, GroupsPerToken: 4}} {
+		t.Run(fmt.Sprintf("%+v", r), func(t *testing.T) { testRouteCounts(t, r) })
+	}
+}
+
+func testRouteCounts(t *testing.T, r executor.Routing) {
 	var toks []executor.DispatchToken
 	for id := range 50 {
 		for p := range 200 {
@@ -37,8 +44,7 @@ func TestRouteCountsAreUniform(t *testing.T) {
 			sum += c
 		}
 		per := float64(sum) / float64(len(toks))
-		want := float64(parts) * (1 - math.Pow(1-1/float64(parts), float64(r.TopK)))
-		assert.InEpsilon(t, want, per, 0.02, "parts=%d: copies per token", parts)
+		assert.InEpsilon(t, r.Parts(parts), per, 0.02, "parts=%d: copies per token", parts)
 		assert.GreaterOrEqual(t, per, 1.0)
 		assert.LessOrEqual(t, per, float64(min(r.TopK, parts)))
 		share := float64(sum) / float64(parts)
@@ -50,9 +56,10 @@ func TestRouteCountsAreUniform(t *testing.T) {
 		assert.Equal(t, counts, again)
 	}
 	// Bad routing is an error, not a panic or a hang.
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 6, TopK: 2}, toks, make([]int64, 4)), "the parts must divide the experts")
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 2, TopK: 1}, toks, make([]int64, 4)), "the parts must divide the experts")
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 9}, toks, make([]int64, 4)), "must be in [1, 8]")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 6, TopK: 2}, toks, make([]int64, 4)), "experts = 6: the 4 EP parts must divide it")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 2, TopK: 1}, toks, make([]int64, 4)), "experts = 2: the 4 EP parts must divide it")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 9}, toks, make([]int64, 4)), "experts per token = 9: must be in [1, experts (8)]")
+	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 4, Groups: 4, GroupsPerToken: 1}, toks, make([]int64, 4)), "groups per token = 1")
 	assert.ErrorContains(t, executor.RouteCounts(r, toks, nil), "over 0 parts")
 }
 
@@ -128,11 +135,13 @@ func TestDispatchNeedsRouting(t *testing.T) {
 	cfg := dispatchConfig("dp=4,ep=4,adp", "tp=1")
 	cfg.Routing = executor.Routing{}
 	cfg.Defaults()
-	assert.ErrorContains(t, cfg.Validate(), "routed experts = 0: ctx layout dp=4,ep=4,adp dispatches tokens over 4 EP parts")
+	assert.ErrorContains(t, cfg.Validate(), "ctx layout dp=4,ep=4,adp dispatches tokens over 4 EP parts: topology: invalid model: routing: experts = 0: must be > 0")
 	cfg.Routing = executor.Routing{Experts: 6, TopK: 2}
-	assert.ErrorContains(t, cfg.Validate(), "positive multiple of 4")
+	assert.ErrorContains(t, cfg.Validate(), "experts = 6: the 4 EP parts must divide it")
 	cfg.Routing = executor.Routing{Experts: 8, TopK: 9}
-	assert.ErrorContains(t, cfg.Validate(), "experts per token = 9: must be in [1, the routed experts (8)]")
+	assert.ErrorContains(t, cfg.Validate(), "experts per token = 9: must be in [1, experts (8)]")
+	cfg.Routing = executor.Routing{Experts: 8, TopK: 4, Groups: 4, GroupsPerToken: 1}
+	assert.ErrorContains(t, cfg.Validate(), "groups per token = 1: its groups hold 2 experts, fewer than the 4 a token picks")
 	cfg = dispatchConfig("tp=2", "tp=2", executor.Fault{Kind: executor.FaultMisroute, Role: topology.Generation, Rank: 0, Request: 1})
 	cfg.Defaults()
 	assert.ErrorContains(t, cfg.Validate(), "misroute applies to a layout that dispatches tokens")

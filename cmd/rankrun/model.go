@@ -109,7 +109,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 	}
 	c.Model = full
 	c.Compute = sweep.CostModel{Placement: p}
-	c.Routing = executor.Routing{Experts: m.Experts, TopK: m.ActiveExperts}
+	c.Routing = m.Routing()
 	// Pools: what the HBM left after the weights holds, of the full
 	// geometry, but never more than the whole workload needs.
 	for _, side := range []struct {
