@@ -272,6 +272,10 @@ func (e *Expectation) bounds(figure string) bool {
 	return false
 }
 
+// Validate reports an expectation that cannot judge a run: one with no
+// outcome (ok or error NAME), or bounds on a run expected to fail.
+func (e *Expectation) Validate() error { return e.validate() }
+
 func (e *Expectation) validate() error {
 	if !e.OK && len(e.Errors) == 0 {
 		return errors.New("no outcome: one line must be ok or error NAME")

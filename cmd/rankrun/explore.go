@@ -205,6 +205,9 @@ func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
 			return s, usagef("--expect %q: %v", e, err)
 		}
 	}
+	if err := s.Expect.Validate(); err != nil {
+		return s, usagef("--expect: %v", err)
+	}
 	if _, err := s.Config(false); err != nil {
 		return s, usageError{err}
 	}

@@ -101,7 +101,9 @@ func TestOutputFilesAreReadable(t *testing.T) {
 }
 
 // Refusals come up front, with exit 2: explore runs only in simulation,
-// and bench's request counts are checked before it measures anything.
+// its expectations must name an outcome (a bound alone would judge every
+// run as a failure to fail), and bench's request counts are checked
+// before it measures anything.
 func TestRefusedUpFront(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -109,6 +111,8 @@ func TestRefusedUpFront(t *testing.T) {
 	}{
 		{[]string{"explore", "--backend", "local"}, "--backend local: explore runs every schedule in the simulation backend"},
 		{[]string{"explore", "--backend", "mpi"}, "--backend mpi: explore runs every schedule in the simulation backend"},
+		{[]string{"explore", "--expect", "completed == 99"}, "--expect: no outcome: one line must be ok or error NAME"},
+		{[]string{"explore", "--expect", "error ErrStalled", "--expect", "completed == 3"}, `--expect: bound "completed == 3" on a run expected to fail`},
 		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--handover-requests", "0"}, "--handover-requests 0: must be at least 1"},
