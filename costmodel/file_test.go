@@ -267,4 +267,9 @@ func TestExpertGroups(t *testing.T) {
 	dense := Models["llama-3-8b"]
 	dense.ExpertGroups, dense.GroupsPerToken = 4, 2
 	assert.ErrorContains(t, dense.Validate(), "experts = 0: must be set (> 0) when active_experts, shared_experts, expert_ffn, dense_layers, expert_groups or groups_per_token is")
+	for _, d := range [][2]int{{4, 0}, {0, 2}} {
+		dense := Models["llama-3-8b"]
+		dense.ExpertGroups, dense.GroupsPerToken = d[0], d[1]
+		assert.ErrorContains(t, dense.Validate(), "experts = 0: must be set (> 0)", "expert_groups %d, groups_per_token %d", d[0], d[1])
+	}
 }

@@ -57,7 +57,7 @@ func RouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
 // routeBufs are RouteCounts' scratch buffers, kept by a dispatcher.
 type routeBufs struct {
 	picked  []int    // one token's experts
-	groups  []int    // one token's expert groups
+	scratch []uint64 // Routing.Pick's scores
 	touched []uint32 // touched[p] == k+1: token k counted part p
 }
 
@@ -70,17 +70,17 @@ func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error
 	if cap(b.picked) < r.TopK {
 		b.picked = make([]int, r.TopK)
 	}
-	if cap(b.groups) < r.GroupsPerToken {
-		b.groups = make([]int, r.GroupsPerToken)
+	if cap(b.scratch) < r.ScratchLen() {
+		b.scratch = make([]uint64, r.ScratchLen())
 	}
-	picked, groups := b.picked[:r.TopK], b.groups[:r.GroupsPerToken]
+	picked, scratch := b.picked[:r.TopK], b.scratch[:r.ScratchLen()]
 	if cap(b.touched) < parts {
 		b.touched = make([]uint32, parts)
 	}
 	touched := b.touched[:parts]
 	clear(touched)
 	for k, t := range toks {
-		r.Pick(uint64(t.ID)<<32^uint64(t.Pos), picked, groups)
+		r.Pick(uint64(t.ID)<<32^uint64(t.Pos), picked, scratch)
 		for _, e := range picked {
 			if p := e / per; touched[p] != uint32(k+1) {
 				touched[p] = uint32(k + 1)

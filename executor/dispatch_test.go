@@ -167,6 +167,18 @@ func BenchmarkRouteCounts(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
 	})
+	// DeepSeek-R1's router: every expert scored, the best 4 of 8 groups.
+	grouped := r
+	grouped.Groups, grouped.GroupsPerToken = 8, 4
+	b.Run("route, grouped", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := executor.RouteCounts(grouped, toks, counts); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
+	})
 	b.Run("reference: hashes only", func(b *testing.B) {
 		var sink uint64
 		for b.Loop() {

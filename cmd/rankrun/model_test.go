@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,4 +209,19 @@ func TestComputeEffFlagSetsEveryPrecision(t *testing.T) {
 	code, out, errOut = cli(t, append(args, "--compute-eff", "0.5")...)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "5000 TFLOPS fp8 at 50%, experts 10000 TFLOPS fp4 at 50%")
+}
+
+// A model's routing reaches the runtime whole: DeepSeek-R1's groups (4 of
+// 8 a token) route its dispatch counts as the cost model prices them.
+func TestModelRoutingReachesTheRuntime(t *testing.T) {
+	for _, name := range []string{"deepseek-r1", "deepseek-r1-fp4", "gpt-oss-120b"} {
+		var f runFlags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f.register(fs, true)
+		require.NoError(t, fs.Parse([]string{"--backend", "sim", "--model", name, "--hardware", "gb200", "--ctx", "dp=8,ep=8,adp", "--gen", "tp=8,ep=8"}))
+		c, err := f.config()
+		require.NoError(t, err, name)
+		assert.Equal(t, costmodel.Models[name].Routing(), c.Routing, name)
+	}
+	assert.Equal(t, 4, costmodel.Models["deepseek-r1"].Routing().GroupsPerToken)
 }
