@@ -80,8 +80,16 @@ func TestPrefillClosedForm(t *testing.T) {
 				if xp == "" {
 					xp = m.Precision
 				}
-				compute := ((flops-whole-xflops)/float64(l.TP)+whole)/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)) +
-					xflops/float64(l.TP)/(hw.Peak(xp)*hw.ComputeEffFor(xp))
+				// Attention's core runs at the KV cache's precision:
+				// bf16 for a 16-bit cache, else fp8 (bf16 models: bf16).
+				coreFLOPs := float64(m.Layers*m.Heads*(qk+v)) * n * (n + 1)
+				cp := "fp8"
+				if m.KVBytes >= 2 || m.Precision == "bf16" {
+					cp = "bf16"
+				}
+				compute := ((flops-whole-xflops-coreFLOPs)/float64(l.TP)+whole)/(hw.Peak(m.Precision)*hw.ComputeEffFor(m.Precision)) +
+					xflops/float64(l.TP)/(hw.Peak(xp)*hw.ComputeEffFor(xp)) +
+					coreFLOPs/float64(l.TP)/(hw.Peak(cp)*hw.ComputeEffFor(cp))
 				members := make([]int, l.TP)
 				for i := range members {
 					members[i] = i
@@ -261,4 +269,24 @@ func TestPrefillChunksAddUp(t *testing.T) {
 }
 
 // allFLOPs is every FLOP of w, at whatever precision.
-func (w work) allFLOPs() float64 { return w.flops + w.xflops }
+func (w work) allFLOPs() float64 { return w.flops + w.xflops + w.cflops }
+
+// Attention's core runs at the KV cache's precision where the hardware
+// has a peak for it, else at the model's: DeepSeek-R1 (FP8, BF16 KV) on a
+// hardware file that lists fp8 alone prefills exactly as on one whose
+// bf16 peak is its fp8 peak, and slower on one with a real bf16 peak.
+func TestAttentionCorePrecisionFallsBack(t *testing.T) {
+	m := Models["deepseek-r1"]
+	h200 := Hardwares["h200-nvlink-ib400"]
+	fp8Only, same := h200, h200
+	fp8Only.PeakFLOPs = map[string]float64{"fp8": h200.Peak("fp8")}
+	same.PeakFLOPs = map[string]float64{"fp8": h200.Peak("fp8"), "bf16": h200.Peak("fp8")}
+	l := topology.Layout{TP: 8, PP: 1, CP: 1, DP: 1}
+	prefill := func(hw Hardware) time.Duration {
+		require.NoError(t, hw.Validate())
+		return Placement{Model: m, HW: hw, Ctx: l, Gen: l}.Prefill([]Seq{{Tokens: 8192}})
+	}
+	got := prefill(fp8Only)
+	assert.Equal(t, prefill(same), got, "fp8 alone: the core at fp8")
+	assert.Greater(t, prefill(h200), got, "a bf16 peak half fp8's: the BF16 KV cache's core at bf16")
+}

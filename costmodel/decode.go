@@ -59,7 +59,7 @@ func (s side) decodeAttn(pp int, part []Seq) work {
 	m := s.m
 	nl := float64(s.layersOn(pp))
 	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{flops: nl * (2*m.attnPerRank(split)*float64(len(part)) + m.decodeCoreFLOPs()*ctx/cp/split),
+	return work{flops: nl * 2 * m.attnPerRank(split) * float64(len(part)), cflops: nl * m.decodeCoreFLOPs() * ctx / cp / split,
 		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * ctx / cp * s.kvBytesPerTokenLayer()}
 }
 

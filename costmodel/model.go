@@ -78,6 +78,18 @@ func (m Model) expertPrecision() string {
 	return m.Precision
 }
 
+// corePrecision is the precision attention's core (QK^T and AV) runs at:
+// the KV cache's, which its operands are read in (a 16-bit KV cache runs
+// it in bf16 whatever the weights; an 8-bit one in fp8, as TensorRT-LLM's
+// FP8 attention kernels do), and no finer than fp8 (no serving engine runs
+// attention in fp4).
+func (m Model) corePrecision() string {
+	if m.KVBytes >= 2 || m.Precision == "bf16" {
+		return "bf16"
+	}
+	return "fp8"
+}
+
 // Precisions are the matrix-multiply precisions a model may name.
 var Precisions = []string{"bf16", "fp8", "fp4"}
 

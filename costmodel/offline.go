@@ -171,38 +171,68 @@ func (s side) kvTokens() float64 {
 func (s side) mixedStage(pp int, x mix) time.Duration {
 	pa := s.prefillAttn(pp, []Seq{{Tokens: x.in}})
 	da := s.decodeAttn(pp, []Seq{{Tokens: x.ctx}})
+	if s.l.AttentionDP {
+		return s.adpStage(pp, x, pa, da)
+	}
 	tok := x.tokens()
 	dense, moe := s.layerKinds(pp)
-	ffnW := s.ffnWork(dense, moe, tok, 1).weights
-	if pp == s.l.PP-1 {
-		ffnW += s.lmHead(1).weights
-	}
-	attn := work{flops: x.prefills*pa.flops + x.decodes*da.flops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
+	w := work{flops: x.prefills*pa.flops + x.decodes*da.flops, cflops: x.prefills*pa.cflops + x.decodes*da.cflops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
 	// The FFN's FLOPs over the step's tokens at once (an EP part's
 	// imbalance is the step's, not one request's), the LM head a row per
 	// request.
 	ffn := s.ffnWork(dense, moe, tok, s.ffnSplit())
-	ffn.weights = ffnW
+	ffn.weights = s.ffnWork(dense, moe, tok, 1).weights
 	if pp == s.l.PP-1 {
-		ffn.flops += s.lmHead(x.prefills + x.decodes).flops
+		ffn.add(s.lmHead(x.prefills + x.decodes))
 	}
+	w.add(ffn)
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
-	nl := time.Duration(s.layersOn(pp))
-	if !s.l.AttentionDP {
-		attn.add(ffn)
-		return seconds(s.roofline(attn)) + nl*2*s.allreduce(s.tpMembers(0, pp), act)
+	return seconds(s.roofline(w)) + time.Duration(s.layersOn(pp))*2*s.allreduce(s.tpMembers(0, pp), act)
+}
+
+// adpStage is mixedStage under attention-DP: each DP index's attention on
+// its own ranks, the FFN over every rank for every index. The indices meet
+// at every MoE layer, so a step waits for its busiest index's attention,
+// and an index's prompts are lumps: it starts floor(f) or floor(f)+1 of
+// them in a step (f = x.prefills, its mean), apart from the others. The
+// busiest starts floor(f)+1 in a share q = 1-(1-frac)^DP of steps (frac
+// f's fraction; those steps' +1s number frac*DP/q, which keeps the FFN's
+// prompts at f*DP a step); a step's time is the two cases' mean.
+func (s side) adpStage(pp int, x mix, pa, da work) time.Duration {
+	lo, dp := math.Floor(x.prefills), float64(s.l.DP)
+	frac := x.prefills - lo
+	q := 0.0
+	if frac > 0 {
+		q = 1 - math.Pow(1-frac, dp)
 	}
-	// Attention-DP: each DP index's attention on its own ranks (all alike
-	// in the steady state), the FFN over every rank for every index.
+	t := (1 - q) * s.adpStep(pp, x, pa, da, lo, lo*dp)
+	if q > 0 {
+		t += q * s.adpStep(pp, x, pa, da, lo+1, (lo+frac/q)*dp)
+	}
+	return seconds(t)
+}
+
+// adpStep is the seconds of stage pp's step of x under attention-DP when
+// its busiest DP index starts busiest prompts and all of them total: the
+// busiest index's attention (pa a prompt's, da a decode's), then the FFN
+// over every index's tokens and its collectives (the busiest index's rows
+// set the all-to-all).
+func (s side) adpStep(pp int, x mix, pa, da work, busiest, total float64) float64 {
 	dp := float64(s.l.DP)
+	attn := work{flops: busiest*pa.flops + x.decodes*da.flops, cflops: busiest*pa.cflops + x.decodes*da.cflops, weights: pa.weights, kv: busiest*pa.kv + x.decodes*da.kv}
+	all := total*float64(x.in) + dp*x.decodes
+	dense, moe := s.layerKinds(pp)
+	ffn := s.ffnWork(dense, moe, all/dp, s.ffnSplit())
 	ffn.scaleFLOPs(dp)
-	ffn.weights = s.ffnWork(dense, moe, tok*dp, 1).weights
+	ffn.weights = s.ffnWork(dense, moe, all, 1).weights
 	if pp == s.l.PP-1 {
+		ffn.flops += dp * s.lmHead(total/dp+x.decodes).flops
 		ffn.weights += s.lmHead(1).weights
 	}
 	rows := make([]float64, s.l.DP)
-	for i := range rows {
-		rows[i] = tok
+	rows[0] = busiest*float64(x.in) + x.decodes
+	for i := 1; i < s.l.DP; i++ {
+		rows[i] = (total-busiest)/(dp-1)*float64(x.in) + x.decodes
 	}
-	return seconds(s.roofline(attn)+s.roofline(ffn)) + s.ffnCollectives(pp, rows)
+	return s.roofline(attn) + s.roofline(ffn) + s.ffnCollectives(pp, rows).Seconds()
 }

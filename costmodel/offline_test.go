@@ -188,7 +188,10 @@ func TestOfflineMemoryBoundClosedForm(t *testing.T) {
 // runs its DP index's attention with every head and its own KV, then the
 // FFN of both indices' tokens split over the two ranks, the LM head on
 // each (TP 1), one allreduce a layer of both indices' activations; the
-// throughput counts both indices.
+// throughput counts both indices. The indices start their prompts apart:
+// an index starts f = batch/1000 a step on average, so a share
+// q = 1-(1-f)^2 of steps has one index prefilling (the busiest), 2f/q
+// prompts over both on average, and the rest none; a step is the mean.
 func TestOfflineAttentionDPClosedForm(t *testing.T) {
 	hw := Hardwares["h200-nvlink-ib400"]
 	m := fp8(Models["llama-3-8b"])
@@ -198,7 +201,9 @@ func TestOfflineAttentionDPClosedForm(t *testing.T) {
 		st, err := Placement{Model: m, HW: hw}.Offline(l, Scheduler{MaxBatch: int(batch)}, 1000, 1000)
 		require.NoError(t, err)
 		require.Equal(t, "max_batch", st.Bound)
-		prompts, decodes := batch/1000, batch-batch/1000
+		f := batch / 1000
+		decodes := batch - f
+		q := 1 - (1-f)*(1-f)
 		nl := float64(m.Layers)
 		lm := float64(m.Vocab) * float64(m.Hidden)
 		ffnParams := 3 * float64(m.Hidden) * float64(m.FFN) * nl
@@ -208,12 +213,17 @@ func TestOfflineAttentionDPClosedForm(t *testing.T) {
 		roof := func(flops, weights, kv float64) float64 {
 			return math.Max(flops/(hw.Peak("fp8")*DefaultComputeEff), weights/(hw.HBMBandwidth*DefaultMemoryEff)+kv/(hw.HBMBandwidth*DefaultKVEff))
 		}
-		attn := roof(prompts*(2*attnParams*1000+core*1000*1001)+decodes*(2*attnParams+2*core*1500),
-			attnParams, (prompts*1000+decodes*1500)*kvToken)
-		ffn := roof(2*(prompts*(2*ffnParams*1000/2+2*lm)+decodes*(2*ffnParams/2+2*lm)), ffnParams/2+lm, 0)
-		tokens := 2 * (prompts*1000 + decodes)
-		ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
-		want := time.Duration(math.Round((attn+ffn)*1e9)) + time.Duration(m.Layers)*ar + hw.StepOverhead
+		// step is the seconds of a step whose busiest index starts
+		// busiest prompts, both together total.
+		step := func(busiest, total float64) float64 {
+			attn := roof(busiest*(2*attnParams*1000+core*1000*1001)+decodes*(2*attnParams+2*core*1500),
+				attnParams, (busiest*1000+decodes*1500)*kvToken)
+			tokens := total*1000 + 2*decodes
+			ffn := roof(2*ffnParams*tokens/2+2*lm*(total+2*decodes), ffnParams/2+lm, 0)
+			ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
+			return attn + ffn + (time.Duration(m.Layers) * ar).Seconds()
+		}
+		want := time.Duration(math.Round(((1-q)*step(0, 0)+q*step(1, 2*f/q))*1e9)) + hw.StepOverhead
 		assert.InDelta(t, want, st.Step, 2, "step at %v", batch)
 		assert.InDelta(t, 2*batch/want.Seconds(), st.Throughput, 1e-6*st.Throughput, "both DP indices")
 	}

@@ -220,17 +220,35 @@ func (s side) weightsPerRank() float64 {
 }
 
 // roofline is the time of w on one rank: the larger of the compute time
-// (the experts' FLOPs at their precision's peak, the rest at the model's)
+// (the experts' FLOPs at their precision's peak, attention's core at the
+// KV cache's, the rest at the model's)
 // and the memory time, weights and KV cache each at their achieved
 // fraction of HBM bandwidth.
 func (s side) roofline(w work) float64 {
-	c := w.flops / (s.hw.Peak(s.m.Precision) * s.hw.ComputeEffFor(s.m.Precision))
+	c := s.computeTime(w.flops, s.m.Precision)
 	if w.xflops > 0 {
-		x := s.m.expertPrecision()
-		c += w.xflops / (s.hw.Peak(x) * s.hw.ComputeEffFor(x))
+		c += s.computeTime(w.xflops, s.m.expertPrecision())
+	}
+	if w.cflops > 0 {
+		c += s.computeTime(w.cflops, s.corePrecision())
 	}
 	b := w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()) + w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())
 	return math.Max(c, b)
+}
+
+// computeTime is flops at precision's achieved peak.
+func (s side) computeTime(flops float64, precision string) float64 {
+	return flops / (s.hw.Peak(precision) * s.hw.ComputeEffFor(precision))
+}
+
+// corePrecision is the model's corePrecision, or its own precision on
+// hardware with no peak for that (a user's hardware file may list fp8
+// alone; the model's own is checked to be there).
+func (s side) corePrecision() string {
+	if c := s.m.corePrecision(); s.hw.Peak(c) > 0 {
+		return c
+	}
+	return s.m.Precision
 }
 
 func seconds(v float64) time.Duration { return time.Duration(math.Round(v * 1e9)) }

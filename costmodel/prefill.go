@@ -63,7 +63,7 @@ func (s side) prefillAttn(pp int, part []Seq) work {
 		past += p
 	}
 	t, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{flops: nl * (2*m.attnPerRank(split)*t/cp + core/(split*cp)),
+	return work{flops: nl * 2 * m.attnPerRank(split) * t / cp, cflops: nl * core / (split * cp),
 		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * (t + past) / cp * s.kvBytesPerTokenLayer()}
 }
 

@@ -6,20 +6,23 @@ import (
 )
 
 // work is what one rank does in one stage: FLOPs (xflops those of the
-// experts, at the model's expert precision; flops the rest) and HBM
-// bytes (the weights it reads and the KV cache it reads or writes), timed
-// together by the roofline (compute and memory overlap within a stage).
-type work struct{ flops, xflops, weights, kv float64 }
+// experts, at the model's expert precision; cflops attention's core,
+// QK^T and AV, at the KV cache's (Model.corePrecision); flops the rest)
+// and HBM bytes (the weights it reads and the KV cache it reads or
+// writes), timed together by the roofline (compute and memory overlap
+// within a stage).
+type work struct{ flops, xflops, cflops, weights, kv float64 }
 
 func (w *work) add(o work) {
 	w.flops += o.flops
 	w.xflops += o.xflops
+	w.cflops += o.cflops
 	w.weights += o.weights
 	w.kv += o.kv
 }
 
-// scaleFLOPs multiplies w's FLOPs, both kinds, by f (its bytes stay).
-func (w *work) scaleFLOPs(f float64) { w.flops *= f; w.xflops *= f }
+// scaleFLOPs multiplies w's FLOPs, every kind, by f (its bytes stay).
+func (w *work) scaleFLOPs(f float64) { w.flops *= f; w.xflops *= f; w.cflops *= f }
 
 // stageLayers is the layers [lo, hi) of stage pp: Layers/PP each, the
 // first Layers%PP stages one more (an uneven split, as TensorRT-LLM makes
