@@ -119,7 +119,7 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 		return Steady{}, fmt.Errorf("%w: offline: %s: a step's budget holds less than one request of %d in / %d out", ErrInvalid, sch, in, out)
 	}
 	st.Prefills = st.Batch / float64(out)
-	mix := mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: in + out/2}
+	mix := mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: in + out/2, chunks: (in + maxTokens - 1) / maxTokens}
 	var busiest, trip time.Duration
 	for pp := range l.PP {
 		t := s.mixedStage(pp, mix)
@@ -136,12 +136,14 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 
 // mix is one micro-batch of a steady in-flight step, per DP index:
 // prefills prompts of in tokens and decodes requests of context ctx (both
-// averages, so fractional).
+// averages, so fractional); a prompt prefills over chunks steps (1
+// unless chunked prefill splits it to fit the token budget).
 type mix struct {
 	prefills float64
 	in       int
 	decodes  float64
 	ctx      int
+	chunks   int
 }
 
 // tokens is the tokens the micro-batch computes.
@@ -193,46 +195,55 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 // adpStage is mixedStage under attention-DP: each DP index's attention on
 // its own ranks, the FFN over every rank for every index. The indices meet
 // at every MoE layer, so a step waits for its busiest index's attention,
-// and an index's prompts are lumps: it starts floor(f) or floor(f)+1 of
-// them in a step (f = x.prefills, its mean), apart from the others. The
-// busiest starts floor(f)+1 in a share q = 1-(1-frac)^DP of steps (frac
-// f's fraction; those steps' +1s number frac*DP/q, which keeps the FFN's
-// prompts at f*DP a step); a step's time is the two cases' mean.
+// and an index's prefill work comes in lumps (a prompt, or with chunked
+// prefill a chunk of one): it starts floor(f) or floor(f)+1 lumps in a
+// step (f its mean, prompts a step x chunks a prompt), apart from the
+// others. The busiest starts floor(f)+1 in a share q = 1-(1-frac)^DP of
+// steps (frac f's fraction; those steps' +1s number frac*DP/q, which keeps
+// the lumps at f*DP a step); a step's time is the two cases' mean. A lump
+// is a prompt's attention and tokens over its chunks.
 func (s side) adpStage(pp int, x mix, pa, da work) time.Duration {
-	lo, dp := math.Floor(x.prefills), float64(s.l.DP)
-	frac := x.prefills - lo
+	k := float64(max(1, x.chunks))
+	lump := pa
+	lump.scaleFLOPs(1 / k)
+	lump.kv /= k
+	f := x.prefills * k
+	lo, dp := math.Floor(f), float64(s.l.DP)
+	frac := f - lo
 	q := 0.0
 	if frac > 0 {
 		q = 1 - math.Pow(1-frac, dp)
 	}
-	t := (1 - q) * s.adpStep(pp, x, pa, da, lo, lo*dp)
+	t := (1 - q) * s.adpStep(pp, x, lump, da, lo, lo*dp)
 	if q > 0 {
-		t += q * s.adpStep(pp, x, pa, da, lo+1, (lo+frac/q)*dp)
+		t += q * s.adpStep(pp, x, lump, da, lo+1, (lo+frac/q)*dp)
 	}
 	return seconds(t)
 }
 
 // adpStep is the seconds of stage pp's step of x under attention-DP when
-// its busiest DP index starts busiest prompts and all of them total: the
-// busiest index's attention (pa a prompt's, da a decode's), then the FFN
-// over every index's tokens and its collectives (the busiest index's rows
-// set the all-to-all).
-func (s side) adpStep(pp int, x mix, pa, da work, busiest, total float64) float64 {
-	dp := float64(s.l.DP)
-	attn := work{flops: busiest*pa.flops + x.decodes*da.flops, cflops: busiest*pa.cflops + x.decodes*da.cflops, weights: pa.weights, kv: busiest*pa.kv + x.decodes*da.kv}
-	all := total*float64(x.in) + dp*x.decodes
+// its busiest DP index starts busiest lumps (a lump's attention lump, of
+// x.in/x.chunks tokens) and all of them total: the busiest index's
+// attention (da a decode's), then the FFN over every index's tokens and
+// its collectives (the busiest index's rows set the all-to-all), the LM
+// head a row per prompt finished.
+func (s side) adpStep(pp int, x mix, lump, da work, busiest, total float64) float64 {
+	dp, k := float64(s.l.DP), float64(max(1, x.chunks))
+	in := float64(x.in) / k
+	attn := work{flops: busiest*lump.flops + x.decodes*da.flops, cflops: busiest*lump.cflops + x.decodes*da.cflops, weights: lump.weights, kv: busiest*lump.kv + x.decodes*da.kv}
+	all := total*in + dp*x.decodes
 	dense, moe := s.layerKinds(pp)
 	ffn := s.ffnWork(dense, moe, all/dp, s.ffnSplit())
 	ffn.scaleFLOPs(dp)
 	ffn.weights = s.ffnWork(dense, moe, all, 1).weights
 	if pp == s.l.PP-1 {
-		ffn.flops += dp * s.lmHead(total/dp+x.decodes).flops
+		ffn.flops += dp * s.lmHead(total/k/dp+x.decodes).flops
 		ffn.weights += s.lmHead(1).weights
 	}
 	rows := make([]float64, s.l.DP)
-	rows[0] = busiest*float64(x.in) + x.decodes
+	rows[0] = busiest*in + x.decodes
 	for i := 1; i < s.l.DP; i++ {
-		rows[i] = (total-busiest)/(dp-1)*float64(x.in) + x.decodes
+		rows[i] = (total-busiest)/(dp-1)*in + x.decodes
 	}
 	return s.roofline(attn) + s.roofline(ffn) + s.ffnCollectives(pp, rows).Seconds()
 }

@@ -188,21 +188,32 @@ func TestOfflineMemoryBoundClosedForm(t *testing.T) {
 // runs its DP index's attention with every head and its own KV, then the
 // FFN of both indices' tokens split over the two ranks, the LM head on
 // each (TP 1), one allreduce a layer of both indices' activations; the
-// throughput counts both indices. The indices start their prompts apart:
-// an index starts f = batch/1000 a step on average, so a share
-// q = 1-(1-f)^2 of steps has one index prefilling (the busiest), 2f/q
-// prompts over both on average, and the rest none; a step is the mean.
+// throughput counts both indices. The indices prefill apart, in lumps (a
+// prompt; with chunked prefill, a chunk: k of them a prompt, each 1/k of
+// its work): an index starts f = k*batch/out lumps a step on average, so
+// a share q = 1-(1-f)^2 of steps has one index prefilling (the busiest),
+// 2f/q lumps over both on average, and the rest none; a step is the mean.
 func TestOfflineAttentionDPClosedForm(t *testing.T) {
 	hw := Hardwares["h200-nvlink-ib400"]
 	m := fp8(Models["llama-3-8b"])
 	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 2, AttentionDP: true}
-	// At 16 requests the FFN streams its weights, at 256 it computes.
-	for _, batch := range []float64{16, 256} {
-		st, err := Placement{Model: m, HW: hw}.Offline(l, Scheduler{MaxBatch: int(batch)}, 1000, 1000)
+	for _, c := range []struct {
+		batch       float64
+		in, out, k  int
+		sch         Scheduler
+		description string
+	}{
+		{16, 1000, 1000, 1, Scheduler{MaxBatch: 16}, "the FFN streams its weights"},
+		{256, 1000, 1000, 1, Scheduler{MaxBatch: 256}, "the FFN computes"},
+		{64, 6000, 1000, 3, Scheduler{MaxBatch: 64, MaxTokens: 2048, Chunked: true}, "prompts in 3 chunks"},
+	} {
+		st, err := Placement{Model: m, HW: hw}.Offline(l, c.sch, c.in, c.out)
 		require.NoError(t, err)
 		require.Equal(t, "max_batch", st.Bound)
-		f := batch / 1000
-		decodes := batch - f
+		in, k := float64(c.in), float64(c.k)
+		f := k * c.batch / float64(c.out)
+		decodes := c.batch - c.batch/float64(c.out)
+		ctx := in + float64(c.out/2)
 		q := 1 - (1-f)*(1-f)
 		nl := float64(m.Layers)
 		lm := float64(m.Vocab) * float64(m.Hidden)
@@ -214,18 +225,18 @@ func TestOfflineAttentionDPClosedForm(t *testing.T) {
 			return math.Max(flops/(hw.Peak("fp8")*DefaultComputeEff), weights/(hw.HBMBandwidth*DefaultMemoryEff)+kv/(hw.HBMBandwidth*DefaultKVEff))
 		}
 		// step is the seconds of a step whose busiest index starts
-		// busiest prompts, both together total.
+		// busiest lumps, both together total.
 		step := func(busiest, total float64) float64 {
-			attn := roof(busiest*(2*attnParams*1000+core*1000*1001)+decodes*(2*attnParams+2*core*1500),
-				attnParams, (busiest*1000+decodes*1500)*kvToken)
-			tokens := total*1000 + 2*decodes
-			ffn := roof(2*ffnParams*tokens/2+2*lm*(total+2*decodes), ffnParams/2+lm, 0)
+			attn := roof(busiest*(2*attnParams*in+core*in*(in+1))/k+decodes*(2*attnParams+2*core*ctx),
+				attnParams, (busiest*in/k+decodes*ctx)*kvToken)
+			tokens := total*in/k + 2*decodes
+			ffn := roof(2*ffnParams*tokens/2+2*lm*(total/k+2*decodes), ffnParams/2+lm, 0)
 			ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
 			return attn + ffn + (time.Duration(m.Layers) * ar).Seconds()
 		}
 		want := time.Duration(math.Round(((1-q)*step(0, 0)+q*step(1, 2*f/q))*1e9)) + hw.StepOverhead
-		assert.InDelta(t, want, st.Step, 2, "step at %v", batch)
-		assert.InDelta(t, 2*batch/want.Seconds(), st.Throughput, 1e-6*st.Throughput, "both DP indices")
+		assert.InDelta(t, want, st.Step, 2, "step: %s", c.description)
+		assert.InDelta(t, 2*c.batch/want.Seconds(), st.Throughput, 1e-6*st.Throughput, "both DP indices: %s", c.description)
 	}
 }
 
