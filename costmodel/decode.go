@@ -56,11 +56,17 @@ func (s side) decodeWork(pp int, mb []Seq) work {
 // request's context (Model.decodeCoreFLOPs per context token), reading the
 // rank's KV of those contexts (split over CP).
 func (s side) decodeAttn(pp int, part []Seq) work {
+	return s.genAttn(pp, float64(len(part)), tokens(part))
+}
+
+// genAttn is decodeAttn for requests requests whose contexts total
+// context tokens (both may be fractional: a steady state's averages).
+func (s side) genAttn(pp int, requests, context float64) work {
 	m := s.m
 	nl := float64(s.layersOn(pp))
-	ctx, cp, split := tokens(part), float64(s.l.CP), s.attnSplit()
-	return work{flops: nl * 2 * m.attnPerRank(split) * float64(len(part)), cflops: nl * m.decodeCoreFLOPs() * ctx / cp / split,
-		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * ctx / cp * s.kvBytesPerTokenLayer()}
+	cp, split := float64(s.l.CP), s.attnSplit()
+	return work{flops: nl * 2 * m.attnPerRank(split) * requests, cflops: nl * m.decodeCoreFLOPs() * context / cp / split,
+		weights: nl * m.attnPerRank(split) * m.WeightBytes, kv: nl * context / cp * s.kvBytesPerTokenLayer()}
 }
 
 // decodeFFN is the FFN (and on the last stage the LM head) of one step:

@@ -12,13 +12,18 @@
 //     and attention terms, MoE active parameters, divided over TP and CP
 //     ranks at Hardware's achieved fraction of peak; PP stages pipelining
 //     micro-batches; the TP/CP collectives of every layer and the PP
-//     activation sends through the sim backend's link model) and Decode (a
-//     roofline: the larger of compute and memory time, memory being the
-//     weights a rank reads plus the KV of its batch, each at its achieved
-//     fraction of HBM bandwidth).
+//     activation sends through the sim backend's link model) and Decode
+//     (two kernels one after the other, each a roofline: the GEMMs, the
+//     larger of their compute time and the weights a rank reads, then
+//     attention, the larger of its QK^T and AV and the KV of its batch,
+//     each memory time at its achieved fraction of HBM bandwidth).
 //   - Offline: an aggregated instance's offline steady state under a
-//     Scheduler (max batch, token budget, chunked prefill), batching in
-//     flight: the throughput TensorRT-LLM's published tables measure.
+//     Scheduler (max batch, token budget, chunked prefill, overlap),
+//     batching in flight.
+//   - Benchmark: a finite run of identical requests queued at once, step
+//     by step, waves, ramp and tail; TRTLLMBench, the scheduler trtllm-bench
+//     picks for one: together the throughput TensorRT-LLM's published
+//     tables measure.
 //   - Placement: one run's CTX and GEN layouts on one world (CTX ranks first),
 //     the object the executor's compute hook calls.
 //

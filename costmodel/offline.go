@@ -23,6 +23,12 @@ type Scheduler struct {
 	// Chunked lets a prompt longer than the budget prefill over several
 	// steps; without it such a prompt can never be scheduled.
 	Chunked bool
+	// Overlap prepares each step on the host while the GPU runs the one
+	// before (TensorRT-LLM's overlap scheduler, on unless
+	// disable_overlap_scheduler in its PyTorch backend): a step takes the
+	// longer of its GPU time and the host's cost (Hardware.StepOverhead),
+	// not their sum. Off, as in the runtime's own executor, they add.
+	Overlap bool
 }
 
 // The scheduler's defaults: TensorRT-LLM's LLM API (llm_args.py,
@@ -47,7 +53,11 @@ func (s Scheduler) Limits() (maxBatch, maxTokens int) {
 // String is the scheduler as its flags read.
 func (s Scheduler) String() string {
 	b, t := s.Limits()
-	return fmt.Sprintf("max_batch=%d max_tokens=%d chunked=%t", b, t, s.Chunked)
+	out := fmt.Sprintf("max_batch=%d max_tokens=%d chunked=%t", b, t, s.Chunked)
+	if s.Overlap {
+		out += " overlap=true"
+	}
+	return out
 }
 
 // Steady is an aggregated instance's offline steady state: every request
@@ -119,30 +129,41 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 		return Steady{}, fmt.Errorf("%w: offline: %s: a step's budget holds less than one request of %d in / %d out", ErrInvalid, sch, in, out)
 	}
 	st.Prefills = st.Batch / float64(out)
-	mix := mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: in + out/2, chunks: (in + maxTokens - 1) / maxTokens}
-	var busiest, trip time.Duration
-	for pp := range l.PP {
-		t := s.mixedStage(pp, mix)
-		busiest = max(busiest, t)
-		trip += t
-		if pp+1 < l.PP {
-			trip += s.link(0, pp).Time(int(math.Ceil(mix.tokens())) * s.m.Hidden * s.m.ActBytes)
-		}
-	}
-	st.Step = max(time.Duration(l.PP)*busiest, trip) + p.HW.StepOverhead
+	st.Step = p.step(s, sch.Overlap, mix{prefills: st.Prefills / float64(l.PP), in: in, decodes: (st.Batch - st.Prefills) / float64(l.PP), ctx: float64(in + out/2), chunks: (in + maxTokens - 1) / maxTokens})
 	st.Throughput = st.Batch * float64(l.DP) / st.Step.Seconds()
 	return st, nil
 }
 
-// mix is one micro-batch of a steady in-flight step, per DP index:
-// prefills prompts of in tokens and decodes requests of context ctx (both
-// averages, so fractional); a prompt prefills over chunks steps (1
-// unless chunked prefill splits it to fit the token budget).
+// step is one in-flight step of s whose every micro-batch is x: PP rounds
+// of the busiest stage or one micro-batch's round trip through the stages
+// (the activations' sends between them included), whichever is longer,
+// and the step's host cost, after it or (overlap) beside it.
+func (p Placement) step(s side, overlap bool, x mix) time.Duration {
+	var busiest, trip time.Duration
+	for pp := range s.l.PP {
+		t := s.mixedStage(pp, x)
+		busiest = max(busiest, t)
+		trip += t
+		if pp+1 < s.l.PP {
+			trip += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * s.m.Hidden * s.m.ActBytes)
+		}
+	}
+	gpu := max(time.Duration(s.l.PP)*busiest, trip)
+	if overlap {
+		return max(gpu, p.HW.StepOverhead)
+	}
+	return gpu + p.HW.StepOverhead
+}
+
+// mix is one micro-batch of an in-flight step, per DP index: prefills
+// prompts of in tokens and decodes requests of mean context ctx (a steady
+// state's averages, so fractional); a prompt prefills over chunks steps
+// (1 unless chunked prefill splits it to fit the token budget).
 type mix struct {
 	prefills float64
 	in       int
 	decodes  float64
-	ctx      int
+	ctx      float64
 	chunks   int
 }
 
@@ -166,19 +187,23 @@ func (s side) kvTokens() float64 {
 }
 
 // mixedStage is micro-batch x on stage pp: its prompts' and its decodes'
-// attention FLOPs and KV traffic, each request's as alone, the FFN's FLOPs
+// attention FLOPs and KV traffic, each request's as alone (the decodes'
+// attention core a kernel of its own), the FFN's FLOPs
 // over all the step's tokens, and the stage's weights
 // read once (an MoE's touched experts for every token of the step); the
 // collectives as stageTime's over the step's tokens.
 func (s side) mixedStage(pp int, x mix) time.Duration {
 	pa := s.prefillAttn(pp, []Seq{{Tokens: x.in}})
-	da := s.decodeAttn(pp, []Seq{{Tokens: x.ctx}})
+	da := s.genAttn(pp, 1, x.ctx)
 	if s.l.AttentionDP {
 		return s.adpStage(pp, x, pa, da)
 	}
 	tok := x.tokens()
 	dense, moe := s.layerKinds(pp)
-	w := work{flops: x.prefills*pa.flops + x.decodes*da.flops, cflops: x.prefills*pa.cflops + x.decodes*da.cflops, weights: pa.weights, kv: x.prefills*pa.kv + x.decodes*da.kv}
+	// Context attention with the matrix multiplies; generation attention,
+	// its own kernel, apart (roofline).
+	w := work{flops: x.prefills*pa.flops + x.decodes*da.flops, cflops: x.prefills * pa.cflops, weights: pa.weights, kv: x.prefills * pa.kv}
+	gen := work{cflops: x.decodes * da.cflops, kv: x.decodes * da.kv}
 	// The FFN's FLOPs over the step's tokens at once (an EP part's
 	// imbalance is the step's, not one request's), the LM head a row per
 	// request.
@@ -189,7 +214,7 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	}
 	w.add(ffn)
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
-	return seconds(s.roofline(w)) + time.Duration(s.layersOn(pp))*2*s.allreduce(s.tpMembers(0, pp), act)
+	return seconds(s.roofline(w)+s.roofline(gen)) + time.Duration(s.layersOn(pp))*2*s.allreduce(s.tpMembers(0, pp), act)
 }
 
 // adpStage is mixedStage under attention-DP: each DP index's attention on
@@ -224,13 +249,15 @@ func (s side) adpStage(pp int, x mix, pa, da work) time.Duration {
 // adpStep is the seconds of stage pp's step of x under attention-DP when
 // its busiest DP index starts busiest lumps (a lump's attention lump, of
 // x.in/x.chunks tokens) and all of them total: the busiest index's
-// attention (da a decode's), then the FFN over every index's tokens and
+// attention (da a decode's; the decodes' core a kernel of its own), then
+// the FFN over every index's tokens and
 // its collectives (the busiest index's rows set the all-to-all), the LM
 // head a row per prompt finished.
 func (s side) adpStep(pp int, x mix, lump, da work, busiest, total float64) float64 {
 	dp, k := float64(s.l.DP), float64(max(1, x.chunks))
 	in := float64(x.in) / k
-	attn := work{flops: busiest*lump.flops + x.decodes*da.flops, cflops: busiest*lump.cflops + x.decodes*da.cflops, weights: lump.weights, kv: busiest*lump.kv + x.decodes*da.kv}
+	attn := work{flops: busiest*lump.flops + x.decodes*da.flops, cflops: busiest * lump.cflops, weights: lump.weights, kv: busiest * lump.kv}
+	gen := work{cflops: x.decodes * da.cflops, kv: x.decodes * da.kv}
 	all := total*in + dp*x.decodes
 	dense, moe := s.layerKinds(pp)
 	ffn := s.ffnWork(dense, moe, all/dp, s.ffnSplit())
@@ -245,5 +272,5 @@ func (s side) adpStep(pp int, x mix, lump, da work, busiest, total float64) floa
 	for i := 1; i < s.l.DP; i++ {
 		rows[i] = (total-busiest)/(dp-1)*in + x.decodes
 	}
-	return s.roofline(attn) + s.roofline(ffn) + s.ffnCollectives(pp, rows).Seconds()
+	return s.roofline(attn) + s.roofline(gen) + s.roofline(ffn) + s.ffnCollectives(pp, rows).Seconds()
 }

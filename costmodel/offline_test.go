@@ -30,12 +30,15 @@ func TestOfflineClosedForm(t *testing.T) {
 	dense := m.ActiveParams() - lm // every layer's weights, one token's FLOPs/2
 	attn := 2 * float64(m.Layers*m.Heads*m.HeadDim)
 	const prompts, decodes, ctx = 16.0, 2032.0, 128 + 64
-	flops := prompts*(2*dense*128+2*lm+attn*128*129) + decodes*(2*dense+2*lm+2*attn*ctx)
-	kv := (prompts*128 + decodes*ctx) * m.KVBytesPerToken()
+	gemm := prompts*(2*dense*128+2*lm) + decodes*(2*dense+2*lm)
 	weights := (m.Params() - lm) * m.WeightBytes // the embedding is a lookup
-	compute := flops / (hw.Peak("fp8") * DefaultComputeEff)
-	mem := weights/(hw.HBMBandwidth*DefaultMemoryEff) + kv/(hw.HBMBandwidth*DefaultKVEff)
-	want := time.Duration(math.Round(math.Max(compute, mem)*1e9)) + hw.StepOverhead
+	peak, kvBW := hw.Peak("fp8")*DefaultComputeEff, hw.HBMBandwidth*DefaultKVEff
+	// Three kernels one after the other, each its own roofline: the
+	// GEMMs, context attention (the prompts), generation attention.
+	sec := math.Max(gemm/peak, weights/(hw.HBMBandwidth*DefaultMemoryEff)) +
+		math.Max(prompts*attn*128*129/peak, prompts*128*m.KVBytesPerToken()/kvBW) +
+		math.Max(decodes*2*attn*ctx/peak, decodes*ctx*m.KVBytesPerToken()/kvBW)
+	want := time.Duration(math.Round(sec*1e9)) + hw.StepOverhead
 	assert.InDelta(t, want, st.Step, 2, "step")
 	assert.InDelta(t, 2048/want.Seconds(), st.Throughput, 1e-6*st.Throughput)
 }
@@ -153,12 +156,14 @@ func TestOfflineErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), "exceed 90% of the 80 GB of HBM")
 }
 
-// Memory-bound and KV-bound (Llama-3-70B FP8 on two H100s at 2048 in /
-// 2048 out): the step is, by hand, half the weights over the weights'
-// bandwidth plus the KV its prompts write and its decodes read (half the
-// KV heads a rank) over the KV cache's, two allreduces a layer of the
-// step's tokens, and the host cost.
-func TestOfflineMemoryBoundClosedForm(t *testing.T) {
+// KV-bound (Llama-3-70B FP8 on two H100s at 2048 in / 2048 out): the step
+// is, by hand, three kernels, each on the other side of its roofline from
+// the one before: the GEMMs computing (half the FLOPs a rank, its batch
+// past the weights' ridge), context attention computing (a prompt's
+// causal QK^T and AV), generation attention streaming the KV its decodes
+// read (half the KV heads a rank) at the KV cache's bandwidth; then two
+// allreduces a layer of the step's tokens and the host cost.
+func TestOfflineKVBoundClosedForm(t *testing.T) {
 	hw := Hardwares["h100-nvlink-ib400"]
 	m := fp8(Models["llama-3-70b"])
 	tp2 := topology.Layout{TP: 2, PP: 1, CP: 1, DP: 1}
@@ -171,16 +176,19 @@ func TestOfflineMemoryBoundClosedForm(t *testing.T) {
 	prompts, decodes := batch/2048, batch-batch/2048
 	lm := float64(m.Vocab) * float64(m.Hidden)
 	weights := (m.Params() - lm) / 2 // the embedding is a lookup
-	kv := (prompts*2048 + decodes*(2048+1024)) * kvToken
-	mem := weights/(hw.HBMBandwidth*DefaultMemoryEff) + kv/(hw.HBMBandwidth*DefaultKVEff)
 	dense := m.ActiveParams() - lm
 	attn := 2 * float64(m.Layers*m.Heads*m.HeadDim)
-	flops := (prompts*(2*dense*2048+2*lm+attn*2048*2049) + decodes*(2*dense+2*lm+2*attn*3072)) / 2
-	compute := flops / (hw.Peak("fp8") * DefaultComputeEff)
-	require.Greater(t, mem, compute, "the precondition: memory-bound")
+	peak, kvBW := hw.Peak("fp8")*DefaultComputeEff, hw.HBMBandwidth*DefaultKVEff
+	gemm, stream := (prompts*(2*dense*2048+2*lm)+decodes*(2*dense+2*lm))/2/peak, weights/(hw.HBMBandwidth*DefaultMemoryEff)
+	ctxCore, ctxKV := prompts*attn*2048*2049/2/peak, prompts*2048*kvToken/kvBW
+	genCore, genKV := decodes*2*attn*3072/2/peak, decodes*3072*kvToken/kvBW
+	require.Greater(t, gemm, stream, "the precondition: the GEMMs compute")
+	require.Greater(t, genKV, genCore, "the precondition: generation attention streams its KV")
+	require.Greater(t, ctxCore, ctxKV, "the precondition: context attention computes")
+	sec := gemm + ctxCore + genKV
 	tokens := prompts*2048 + decodes
 	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
-	want := time.Duration(math.Round(mem*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
+	want := time.Duration(math.Round(sec*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	assert.InDelta(t, want, st.Step, 2, "step")
 }
 
@@ -221,18 +229,23 @@ func TestOfflineAttentionDPClosedForm(t *testing.T) {
 		attnParams := m.AttnParams() * nl
 		kvToken := m.KVBytesPerToken() // every KV head on the rank
 		core := 2 * float64(m.Layers*m.Heads*m.HeadDim)
-		roof := func(flops, weights, kv float64) float64 {
-			return math.Max(flops/(hw.Peak("fp8")*DefaultComputeEff), weights/(hw.HBMBandwidth*DefaultMemoryEff)+kv/(hw.HBMBandwidth*DefaultKVEff))
+		peak := hw.Peak("fp8") * DefaultComputeEff
+		// roof is a GEMM kernel and an attention kernel after it, each
+		// the larger of its compute and its memory time.
+		roof := func(flops, weights, attnFLOPs, kv float64) float64 {
+			return math.Max(flops/peak, weights/(hw.HBMBandwidth*DefaultMemoryEff)) + math.Max(attnFLOPs/peak, kv/(hw.HBMBandwidth*DefaultKVEff))
 		}
 		// step is the seconds of a step whose busiest index starts
-		// busiest lumps, both together total.
+		// busiest lumps, both together total: the busiest index's
+		// projections and context attention, its generation attention
+		// (a kernel of its own), the FFN.
 		step := func(busiest, total float64) float64 {
-			attn := roof(busiest*(2*attnParams*in+core*in*(in+1))/k+decodes*(2*attnParams+2*core*ctx),
-				attnParams, (busiest*in/k+decodes*ctx)*kvToken)
+			attn := roof(busiest*2*attnParams*in/k+decodes*2*attnParams, attnParams, busiest*core*in*(in+1)/k, busiest*in/k*kvToken)
+			gen := roof(0, 0, decodes*2*core*ctx, decodes*ctx*kvToken)
 			tokens := total*in/k + 2*decodes
-			ffn := roof(2*ffnParams*tokens/2+2*lm*(total/k+2*decodes), ffnParams/2+lm, 0)
+			ffn := roof(2*ffnParams*tokens/2+2*lm*(total/k+2*decodes), ffnParams/2+lm, 0, 0)
 			ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
-			return attn + ffn + (time.Duration(m.Layers) * ar).Seconds()
+			return attn + gen + ffn + (time.Duration(m.Layers) * ar).Seconds()
 		}
 		want := time.Duration(math.Round(((1-q)*step(0, 0)+q*step(1, 2*f/q))*1e9)) + hw.StepOverhead
 		assert.InDelta(t, want, st.Step, 2, "step: %s", c.description)

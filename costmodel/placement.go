@@ -219,21 +219,27 @@ func (s side) weightsPerRank() float64 {
 	return w + 2*float64(m.Vocab)*float64(m.Hidden)*m.WeightBytes/float64(s.l.TP)
 }
 
-// roofline is the time of w on one rank: the larger of the compute time
-// (the experts' FLOPs at their precision's peak, attention's core at the
-// KV cache's, the rest at the model's)
-// and the memory time, weights and KV cache each at their achieved
-// fraction of HBM bandwidth.
+// roofline is the time of w on one rank: its matrix multiplies, the
+// larger of their compute time (the experts' FLOPs at their precision's
+// peak, the rest at the model's) and their weights' read, then attention's
+// core, the larger of its compute time (at the KV cache's precision) and
+// its KV cache traffic; each memory time at its achieved fraction of HBM
+// bandwidth. The two add: one CUDA stream runs a layer's GEMMs and its
+// attention kernel one after the other, so a step's memory-bound
+// attention cannot hide under its compute-bound GEMMs. A step that mixes
+// prefills and decodes runs context and generation attention as two
+// kernels too (TensorRT-LLM's FMHA and XQA): its callers time them apart.
 func (s side) roofline(w work) float64 {
 	c := s.computeTime(w.flops, s.m.Precision)
 	if w.xflops > 0 {
 		c += s.computeTime(w.xflops, s.m.expertPrecision())
 	}
+	gemm := math.Max(c, w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()))
+	var core float64
 	if w.cflops > 0 {
-		c += s.computeTime(w.cflops, s.corePrecision())
+		core = s.computeTime(w.cflops, s.corePrecision())
 	}
-	b := w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()) + w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())
-	return math.Max(c, b)
+	return gemm + math.Max(core, w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault()))
 }
 
 // computeTime is flops at precision's achieved peak.

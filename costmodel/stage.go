@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// work is what one rank does in one stage: FLOPs (xflops those of the
-// experts, at the model's expert precision; cflops attention's core,
-// QK^T and AV, at the KV cache's (Model.corePrecision); flops the rest)
-// and HBM bytes (the weights it reads and the KV cache it reads or
-// writes), timed together by the roofline (compute and memory overlap
-// within a stage).
+// work is what one rank does in one stage, in two kinds of kernel that
+// run one after the other (side.roofline): the matrix multiplies, FLOPs
+// (xflops those of the experts, at the model's expert precision; flops
+// the rest) against the weights they read, and attention's core (QK^T and
+// AV) over the KV cache, its cflops (at the KV cache's precision,
+// Model.corePrecision) against the kv bytes it reads or writes.
 type work struct{ flops, xflops, cflops, weights, kv float64 }
 
 func (w *work) add(o work) {

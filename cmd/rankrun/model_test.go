@@ -205,7 +205,7 @@ func TestComputeEffFlagSetsEveryPrecision(t *testing.T) {
 		"--requests", "1", "--input", "64", "--output", "2"}
 	code, out, errOut := cli(t, args...)
 	require.Equal(t, 0, code, errOut)
-	assert.Contains(t, out, "5000 TFLOPS fp8 at 42%, experts 10000 TFLOPS fp4 at 26%")
+	assert.Contains(t, out, "5000 TFLOPS fp8 at 42%, experts 10000 TFLOPS fp4 at 35%")
 	code, out, errOut = cli(t, append(args, "--compute-eff", "0.5")...)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "5000 TFLOPS fp8 at 50%, experts 10000 TFLOPS fp4 at 50%")

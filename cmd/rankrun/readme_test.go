@@ -48,7 +48,9 @@ var readmeCommands = map[string]readmeCommand{
 		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
 	"rankrun analyze diag/testdata/pytorch/mismatch": {want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
 	"rankrun throughput --model llama-3.1-405b --precision fp8 --hardware h200 --layout tp=8 --layout pp=8": {
-		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +376\.66 +3133 +392\n^pp=8 +8 +1093\.0 kv +276\.51 +3953 +494$`)},
+		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +390\.29 +3023 +378\n^pp=8 +8 +1093\.0 kv +289\.34 +3778 +472$`)},
+	"rankrun throughput --model llama-3-8b --precision fp8 --hardware h100 --layout tp=1 --in 128 --out 4096 --requests 1500 --trtllm-bench": {
+		want: regexp.MustCompile(`(?m)^tp=1 +1 +231\.0 run +16\.29 +13153 +13153\n^tp=1: max_batch=256 max_tokens=2048 chunked=false overlap=true$`)},
 }
 
 // readmeLines returns the command lines of the README's plain code blocks

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +14,7 @@ import (
 const throughputExamples = `  rankrun throughput --model llama-3-70b --precision fp8 --hardware h100 --layout tp=2 --in 1000 --out 1000
   rankrun throughput --model llama-3.1-405b --precision fp8 --hardware h200 --layout tp=8 --layout pp=8 --in 2048 --out 2048
   rankrun throughput --model llama-3-8b --hardware h200 --layout tp=1 --in 20000 --out 2000 --chunked --json
+  rankrun throughput --model llama-3-8b --precision fp8 --hardware h100 --layout tp=1 --in 128 --out 4096 --requests 1500 --trtllm-bench
 `
 
 // layoutList is a repeatable --layout flag.
@@ -31,16 +33,26 @@ type throughputRow struct {
 	Throughput   float64 `json:"throughput_tok_s"`
 	PerGPU       float64 `json:"throughput_tok_s_gpu"`
 	PrefillsStep float64 `json:"prefills_per_step"`
+	// Scheduler is the limits the layout ran under (each layout's own
+	// under --trtllm-bench).
+	Scheduler string `json:"scheduler"`
+	// Steps is a finite run's (--requests): its steps, and Batch the most
+	// requests it held at once.
+	Steps int `json:"steps,omitempty"`
 }
 
 // throughputCmd prints the cost model's offline steady state of each
-// layout: every request queued at once, an aggregated instance batching
-// in flight under the scheduler's limits.
+// layout (every request queued at once, an aggregated instance batching
+// in flight under the scheduler's limits), or with --requests a finite run
+// of that many, as trtllm-bench measures one.
 func throughputCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("throughput", "The cost model's offline throughput of an aggregated instance (prefill and decode on the same ranks)\n"+
 		"for each --layout: every request of --in prompt and --out generated tokens queued at once, batched in flight\n"+
 		"under the scheduler's limits (TensorRT-LLM's defaults). Prints, per layout, the batch and what holds it\n"+
-		"(kv: the KV cache is full; max_batch; max_tokens: the step's token budget), the step and the output tokens/s.",
+		"(kv: the KV cache is full; max_batch; max_tokens: the step's token budget), the step and the output tokens/s.\n"+
+		"With --requests N, a run of N such requests to its end instead (waves, ramp and tail; the batch column is\n"+
+		"the most requests held at once, the step its mean); --trtllm-bench picks each layout's limits as\n"+
+		"trtllm-bench does, which is how NVIDIA's published throughput tables were measured (rankrun validate).",
 		throughputExamples, stderr)
 	var layouts layoutList
 	fs.Var(&layouts, "layout", "a layout (tp, pp, dp, adp; cp=1), repeatable: tp=8 or tp=2,dp=2")
@@ -52,10 +64,19 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 	maxBatch := fs.Int("max-batch", costmodel.DefaultMaxBatch, "most requests one step holds (>= 1)")
 	maxTokens := fs.Int("max-tokens", costmodel.DefaultMaxTokens, "token budget of one step: prompt tokens prefilled plus one per decoding request (>= 1)")
 	chunked := fs.Bool("chunked", false, "chunked prefill: a prompt longer than --max-tokens prefills over several steps")
+	overlap := fs.Bool("overlap", false, "overlap scheduler: the host prepares a step while the GPU runs the one before (a step takes the longer, not the sum)")
+	requests := fs.Int("requests", 0, "a finite run of this many requests, all queued at once, to the last one's end (0: the steady state)")
+	bench := fs.Bool("trtllm-bench", false, "each layout's limits as trtllm-bench picks them (max batch and tokens from its KV heuristic, no chunking, overlap on); needs --requests")
 	jsonOut := fs.Bool("json", false, "print the rows as JSON on stdout")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	var limits []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "max-batch" || f.Name == "max-tokens" || f.Name == "chunked" || f.Name == "overlap" {
+			limits = append(limits, "--"+f.Name)
+		}
+	})
 	p, err := throughputPlacement(*model, *precision, *hardware)
 	if err != nil {
 		return err
@@ -69,20 +90,25 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("throughput: --max-batch %d: must be at least 1", *maxBatch)
 	case *maxTokens < 1:
 		return usagef("throughput: --max-tokens %d: must be at least 1", *maxTokens)
+	case *requests < 0:
+		return usagef("throughput: --requests %d: must be at least 1 (or 0: the steady state)", *requests)
+	case *bench && *requests == 0:
+		return usagef("throughput: --trtllm-bench: needs --requests (trtllm-bench measures a finite run)")
+	case *bench && len(limits) > 0:
+		return usagef("throughput: --trtllm-bench picks the limits itself: drop %s", strings.Join(limits, " "))
 	}
-	sch := costmodel.Scheduler{MaxBatch: *maxBatch, MaxTokens: *maxTokens, Chunked: *chunked}
+	sch := costmodel.Scheduler{MaxBatch: *maxBatch, MaxTokens: *maxTokens, Chunked: *chunked, Overlap: *overlap}
 	var rows []throughputRow
 	for _, spec := range layouts {
 		l, err := topology.ParseLayout(spec)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
 		}
-		st, err := p.Offline(l, sch, *in, *out)
+		row, err := throughputOf(p, l, sch, *in, *out, *requests, *bench)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
 		}
-		rows = append(rows, throughputRow{Layout: l.String(), GPUs: l.Ranks(), Batch: st.Batch, Bound: st.Bound,
-			StepMS: float64(st.Step.Microseconds()) / 1e3, Throughput: st.Throughput, PerGPU: st.Throughput / float64(l.Ranks()), PrefillsStep: st.Prefills})
+		rows = append(rows, row)
 	}
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -90,13 +116,51 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rows)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s on %s, %d in / %d out, %s\n", p.Model.Name, p.HW.Name, *in, *out, sch)
+	run := ""
+	if *requests > 0 {
+		run = fmt.Sprintf(", a run of %d requests", *requests)
+	}
+	if *bench {
+		fmt.Fprintf(&b, "%s on %s, %d in / %d out%s, trtllm-bench's limits a layout\n", p.Model.Name, p.HW.Name, *in, *out, run)
+	} else {
+		fmt.Fprintf(&b, "%s on %s, %d in / %d out%s, %s\n", p.Model.Name, p.HW.Name, *in, *out, run, sch)
+	}
 	fmt.Fprintf(&b, "%-22s %4s %8s %-10s %10s %12s %12s\n", "layout", "gpus", "batch", "bound", "step ms", "tok/s", "tok/s/gpu")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "%-22s %4d %8.1f %-10s %10.2f %12.0f %12.0f\n", r.Layout, r.GPUs, r.Batch, r.Bound, r.StepMS, r.Throughput, r.PerGPU)
 	}
+	if *bench {
+		for _, r := range rows {
+			fmt.Fprintf(&b, "%s: %s\n", r.Layout, r.Scheduler)
+		}
+	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// throughputOf is one layout's row: Offline's steady state, or with
+// requests > 0 a finite run of that many (Benchmark), under sch or
+// (bench) under the limits trtllm-bench picks for the layout.
+func throughputOf(p costmodel.Placement, l topology.Layout, sch costmodel.Scheduler, in, out, requests int, bench bool) (throughputRow, error) {
+	if bench {
+		sch = costmodel.TRTLLMBench(p.Model, p.HW, l, in, out)
+	}
+	row := throughputRow{Layout: l.String(), GPUs: l.Ranks(), Scheduler: sch.String()}
+	if requests == 0 {
+		st, err := p.Offline(l, sch, in, out)
+		if err != nil {
+			return row, err
+		}
+		row.Batch, row.Bound, row.StepMS, row.Throughput, row.PrefillsStep = st.Batch, st.Bound, float64(st.Step.Microseconds())/1e3, st.Throughput, st.Prefills
+	} else {
+		r, err := p.Benchmark(l, costmodel.Benchmark{Requests: requests, In: in, Out: out, Scheduler: sch})
+		if err != nil {
+			return row, err
+		}
+		row.Batch, row.Bound, row.StepMS, row.Throughput, row.Steps = float64(r.Resident), "run", r.Duration.Seconds()*1e3/float64(r.Steps), r.Throughput, r.Steps
+	}
+	row.PerGPU = row.Throughput / float64(l.Ranks())
+	return row, nil
 }
 
 // throughputPlacement resolves --model, --precision and --hardware.

@@ -44,6 +44,46 @@ func TestThroughputCommand(t *testing.T) {
 	assert.Regexp(t, `(?m)^tp=2 +2 +64\.0 max_batch `, out)
 }
 
+// --requests runs a finite benchmark (costmodel.Placement.Benchmark) and
+// --trtllm-bench gives each layout trtllm-bench's limits: the row is the
+// validation table's figure for the same cell.
+func TestThroughputBenchmark(t *testing.T) {
+	code, js, errOut := cli(t, "throughput", "--model", "llama-3-8b", "--precision", "fp8", "--hardware", "h100",
+		"--layout", "tp=1", "--layout", "tp=2", "--in", "128", "--out", "4096", "--requests", "1500", "--trtllm-bench", "--json")
+	require.Equal(t, 0, code, errOut)
+	var rows []throughputRow
+	require.NoError(t, json.Unmarshal([]byte(js), &rows))
+	require.Len(t, rows, 2)
+	m := costmodel.Models["llama-3-8b"]
+	m.WeightBytes, m.KVBytes, m.Precision = 1, 1, "fp8"
+	p := costmodel.Placement{Model: m, HW: costmodel.Hardwares["h100-nvlink-ib400"]}
+	for i, spec := range []string{"tp=1", "tp=2"} {
+		l := topology.MustParseLayout(spec)
+		sch := costmodel.TRTLLMBench(m, p.HW, l, 128, 4096)
+		r, err := p.Benchmark(l, costmodel.Benchmark{Requests: 1500, In: 128, Out: 4096, Scheduler: sch})
+		require.NoError(t, err)
+		assert.Equal(t, sch.String(), rows[i].Scheduler, spec)
+		assert.InDelta(t, r.Throughput, rows[i].Throughput, 1e-9*r.Throughput, spec)
+		assert.Equal(t, float64(r.Resident), rows[i].Batch, spec)
+		assert.Equal(t, r.Steps, rows[i].Steps, spec)
+		assert.Equal(t, "run", rows[i].Bound, spec)
+	}
+	for _, r := range costmodel.Published {
+		if r.Name == "tput-8b-h100-tp1-128/4096" {
+			assert.InDelta(t, r.Predict(), rows[0].Throughput, 1e-9*rows[0].Throughput, "the validation row's figure")
+		}
+	}
+	// The text names each layout's limits; --overlap reaches the steady state.
+	code, out, errOut := cli(t, "throughput", "--model", "llama-3-8b", "--precision", "fp8", "--hardware", "h100",
+		"--layout", "tp=1", "--in", "128", "--out", "4096", "--requests", "1500", "--trtllm-bench")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, ", a run of 1500 requests, trtllm-bench's limits a layout\n")
+	assert.Contains(t, out, "\ntp=1: max_batch=256 max_tokens=2048 chunked=false overlap=true\n")
+	code, out, errOut = cli(t, "throughput", "--model", "llama-3-8b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=1", "--overlap")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "max_batch=2048 max_tokens=8192 chunked=false overlap=true\n")
+}
+
 // Bad input: exit 2 and one line naming the flag and the rule.
 func TestThroughputErrors(t *testing.T) {
 	base := []string{"throughput", "--model", "llama-3-70b", "--precision", "fp8", "--hardware", "h100"}
@@ -63,6 +103,10 @@ func TestThroughputErrors(t *testing.T) {
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp9", "--layout", "tp=2"}, `--precision "fp9": must be fp8, fp4, bf16`},
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp4", "--hardware", "h100", "--layout", "tp=2"}, "has no fp4 peak"},
 		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "zero", "--layout", "tp=2"}, "has no compute figures"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "-1"), "--requests -1: must be at least 1 (or 0: the steady state)"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--trtllm-bench"), "--trtllm-bench: needs --requests"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "10", "--trtllm-bench", "--max-tokens", "100", "--chunked"), "--trtllm-bench picks the limits itself: drop --chunked --max-tokens"},
+		{append(base[:len(base):len(base)], "--layout", "tp=1,dp=2", "--requests", "10"), "dp = 2: a finite run is modelled for one DP index"},
 	} {
 		code, out, errOut := cli(t, c.args...)
 		assert.Equal(t, 2, code, "%v: %s", c.args, errOut)
