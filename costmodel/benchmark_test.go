@@ -14,7 +14,7 @@ import (
 // referenceRun is a dumb Benchmark: every request its own state, one step
 // at a time, no cohorts and no closed-form stretches. It shares only the
 // step's price (Placement.step) with the code under test.
-func referenceRun(t *testing.T, p Placement, l topology.Layout, b Benchmark) Run {
+func referenceRun(t testing.TB, p Placement, l topology.Layout, b Benchmark) Run {
 	t.Helper()
 	maxBatch, maxTokens := b.Scheduler.Limits()
 	s := p.side(l, 0)
@@ -271,4 +271,30 @@ func TestTRTLLMBench(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, TRTLLMBench(c.m, c.hw, c.l, c.in, c.out), c.name)
 	}
+}
+
+// BenchmarkRun is one published cell's finite run (Llama-3-8B FP8 on one
+// H100, 128 in / 4096 out, 1,500 requests under trtllm-bench's limits:
+// about 27,000 steps) priced with its decode stretches in closed form,
+// beside the request-by-request reference pricing every step: what the
+// closed form buys rankrun validate.
+func BenchmarkRun(b *testing.B) {
+	m := fp8(Models["llama-3-8b"])
+	p := Placement{Model: m, HW: Hardwares["h100-nvlink-ib400"]}
+	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
+	run := Benchmark{Requests: 1500, In: 128, Out: 4096, Scheduler: TRTLLMBench(m, p.HW, l, 128, 4096)}
+	b.Run("closed-form", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.Benchmark(l, run); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stepwise", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			referenceRun(b, p, l, run)
+		}
+	})
 }

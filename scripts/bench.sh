@@ -4,7 +4,8 @@
 #   1. scripts/bench-mpi.sh: Go MPI binding vs the C reference, np=2 and 4;
 #   2. go test -bench: comm/local (world vs sync.Cond), transceiver
 #      (consensus round vs bare allgather, check scaling, KV transfer vs
-#      p2p and memmove, breakdown + CPU profile), executor (control plane);
+#      p2p and memmove, breakdown + CPU profile), costmodel (a finite
+#      run's closed form vs every step), executor (control plane);
 #   3. mpirun -np 2 bin/rankrun-mpi run --json: idle handover, clean and
 #      with the unclamped-poll replay;
 #   4. bin/rankrun bench: the in-process executor figures, then the table
@@ -58,6 +59,8 @@ $GO tool pprof -top -nodecount=15 "$raw/transceiver.test" "$raw/transfer64.pprof
 	sed -n '/^Showing\|flat%/,$p' >"$raw/transfer-profile.txt" || true
 step "KV block pool (gpu)"
 gobench ./gpu/ gpu.txt -bench 'AllocateRelease32|AllocateCtxRelease32|LeaseEndLease|ReferenceFreeList32' -benchtime 200000x
+step "cost model: a published cell's finite run, closed form vs every step priced"
+gobench ./costmodel/ costmodel.txt -bench 'BenchmarkRun' -benchtime 5x
 step "6. executor control plane (go test)"
 gobench ./executor/ executor.txt -bench ControlPlane -benchtime 2000x
 

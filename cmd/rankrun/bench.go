@@ -139,6 +139,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if err := poolRows(*raw, add); err != nil {
 			missing("gpu pool", err)
 		}
+		if err := costmodelRows(*raw, add); err != nil {
+			missing("cost model finite run", err)
+		}
 	}
 	if err := executorRows(*raw, *handoverN, *seedN, *cpN, add, missing, stderr); err != nil {
 		return err

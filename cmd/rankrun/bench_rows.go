@@ -265,6 +265,26 @@ func poolRows(raw string, add func(benchRow)) error {
 	return nil
 }
 
+// costmodelRows: one published cell's finite run (costmodel.Benchmark),
+// its decode stretches summed in closed form, next to the same run with
+// every step priced (the test's request-by-request reference): what keeps
+// rankrun validate at seconds.
+func costmodelRows(raw string, add func(benchRow)) error {
+	cb, err := parseGoBench(filepath.Join(raw, "costmodel.txt"))
+	if err != nil {
+		return err
+	}
+	c, ok1 := cb["Run/closed-form"]
+	s, ok2 := cb["Run/stepwise"]
+	if !ok1 || !ok2 {
+		return fmt.Errorf("no Run/closed-form and Run/stepwise in costmodel.txt")
+	}
+	add(ratioRow(benchRow{Section: "cost model", Figure: "finite run of a published cell (Llama-3-8B FP8, one H100, 128/4096, 1,500 requests), closed form",
+		Value: c["ns/op"], Unit: "ns/op", Reference: "the same run, every step priced", RefValue: s["ns/op"], Goal: "<=0.05", Allocs: ptr(c["allocs/op"]),
+		Note: "about 27,000 steps; the closed form prices a stretch of decode steps from its ends"}))
+	return nil
+}
+
 func transceiverRows(raw string, add func(benchRow)) error {
 	tb, err := parseGoBench(filepath.Join(raw, "transceiver.txt"))
 	if err != nil {
