@@ -42,9 +42,11 @@ type Run struct {
 //     served: a whole prompt, or with chunked prefill also a chunk of the
 //     next (a chunk's attention priced as its share of the prompt's). A
 //     prompt's last step samples its first token.
-//   - A step costs what Offline's steady step costs for its mix (mixedStage
-//     on every stage, the host cost after it or beside it), at its
-//     decodes' mean context.
+//   - A step's requests go whole to its PP micro-batches (microBatches),
+//     each priced as Offline's (mixedStage on every stage) at the decodes'
+//     mean context, and the step is the pipeline's (pipelined): with
+//     fewer prompts than stages a prompt still walks every stage. Then
+//     the host cost, after it or beside it.
 //
 // Stretches of steps in which nothing is admitted, prefilled or finished
 // differ only in their contexts, each a token longer than the last, and
@@ -58,21 +60,24 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 	case l.DP != 1 || l.AttentionDP:
 		return Run{}, fmt.Errorf("%w: benchmark: layout %s: dp = %d: a finite run is modelled for one DP index without attention-DP (Offline models those)", ErrInvalid, l, l.DP)
 	}
-	if _, err := p.Offline(l, b.Scheduler, b.In, b.Out); err != nil { // the same refusals
-		return Run{}, fmt.Errorf("benchmark: %w", err)
+	if err := p.checkServing("benchmark", l, b.Scheduler, b.In, b.Out); err != nil {
+		return Run{}, err
 	}
 	maxBatch, maxTokens := b.Scheduler.Limits()
 	s := p.side(l, 0)
 	in, out := b.In, b.Out
 	slots := min(int(math.Floor(s.kvTokens()/float64(in+out))), maxBatch)
-	pp := float64(l.PP)
+	if slots < 1 {
+		return Run{}, fmt.Errorf("%w: benchmark: layout %s holds the KV of no request of %d tokens", ErrInvalid, l, in+out)
+	}
 	var (
-		run      []cohort
-		waiting  = b.Requests
-		done     int
-		total    float64 // seconds
-		r        Run
-		resident int
+		run, next []cohort // the resident cohorts, and the next step's (two buffers, swapped)
+		pieces    []piece
+		waiting   = b.Requests
+		done      int
+		total     float64 // seconds
+		r         Run
+		resident  int
 	)
 	for done < b.Requests {
 		if a := min(waiting, slots-resident); a > 0 {
@@ -91,7 +96,7 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 		}
 		budget := maxTokens - decodes
 		var prefill int
-		var next []cohort
+		pieces, next = pieces[:0], next[:0]
 		for _, c := range run {
 			if c.decoding(in) || budget <= 0 {
 				next = append(next, c)
@@ -100,12 +105,14 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 			left := in - c.pre
 			if k := min(c.n, budget/left); k > 0 { // whole prompts (or their rest)
 				next = append(next, cohort{n: k, pre: in, gen: 1, fresh: true})
+				pieces = append(pieces, piece{n: k, tokens: left})
 				prefill += k * left
 				budget -= k * left
 				c.n -= k
 			}
 			if c.n > 0 && b.Scheduler.Chunked && budget > 0 { // a chunk of the next
 				next = append(next, cohort{n: 1, pre: c.pre + budget})
+				pieces = append(pieces, piece{n: 1, tokens: budget})
 				prefill += budget
 				budget = 0
 				c.n--
@@ -128,17 +135,20 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 				}
 			}
 		}
+		xs := microBatches(l.PP, in, pieces, decodes)
 		at := func(i int) float64 {
-			x := mix{prefills: float64(prefill) / float64(in) / pp, in: in, decodes: float64(decodes) / pp, chunks: 1}
 			if decodes > 0 {
-				x.ctx = float64(context+i*decodes) / float64(decodes)
+				for j := range xs {
+					xs[j].ctx = float64(context+i*decodes) / float64(decodes)
+				}
 			}
-			return p.step(s, b.Scheduler.Overlap, x).Seconds()
+			return p.pipelined(s, b.Scheduler.Overlap, xs).Seconds()
 		}
 		total += sumAffine(at, k)
 		r.Steps += k
-		run = run[:0]
-		for _, c := range next {
+		run, next = next, run // next's cohorts are the step's; run's buffer takes what stays
+		next = next[:0]
+		for _, c := range run {
 			if c.decoding(in) && !c.fresh {
 				c.gen += k
 			}
@@ -148,13 +158,45 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 				resident -= c.n
 				continue
 			}
-			run = append(run, c)
+			next = append(next, c)
 		}
-		run = merge(run)
+		run, next = merge(next), run
 	}
 	r.Duration = time.Duration(math.Round(total * 1e9))
 	r.Throughput = float64(b.Requests) * float64(out) / total
 	return r, nil
+}
+
+// piece is n prompts' or chunks' tokens each of one step.
+type piece struct{ n, tokens int }
+
+// microBatches deals a step's work to pp micro-batches, whole requests
+// to each: its prompt pieces round robin in their order (first come,
+// first served) from the first, its decodes as evenly as whole requests
+// go, the last micro-batches (which the prompts reach last) one more. A micro-batch's prompt tokens count as that
+// share of one prompt of in tokens (mix.prefills); its decodes' mean
+// context is the caller's.
+func microBatches(pp, in int, pieces []piece, decodes int) []mix {
+	xs := make([]mix, pp)
+	tokens := make([]int, pp)
+	next := 0 // the micro-batch the next piece goes to
+	for _, c := range pieces {
+		for j := range pp {
+			k := c.n / pp
+			if (j-next+pp)%pp < c.n%pp {
+				k++
+			}
+			tokens[j] += k * c.tokens
+		}
+		next = (next + c.n) % pp
+	}
+	for j := range xs {
+		xs[j] = mix{prefills: float64(tokens[j]) / float64(in), in: in, decodes: float64(decodes / pp), chunks: 1}
+		if j >= pp-decodes%pp {
+			xs[j].decodes++
+		}
+	}
+	return xs
 }
 
 // cohort is n identical requests: pre of their prompt's tokens prefilled,

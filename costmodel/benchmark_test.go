@@ -40,7 +40,10 @@ func referenceRun(t testing.TB, p Placement, l topology.Layout, b Benchmark) Run
 			}
 		}
 		budget := maxTokens - len(decoding)
-		prefill := 0
+		// Each prompt's tokens this step go to the next micro-batch in
+		// turn from the first; the decodes split as evenly as whole
+		// requests go, from the last.
+		prompts, turn := make([]int, l.PP), 0
 		for _, q := range live {
 			if q.pre == b.In || budget <= 0 {
 				continue
@@ -53,17 +56,26 @@ func referenceRun(t testing.TB, p Placement, l topology.Layout, b Benchmark) Run
 				take = budget
 			}
 			q.pre += take
-			prefill += take
+			prompts[turn%l.PP] += take
+			turn++
 			budget -= take
 			if q.pre == b.In {
 				q.gen = -1 // its prompt ends this step: no decode in it
 			}
 		}
-		x := mix{prefills: float64(prefill) / float64(b.In) / float64(l.PP), in: b.In, decodes: float64(len(decoding)) / float64(l.PP), chunks: 1}
-		if len(decoding) > 0 {
-			x.ctx = float64(context) / float64(len(decoding))
+		xs := make([]mix, l.PP)
+		for j := range xs {
+			xs[j] = mix{prefills: float64(prompts[j]) / float64(b.In), in: b.In, chunks: 1}
 		}
-		total += p.step(s, b.Scheduler.Overlap, x).Seconds()
+		for i := range decoding {
+			xs[l.PP-1-i%l.PP].decodes++
+		}
+		if len(decoding) > 0 {
+			for j := range xs {
+				xs[j].ctx = float64(context) / float64(len(decoding))
+			}
+		}
+		total += p.pipelined(s, b.Scheduler.Overlap, xs).Seconds()
 		r.Steps++
 		kept := live[:0]
 		for _, q := range live {
@@ -106,15 +118,19 @@ func TestBenchmarkMatchesStepwise(t *testing.T) {
 		{"KV-bound, overlap", Placement{Model: m70, HW: h100}, tp(2, 1), Benchmark{Requests: 300, In: 4000, Out: 2000, Scheduler: Scheduler{MaxTokens: 8192, Overlap: true}}},
 		{"PP micro-batches", Placement{Model: m70, HW: h200}, tp(1, 2), Benchmark{Requests: 40, In: 1000, Out: 50, Scheduler: Scheduler{MaxBatch: 32, MaxTokens: 4096}}},
 		{"one token out", Placement{Model: m8, HW: h100}, tp(1, 1), Benchmark{Requests: 30, In: 700, Out: 1, Scheduler: Scheduler{MaxBatch: 8, MaxTokens: 2048}}},
+		{"decodes crowd out prompts", Placement{Model: m8, HW: h100}, tp(1, 1), Benchmark{Requests: 80, In: 1000, Out: 300, Scheduler: Scheduler{MaxBatch: 32, MaxTokens: 1024}}},
+		{"PP 4, one prompt a step", Placement{Model: m70, HW: h200}, tp(1, 4), Benchmark{Requests: 9, In: 3000, Out: 20, Scheduler: Scheduler{MaxBatch: 6, MaxTokens: 3006, Chunked: true, Overlap: true}}},
+		{"a budget under one request, chunked", Placement{Model: m8, HW: h100}, tp(1, 1), Benchmark{Requests: 10, In: 5000, Out: 1, Scheduler: Scheduler{MaxTokens: 2048, Chunked: true}}},
 	} {
 		got, err := c.p.Benchmark(c.l, c.b)
 		require.NoError(t, err, c.name)
 		want := referenceRun(t, c.p, c.l, c.b)
 		assert.Equal(t, want.Steps, got.Steps, "%s: steps", c.name)
 		assert.Equal(t, want.Resident, got.Resident, "%s: resident", c.name)
-		// Each step is priced to the nanosecond: a stretch summed in closed
-		// form may differ from its steps' sum by their rounding.
-		slack := float64(want.Steps) + 1
+		// Each stage is priced to the nanosecond, a step of PP stages to
+		// PP of them: a stretch summed in closed form may differ from its
+		// steps' sum by their rounding.
+		slack := float64(want.Steps*(c.l.PP+1)) + 1
 		assert.InDelta(t, want.Duration, got.Duration, slack, "%s: duration", c.name)
 		assert.InDelta(t, want.Throughput, got.Throughput, slack/float64(want.Duration)*want.Throughput, "%s: throughput", c.name)
 	}
@@ -138,6 +154,28 @@ func TestBenchmarkWaves(t *testing.T) {
 	}
 	assert.InDelta(t, 3*wave, r.Duration, 3, "three identical waves")
 	assert.InDelta(t, 24*16/(3*wave).Seconds(), r.Throughput, 1e-9*r.Throughput)
+}
+
+// Under PP a lone prompt walks every stage: one request of 8,000 tokens
+// on Llama-3-70B FP8 (two H100s a stage) takes its whole prefill at PP 4
+// as at PP 1, not a quarter of it, and what the runtime's prefill of it on
+// the same layout takes.
+func TestBenchmarkPromptWalksEveryStage(t *testing.T) {
+	hw := Hardwares["h100-nvlink-ib400"]
+	m := fp8(Models["llama-3-70b"])
+	b := Benchmark{Requests: 1, In: 8000, Out: 1}
+	one := func(pp int) (Run, time.Duration) {
+		l := topology.Layout{TP: 2, PP: pp, CP: 1, DP: 1}
+		p := Placement{Model: m, HW: hw, Ctx: l, Gen: l}
+		r, err := p.Benchmark(l, b)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Steps)
+		return r, p.Prefill([]Seq{{Tokens: 8000}})
+	}
+	r1, _ := one(1)
+	r4, prefill4 := one(4)
+	assert.Greater(t, r4.Duration, r1.Duration*9/10, "PP 4: %v against PP 1's %v", r4.Duration, r1.Duration)
+	assert.InDelta(t, float64(prefill4), float64(r4.Duration), 0.02*float64(prefill4), "the runtime's prefill on PP 4")
 }
 
 // The KV cache holds the resident requests (GUARANTEED_NO_EVICT: a whole
@@ -238,10 +276,14 @@ func TestSumAffine(t *testing.T) {
 }
 
 // trtllm-bench's settings heuristic, worked by hand from
-// tensorrt_llm/bench/build/tuning.py (GiB throughout).
+// tensorrt_llm/bench/build/tuning.py (GiB throughout; the GPUs' memory as
+// NVML reports it: 79.65 GiB an H100, 140.40 an H200).
 func TestTRTLLMBench(t *testing.T) {
 	h100, h200 := Hardwares["h100-nvlink-ib400"], Hardwares["h200-nvlink-ib400"]
 	tp := func(n, pp int) topology.Layout { return topology.Layout{TP: n, PP: pp, CP: 1, DP: 1} }
+	m8 := fp8(Models["llama-3-8b"])
+	fewKV := m8 // two KV heads: under TP 4 each rank still holds one of them
+	fewKV.Name, fewKV.KVHeads = "llama-3-8b-kv2", 2
 	for _, c := range []struct {
 		name    string
 		m       Model
@@ -250,27 +292,43 @@ func TestTRTLLMBench(t *testing.T) {
 		in, out int
 		want    Scheduler
 	}{
-		// Llama-3-8B FP8 on one H100: 74.51 GiB less 7.48 GiB of weights,
-		// x 0.9 = 60.33 GiB; 64 KiB a token, 4224 a request: 234 requests;
-		// under 256, up to a multiple of 32: 256. Tokens 234 x (1 +
-		// 128/4096) = 241, under 4096: at least 2048.
-		{"8b 128/4096", fp8(Models["llama-3-8b"]), h100, tp(1, 1), 128, 4096, Scheduler{MaxBatch: 256, MaxTokens: 2048, Overlap: true}},
-		// 128/128: 3,860 requests, over 1024: up to a multiple of 256,
-		// 4096; tokens 3860 x 2 = 7721, under 8192: up to 512, 8192.
-		{"8b 128/128", fp8(Models["llama-3-8b"]), h100, tp(1, 1), 128, 128, Scheduler{MaxBatch: 4096, MaxTokens: 8192, Overlap: true}},
-		// 20000/2000: 44 requests: at least 64; tokens 44 x 11 = 486 ->
-		// 2048, but chunked prefill is off: 20000 + 64.
-		{"8b 20000/2000", fp8(Models["llama-3-8b"]), h100, tp(1, 1), 20000, 2000, Scheduler{MaxBatch: 64, MaxTokens: 20064, Overlap: true}},
-		// Llama-3.1-405B FP8 on 8 H200: 8 x 131.32 - 377.26 (405.9e9
-		// bytes) = 673.29 GiB, x 0.9 = 605.96; 8 KV heads at 126 layers,
-		// 252 KiB a token, 2000 a request: 1,260 requests, over 1024: 1280;
-		// tokens 1260 x 2 = 2520 -> 2560.
-		{"405b 1000/1000", fp8(Models["llama-3.1-405b"]), h200, tp(8, 1), 1000, 1000, Scheduler{MaxBatch: 1280, MaxTokens: 2560, Overlap: true}},
-		// Under PP both limits are a micro-batch's: twice over on PP 2.
-		{"405b pp2", fp8(Models["llama-3.1-405b"]), h200, tp(4, 2), 1000, 1000, Scheduler{MaxBatch: 2 * 640, MaxTokens: 2 * 2048, Overlap: true}},
+		// Llama-3-8B FP8 on one H100: 79.65 GiB less 7.48 GiB of weights,
+		// x 0.9 = 64.95 GiB; 64 KiB a token, 4224 a request: 251.9
+		// requests; under 256, up to a multiple of 32: 256. Tokens 251.9 x
+		// (1 + 128/4096) = 260, under 4096: at least 2048.
+		{"8b 128/4096", m8, h100, tp(1, 1), 128, 4096, Scheduler{MaxBatch: 256, MaxTokens: 2048, Overlap: true}},
+		// 128/128: 4,157 requests, capped at 4096 (over 1024: to a multiple
+		// of 256, 4096); tokens 4096 x 2 = 8192, at 8192: to 1024, 8192.
+		{"8b 128/128", m8, h100, tp(1, 1), 128, 128, Scheduler{MaxBatch: 4096, MaxTokens: 8192, Overlap: true}},
+		// 20000/2000: 48.4 requests: at least 64; tokens 48.4 x 11 = 532
+		// -> 2048, but chunked prefill is off: 20000 + 64.
+		{"8b 20000/2000", m8, h100, tp(1, 1), 20000, 2000, Scheduler{MaxBatch: 64, MaxTokens: 20064, Overlap: true}},
+		// On one H200 at 2048/16: 132.92 GiB x 0.9 / (64 KiB x 2064) =
+		// 949.6 requests, under 1024: to 128, 1024; tokens 949.6 x 129 =
+		// 122,500, capped at 32768 (over 8192: to 1024, 32768).
+		{"8b 2048/16", m8, h200, tp(1, 1), 2048, 16, Scheduler{MaxBatch: 1024, MaxTokens: 32768, Overlap: true}},
+		// Two KV heads on TP 4: max(TP, KV heads) = 4 heads, 32 KiB a token;
+		// 4 x 79.65 - 7.29 GiB = 311.3 x 0.9 = 280.2 GiB over 4224 tokens:
+		// 2,173 requests -> 2304; tokens 2,241 -> 2304, but at least 128 +
+		// 2304 = 2432.
+		{"kv heads under TP", fewKV, h100, tp(4, 1), 128, 4096, Scheduler{MaxBatch: 2304, MaxTokens: 2432, Overlap: true}},
+		// Llama-3.1-405B FP8 on 8 H200: 8 x 140.40 - 377.93 (405.8e9
+		// bytes) = 745.28 GiB, x 0.9 = 670.75; 8 KV heads at 126 layers,
+		// 252 KiB a token, 2000 a request: 1,395.5 requests, over 1024:
+		// 1536; tokens 1395.5 x 2 = 2791 -> 2816.
+		{"405b 1000/1000", fp8(Models["llama-3.1-405b"]), h200, tp(8, 1), 1000, 1000, Scheduler{MaxBatch: 1536, MaxTokens: 2816, Overlap: true}},
+		// Under PP both limits are a micro-batch's: 1395.5 / 2 = 697.8 ->
+		// 768; tokens 1395.5 -> 2048 (above 1000 + 768); twice over on PP 2.
+		{"405b pp2", fp8(Models["llama-3.1-405b"]), h200, tp(4, 2), 1000, 1000, Scheduler{MaxBatch: 2 * 768, MaxTokens: 2 * 2048, Overlap: true}},
 	} {
-		assert.Equal(t, c.want, TRTLLMBench(c.m, c.hw, c.l, c.in, c.out), c.name)
+		got, err := TRTLLMBench(c.m, c.hw, c.l, c.in, c.out)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
 	}
+	// No request fits its estimate: trtllm-bench refuses, and so does this.
+	_, err := TRTLLMBench(fp8(Models["llama-3.1-405b"]), h100, tp(8, 1), 500000, 500000)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "holds no request of 1000000 tokens")
 }
 
 // BenchmarkRun is one published cell's finite run (Llama-3-8B FP8 on one
@@ -282,7 +340,11 @@ func BenchmarkRun(b *testing.B) {
 	m := fp8(Models["llama-3-8b"])
 	p := Placement{Model: m, HW: Hardwares["h100-nvlink-ib400"]}
 	l := topology.Layout{TP: 1, PP: 1, CP: 1, DP: 1}
-	run := Benchmark{Requests: 1500, In: 128, Out: 4096, Scheduler: TRTLLMBench(m, p.HW, l, 128, 4096)}
+	sch, err := TRTLLMBench(m, p.HW, l, 128, 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := Benchmark{Requests: 1500, In: 128, Out: 4096, Scheduler: sch}
 	b.Run("closed-form", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

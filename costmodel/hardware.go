@@ -53,9 +53,9 @@ const (
 	// fitted together on one column of TensorRT-LLM's throughput table:
 	// Llama-3.3-70B NVFP4 on one GB200 (perf-overview.md), ten sequence
 	// shapes measured as the table was (Benchmark, TRTLLMBench), on a grid
-	// of 0.01 minimising the largest error (12%; at the H100 figures the
-	// model ran up to 1.8x fast). The Llama-3.1-405B TP4 column beside it
-	// is held out (published.go).
+	// of 0.01 minimising the largest error (12.1%; at the H100 presets'
+	// 0.415 and 0.75 the model runs up to 1.46x fast). The
+	// Llama-3.1-405B TP4 column beside it is held out (published.go).
 	GB200FP4ComputeEff = 0.35
 	GB200KVEff         = 0.53
 )

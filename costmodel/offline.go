@@ -90,28 +90,10 @@ type Steady struct {
 // the layers may split unevenly over them. It needs cp = 1, and TP and the
 // KV heads dividing one another as the runtime does (topology.ValidateFor).
 func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Steady, error) {
+	if err := p.checkServing("offline", l, sch, in, out); err != nil {
+		return Steady{}, err
+	}
 	maxBatch, maxTokens := sch.Limits()
-	heads := l
-	heads.PP = 1 // the layers may split unevenly here
-	if err := heads.ValidateFor(p.Model.Geometry(1)); err != nil {
-		return Steady{}, fmt.Errorf("%w: offline: %w", ErrInvalid, err)
-	}
-	switch {
-	case l.PP > p.Model.Layers:
-		return Steady{}, fmt.Errorf("%w: offline: layout %s: pp = %d: at most the model's %d layers", ErrInvalid, l, l.PP, p.Model.Layers)
-	case in < 1 || out < 1:
-		return Steady{}, fmt.Errorf("%w: offline: in = %d, out = %d: both must be at least 1", ErrInvalid, in, out)
-	case l.CP != 1:
-		return Steady{}, fmt.Errorf("%w: offline: layout %s: cp = %d: the steady state is modelled for cp = 1", ErrInvalid, l, l.CP)
-	case !sch.Chunked && in > maxTokens:
-		return Steady{}, fmt.Errorf("%w: offline: in = %d: a prompt longer than max_tokens (%d) needs chunked prefill", ErrInvalid, in, maxTokens)
-	}
-	if err := p.CheckExperts(l); err != nil {
-		return Steady{}, fmt.Errorf("offline: layout %s: %w", l, err)
-	}
-	if err := p.Fits(l); err != nil {
-		return Steady{}, fmt.Errorf("offline: layout %s: %w", l, err)
-	}
 	s := p.side(l, 0)
 	st := Steady{Batch: float64(maxBatch), Bound: "max_batch"}
 	if kv := s.kvTokens() / float64(in+out); kv < st.Batch {
@@ -134,21 +116,74 @@ func (p Placement) Offline(l topology.Layout, sch Scheduler, in, out int) (Stead
 	return st, nil
 }
 
-// step is one in-flight step of s whose every micro-batch is x: PP rounds
-// of the busiest stage or one micro-batch's round trip through the stages
-// (the activations' sends between them included), whichever is longer,
-// and the step's host cost, after it or (overlap) beside it.
-func (p Placement) step(s side, overlap bool, x mix) time.Duration {
-	var busiest, trip time.Duration
-	for pp := range s.l.PP {
-		t := s.mixedStage(pp, x)
-		busiest = max(busiest, t)
-		trip += t
-		if pp+1 < s.l.PP {
-			trip += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * s.m.Hidden * s.m.ActBytes)
-		}
+// checkServing refuses (naming the field and the rule, prefixed by what)
+// what an aggregated instance of layout l cannot serve under sch:
+// requests of in / out tokens, the layout's heads and stages, cp, a
+// prompt over the budget without chunked prefill, its experts, its
+// weights.
+func (p Placement) checkServing(what string, l topology.Layout, sch Scheduler, in, out int) error {
+	_, maxTokens := sch.Limits()
+	heads := l
+	heads.PP = 1 // the layers may split unevenly here
+	if err := heads.ValidateFor(p.Model.Geometry(1)); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, what, err)
 	}
-	gpu := max(time.Duration(s.l.PP)*busiest, trip)
+	switch {
+	case l.PP > p.Model.Layers:
+		return fmt.Errorf("%w: %s: layout %s: pp = %d: at most the model's %d layers", ErrInvalid, what, l, l.PP, p.Model.Layers)
+	case in < 1 || out < 1:
+		return fmt.Errorf("%w: %s: in = %d, out = %d: both must be at least 1", ErrInvalid, what, in, out)
+	case l.CP != 1:
+		return fmt.Errorf("%w: %s: layout %s: cp = %d: throughput is modelled for cp = 1", ErrInvalid, what, l, l.CP)
+	case !sch.Chunked && in > maxTokens:
+		return fmt.Errorf("%w: %s: in = %d: a prompt longer than max_tokens (%d) needs chunked prefill", ErrInvalid, what, in, maxTokens)
+	}
+	if err := p.CheckExperts(l); err != nil {
+		return fmt.Errorf("%s: layout %s: %w", what, l, err)
+	}
+	if err := p.Fits(l); err != nil {
+		return fmt.Errorf("%s: layout %s: %w", what, l, err)
+	}
+	return nil
+}
+
+// step is one in-flight step of s whose every micro-batch is x.
+func (p Placement) step(s side, overlap bool, x mix) time.Duration {
+	xs := make([]mix, s.l.PP)
+	for i := range xs {
+		xs[i] = x
+	}
+	return p.pipelined(s, overlap, xs)
+}
+
+// pipelined is one in-flight step of s with micro-batches xs, one for
+// each PP stage in flight: the busiest stage's round of every
+// micro-batch, or the slowest micro-batch's trip through the stages (the
+// activations' sends between them included), whichever is longer (PP
+// rounds of the busiest stage when the micro-batches are alike), and the
+// step's host cost, after it or (overlap) beside it. An empty
+// micro-batch costs nothing.
+func (p Placement) pipelined(s side, overlap bool, xs []mix) time.Duration {
+	rounds := make([]time.Duration, s.l.PP)
+	var gpu time.Duration
+	for _, x := range xs {
+		if x.tokens() == 0 {
+			continue
+		}
+		var trip time.Duration
+		for pp := range s.l.PP {
+			t := s.mixedStage(pp, x)
+			rounds[pp] += t
+			trip += t
+			if pp+1 < s.l.PP {
+				trip += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * s.m.Hidden * s.m.ActBytes)
+			}
+		}
+		gpu = max(gpu, trip)
+	}
+	for _, r := range rounds {
+		gpu = max(gpu, r)
+	}
 	if overlap {
 		return max(gpu, p.HW.StepOverhead)
 	}

@@ -138,7 +138,7 @@ func TestOfflineErrors(t *testing.T) {
 		want    string
 	}{
 		{tp2, Scheduler{}, 0, 10, "in = 0, out = 10: both must be at least 1"},
-		{topology.Layout{TP: 2, PP: 1, CP: 2, DP: 1}, Scheduler{}, 100, 10, "cp = 2: the steady state is modelled for cp = 1"},
+		{topology.Layout{TP: 2, PP: 1, CP: 2, DP: 1}, Scheduler{}, 100, 10, "cp = 2: throughput is modelled for cp = 1"},
 		{tp2, Scheduler{}, 20000, 10, "in = 20000: a prompt longer than max_tokens (8192) needs chunked prefill"},
 		{tp2, Scheduler{Chunked: true}, 1 << 22, 10, "holds the KV of no request of 4194314 tokens"},
 		{tp2, Scheduler{Chunked: true, MaxTokens: 100}, 5000, 1, "a step's budget holds less than one request"},

@@ -2,6 +2,7 @@ package costmodel
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
@@ -138,6 +139,27 @@ func publishedRows() []Row {
 	}
 	rows = append(rows, throughputRows()...)
 	return rows
+}
+
+// HeldOutError is the root mean square of log(prediction / published)
+// over rows no constant was fitted on (held out and known gaps), and how
+// many: one figure for how far the model stands from what it was not fitted
+// to, whatever each row's band. A row the model cannot price counts as
+// NaN.
+func HeldOutError(rows []Row) (rms float64, n int) {
+	var sum float64
+	for _, r := range rows {
+		if r.Fitted != "" {
+			continue
+		}
+		_, ratio, _ := r.Check()
+		sum += math.Log(ratio) * math.Log(ratio)
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return math.Sqrt(sum / float64(n)), n
 }
 
 // String is the row as one line of a table.

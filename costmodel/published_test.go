@@ -97,3 +97,17 @@ func TestPublishedRows(t *testing.T) {
 	}
 	assert.Equal(t, 7, gbHeld, "the 405B GB200 column: 7 of 10 held out and within the tolerance")
 }
+
+// HeldOutError is the RMS of the log error over the rows no constant was
+// fitted on, known gaps included and fitted rows left out.
+func TestHeldOutError(t *testing.T) {
+	row := func(fitted, gap string, pred float64) Row {
+		return Row{Value: 100, Fitted: fitted, Gap: gap, Model: func() float64 { return pred }}
+	}
+	rms, n := HeldOutError([]Row{row("", "", 200), row("c", "", 400), row("", "why", 50), row("", "", 100)})
+	assert.Equal(t, 3, n)
+	assert.InDelta(t, math.Sqrt(2*math.Ln2*math.Ln2/3), rms, 1e-12)
+	rms, n = HeldOutError(nil)
+	assert.Equal(t, 0, n)
+	assert.Zero(t, rms)
+}

@@ -3,6 +3,7 @@ package costmodel
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/rankrun/rankrun/topology"
 )
@@ -51,7 +52,7 @@ func throughputRows() []Row {
 		ratio float64
 		why   string
 	}{
-		"tput-405b-h100-tp8-128/4096": {1.364, "not explained: KV-bound at 156 requests, a step is its weights, GEMMs and 252 allreduces of 5 MB (36 ms in the model; the published figure implies 50 ms), and the other 405B H100 rows are within 18%; candidates, neither modelled: steps run eagerly above the largest CUDA graph trtllm-bench captures below its max_batch (224: graphs to 128), and the allreduces' fixed cost"},
+		"tput-405b-h100-tp8-128/4096": {1.364, "not explained: KV-bound at 156 requests, a step is its weights, GEMMs and 252 allreduces of 5 MB (36 ms in the model; the published figure implies 50 ms), and the other 405B H100 rows are within 18%; candidates, neither modelled: trtllm-bench pads a decode batch of 156 to its CUDA graph of 256 (tried across the table: the held-out error grew), and the allreduces' fixed cost"},
 		// GB200: the 405B TP4 decode-heavy rows run slower than the model
 		// fitted on the 70B TP1 column.
 		"tput-405b-gb200-tp4-128/4096":  {1.261, "partly explained: at 400 to 700 requests the 405B's FP4 GEMMs pace its steps, where on the 70B column the efficiencies were fitted on the KV cache does, so GB200FP4ComputeEff is weakly held by its fit and carries the error (also 500/2000 and 1000/2000); an FP4 GEMM efficiency by shape is not modelled"},
@@ -69,9 +70,10 @@ func throughputRows() []Row {
 		l := topology.Layout{TP: c.tp, PP: 1, CP: 1, DP: 1}
 		for i, pr := range perfPairs {
 			in, out := pr[0], pr[1]
+			sch, _ := TRTLLMBench(m, hw, l, in, out) // an error prices the row NaN: its check fails
 			r := Row{Name: fmt.Sprintf("tput-%s-%s-tp%d-%d/%d", c.label, c.gpu, c.tp, in, out), Source: perfOverview,
 				Config: fmt.Sprintf("%s %s on %d %s (TP %d), %d in / %d out, max throughput: %d requests at once under trtllm-bench's scheduler (%s)",
-					c.model, prec, c.tp, c.gpu, c.tp, in, out, perfRequests[i], TRTLLMBench(m, hw, l, in, out)),
+					c.model, prec, c.tp, c.gpu, c.tp, in, out, perfRequests[i], sch),
 				Unit: "tok/s", Value: c.tput[i], Lo: lo, Hi: hi, Model: benchThroughput(m, hw, l, in, out, perfRequests[i])}
 			if c.fp4 && c.label == "70b" {
 				r.Fitted, r.Joint = fmt.Sprintf("GB200FP4ComputeEff (%.2f) and GB200KVEff (%.2f), on this column together", GB200FP4ComputeEff, GB200KVEff), true
@@ -128,15 +130,20 @@ func fp4(m Model) Model {
 // benchThroughput is the model's figure for one cell of perf-overview's
 // table, measured as the table was: the cell's requests, all queued at
 // once, run to the end (Benchmark) under the scheduler trtllm-bench picks
-// for them (TRTLLMBench). NaN when the model cannot run it.
+// for them (TRTLLMBench). NaN when the model cannot run it. The run is
+// priced once: its arguments are values, so the figure never changes.
 func benchThroughput(m Model, hw Hardware, l topology.Layout, in, out, requests int) func() float64 {
-	return func() float64 {
-		r, err := Placement{Model: m, HW: hw}.Benchmark(l, Benchmark{Requests: requests, In: in, Out: out, Scheduler: TRTLLMBench(m, hw, l, in, out)})
+	return sync.OnceValue(func() float64 {
+		sch, err := TRTLLMBench(m, hw, l, in, out)
+		if err != nil {
+			return math.NaN()
+		}
+		r, err := Placement{Model: m, HW: hw}.Benchmark(l, Benchmark{Requests: requests, In: in, Out: out, Scheduler: sch})
 		if err != nil {
 			return math.NaN()
 		}
 		return r.Throughput
-	}
+	})
 }
 
 // offlineThroughput is the model's offline throughput of m on hw under l,

@@ -1,6 +1,7 @@
 package costmodel
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/rankrun/rankrun/topology"
@@ -8,8 +9,16 @@ import (
 
 // TRTLLMBenchKVFraction is trtllm-bench's --kv_cache_free_gpu_mem_fraction
 // default (tensorrt_llm/bench/benchmark/throughput.py), which its settings
-// heuristic sizes the KV cache by.
+// heuristic sizes the KV cache by. perf-overview.md says "many cases" ran
+// at 0.95 without naming them; the limits round up past either.
 const TRTLLMBenchKVFraction = 0.90
+
+// nvmlMiB is the GPU memory NVML reports (nvidia-smi's total) for the
+// presets, which trtllm-bench's heuristic reads, where the datasheet's
+// figure (HBMCapacity) is rounded: H100 80GB HBM3 81,559 MiB, H200
+// 143,771 MiB, GB200 189,471 MiB (nvidia-smi as printed in public logs).
+// A hardware file takes its HBMCapacity.
+var nvmlMiB = map[string]float64{"h100-nvlink-ib400": 81559, "h200-nvlink-ib400": 143771, "gb200-nvl72": 189471}
 
 // TRTLLMBench is the scheduler trtllm-bench's throughput command runs a
 // dataset of in / out tokens under when it is given no max_batch_size or
@@ -23,7 +32,7 @@ const TRTLLMBenchKVFraction = 0.90
 //     memory less the weights (parameters at 1 byte in FP8, 0.5 in NVFP4,
 //     2 otherwise), over 2 x layers x max(TP, KV heads) x head dim x KV
 //     bytes a token, for in+out tokens a request (GiB, as it reads NVML's
-//     total: here HBMCapacity);
+//     total: nvmlMiB);
 //   - max_batch_size: that, capped at 4096 and over PP, rounded up
 //     "optimistically" (to 32 below 256, at least 64; to 128 below 1024;
 //     else to 256);
@@ -39,16 +48,27 @@ const TRTLLMBenchKVFraction = 0.90
 // heuristic only sets the two limits. Under PP both are a micro-batch's in
 // TensorRT-LLM; Scheduler's are a whole step's, so they come back PP
 // times over.
-func TRTLLMBench(m Model, hw Hardware, l topology.Layout, in, out int) Scheduler {
+//
+// Where the estimate holds no request, trtllm-bench refuses to run, and
+// so does this (ErrInvalid, naming the sizes).
+func TRTLLMBench(m Model, hw Hardware, l topology.Layout, in, out int) (Scheduler, error) {
 	const gib = 1 << 30
 	bytesPer := map[string]float64{"fp8": 1, "fp4": 0.5}[m.Precision]
 	if bytesPer == 0 {
 		bytesPer = 2
 	}
+	memory := hw.HBMCapacity / gib
+	if mib, ok := nvmlMiB[hw.Name]; ok {
+		memory = mib / 1024
+	}
 	gpus := float64(l.TP * l.PP)
 	perToken := 2 * float64(m.Layers) * float64(max(l.TP, m.KVHeads)) * float64(m.HeadDim) * float64(m.KVBytes) / gib
-	cache := (hw.HBMCapacity/gib*gpus - m.Params()*bytesPer/gib) * TRTLLMBenchKVFraction
+	cache := (memory*gpus - m.Params()*bytesPer/gib) * TRTLLMBenchKVFraction
 	requests := cache / (perToken * float64(in+out))
+	if !(requests >= 1) {
+		return Scheduler{}, fmt.Errorf("%w: trtllm-bench: %s on %.0f x %s: its estimate of the KV cache (%.2f GiB) holds no request of %d tokens",
+			ErrInvalid, m.Name, gpus, hw.Name, cache, in+out)
+	}
 	bs := math.Min(requests, 4096) / float64(l.PP)
 	tokens := math.Min(bs*(1+float64(in)/float64(out)), 32768)
 	up := func(v, step float64) int { return int(step * math.Ceil(v/step)) }
@@ -69,5 +89,5 @@ func TRTLLMBench(m Model, hw Hardware, l topology.Layout, in, out int) Scheduler
 	default:
 		maxTokens = up(tokens, 1024)
 	}
-	return Scheduler{MaxBatch: maxBatch * l.PP, MaxTokens: max(maxTokens, in+maxBatch) * l.PP, Overlap: true}
+	return Scheduler{MaxBatch: maxBatch * l.PP, MaxTokens: max(maxTokens, in+maxBatch) * l.PP, Overlap: true}, nil
 }

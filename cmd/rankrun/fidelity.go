@@ -84,6 +84,8 @@ func validateCmd(args []string, stdout, stderr io.Writer) error {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "\n%d rows: %d held out, %d fitted, %d known gaps; %d outside their band\n", len(rows), count(rows, "held out"), count(rows, "fitted"), count(rows, "known gap"), failed)
+		rms, n := costmodel.HeldOutError(costmodel.Published)
+		fmt.Fprintf(&b, "error of the %d rows not fitted on (held out and known gaps): RMS of log(model/published) %.3f\n", n, rms)
 		if _, err := io.WriteString(stdout, b.String()); err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ type throughputRow struct {
 	StepMS       float64 `json:"step_ms"`
 	Throughput   float64 `json:"throughput_tok_s"`
 	PerGPU       float64 `json:"throughput_tok_s_gpu"`
-	PrefillsStep float64 `json:"prefills_per_step"`
+	PrefillsStep float64 `json:"prefills_per_step,omitempty"`
 	// Scheduler is the limits the layout ran under (each layout's own
 	// under --trtllm-bench).
 	Scheduler string `json:"scheduler"`
@@ -90,8 +90,8 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("throughput: --max-batch %d: must be at least 1", *maxBatch)
 	case *maxTokens < 1:
 		return usagef("throughput: --max-tokens %d: must be at least 1", *maxTokens)
-	case *requests < 0:
-		return usagef("throughput: --requests %d: must be at least 1 (or 0: the steady state)", *requests)
+	case *requests < 0 || *requests > maxRequests:
+		return usagef("throughput: --requests %d: must be in [1, %d] (or 0: the steady state)", *requests, maxRequests)
 	case *bench && *requests == 0:
 		return usagef("throughput: --trtllm-bench: needs --requests (trtllm-bench measures a finite run)")
 	case *bench && len(limits) > 0:
@@ -99,11 +99,13 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	sch := costmodel.Scheduler{MaxBatch: *maxBatch, MaxTokens: *maxTokens, Chunked: *chunked, Overlap: *overlap}
 	var rows []throughputRow
+	var layoutsPP []int
 	for _, spec := range layouts {
 		l, err := topology.ParseLayout(spec)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
 		}
+		layoutsPP = append(layoutsPP, l.PP)
 		row, err := throughputOf(p, l, sch, *in, *out, *requests, *bench)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
@@ -130,20 +132,32 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(&b, "%-22s %4d %8.1f %-10s %10.2f %12.0f %12.0f\n", r.Layout, r.GPUs, r.Batch, r.Bound, r.StepMS, r.Throughput, r.PerGPU)
 	}
 	if *bench {
-		for _, r := range rows {
-			fmt.Fprintf(&b, "%s: %s\n", r.Layout, r.Scheduler)
+		for i, r := range rows {
+			fmt.Fprintf(&b, "%s: %s", r.Layout, r.Scheduler)
+			if pp := layoutsPP[i]; pp > 1 {
+				fmt.Fprintf(&b, " (a step's; trtllm-bench's max_batch_size and max_num_tokens are a micro-batch's, 1/%d of them)", pp)
+			}
+			b.WriteString("\n")
 		}
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
 }
 
+// maxRequests bounds --requests: a finite run is priced step by step
+// (its decode stretches in closed form), tens of milliseconds a million
+// short requests.
+const maxRequests = 10_000_000
+
 // throughputOf is one layout's row: Offline's steady state, or with
 // requests > 0 a finite run of that many (Benchmark), under sch or
 // (bench) under the limits trtllm-bench picks for the layout.
 func throughputOf(p costmodel.Placement, l topology.Layout, sch costmodel.Scheduler, in, out, requests int, bench bool) (throughputRow, error) {
 	if bench {
-		sch = costmodel.TRTLLMBench(p.Model, p.HW, l, in, out)
+		var err error
+		if sch, err = costmodel.TRTLLMBench(p.Model, p.HW, l, in, out); err != nil {
+			return throughputRow{}, err
+		}
 	}
 	row := throughputRow{Layout: l.String(), GPUs: l.Ranks(), Scheduler: sch.String()}
 	if requests == 0 {

@@ -59,7 +59,8 @@ func TestThroughputBenchmark(t *testing.T) {
 	p := costmodel.Placement{Model: m, HW: costmodel.Hardwares["h100-nvlink-ib400"]}
 	for i, spec := range []string{"tp=1", "tp=2"} {
 		l := topology.MustParseLayout(spec)
-		sch := costmodel.TRTLLMBench(m, p.HW, l, 128, 4096)
+		sch, err := costmodel.TRTLLMBench(m, p.HW, l, 128, 4096)
+		require.NoError(t, err)
 		r, err := p.Benchmark(l, costmodel.Benchmark{Requests: 1500, In: 128, Out: 4096, Scheduler: sch})
 		require.NoError(t, err)
 		assert.Equal(t, sch.String(), rows[i].Scheduler, spec)
@@ -79,6 +80,11 @@ func TestThroughputBenchmark(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, ", a run of 1500 requests, trtllm-bench's limits a layout\n")
 	assert.Contains(t, out, "\ntp=1: max_batch=256 max_tokens=2048 chunked=false overlap=true\n")
+	// Under PP the limits printed are a whole step's, and say so.
+	code, out, errOut = cli(t, "throughput", "--model", "llama-3.1-405b", "--precision", "fp8", "--hardware", "h200",
+		"--layout", "tp=4,pp=2", "--in", "1000", "--out", "1000", "--requests", "100", "--trtllm-bench")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "\ntp=4,pp=2: max_batch=1536 max_tokens=4096 chunked=false overlap=true (a step's; trtllm-bench's max_batch_size and max_num_tokens are a micro-batch's, 1/2 of them)\n")
 	code, out, errOut = cli(t, "throughput", "--model", "llama-3-8b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=1", "--overlap")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "max_batch=2048 max_tokens=8192 chunked=false overlap=true\n")
@@ -96,14 +102,17 @@ func TestThroughputErrors(t *testing.T) {
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--in", "0"), "--in 0 --out 1000: both must be at least 1"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--max-batch", "0"), "--max-batch 0: must be at least 1"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--max-tokens", "0"), "--max-tokens 0: must be at least 1"},
-		{append(base[:len(base):len(base)], "--layout", "tp=2,cp=2"), "cp = 2: the steady state is modelled for cp = 1"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2,cp=2"), "cp = 2: throughput is modelled for cp = 1"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--in", "9000"), "a prompt longer than max_tokens (8192) needs chunked prefill"},
 		{append(base[:len(base):len(base)], "--layout", "tp=3x"), "--layout tp=3x"},
 		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "h100", "--layout", "tp=1"}, "exceed 90% of the 80 GB of HBM"},
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp9", "--layout", "tp=2"}, `--precision "fp9": must be fp8, fp4, bf16`},
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp4", "--hardware", "h100", "--layout", "tp=2"}, "has no fp4 peak"},
 		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "zero", "--layout", "tp=2"}, "has no compute figures"},
-		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "-1"), "--requests -1: must be at least 1 (or 0: the steady state)"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "-1"), "--requests -1: must be in [1, 10000000] (or 0: the steady state)"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "10000001"), "--requests 10000001: must be in [1, 10000000]"},
+		{[]string{"throughput", "--model", "llama-3.1-405b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=8", "--in", "500000", "--out", "500000", "--requests", "10", "--trtllm-bench"},
+			"its estimate of the KV cache"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--trtllm-bench"), "--trtllm-bench: needs --requests"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "10", "--trtllm-bench", "--max-tokens", "100", "--chunked"), "--trtllm-bench picks the limits itself: drop --chunked --max-tokens"},
 		{append(base[:len(base):len(base)], "--layout", "tp=1,dp=2", "--requests", "10"), "dp = 2: a finite run is modelled for one DP index"},
