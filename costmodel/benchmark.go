@@ -51,8 +51,9 @@ type Run struct {
 // Stretches of steps in which nothing is admitted, prefilled or finished
 // differ only in their contexts, each a token longer than the last, and
 // a step's time is convex and piecewise linear in the context: they are
-// summed in closed form (sumAffine). It needs dp = 1 and cp = 1 (no
-// attention-DP: Offline models that steady state) and what Offline needs.
+// summed in closed form (sumAffine). It needs dp = 1 (no attention-DP:
+// Offline models that steady state), the KV of one request, and what
+// Offline needs of a layout (checkServing).
 func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 	switch {
 	case b.Requests < 1:
@@ -121,7 +122,7 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 				next = append(next, c)
 			}
 		}
-		if prefill == 0 && decodes == 0 { // cannot happen past Offline's refusals; never loop
+		if prefill == 0 && decodes == 0 { // cannot happen past checkServing's refusals; never loop
 			return Run{}, fmt.Errorf("%w: benchmark: %s: a step with nothing to run (in = %d, out = %d)", ErrInvalid, b.Scheduler, in, out)
 		}
 		// Nothing but decodes, and nothing to admit: the next steps repeat
