@@ -12,8 +12,10 @@ import (
 )
 
 // referenceRun is a dumb Benchmark: every request its own state, one step
-// at a time, no cohorts and no closed-form stretches. It shares only the
-// step's price (Placement.step) with the code under test.
+// at a time, no cohorts and no closed-form stretches, its micro-batches
+// dealt request by request. It shares only the price of a step's
+// micro-batches (Placement.pipelined, tested on its own in
+// TestPipelined) with the code under test.
 func referenceRun(t testing.TB, p Placement, l topology.Layout, b Benchmark) Run {
 	t.Helper()
 	maxBatch, maxTokens := b.Scheduler.Limits()
@@ -243,6 +245,7 @@ func TestBenchmarkRefusals(t *testing.T) {
 	}{
 		{l, Benchmark{Requests: 0, In: 10, Out: 10}, "requests = 0"},
 		{topology.Layout{TP: 1, PP: 1, CP: 1, DP: 2}, Benchmark{Requests: 1, In: 10, Out: 10}, "dp = 2"},
+		{l, Benchmark{Requests: 1, In: 4_000_000, Out: 10, Scheduler: Scheduler{Chunked: true}}, "holds the KV of no request of 4000010 tokens"},
 		{l, Benchmark{Requests: 1, In: 10000, Out: 10}, "needs chunked prefill"},
 		{l, Benchmark{Requests: 1, In: 0, Out: 10}, "in = 0"},
 	} {
@@ -359,4 +362,49 @@ func BenchmarkRun(b *testing.B) {
 			referenceRun(b, p, l, run)
 		}
 	})
+}
+
+// pipelined by hand: a lone prompt in the first of four micro-batches
+// walks every stage and every send with its own tokens (the empty ones
+// cost nothing); eight alike micro-batches on PP 8 (Llama-3.1-405B's 126
+// layers split 16/15) are paced by a 16-layer stage's round, longer than
+// a trip; unequal ones by the heaviest's trip.
+func TestPipelined(t *testing.T) {
+	hw := Hardwares["h200-nvlink-ib400"]
+	m := fp8(Models["llama-3.1-405b"])
+	trip := func(s side, x mix) time.Duration {
+		var d time.Duration
+		for pp := range s.l.PP {
+			d += s.mixedStage(pp, x)
+			if pp+1 < s.l.PP {
+				d += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * m.Hidden * m.ActBytes)
+			}
+		}
+		return d
+	}
+	p := Placement{Model: m, HW: hw}
+	s4 := p.side(topology.Layout{TP: 2, PP: 4, CP: 1, DP: 1}, 0)
+	prompt, decode := mix{prefills: 1, in: 3000, chunks: 1}, mix{in: 3000, decodes: 2, ctx: 3000, chunks: 1}
+	assert.Equal(t, trip(s4, prompt)+hw.StepOverhead, p.pipelined(s4, false, []mix{prompt, {}, {}, {}}))
+	// Beside a small decode micro-batch the prompt's trip still paces the
+	// step, its sends at its own 3,000 tokens.
+	require.Greater(t, trip(s4, prompt), trip(s4, decode))
+	assert.Equal(t, trip(s4, prompt), p.pipelined(s4, true, []mix{prompt, decode, {}, {}}), "overlap: the host's 2.36 ms hide")
+
+	s8 := p.side(topology.Layout{TP: 1, PP: 8, CP: 1, DP: 1}, 0)
+	x := mix{in: 1000, decodes: 100, ctx: 1500, chunks: 1}
+	xs := []mix{x, x, x, x, x, x, x, x}
+	round := 8 * s8.mixedStage(0, x)
+	require.Greater(t, round, trip(s8, x), "the precondition: a 16-layer stage's round is longer than a trip")
+	assert.Equal(t, round+hw.StepOverhead, p.pipelined(s8, false, xs))
+	assert.Equal(t, p.step(s8, false, x), p.pipelined(s8, false, xs), "alike micro-batches: Offline's step")
+	heavy := x
+	heavy.decodes = 700
+	xs[3] = heavy
+	var round0 time.Duration
+	for j := range xs {
+		round0 += s8.mixedStage(0, xs[j])
+	}
+	want := max(round0, trip(s8, heavy))
+	assert.Equal(t, want+hw.StepOverhead, p.pipelined(s8, false, xs))
 }

@@ -131,7 +131,9 @@ func fp4(m Model) Model {
 // table, measured as the table was: the cell's requests, all queued at
 // once, run to the end (Benchmark) under the scheduler trtllm-bench picks
 // for them (TRTLLMBench). NaN when the model cannot run it. The run is
-// priced once: its arguments are values, so the figure never changes.
+// priced once: its arguments are values but for hw's PeakFLOPs and
+// ComputeEffBy maps, which it shares with the Hardwares presets and which
+// nothing writes (a caller that did would get this row's first figure).
 func benchThroughput(m Model, hw Hardware, l topology.Layout, in, out, requests int) func() float64 {
 	return sync.OnceValue(func() float64 {
 		sch, err := TRTLLMBench(m, hw, l, in, out)

@@ -62,7 +62,7 @@ var catalogue = []mutant{
 	// GB200's FP4 efficiency, fitted on published rows (issue 28).
 	{name: "compute-eff-by-precision-ignored", file: "costmodel/placement.go",
 		old: "flops / (s.hw.Peak(precision) * s.hw.ComputeEffFor(precision))", new: "flops / (s.hw.Peak(precision) * s.hw.ComputeEffOrDefault())",
-		why: "a precision's own efficiency (GB200's FP4) is ignored: the NVFP4 rows run up to 1.8x fast", pkgs: []string{"./costmodel"}},
+		why: "a precision's own efficiency (GB200's FP4) is ignored: the NVFP4 rows run up to 1.2x (70B) and 1.4x (405B) fast", pkgs: []string{"./costmodel"}},
 	{name: "expert-precision-ignored", file: "costmodel/placement.go",
 		old: "c += s.computeTime(w.xflops, s.m.expertPrecision())", new: "c += s.computeTime(w.xflops, s.m.Precision)",
 		why: "an NVFP4 checkpoint's experts compute at its attention's FP8 rate", pkgs: []string{"./costmodel"}},
@@ -348,6 +348,9 @@ var catalogue = []mutant{
 	{name: "benchmark-prompts-spread-over-stages", file: "costmodel/benchmark.go",
 		old: "\t\t\ttokens[j] += k * c.tokens\n", new: "\t\t\ttokens[j] += c.n * c.tokens / pp\n",
 		why: "under PP a step's prompts are spread over its micro-batches as fractions: a lone prompt pays a quarter of its trip at PP 4", pkgs: []string{"./costmodel"}},
+	{name: "pipelined-sends-first-micro-batch", file: "costmodel/offline.go",
+		old: "\t\t\t\ttrip += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * s.m.Hidden * s.m.ActBytes)\n", new: "\t\t\t\ttrip += s.link(0, pp).Time(int(math.Ceil(xs[0].tokens())) * s.m.Hidden * s.m.ActBytes)\n",
+		why: "every micro-batch's activations cross between stages at the first micro-batch's size: a heavy micro-batch's trip comes out short", pkgs: []string{"./costmodel"}},
 	{name: "benchmark-budget-ignores-decodes", file: "costmodel/benchmark.go",
 		old: "\t\tbudget := maxTokens - decodes\n", new: "\t\tbudget := maxTokens\n",
 		why: "a step's prompts take the whole token budget beside its decodes: steps exceed max_tokens", pkgs: []string{"./costmodel"}},

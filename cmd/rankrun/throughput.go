@@ -36,6 +36,9 @@ type throughputRow struct {
 	// Scheduler is the limits the layout ran under (each layout's own
 	// under --trtllm-bench).
 	Scheduler string `json:"scheduler"`
+	// SchedulerNote says, under PP with --trtllm-bench, that Scheduler's
+	// limits are a whole step's, PP times trtllm-bench's own.
+	SchedulerNote string `json:"scheduler_note,omitempty"`
 	// Steps is a finite run's (--requests): its steps, and Batch the most
 	// requests it held at once.
 	Steps int `json:"steps,omitempty"`
@@ -99,13 +102,11 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	sch := costmodel.Scheduler{MaxBatch: *maxBatch, MaxTokens: *maxTokens, Chunked: *chunked, Overlap: *overlap}
 	var rows []throughputRow
-	var layoutsPP []int
 	for _, spec := range layouts {
 		l, err := topology.ParseLayout(spec)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
 		}
-		layoutsPP = append(layoutsPP, l.PP)
 		row, err := throughputOf(p, l, sch, *in, *out, *requests, *bench)
 		if err != nil {
 			return usagef("throughput: --layout %s: %v", spec, err)
@@ -132,10 +133,10 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(&b, "%-22s %4d %8.1f %-10s %10.2f %12.0f %12.0f\n", r.Layout, r.GPUs, r.Batch, r.Bound, r.StepMS, r.Throughput, r.PerGPU)
 	}
 	if *bench {
-		for i, r := range rows {
+		for _, r := range rows {
 			fmt.Fprintf(&b, "%s: %s", r.Layout, r.Scheduler)
-			if pp := layoutsPP[i]; pp > 1 {
-				fmt.Fprintf(&b, " (a step's; trtllm-bench's max_batch_size and max_num_tokens are a micro-batch's, 1/%d of them)", pp)
+			if r.SchedulerNote != "" {
+				fmt.Fprintf(&b, " (%s)", r.SchedulerNote)
 			}
 			b.WriteString("\n")
 		}
@@ -145,9 +146,10 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 // maxRequests bounds --requests: a finite run is priced step by step
-// (its decode stretches in closed form), tens of milliseconds a million
-// short requests.
-const maxRequests = 10_000_000
+// (its decode stretches in closed form). A million requests at 128 in /
+// 128 out under the default limits take a tenth of a second; at the worst,
+// one request a step over PP 8, about half a minute a layout.
+const maxRequests = 1_000_000
 
 // throughputOf is one layout's row: Offline's steady state, or with
 // requests > 0 a finite run of that many (Benchmark), under sch or
@@ -160,6 +162,9 @@ func throughputOf(p costmodel.Placement, l topology.Layout, sch costmodel.Schedu
 		}
 	}
 	row := throughputRow{Layout: l.String(), GPUs: l.Ranks(), Scheduler: sch.String()}
+	if bench && l.PP > 1 {
+		row.SchedulerNote = fmt.Sprintf("a step's; trtllm-bench's max_batch_size and max_num_tokens are a micro-batch's, 1/%d of them", l.PP)
+	}
 	if requests == 0 {
 		st, err := p.Offline(l, sch, in, out)
 		if err != nil {

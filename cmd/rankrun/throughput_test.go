@@ -85,6 +85,14 @@ func TestThroughputBenchmark(t *testing.T) {
 		"--layout", "tp=4,pp=2", "--in", "1000", "--out", "1000", "--requests", "100", "--trtllm-bench")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "\ntp=4,pp=2: max_batch=1536 max_tokens=4096 chunked=false overlap=true (a step's; trtllm-bench's max_batch_size and max_num_tokens are a micro-batch's, 1/2 of them)\n")
+	code, js, errOut = cli(t, "throughput", "--model", "llama-3.1-405b", "--precision", "fp8", "--hardware", "h200",
+		"--layout", "tp=4,pp=2", "--layout", "tp=8", "--in", "1000", "--out", "1000", "--requests", "100", "--trtllm-bench", "--json")
+	require.Equal(t, 0, code, errOut)
+	rows = nil
+	require.NoError(t, json.Unmarshal([]byte(js), &rows))
+	require.Len(t, rows, 2)
+	assert.Contains(t, rows[0].SchedulerNote, "1/2 of them")
+	assert.Empty(t, rows[1].SchedulerNote, "no note without PP")
 	code, out, errOut = cli(t, "throughput", "--model", "llama-3-8b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=1", "--overlap")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "max_batch=2048 max_tokens=8192 chunked=false overlap=true\n")
@@ -109,8 +117,8 @@ func TestThroughputErrors(t *testing.T) {
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp9", "--layout", "tp=2"}, `--precision "fp9": must be fp8, fp4, bf16`},
 		{[]string{"throughput", "--model", "llama-3-70b", "--precision", "fp4", "--hardware", "h100", "--layout", "tp=2"}, "has no fp4 peak"},
 		{[]string{"throughput", "--model", "llama-3-70b", "--hardware", "zero", "--layout", "tp=2"}, "has no compute figures"},
-		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "-1"), "--requests -1: must be in [1, 10000000] (or 0: the steady state)"},
-		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "10000001"), "--requests 10000001: must be in [1, 10000000]"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "-1"), "--requests -1: must be in [1, 1000000] (or 0: the steady state)"},
+		{append(base[:len(base):len(base)], "--layout", "tp=2", "--requests", "1000001"), "--requests 1000001: must be in [1, 1000000]"},
 		{[]string{"throughput", "--model", "llama-3.1-405b", "--precision", "fp8", "--hardware", "h100", "--layout", "tp=8", "--in", "500000", "--out", "500000", "--requests", "10", "--trtllm-bench"},
 			"its estimate of the KV cache"},
 		{append(base[:len(base):len(base)], "--layout", "tp=2", "--trtllm-bench"), "--trtllm-bench: needs --requests"},
