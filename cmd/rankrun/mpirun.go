@@ -116,19 +116,20 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	bctx, cancel := context.WithTimeout(context.Background(), partialBound)
 	defer cancel()
 	if isInt && w.Rank() != 0 {
-		// Then this rank waits for mpirun's kill like rank 0, whether or
-		// not rank 0 acknowledged in time: a rank that exits first ends the
-		// teardown at once, and mpirun kills rank 0 before it has read rank
-		// 0's report. Leaving when the acknowledgement was late lost the
+		// The partial report, rank 0's acknowledgement and mpirun's kill
+		// share one window: this rank leaves only when it ends, however
+		// late rank 0 collects. A rank that exits first ends the teardown
+		// at once, and mpirun kills rank 0 before it has read rank 0's
+		// report; leaving when the acknowledgement was 800 ms late lost the
 		// whole report about one run in five on an idle 2-core machine
-		// (rank 0's collection and print took over the 800 ms bound; CI
-		// saw it). A frozen rank 0 costs at most drainBound more: mpirun's
-		// own kill, odls_base_sigkill_timeout after its signal, comes
-		// first.
-		actx, acancel := context.WithTimeout(context.Background(), partialBound+ackBound)
-		defer acancel()
-		_ = executor.SendPartial(actx, w.Comm(), mine)
-		awaitKill()
+		// (CI saw it). A send still pending when rank 0 gets to it goes
+		// through, so a slow rank 0 still hears from every rank. A frozen
+		// rank 0 costs nothing more: mpirun's own kill,
+		// odls_base_sigkill_timeout after its signal, comes first.
+		wctx, wcancel := context.WithTimeout(context.Background(), partialBound+ackBound+drainBound)
+		defer wcancel()
+		_ = executor.SendPartial(wctx, w.Comm(), mine)
+		<-wctx.Done()
 		return exitError{code: code}
 	}
 	fmt.Fprintf(stderr, "rankrun: world rank %d: %v\n", w.Rank(), o.withDumps(err))
@@ -166,7 +167,9 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	defer dcancel()
 	done(dctx)
 	if isInt {
-		awaitKill()
+		kctx, kcancel := context.WithTimeout(context.Background(), drainBound)
+		defer kcancel()
+		<-kctx.Done() // mpirun's kill, or the end of drainBound
 		return exitError{code: code}
 	}
 	w.Abort(code, err)
@@ -174,22 +177,15 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 }
 
 // drainBound is how long an interrupted rank leaves mpirun to forward what
-// rank 0 printed before it exits. A rank that exits or aborts at once ends
+// rank 0 printed before it exits (the others: after their partial report's
+// window). A rank signalled directly (not through mpirun) then exits
+// without MPI_Finalize, and mpirun ends the job. A rank that exits or aborts at once ends
 // the teardown before mpirun has read rank 0's report (it was cut at ~10
 // KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
 // signal, comes first. Interrupted ranks never call MPI_Abort: in a job
 // that a rank's abort is already tearing down, a second abort could hang
 // (a frozen rank 0 then kept the job for 18 s instead of 6).
 const drainBound = 3 * time.Second
-
-// awaitKill waits for mpirun's kill, at most drainBound: a rank signalled
-// directly (not through mpirun) then exits without MPI_Finalize, and mpirun
-// ends the job.
-func awaitKill() {
-	t := time.NewTimer(drainBound)
-	defer t.Stop()
-	<-t.C
-}
 
 // sayFinish prints what the error of outputs.finish adds to printed, the
 // run error already on stderr (nil: none): an exit message (an interrupt,
