@@ -88,7 +88,10 @@ func TestDumpsOfOtherFailures(t *testing.T) {
 		want []string
 	}{
 		{"injected exit", []string{"--fault", "exit@gen:1,req=3"}, "injected", []string{"rank 2 failed (injected)", "requests still held", "timeline: 0.000 ms arrived (ranks [1 2 3 4])", "sending session opened (peers [1 2 3 4]) (ranks [0])"}},
-		{"collective timeout", []string{"--backend", "local", "--ctx", "tp=2", "--gen", "tp=2", "--requests", "12", "--input", "64", "--output", "2",
+		// In simulation: in-process the 1 s timeout is wall time, and a
+		// loaded host (mutate's baseline beside two busy loops) timed out a
+		// starved rank before the stall (in-process dumps: TestAnalyzeNamesTheGuardOnEachSide).
+		{"collective timeout", []string{"--ctx", "tp=2", "--gen", "tp=2", "--requests", "12", "--input", "64", "--output", "2",
 			"--collective-timeout", "1s", "--fault", "stall@gen:1,req=3,for=30s"}, "collective-timeout",
 			[]string{`ranks [2] wait in "world/s1c2/s0c0"`, "never arrived:\n  rank 3: its last collective there is #", "requests in flight with it"}},
 		{"stall (seed 001)", []string{"--transfer", "sync", "--replay", "no-idle-reap", "--ctx-blocks", "16", "--requests", "24", "--input", "64", "--output", "2",
