@@ -42,11 +42,16 @@ type outcome struct {
 	ended    map[testID]bool // pass, fail or skip came
 	panicked []testID        // tests the output of a panic was given to, before their binary ended
 	building map[string]string
+	said     map[testID][]string // a running or failed test's last output lines (saidLines at most); dropped when it passes
 }
+
+// saidLines bounds the output kept of one test: enough for a failure's
+// assertion and its context, without holding a whole suite's logs.
+const saidLines = 40
 
 func newOutcome(module string) *outcome {
 	return &outcome{module: module, passed: map[testID]bool{}, hint: map[string]string{},
-		ended: map[testID]bool{}, building: map[string]string{}}
+		ended: map[testID]bool{}, building: map[string]string{}, said: map[testID][]string{}}
 }
 
 // parseOutput reads a whole go test -json output (for tests).
@@ -89,6 +94,13 @@ func (o *outcome) add(line []byte) (pkgFailed bool) {
 		}
 	case "output":
 		l := strings.TrimSpace(ev.Output)
+		if ev.Test != "" && !strings.HasPrefix(l, "=== ") {
+			kept := append(o.said[id], strings.TrimRight(ev.Output, "\n"))
+			if len(kept) > saidLines {
+				kept = kept[len(kept)-saidLines:]
+			}
+			o.said[id] = kept
+		}
 		switch {
 		case strings.HasPrefix(l, timeoutPanic):
 			o.timedOut = true
@@ -100,9 +112,11 @@ func (o *outcome) add(line []byte) (pkgFailed bool) {
 	case "pass":
 		if ev.Test != "" {
 			o.passed[id], o.ended[id] = true, true
+			delete(o.said, id)
 		}
 	case "skip":
 		o.ended[id] = true
+		delete(o.said, id)
 	case "fail":
 		if ev.Test != "" {
 			o.ended[id] = true
@@ -254,7 +268,7 @@ func hintOr(h string) string {
 // baselineErr says why the unmutated tree's run cannot be a baseline
 // (anything failed), or returns nil. The message names what failed.
 func baselineErr(b run) error {
-	var why string
+	var why, printed string
 	switch {
 	case b.buildErr != "":
 		why = "it does not compile: " + b.buildErr
@@ -270,6 +284,10 @@ func baselineErr(b run) error {
 			names = append(names, f.String())
 		}
 		why = "failing: " + strings.Join(names, ", ")
+		if said := b.said[b.failed[0]]; len(said) > 0 {
+			// What the first failure printed: on CI it is all there is.
+			printed = fmt.Sprintf("\n%s printed (its last %d lines at most):\n%s", b.failed[0], saidLines, strings.Join(said, "\n"))
+		}
 	case len(b.pkgFailed) > 0:
 		p := b.pkgFailed[0]
 		why = fmt.Sprintf("package %s fails with no test named (%s)", p, hintOr(b.hint[p]))
@@ -278,5 +296,5 @@ func baselineErr(b run) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("the unmutated tree fails its own suite: %s (fix the tree first; no mutant can be judged)", why)
+	return fmt.Errorf("the unmutated tree fails its own suite: %s (fix the tree first; no mutant can be judged)%s", why, printed)
 }
