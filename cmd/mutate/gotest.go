@@ -42,16 +42,39 @@ type outcome struct {
 	ended    map[testID]bool // pass, fail or skip came
 	panicked []testID        // tests the output of a panic was given to, before their binary ended
 	building map[string]string
-	said     map[testID][]string // a running or failed test's last output lines (saidLines at most); dropped when it passes
+	said     map[testID]*said // a running or failed test's output, bounded; dropped when it passes or skips
+}
+
+// said is what one test printed: its first saidHead lines (a Fatalf's own
+// line comes before the output it quotes) and its last saidLines-saidHead
+// (a panic's stack ends there); cut counts the lines left out between.
+type said struct {
+	lines []string
+	cut   int
 }
 
 // saidLines bounds the output kept of one test: enough for a failure's
 // assertion and its context, without holding a whole suite's logs.
-const saidLines = 40
+const saidLines, saidHead = 40, 10
+
+func (s *said) add(l string) {
+	s.lines = append(s.lines, l)
+	if len(s.lines) > saidLines {
+		s.lines = append(s.lines[:saidHead], s.lines[saidHead+1:]...)
+		s.cut++
+	}
+}
+
+func (s *said) String() string {
+	if s.cut == 0 {
+		return strings.Join(s.lines, "\n")
+	}
+	return strings.Join(s.lines[:saidHead], "\n") + fmt.Sprintf("\n[... %d lines left out ...]\n", s.cut) + strings.Join(s.lines[saidHead:], "\n")
+}
 
 func newOutcome(module string) *outcome {
 	return &outcome{module: module, passed: map[testID]bool{}, hint: map[string]string{},
-		ended: map[testID]bool{}, building: map[string]string{}, said: map[testID][]string{}}
+		ended: map[testID]bool{}, building: map[string]string{}, said: map[testID]*said{}}
 }
 
 // parseOutput reads a whole go test -json output (for tests).
@@ -95,11 +118,10 @@ func (o *outcome) add(line []byte) (pkgFailed bool) {
 	case "output":
 		l := strings.TrimSpace(ev.Output)
 		if ev.Test != "" && !strings.HasPrefix(l, "=== ") {
-			kept := append(o.said[id], strings.TrimRight(ev.Output, "\n"))
-			if len(kept) > saidLines {
-				kept = kept[len(kept)-saidLines:]
+			if o.said[id] == nil {
+				o.said[id] = &said{}
 			}
-			o.said[id] = kept
+			o.said[id].add(strings.TrimRight(ev.Output, "\n"))
 		}
 		switch {
 		case strings.HasPrefix(l, timeoutPanic):
@@ -284,9 +306,9 @@ func baselineErr(b run) error {
 			names = append(names, f.String())
 		}
 		why = "failing: " + strings.Join(names, ", ")
-		if said := b.said[b.failed[0]]; len(said) > 0 {
+		if said := b.said[b.failed[0]]; said != nil {
 			// What the first failure printed: on CI it is all there is.
-			printed = fmt.Sprintf("\n%s printed (its last %d lines at most):\n%s", b.failed[0], saidLines, strings.Join(said, "\n"))
+			printed = fmt.Sprintf("\n%s printed:\n%s", b.failed[0], said)
 		}
 	case len(b.pkgFailed) > 0:
 		p := b.pkgFailed[0]

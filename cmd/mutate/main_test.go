@@ -221,6 +221,25 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// A long output keeps its head (a Fatalf's own line) and its tail (a
+// panic's end), and says how much it left out.
+func TestSaidHeadAndTail(t *testing.T) {
+	var s said
+	for i := range 45 {
+		s.add(fmt.Sprint("line ", i))
+	}
+	got := strings.Split(s.String(), "\n")
+	if len(got) != 41 || got[0] != "line 0" || got[9] != "line 9" || got[10] != "[... 5 lines left out ...]" || got[11] != "line 15" || got[40] != "line 44" {
+		t.Errorf("45 lines kept as:\n%s", s.String())
+	}
+	var short said
+	short.add("a")
+	short.add("b")
+	if short.String() != "a\nb" {
+		t.Errorf("2 lines kept as %q", short.String())
+	}
+}
+
 func TestBaselineErr(t *testing.T) {
 	const suffix = " (fix the tree first; no mutant can be judged)"
 	if err := baselineErr(run{outcome: parse(t, pass("a", "TestA"), pass("a", ""))}); err != nil {
@@ -234,7 +253,7 @@ func TestBaselineErr(t *testing.T) {
 		{"a failing test", run{outcome: parse(t, pass("a", "TestA"), fail("a", "TestBroken"), fail("a", "")), exitFailed: true}, "failing: TestBroken (a)"},
 		{"what it printed", run{outcome: parse(t, out("a", "TestBroken", "=== RUN   TestBroken"), out("a", "TestBroken", "    x_test.go:9: got 2, want 1"),
 			out("a", "TestOK", "    x_test.go:3: a log of a passing test"), pass("a", "TestOK"), fail("a", "TestBroken"), fail("a", "")), exitFailed: true},
-			"failing: TestBroken (a)" + suffix + "\nTestBroken (a) printed (its last 40 lines at most):\n    x_test.go:9: got 2, want 1"},
+			"failing: TestBroken (a)" + suffix + "\nTestBroken (a) printed:\n    x_test.go:9: got 2, want 1"},
 		{"many", run{outcome: parse(t, fail("a", "T1"), fail("a", "T2"), fail("a", "T3"), fail("a", "T4"), fail("a", "T5"), fail("a", "")), exitFailed: true},
 			"failing: T1 (a), T2 (a), T3 (a), and 2 more"},
 		{"a build", run{outcome: parse(t, buildFail("a", "a/x.go:1:1: bad")...), exitFailed: true}, "it does not compile: a/x.go:1:1: bad"},

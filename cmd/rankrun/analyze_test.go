@@ -103,7 +103,7 @@ func TestDumpsOfOtherFailures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d")
-			args := append([]string{"run", "--backend", "sim", "--dump-dir", dir}, c.args...) // a later --backend wins
+			args := append([]string{"run", "--backend", "sim", "--dump-dir", dir}, c.args...)
 			if code, _, stderr := cli(t, args...); code != 1 {
 				t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 			}

@@ -122,10 +122,11 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		// at once, and mpirun kills rank 0 before it has read rank 0's
 		// report; leaving when the acknowledgement was 800 ms late lost the
 		// whole report about one run in five on an idle 2-core machine
-		// (CI saw it). A send still pending when rank 0 gets to it goes
-		// through, so a slow rank 0 still hears from every rank. A frozen
-		// rank 0 costs nothing more: mpirun's own kill,
-		// odls_base_sigkill_timeout after its signal, comes first.
+		// (CI saw it). A send still pending when rank 0 starts collecting
+		// goes through while it collects (partialBound). A frozen rank 0
+		// keeps this rank the whole window, partialBound+ackBound+
+		// drainBound, unless mpirun's own kill (odls_base_sigkill_timeout
+		// after its signal) comes first.
 		wctx, wcancel := context.WithTimeout(context.Background(), partialBound+ackBound+drainBound)
 		defer wcancel()
 		_ = executor.SendPartial(wctx, w.Comm(), mine)
@@ -176,12 +177,13 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	return exitError{code: code}
 }
 
-// drainBound is how long an interrupted rank leaves mpirun to forward what
-// rank 0 printed before it exits (the others: after their partial report's
-// window). A rank signalled directly (not through mpirun) then exits
-// without MPI_Finalize, and mpirun ends the job. A rank that exits or aborts at once ends
-// the teardown before mpirun has read rank 0's report (it was cut at ~10
-// KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
+// drainBound is how long an interrupted world rank 0 leaves mpirun to
+// forward what it printed before it exits; the other ranks' window ends
+// drainBound after their partial report's bounds (partialBound+ackBound).
+// A rank signalled directly (not through mpirun) then exits without
+// MPI_Finalize, and mpirun ends the job. A rank that exits or aborts at
+// once ends the teardown before mpirun has read rank 0's report (it was
+// cut at ~10 KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
 // signal, comes first. Interrupted ranks never call MPI_Abort: in a job
 // that a rank's abort is already tearing down, a second abort could hang
 // (a frozen rank 0 then kept the job for 18 s instead of 6).
