@@ -77,28 +77,32 @@ func TestIdleHandoverIsNotTiedToThePollInterval(t *testing.T) {
 			require.Empty(t, rep.Errors)
 			require.Equal(t, 50, rep.RequestsCompleted)
 			require.GreaterOrEqual(t, rep.IdleHandoverMs.N, 40, "most requests should arrive at an idle CTX")
-			// Generous bound for a loaded 2-core machine under -race; the
-			// benchmark reports the real figure.
-			require.Less(t, rep.IdleHandoverMs.P99, 100.0, "handover p99 %.3f ms with a 1000 ms slice", rep.IdleHandoverMs.P99)
-			require.Less(t, rep.IdleStepMs.P99, 100.0)
+			// Wall time: the bound is against the slice (a fifth of it), with
+			// room for a loaded 2-core host under -race; the exact figures
+			// are TestIdleHandoverIsZeroInVirtualTime's, and the benchmark
+			// reports the real ones.
+			require.Less(t, rep.IdleHandoverMs.P99, 200.0, "handover p99 %.3f ms with a 1000 ms slice", rep.IdleHandoverMs.P99)
+			require.Less(t, rep.IdleStepMs.P99, 200.0, "idle step p99 %.3f ms with a 1000 ms slice", rep.IdleStepMs.P99)
 		})
 	}
 	// The regression reference, the seed's shape (one request at a time,
 	// decoding takes a while): the unclamped poll sleeps out the slice on
 	// every idle iteration with nothing in flight, and each request waits
-	// for it.
+	// for it. Its bounds are fractions of a 1 s slice, so a loaded host
+	// cannot flip them (the bug costs a whole slice an idle step; the clamp
+	// none).
 	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
 	cfg.Workload.Requests = 5
 	cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
 	cfg.DecodePerStep = 5 * time.Millisecond
-	cfg.SenderWaitSlice = 200 * time.Millisecond
+	cfg.SenderWaitSlice = time.Second
 	fixed := run(t, cfg)
 	cfg.Replays = executor.ReplaySet{executor.UnclampedPoll: true}
 	bug := run(t, cfg)
 	require.Equal(t, 5, bug.RequestsCompleted)
-	require.Greater(t, bug.IdleStepMs.Max, 150.0, "the unclamped replay should sleep a whole slice when idle")
-	require.Less(t, fixed.IdleStepMs.Max, 50.0)
-	require.Greater(t, bug.TTFTMs.P50-fixed.TTFTMs.P50, 100.0, "TTFT should rise by most of a 200 ms slice per request")
+	require.Greater(t, bug.IdleStepMs.Max, 750.0, "the unclamped replay should sleep a whole slice when idle")
+	require.Less(t, fixed.IdleStepMs.Max, 250.0, "idle step max %.3f ms with a 1000 ms slice", fixed.IdleStepMs.Max)
+	require.Greater(t, bug.TTFTMs.P50-fixed.TTFTMs.P50, 500.0, "TTFT should rise by most of a 1000 ms slice per request")
 }
 
 func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
