@@ -50,7 +50,6 @@ func Generate(family string) ([]Scenario, error) {
 			s.Ctx, s.Gen, s.Transfer = p.ctx, p.gen, tr
 			s.Requests, s.Input, s.Output, s.Arrival = 12, 40, 3, "closed=4"
 			s.InputJitter = 0.5
-			s.CollectiveTimeout = 3 * time.Second
 			s.StallTimeout = 5 * time.Second
 			s.Timeout = 40 * time.Second
 			for _, line := range []string{"ok", fmt.Sprintf("completed == %d", s.Requests), "bytes-moved > 0"} {

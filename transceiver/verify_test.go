@@ -179,7 +179,7 @@ func TestCorruptionIsCaughtAndNamedAtEveryPosition(t *testing.T) {
 // GEN rank fails the request naming the missing digest; the others
 // complete, nothing stays pinned.
 func TestChecksumFragmentWithoutItsDigestFailsAtTheDeadline(t *testing.T) {
-	o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: transceiver.VerifyChecksum, timeout: 300 * time.Millisecond, bound: 20 * time.Second}
+	o := setupOpts{ctx: "tp=2", gen: "tp=2", verify: transceiver.VerifyChecksum, timeout: 2 * time.Second, bound: 20 * time.Second}
 	o.faults = func(role topology.Role, rank int) *transceiver.Faults {
 		if role == topology.Context && rank == 1 {
 			return &transceiver.Faults{DropDigest: map[request.ID]bool{101: true}}
