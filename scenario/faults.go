@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rankrun/rankrun/topology"
 )
@@ -95,10 +94,12 @@ func (s *Scenario) InjectFault(spec, position string, rng *rand.Rand) (bool, err
 	if !ok {
 		return false, nil
 	}
-	// Long enough that no other transfer meets it on a loaded host (a
-	// drop-ack or stall-short case must still complete every request),
-	// short enough that the faults that wait it out end soon.
-	s.TransferTimeout = 2 * time.Second
+	// Two fifths of the collective timeout (2 s at the 5 s default): well
+	// within it, so a sync rank blocked in a receive until the deadline
+	// and its cancel is back before a peer's collective times out; long
+	// enough that no other transfer meets it on a loaded host (a drop-ack
+	// or stall-short case must still complete every request).
+	s.TransferTimeout = s.CollectiveTimeout * 2 / 5
 	on := fmt.Sprintf("%s:%d", side, rank)
 	s.Expect = Expectation{}
 	lines := []string{"ok"}
