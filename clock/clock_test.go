@@ -38,19 +38,26 @@ func TestRealWaiterKeepsItsTimerAcrossWaits(t *testing.T) {
 	w := c.NewWaiter()
 	defer w.Stop()
 	ev := make(chan struct{}, 1)
+	// armByEvent arms the waiter 5 ms out and ends that wait with an
+	// event, leaving the timer armed; it returns when it armed. A host
+	// that takes the 5 ms before the wait looks has the wait pass its
+	// deadline instead, leaving the token: drained, and tried again.
+	armByEvent := func() time.Time {
+		for range 500 {
+			t0 := c.Now()
+			ev <- struct{}{}
+			require.NoError(t, w.Wait(t.Context(), ev, t0.Add(5*time.Millisecond)))
+			if !drain(ev) {
+				return t0
+			}
+		}
+		require.FailNow(t, "no wait of 500 reached its event within 5 ms")
+		return time.Time{}
+	}
 
 	// Armed 5 ms out, ended by an event; the next wait, 40 ms out, must
 	// last its 40 ms although the timer fires at 5 ms.
-	for tries := 0; ; tries++ {
-		require.Less(t, tries, 500, "no wait of 500 reached its event within 5 ms")
-		ev <- struct{}{}
-		require.NoError(t, w.Wait(t.Context(), ev, c.Now().Add(5*time.Millisecond)))
-		if !drain(ev) {
-			break // ended by the event, its timer left armed
-		}
-		// The host took the 5 ms before the wait looked: it passed its
-		// deadline instead. Again.
-	}
+	armByEvent()
 	start := c.Now()
 	deadline := start.Add(40 * time.Millisecond)
 	require.NoError(t, w.Wait(t.Context(), nil, deadline))
@@ -70,23 +77,13 @@ func TestRealWaiterKeepsItsTimerAcrossWaits(t *testing.T) {
 	// A wait past its deadline returns at once and leaves ev's token,
 	// also when the timer is still armed for an earlier deadline and has
 	// fired (select would pick the token half the time).
-	for done, tries := 0, 0; done < 50; tries++ {
-		require.Less(t, tries, 500, "only %d of 500 tries reached their first wait within 5 ms", done)
-		t0 := c.Now()
-		ev <- struct{}{}
-		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(5*time.Millisecond))) // armed for t0+5ms, ended by the event
-		if drain(ev) {
-			// The host took the 5 ms before the wait looked: it passed its
-			// deadline rather than ending on the event. Not the case
-			// under test; again.
-			continue
-		}
+	for range 50 {
+		t0 := armByEvent()                                                   // armed for t0+5ms, ended by the event
 		require.NoError(t, clock.Sleep(t.Context(), c, 15*time.Millisecond)) // the armed timer fires meanwhile
 		ev <- struct{}{}
 		require.NoError(t, w.Wait(t.Context(), ev, t0.Add(10*time.Millisecond))) // passed, and after the armed time
 		require.Len(t, ev, 1, "a wait past its deadline took the event")
 		<-ev
-		done++
 	}
 
 	// After Stop the waiter is reusable.
