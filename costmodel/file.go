@@ -78,6 +78,8 @@ type hardwareFile struct {
 	Fabric       struct {
 		RanksPerNode int      `json:"ranks_per_node"`
 		Rails        int      `json:"rails"`
+		Channels     int      `json:"channels"`
+		NVLSTree     bool     `json:"nvls_tree"`
 		Ring         float64  `json:"ring"`
 		NVLS         float64  `json:"nvls"`
 		Intra        linkFile `json:"intra"`
@@ -96,7 +98,9 @@ type linkFile struct {
 // (bytes/s), hbm_capacity (bytes), compute_eff, compute_eff_by_precision
 // ({"fp4": 0.26}: where a precision's differs), memory_eff, kv_eff and
 // step_overhead (a duration, "2ms"; none when unset) (optional), and fabric {ranks_per_node,
-// rails (NICs a node), ring and nvls (bus bandwidths within a node, bytes/s;
+// rails (NICs a node), channels (NICs a node drives between nodes; 0:
+// every rail), nvls_tree (an allreduce across nodes may run as an NVLS
+// tree), ring and nvls (bus bandwidths within a node, bytes/s;
 // optional), intra and inter {latency: "3us", bandwidth: bytes/s}}. An
 // unknown field is an error.
 func LoadHardware(path string) (Hardware, error) {
@@ -118,7 +122,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 	if h.Name == "" {
 		h.Name = path
 	}
-	h.Fabric = sim.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Rails: f.Fabric.Rails, Ring: f.Fabric.Ring, NVLS: f.Fabric.NVLS, Source: f.Source}
+	h.Fabric = sim.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Rails: f.Fabric.Rails, Channels: f.Fabric.Channels, NVLSTree: f.Fabric.NVLSTree, Ring: f.Fabric.Ring, NVLS: f.Fabric.NVLS, Source: f.Source}
 	if f.StepOverhead != "" {
 		d, err := time.ParseDuration(f.StepOverhead)
 		if err != nil || d < 0 {

@@ -194,6 +194,9 @@ func (h Hardware) validateFabric() error {
 	if h.Fabric.Rails < 0 {
 		return fmt.Errorf("%w: hardware %q: fabric.rails = %d: must not be negative (0: one NIC a node)", ErrInvalid, h.Name, h.Fabric.Rails)
 	}
+	if h.Fabric.Channels < 0 {
+		return fmt.Errorf("%w: hardware %q: fabric.channels = %d: must not be negative (0: every rail)", ErrInvalid, h.Name, h.Fabric.Channels)
+	}
 	for _, b := range []struct {
 		name string
 		v    float64

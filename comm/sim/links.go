@@ -47,8 +47,15 @@ type Fabric struct {
 	Ring float64
 	// NVLS is the bus bandwidth of an NVLink SHARP allreduce within a
 	// node (bytes/s; 0: the switch has none).
-	NVLS   float64
-	Source string
+	NVLS float64
+	// Channels is how many of a node's NICs a collective between nodes
+	// drives at once (NCCL channels, one NIC each; 0: every rail its
+	// members can use).
+	Channels int
+	// NVLSTree is whether an allreduce across nodes may run as an NVLS
+	// tree (nvlsTree): NVLink SHARP within each node, a tree between.
+	NVLSTree bool
+	Source   string
 }
 
 // Fabrics are the named presets. Figures are per GPU and per direction;
@@ -65,6 +72,8 @@ var Fabrics = map[string]Fabric{
 		// nccl-tests all_reduce_perf on 8 H100 SXM in one node: ~370 GB/s bus bandwidth with NCCL_ALGO=Ring
 		// (NVIDIA/nccl-tests#212, #290), 476 GB/s with NVLink SHARP (#290: "in the expected range for H100").
 		Ring: 370e9, NVLS: 476e9,
+		// No NVLS tree across nodes: on HGX H100 nodes NCCL's measured 430 GB/s on 2 nodes but 320 on 4,
+		// no better than its ring (NVIDIA/nccl#1221, 8x 400G RoCE), which this fabric prices at 370.
 		Source: "NVIDIA H100 datasheet (NVLink 900 GB/s); DGX H100 user guide (8x ConnectX-7 NDR 400 Gb/s); nccl-tests#212, #290 (ring 370 GB/s, NVLS 476 GB/s, 46-48 GB/s per NIC)"},
 	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", RanksPerNode: 8, Rails: 8,
 		// H200 keeps H100's NVLink 4 and NVSwitch: 900 GB/s bidirectional (NVIDIA H200 Tensor Core GPU datasheet);
@@ -81,6 +90,11 @@ var Fabrics = map[string]Fabric{
 		// taken as NVLink SHARP's (fitted on that row). No ring figure is published: it is taken at the
 		// H100 node's measured ring over its link peak (370 / 450 GB/s) of NVLink 5's 900 GB/s, an assumption.
 		Ring: 740e9, NVLS: 835e9,
+		// Across racks an allreduce runs as an NVLS tree (nvlsTree), whose phase between racks reached,
+		// on twenty racks (1,440 GPUs, 16 GB: 405.7 GB/s bus bandwidth, coreweave/nccl-tests README, GB200 20 racks),
+		// about 8 NICs' worth of a rack's 72 (384 GB/s a rack): fitted on that row. The mechanism (a
+		// bounded number of NCCL channels, one NIC each) is this model's assumption; the 2-rack row checks it.
+		Channels: 8, NVLSTree: true,
 		// Between NVL72 racks: one ConnectX-7 400 Gb/s NIC per GPU (DGX GB200 compute tray: 4 per tray of 4 GPUs),
 		// 48 GB/s reached as on an NDR rail (nccl-tests#290).
 		Inter:  Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
@@ -143,7 +157,7 @@ func (f Fabric) oneNode(members []int) bool {
 // bus is the bus bandwidth a ring over members reaches (0: infinite):
 // within a node the ring's (Ring, else the link's peak); across nodes the
 // lesser of that and the rails between them: one channel per NIC its
-// fewest-member node can use, each at Inter.Bandwidth.
+// fewest-member node can use (nics), each at Inter.Bandwidth.
 func (f Fabric) bus(members []int) float64 {
 	intra := f.Ring
 	if intra == 0 {
@@ -163,11 +177,21 @@ func (f Fabric) bus(members []int) float64 {
 	for _, n := range per {
 		fewest = min(fewest, n)
 	}
-	inter := float64(min(max(f.Rails, 1), fewest)) * f.Inter.Bandwidth
+	inter := float64(f.nics(fewest)) * f.Inter.Bandwidth
 	if intra == 0 || inter < intra {
 		return inter
 	}
 	return intra
+}
+
+// nics is how many NICs a node whose group has k members drives between
+// nodes: one a member, up to its rails and Channels.
+func (f Fabric) nics(k int) int {
+	n := min(max(f.Rails, 1), k)
+	if f.Channels > 0 {
+		n = min(n, f.Channels)
+	}
+	return n
 }
 
 // Collective is the time a collective of kind takes over members (world
@@ -209,6 +233,9 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		if f.NVLS > 0 && f.oneNode(members) {
 			best = min(best, at(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes), f.NVLS))
 		}
+		if t, ok := f.nvlsTree(members, bytes); ok {
+			best = min(best, t)
+		}
 		return best
 	case comm.KindAllgather, comm.KindSplit:
 		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
@@ -228,6 +255,46 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 		return steps(rounds, 0)
 	}
 	return 0
+}
+
+// nvlsTree is NCCL's NVLS tree allreduce over members that span nodes
+// whose switches have NVLink SHARP, the same number k >= 2 on each of r
+// nodes: within a node NVLink SHARP reduces the buffer and shares the
+// result (a ring's 2(k-1) steps and 2(k-1)/k of the buffer at NVLS);
+// between nodes a double binary tree (2 ceil(log2 r) steps) moves the
+// node's reduced buffer 2(r-1)/r times over (once each way between two
+// nodes; an inner node of a deeper tree takes from two children) through
+// the NICs it drives (nics). The
+// phases are pipelined: the slower sets the pace, each pays its steps.
+// ok is false where it does not apply.
+func (f Fabric) nvlsTree(members []int, bytes int) (time.Duration, bool) {
+	if !f.NVLSTree || f.NVLS <= 0 || f.oneNode(members) {
+		return 0, false
+	}
+	per := map[int]int{}
+	for _, m := range members {
+		per[f.Node(m)]++
+	}
+	k := per[f.Node(members[0])]
+	for _, n := range per {
+		if n != k {
+			return 0, false
+		}
+	}
+	if k < 2 {
+		return 0, false
+	}
+	r := len(per)
+	secs := func(moved, bw float64) float64 {
+		if bw <= 0 {
+			return 0
+		}
+		return moved / bw
+	}
+	within := secs(2*float64(k-1)/float64(k)*float64(bytes), f.NVLS)
+	between := secs(2*float64(r-1)/float64(r)*float64(bytes), float64(f.nics(k))*f.Inter.Bandwidth)
+	steps := time.Duration(2*(k-1))*f.Intra.Latency + time.Duration(2*bits.Len(uint(r-1)))*f.Inter.Latency
+	return steps + time.Duration(max(within, between)*float64(time.Second)), true
 }
 
 // alltoall is an all-to-all of bytes per rank (1/p of it to each member),
@@ -272,6 +339,9 @@ func (f Fabric) validate() error {
 	}
 	if f.Rails < 0 {
 		return fmt.Errorf("sim: fabric %q: rails %d must not be negative (0: one NIC a node)", f.Name, f.Rails)
+	}
+	if f.Channels < 0 {
+		return fmt.Errorf("sim: fabric %q: channels %d must not be negative (0: every rail)", f.Name, f.Channels)
 	}
 	for _, b := range []struct {
 		name string

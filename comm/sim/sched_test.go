@@ -363,3 +363,43 @@ func TestCollectiveRailsAndAlgorithms(t *testing.T) {
 	moved := 7 / 8.0 * float64(n)
 	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(comm.KindAllgather, eight, n))
 }
+
+// Channels bounds the NICs a node drives between nodes, for every
+// algorithm; where NVLSTree is on, an allreduce across nodes may run as
+// NVLink SHARP within each node and a tree between, the two pipelined,
+// the tree moving the node's buffer once each way between two nodes and
+// 2(r-1)/r times over r.
+func TestCollectiveChannelsAndNVLSTree(t *testing.T) {
+	f := sim.Fabric{Name: "test", RanksPerNode: 4, Rails: 4, Ring: 300e9, NVLS: 400e9, Channels: 2, NVLSTree: true,
+		Intra: sim.Link{Latency: time.Microsecond, Bandwidth: 450e9}, Inter: sim.Link{Latency: 5 * time.Microsecond, Bandwidth: 50e9}}
+	const n = 1 << 30
+	ranks := func(k int) []int {
+		out := make([]int, k)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	at := func(lat time.Duration, moved, bw float64) time.Duration {
+		return lat + time.Duration(moved/bw*float64(time.Second))
+	}
+	// Two nodes: within, 6 NVLS steps moving 1.5 n at 400 GB/s; between,
+	// one tree round each way (2 x 5 us) moving n through 2 channels of
+	// 50 GB/s, the slower phase.
+	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, n, 100e9), f.Collective(comm.KindAllreduce, ranks(8), n), "2 nodes")
+	// Four nodes: the tree (2 rounds each way) moves 1.5 n.
+	require.Equal(t, at(6*time.Microsecond+20*time.Microsecond, 1.5*n, 100e9), f.Collective(comm.KindAllreduce, ranks(16), n), "4 nodes")
+	// Without the NVLS tree, a ring over 2 channels (not 4 rails).
+	flat := f
+	flat.NVLSTree = false
+	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), flat.Collective(comm.KindAllreduce, ranks(8), n), "a ring over 2 channels")
+	// Uneven nodes (2 | 4 members): no NVLS tree; a ring over 2 channels.
+	require.Equal(t, at(10*5*time.Microsecond, 2*5/6.0*n, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5, 6, 7}, n), "uneven")
+	// Within one node nothing changes: NVLink SHARP at its bus bandwidth.
+	require.Equal(t, at(6*time.Microsecond, 2*3/4.0*n, 400e9), f.Collective(comm.KindAllreduce, ranks(4), n), "one node")
+	// A fabric's figures: channels must not be negative.
+	bad := f
+	bad.Channels = -1
+	res := sim.Run(t.Context(), 1, sim.Config{Fabric: bad}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
+	require.ErrorContains(t, res.Err(), `fabric "test": channels -1 must not be negative`)
+}
