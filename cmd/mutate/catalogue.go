@@ -308,7 +308,7 @@ var catalogue = []mutant{
 		old: "\tbetween := secs(2*float64(r-1)/float64(r)*float64(bytes)", new: "\tbetween := secs(float64(bytes)",
 		why: "a tree between many nodes moves the buffer once, as between two: 20 racks as fast as 2", pkgs: []string{"./comm/sim", "./costmodel"}},
 	{name: "nvls-tree-uneven", file: "comm/sim/links.go",
-		old: "\t\tif n != k {\n\t\t\treturn 0, false\n", new: "\t\tif false {\n\t\t\treturn 0, false\n",
+		old: "\t\tif n != k {\n\t\t\treturn 0, false\n", new: "\t\tif n < 0 {\n\t\t\treturn 0, false\n",
 		why: "a group with fewer members on one node is priced as an NVLS tree of its first node's size", pkgs: []string{"./comm/sim"}},
 	{name: "rails-uneven-node", file: "comm/sim/links.go",
 		old: "\t\tfewest = min(fewest, n)\n", new: "\t\tfewest = max(fewest, n)\n",
