@@ -100,7 +100,7 @@ type linkFile struct {
 // step_overhead (a duration, "2ms"; none when unset) (optional), and fabric {ranks_per_node,
 // rails (NICs a node), channels (NICs a node drives between nodes; 0:
 // every rail), nvls_tree (an allreduce across nodes may run as an NVLS
-// tree), ring and nvls (bus bandwidths within a node, bytes/s;
+// tree; needs nvls), ring and nvls (bus bandwidths within a node, bytes/s;
 // optional), intra and inter {latency: "3us", bandwidth: bytes/s}}. An
 // unknown field is an error.
 func LoadHardware(path string) (Hardware, error) {

@@ -66,7 +66,7 @@ const goodModel = `{"name": "tiny", "layers": 4, "hidden": 256, "heads": 8, "kv_
  "vocab": 1000, "weight_bytes": 2, "kv_bytes": 2}`
 
 const goodHardware = `{"name": "my-gpu", "peak_flops": {"bf16": 1e15}, "hbm_bandwidth": 4e12, "hbm_capacity": 96e9,
- "compute_eff": 0.5, "kv_eff": 0.4, "step_overhead": "1ms", "fabric": {"ranks_per_node": 4, "rails": 4, "channels": 2, "nvls_tree": true, "ring": 3e11, "nvls": 0, "intra": {"latency": "2us", "bandwidth": 4e11},
+ "compute_eff": 0.5, "kv_eff": 0.4, "step_overhead": "1ms", "fabric": {"ranks_per_node": 4, "rails": 4, "channels": 2, "nvls_tree": true, "ring": 3e11, "nvls": 4e11, "intra": {"latency": "2us", "bandwidth": 4e11},
  "inter": {"latency": "6us", "bandwidth": 5e10}}}`
 
 func TestLoadFiles(t *testing.T) {
@@ -128,6 +128,7 @@ func TestLoadBadInput(t *testing.T) {
 		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", ">= 0"}},
 		{"rails", edit(goodHardware, `"rails": 4`, `"rails": -2`), true, []string{"fabric.rails = -2", "not be negative"}},
 		{"channels", edit(goodHardware, `"channels": 2`, `"channels": -1`), true, []string{"fabric.channels = -1", "not be negative"}},
+		{"nvls tree", edit(goodHardware, `"nvls": 4e11`, `"nvls": 0`), true, []string{"fabric.nvls_tree = true", "needs fabric.nvls > 0"}},
 		{"ring", edit(goodHardware, `"ring": 3e11`, `"ring": -3e11`), true, []string{"fabric.ring", ">= 0"}},
 		{"step overhead", edit(goodHardware, `"1ms"`, `"-1ms"`), true, []string{"step_overhead", ">= 0"}},
 		{"kv efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": -0.4`), true, []string{"kv_eff = -0.4", "(0, 1]"}},

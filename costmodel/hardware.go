@@ -197,6 +197,9 @@ func (h Hardware) validateFabric() error {
 	if h.Fabric.Channels < 0 {
 		return fmt.Errorf("%w: hardware %q: fabric.channels = %d: must not be negative (0: every rail)", ErrInvalid, h.Name, h.Fabric.Channels)
 	}
+	if h.Fabric.NVLSTree && !(h.Fabric.NVLS > 0) {
+		return fmt.Errorf("%w: hardware %q: fabric.nvls_tree = true: needs fabric.nvls > 0 (NVLink SHARP within a node)", ErrInvalid, h.Name)
+	}
 	for _, b := range []struct {
 		name string
 		v    float64

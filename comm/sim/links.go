@@ -39,8 +39,8 @@ type Fabric struct {
 	RanksPerNode int // 0: every rank on one node
 	// Rails is how many NICs a node has (one per GPU on DGX and HGX
 	// nodes; 0: one). A collective across nodes runs one channel per
-	// rail its members on a node can use, so its ring crosses between
-	// nodes at that many times Inter.Bandwidth.
+	// rail its members on a node can use, at most Channels, so its ring
+	// crosses between nodes at that many times Inter.Bandwidth.
 	Rails int
 	// Ring is the bus bandwidth a ring collective reaches within a node
 	// (bytes/s; 0: Intra.Bandwidth): below the links' peak.
@@ -53,7 +53,8 @@ type Fabric struct {
 	// members can use).
 	Channels int
 	// NVLSTree is whether an allreduce across nodes may run as an NVLS
-	// tree (nvlsTree): NVLink SHARP within each node, a tree between.
+	// tree (nvlsTree): NVLink SHARP within each node, a tree between. It
+	// needs NVLS.
 	NVLSTree bool
 	Source   string
 }
@@ -72,8 +73,9 @@ var Fabrics = map[string]Fabric{
 		// nccl-tests all_reduce_perf on 8 H100 SXM in one node: ~370 GB/s bus bandwidth with NCCL_ALGO=Ring
 		// (NVIDIA/nccl-tests#212, #290), 476 GB/s with NVLink SHARP (#290: "in the expected range for H100").
 		Ring: 370e9, NVLS: 476e9,
-		// No NVLS tree across nodes: on HGX H100 nodes NCCL's measured 430 GB/s on 2 nodes but 320 on 4,
-		// no better than its ring (NVIDIA/nccl#1221, 8x 400G RoCE), which this fabric prices at 370.
+		// No NVLS tree across nodes. NVIDIA/nccl#1221 (8 H100 a node, 8x 400G RoCE, NCCL 2.19.3) measured
+		// NVLS lifting 2 nodes from 330 to 430 GB/s but nothing on 4 (320 either way); nvlsTree at these
+		// rails would give 509 and 495, above both, and no H100 row is published to fit it on.
 		Source: "NVIDIA H100 datasheet (NVLink 900 GB/s); DGX H100 user guide (8x ConnectX-7 NDR 400 Gb/s); nccl-tests#212, #290 (ring 370 GB/s, NVLS 476 GB/s, 46-48 GB/s per NIC)"},
 	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", RanksPerNode: 8, Rails: 8,
 		// H200 keeps H100's NVLink 4 and NVSwitch: 900 GB/s bidirectional (NVIDIA H200 Tensor Core GPU datasheet);
@@ -81,6 +83,7 @@ var Fabrics = map[string]Fabric{
 		Intra: Link{Latency: 3 * time.Microsecond, Bandwidth: 450e9},
 		Inter: Link{Latency: 5 * time.Microsecond, Bandwidth: 48e9},
 		Ring:  370e9, NVLS: 476e9,
+		// No NVLS tree across nodes, as on H100.
 		Source: "NVIDIA H200 datasheet (NVLink 900 GB/s); HGX H200 reference (ConnectX-7 NDR 400 Gb/s per GPU); the H100 node's nccl-tests figures (#212, #290)"},
 	"gb200-nvl72": {Name: "gb200-nvl72", RanksPerNode: 72, Rails: 72,
 		// NVLink 5: 1.8 TB/s bidirectional per GPU, 72 GPUs in one NVLink domain (NVIDIA GB200 NVL72 datasheet).
@@ -92,8 +95,10 @@ var Fabrics = map[string]Fabric{
 		Ring: 740e9, NVLS: 835e9,
 		// Across racks an allreduce runs as an NVLS tree (nvlsTree), whose phase between racks reached,
 		// on twenty racks (1,440 GPUs, 16 GB: 405.7 GB/s bus bandwidth, coreweave/nccl-tests README, GB200 20 racks),
-		// about 8 NICs' worth of a rack's 72 (384 GB/s a rack): fitted on that row. The mechanism (a
-		// bounded number of NCCL channels, one NIC each) is this model's assumption; the 2-rack row checks it.
+		// about 8 NICs' worth of a rack's 72 (384 GB/s a rack): Channels fitted on that row alone. The
+		// mechanism (a bounded number of NCCL channels, one NIC each) is this model's assumption, and it
+		// caps every collective between racks (allgather and reduce-scatter too: not measured). The 2-rack
+		// row checks the NVLS tree (a ring at 8 NICs would reach half of it), not the 8.
 		Channels: 8, NVLSTree: true,
 		// Between NVL72 racks: one ConnectX-7 400 Gb/s NIC per GPU (DGX GB200 compute tray: 4 per tray of 4 GPUs),
 		// 48 GB/s reached as on an NDR rail (nccl-tests#290).
@@ -199,11 +204,13 @@ func (f Fabric) nics(k int) int {
 // (allgather), by the algorithms NCCL chooses among: an allreduce is the
 // fastest of a ring (2(p-1) steps moving 2(p-1)/p of the payload), a
 // double binary tree (2 ceil(log2 p) steps, the payload twice: small
-// messages) and, within a node whose switch has it, NVLink SHARP (NVLS bus
+// messages), within a node whose switch has it NVLink SHARP (NVLS bus
 // bandwidth, charged a ring's steps: no published latency of its own, so
-// it wins on bandwidth alone, for large messages); ring allgather and
+// it wins on bandwidth alone, for large messages) and, across nodes whose
+// fabric allows it, an NVLS tree (nvlsTree); ring allgather and
 // reduce-scatter p-1 steps moving (p-1)/p of the total. These ring-like
-// collectives run at the bus bandwidth (bus: every rail across nodes).
+// collectives run at the bus bandwidth (bus: across nodes, every rail up
+// to Channels).
 // Binomial-tree bcast, reduce, gather and scatter and a dissemination
 // barrier send whole messages rank to rank, each at its slowest link's
 // bandwidth (one NIC across nodes). An alltoall posts every peer's message
@@ -342,6 +349,9 @@ func (f Fabric) validate() error {
 	}
 	if f.Channels < 0 {
 		return fmt.Errorf("sim: fabric %q: channels %d must not be negative (0: every rail)", f.Name, f.Channels)
+	}
+	if f.NVLSTree && f.NVLS <= 0 {
+		return fmt.Errorf("sim: fabric %q: nvls tree needs an NVLS bus bandwidth (NVLink SHARP within a node), and nvls is %v", f.Name, f.NVLS)
 	}
 	for _, b := range []struct {
 		name string

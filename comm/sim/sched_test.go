@@ -395,6 +395,17 @@ func TestCollectiveChannelsAndNVLSTree(t *testing.T) {
 	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), flat.Collective(comm.KindAllreduce, ranks(8), n), "a ring over 2 channels")
 	// Uneven nodes (2 | 4 members): no NVLS tree; a ring over 2 channels.
 	require.Equal(t, at(10*5*time.Microsecond, 2*5/6.0*n, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5, 6, 7}, n), "uneven")
+	// Faster NICs: the phase within the nodes paces (1.5 n at NVLS).
+	fast := f
+	fast.Channels, fast.Inter.Bandwidth = 4, 200e9
+	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, 1.5*n, 400e9), fast.Collective(comm.KindAllreduce, ranks(8), n), "within paces")
+	// One member a node: no NVLS tree (nothing to reduce within); a ring
+	// at one NIC.
+	require.Equal(t, at(6*5*time.Microsecond, 1.5*n, 50e9), f.Collective(comm.KindAllreduce, []int{0, 4, 8, 12}, n), "one a node")
+	// No NVLink SHARP: no NVLS tree, whatever the flag says.
+	noNVLS := f
+	noNVLS.NVLS = 0
+	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), noNVLS.Collective(comm.KindAllreduce, ranks(8), n), "no NVLS")
 	// Within one node nothing changes: NVLink SHARP at its bus bandwidth.
 	require.Equal(t, at(6*time.Microsecond, 2*3/4.0*n, 400e9), f.Collective(comm.KindAllreduce, ranks(4), n), "one node")
 	// A fabric's figures: channels must not be negative.
@@ -402,4 +413,6 @@ func TestCollectiveChannelsAndNVLSTree(t *testing.T) {
 	bad.Channels = -1
 	res := sim.Run(t.Context(), 1, sim.Config{Fabric: bad}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
 	require.ErrorContains(t, res.Err(), `fabric "test": channels -1 must not be negative`)
+	res = sim.Run(t.Context(), 1, sim.Config{Fabric: noNVLS}, func(context.Context, comm.Comm, clock.Clock) error { return nil })
+	require.ErrorContains(t, res.Err(), `fabric "test": nvls tree needs an NVLS bus bandwidth`)
 }
