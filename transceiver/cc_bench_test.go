@@ -7,7 +7,11 @@ import (
 )
 
 func BenchmarkCopyCheckRun(b *testing.B) {
-	const hb, heads, tpb = 256, 2, 16
+	b.Run("hb256", func(b *testing.B) { benchCopyCheck(b, 256, 2, 16) })
+	b.Run("hb2", func(b *testing.B) { benchCopyCheck(b, 2, 2, 16) })
+}
+
+func benchCopyCheck(b *testing.B, hb, heads, tpb int) {
 	n := heads * tpb * hb
 	src, dst := make([]byte, n), make([]byte, n)
 	for h := range heads {

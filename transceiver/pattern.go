@@ -188,6 +188,9 @@ const seedBatch = 64
 // word-aligned, go a segment at a time. A failed check is located by
 // checking the batch's segments one by one.
 func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	if hb < 8 {
+		return runPatternShort(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
+	}
 	dw, sw := words(dst), words(src)
 	if hb%8 != 0 || dw == nil || (op == opCopyCheck && sw == nil) {
 		return runPatternSegments(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
@@ -241,6 +244,60 @@ func runPatternSegments(op patternOp, dst, src []byte, hb int, req uint64, layer
 			} else if !checkSegment(dst[at:at+hb], seed) {
 				return head, tok, false
 			}
+		}
+	}
+	return 0, 0, true
+}
+
+// shortChunk is the bytes of expected pattern runPatternShort builds at a
+// time: a stack array of words.
+const shortChunk = 512
+
+// runPatternShort is runPattern for segments shorter than a word (a
+// sampled KV cache leaves a head a few bytes, --kv-sample): each
+// segment's pattern is its seed's low hb bytes. They are packed, in
+// registers, into the words of a chunk of tokens at a time, which is then
+// written, or compared, as one slice.
+func runPatternShort(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
+	if op == opCopyCheck {
+		copy(dst, src)
+	}
+	var buf [shortChunk / 8]uint64
+	packed := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), shortChunk)
+	per := shortChunk / hb
+	mask := uint64(1)<<(8*hb) - 1
+	at := 0
+	for head = headLo; head < headHi; head++ {
+		base := patternBase(req, layer, kv, head)
+		for t0 := 0; t0 < tpb; t0 += per {
+			n := min(per, tpb-t0)
+			var acc uint64 // the word being packed, its low fill bytes set
+			fill, w := 0, 0
+			for j := range n {
+				v := patternMix(base^uint64(token0+t0+j)) & mask
+				acc |= v << (8 * fill)
+				if fill += hb; fill >= 8 {
+					buf[w] = acc
+					w++
+					fill -= 8
+					acc = v >> (8 * (hb - fill)) // the segment's bytes past the word
+				}
+			}
+			if fill > 0 {
+				buf[w] = acc
+			}
+			want := packed[:n*hb]
+			got := dst[at : at+len(want)]
+			if op == opFill {
+				copy(got, want)
+			} else if string(got) != string(want) {
+				for j := range n {
+					if string(got[j*hb:j*hb+hb]) != string(want[j*hb:j*hb+hb]) {
+						return head, t0 + j, false
+					}
+				}
+			}
+			at += len(want)
 		}
 	}
 	return 0, 0, true

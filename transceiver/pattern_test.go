@@ -53,7 +53,8 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 		hb     int
 		offset int
 		tpb    int
-	}{{"words", 40, 0, 4}, {"vectors", 256, 0, 4}, {"batches", 64, 0, seedBatch + 6}, {"unaligned", 40, 3, 4}, {"odd-segment", 13, 0, 4}} {
+	}{{"words", 40, 0, 4}, {"vectors", 256, 0, 4}, {"batches", 64, 0, seedBatch + 6}, {"unaligned", 40, 3, 4}, {"odd-segment", 13, 0, 4},
+		{"short", 2, 0, 4}, {"short-unaligned", 2, 3, 4}, {"short-chunks", 2, 0, 300}, {"short-odd", 3, 0, 200}, {"short-1", 1, 0, 600}, {"short-7", 7, 1, 100}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tpb := tc.tpb
 			n := (headHi - headLo) * tpb * tc.hb

@@ -288,6 +288,12 @@ var catalogue = []mutant{
 	{name: "analysis-forgets-absent-ranks", file: "diag/analyze.go",
 		old: "\t\t\tw.Absent = append(w.Absent, a)\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are", new: "\t\t\t_ = a\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are",
 		why: "rankrun analyze says where the ranks waited but not which rank never arrived, nor the requests it holds", pkgs: []string{"./diag"}},
+	{name: "short-segment-carry-dropped", file: "transceiver/pattern.go",
+		old: "\t\t\t\t\tacc = v >> (8 * (hb - fill)) // the segment's bytes past the word\n", new: "\t\t\t\t\tacc = 0\n",
+		why: "a sampled KV head of 3 bytes loses the bytes that straddle a word: every transfer fails its check", pkgs: []string{"./transceiver"}},
+	{name: "short-segment-check-skipped", file: "transceiver/pattern.go",
+		old: "\t\t\t} else if string(got) != string(want) {\n", new: "\t\t\t} else if false {\n",
+		why: "a sampled KV cache (--kv-sample) is copied but never checked: corrupt bytes pass", pkgs: []string{"./transceiver"}},
 	// The fabric (issue 28): rails and NCCL's algorithm choice.
 	{name: "rails-ignored", file: "comm/sim/links.go",
 		old: "\tn := min(max(f.Rails, 1), k)\n", new: "\tn := min(1, k)\n",
