@@ -184,11 +184,12 @@ const seedBatch = 64
 
 // runPattern does op to a run a head at a time: the seeds of up to
 // seedBatch tokens, then one wordseq call over their segments (vectorised
-// where the machine can). Segments that are not whole words, or a run not
-// word-aligned, go a segment at a time. A failed check is located by
-// checking the batch's segments one by one.
+// where the machine can). Segments shorter than a word go to
+// runPatternShort (on a little-endian machine); others that are not whole
+// words, or a run not word-aligned, go a segment at a time. A failed
+// check is located by checking the batch's segments one by one.
 func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	if hb < 8 {
+	if hb > 0 && hb < 8 && littleEndian {
 		return runPatternShort(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
 	}
 	dw, sw := words(dst), words(src)
@@ -257,7 +258,8 @@ const shortChunk = 512
 // sampled KV cache leaves a head a few bytes, --kv-sample): each
 // segment's pattern is its seed's low hb bytes. They are packed, in
 // registers, into the words of a chunk of tokens at a time, which is then
-// written, or compared, as one slice.
+// written, or compared, as one slice (the words read as bytes: a
+// little-endian machine's, runPattern's guard).
 func runPatternShort(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
 	if op == opCopyCheck {
 		copy(dst, src)
@@ -296,6 +298,7 @@ func runPatternShort(op patternOp, dst, src []byte, hb int, req uint64, layer in
 						return head, t0 + j, false
 					}
 				}
+				return head, t0, false // dst changed under the check: still a mismatch
 			}
 			at += len(want)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -45,7 +47,8 @@ func TestPatternFastPathMatchesBytePath(t *testing.T) {
 // position, naming its head and token, and so does checkRun in place: on
 // the word kernels (aligned; whole vectors, more tokens than one batch of
 // seeds, and segments of 5 words, which the vector loops leave to Go) and
-// the byte path (unaligned, or segments that are not whole words).
+// the byte path (unaligned, or segments that are not whole words), and
+// segments shorter than a word (runPatternShort).
 func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 	const req, layer, headLo, headHi, token0 = 7, 3, 2, 5, 8
 	for _, tc := range []struct {
@@ -104,6 +107,39 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 				t.Fatal("token 8's bytes checked as token 9's")
 			}
 		})
+	}
+}
+
+// Segments shorter than a word (a sampled KV cache) are packed a word at
+// a time: every length 1-7 and every token count to 17, so the run's
+// last word is left holding each of 0-7 bytes, fill as the segments
+// filled one by one do, check, and name the segment of any flipped byte.
+func TestShortSegmentsEveryLastWord(t *testing.T) {
+	const req, layer, headLo, headHi, token0 = 5, 1, 1, 3, 30
+	for hb := 1; hb < 8; hb++ {
+		for tpb := 1; tpb <= 17; tpb++ {
+			n := (headHi - headLo) * tpb * hb
+			want := make([]byte, n)
+			for h := headLo; h < headHi; h++ {
+				for tok := range tpb {
+					at := ((h-headLo)*tpb + tok) * hb
+					fillSegment(want[at:at+hb], patternSeed(req, layer, topology.K, h, token0+tok))
+				}
+			}
+			got := make([]byte, n+1)[1:] // unaligned
+			runPattern(opFill, got, nil, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+			require.Equal(t, want, got, "hb %d tpb %d: fill", hb, tpb)
+			for i := range n {
+				got[i] ^= 0x80
+				head, tok, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+				got[i] ^= 0x80
+				seg := i / hb
+				require.False(t, ok, "hb %d tpb %d: byte %d flipped checks", hb, tpb, i)
+				require.Equal(t, [2]int{headLo + seg/tpb, seg % tpb}, [2]int{head, tok}, "hb %d tpb %d: byte %d", hb, tpb, i)
+			}
+			_, _, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+			require.True(t, ok, "hb %d tpb %d: check", hb, tpb)
+		}
 	}
 }
 
