@@ -150,6 +150,15 @@ func (f Fabric) span(members []int) Link {
 	return f.Intra
 }
 
+// perNode is how many of members sit on each node.
+func (f Fabric) perNode(members []int) map[int]int {
+	per := map[int]int{}
+	for _, m := range members {
+		per[f.Node(m)]++
+	}
+	return per
+}
+
 func (f Fabric) oneNode(members []int) bool {
 	for _, m := range members[1:] {
 		if f.Node(m) != f.Node(members[0]) {
@@ -174,10 +183,7 @@ func (f Fabric) bus(members []int) float64 {
 	if f.Inter.Bandwidth == 0 {
 		return intra
 	}
-	per := map[int]int{}
-	for _, m := range members {
-		per[f.Node(m)]++
-	}
+	per := f.perNode(members)
 	fewest := len(members)
 	for _, n := range per {
 		fewest = min(fewest, n)
@@ -278,10 +284,7 @@ func (f Fabric) nvlsTree(members []int, bytes int) (time.Duration, bool) {
 	if !f.NVLSTree || f.NVLS <= 0 || f.oneNode(members) {
 		return 0, false
 	}
-	per := map[int]int{}
-	for _, m := range members {
-		per[f.Node(m)]++
-	}
+	per := f.perNode(members)
 	k := per[f.Node(members[0])]
 	for _, n := range per {
 		if n != k {
@@ -313,10 +316,7 @@ func (f Fabric) nvlsTree(members []int, bytes int) (time.Duration, bool) {
 // with the fewest members on its node sends the most across.
 func (f Fabric) alltoall(members []int, bytes int) time.Duration {
 	p := len(members)
-	per := map[int]int{}
-	for _, m := range members {
-		per[f.Node(m)]++
-	}
+	per := f.perNode(members)
 	msg := float64(bytes) / float64(p)
 	at := func(n int, bw float64) float64 {
 		if bw <= 0 || n == 0 {
