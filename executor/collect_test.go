@@ -42,10 +42,8 @@ func TestCollectPartialNamesMissingRanks(t *testing.T) {
 				case 0:
 					// The missing rank is waited for this long: the others send at
 					// once, so it bounds how long a loaded host may starve them.
-					bctx, bcancel := context.WithTimeout(ctx, 2*time.Second)
-					defer bcancel()
 					var done func(context.Context)
-					rep, done = executor.CollectPartial(bctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second)
+					rep, done = executor.CollectPartial(ctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, 2*time.Second)
 					done(ctx)
 				case c.missing: // killed: sends nothing
 				default:
@@ -60,6 +58,7 @@ func TestCollectPartialNamesMissingRanks(t *testing.T) {
 			assert.Equal(t, "interrupted", rep.Error.Kind)
 			assert.Equal(t, []int{c.missing}, rep.Error.Ranks)
 			assert.Contains(t, rep.Error.Message, fmt.Sprintf("world ranks [%d] sent no partial report", c.missing))
+			assert.Contains(t, rep.Error.Message, "did not answer within 2s", "the wait it was given is named")
 			if c.leader {
 				assert.Contains(t, rep.CountsPartial, fmt.Sprintf("a lower bound: GEN leader world ranks [%d]", c.missing))
 			} else {

@@ -51,10 +51,12 @@ waitfor() {
 
 echo "test-cli-mpi: 1. SIGINT to mpirun -np 5 during a 1,000,000-request run"
 # mpirun SIGKILLs the ranks odls_base_sigkill_timeout (default 1 s) after it
-# forwarded the signal; on this loaded 2-core machine with 5 ranks the
-# cancellation, the partial reports and the print took longer than 1 s
-# about once in ten runs (empty stdout): the test gives them 3 s.
-mpirun --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 3 -np 5 bin/rankrun-mpi run --requests 1000000 --layers 1 --kv-heads 1 --head-dim 8 \
+# forwarded the signal, and the ranks give the partial reports two fifths of
+# it. With --trace each report is about 1 MB; on an idle 2-core machine the
+# four took 0.4-0.75 s to reach rank 0, so with 400 ms about one run in three
+# lost a rank, and one in ten the GEN leader, whose request count the report
+# then lacks (CI saw it). The test gives them 5 s (2 s to report).
+mpirun --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 5 -np 5 bin/rankrun-mpi run --requests 1000000 --layers 1 --kv-heads 1 --head-dim 8 \
 	--json --trace "$tmp/trace.json" --log-level debug >"$tmp/int.out" 2>"$tmp/int.err" &
 pid=$!
 # Progress first: every rank started and requests finished (debug log lines).
@@ -72,13 +74,19 @@ import json, sys
 out = open(sys.argv[1]).read()
 r = json.loads(out)  # exactly one JSON document on stdout
 assert r["error"]["kind"] == "interrupted", r["error"]
-# Every rank should answer within the 400 ms partialBound; on a loaded host
-# one may not (a loaded make test saw world rank 2 miss it). That is no
-# failure of the runtime as long as the report names the ranks it lacks.
+# Every rank should answer within the 2 s bound; on a starved host one may
+# not. That is no failure of the runtime as long as the report names the
+# ranks it lacks, and says its request count is a lower bound when it lacks
+# the GEN leader (world rank 1), which counts them.
 missing = r["error"]["ranks"]
 assert set(missing) <= {1, 2, 3, 4}, r["error"]
+assert len(missing) < 4, f"no partial report arrived: {r['error']}"
 assert not missing or "sent no partial report" in r["error"]["message"], r["error"]
-assert 0 < r["requests_completed"] < 1000000, r["requests_completed"]
+if 1 in missing:
+    assert "GEN leader world ranks [1]" in r.get("counts_partial", ""), r.get("counts_partial")
+    assert 0 <= r["requests_completed"] < 1000000, r["requests_completed"]
+else:
+    assert 0 < r["requests_completed"] < 1000000, r["requests_completed"]
 # Brief (mpirun forwards ~10 KB after a signal): no rank_reports, but the
 # figures of both sides made it to rank 0.
 assert len(out) < 8192, f"{len(out)} bytes"
@@ -86,8 +94,8 @@ assert r["bytes_moved"] > 0 and r["instances"][1]["iterations"] > 0, "ctx and ge
 tr = json.load(open(sys.argv[2]))
 n = len(tr["traceEvents"])
 assert n > 10, n
-print(f"test-cli-mpi: ok: interrupted after {r['requests_completed']} requests, a {len(out)}-byte report; "
-      f"a valid trace of {n} events")
+print(f"test-cli-mpi: ok: interrupted after {r['requests_completed']} requests, a {len(out)}-byte report "
+      f"(world ranks {missing} missing); a valid trace of {n} events")
 PY
 grep -q "interrupted by SIGTERM" "$tmp/int.err" || fail "stderr does not say the run was interrupted"
 
@@ -143,6 +151,8 @@ r = json.loads(open(sys.argv[1]).read())
 assert r["error"]["kind"] == "interrupted", r["error"]
 assert r["error"]["ranks"] == [1], r["error"]
 assert "world ranks [1] sent no partial report" in r["error"]["message"], r["error"]["message"]
+# It was waited for two fifths of the kill window this job set (3 s).
+assert "did not answer within 1.2s" in r["error"]["message"], r["error"]["message"]
 assert r["missing_ranks"] == [1], r.get("missing_ranks")
 assert "GEN leader world ranks [1]" in r["counts_partial"], r.get("counts_partial")
 print(f"test-cli-mpi: ok: {r['error']['message']}; counts: {r['counts_partial']}")

@@ -247,7 +247,7 @@ var catalogue = []mutant{
 		old: `c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2`, new: `c.Gen.AttentionDP && c.Gen.DP > 2, "GEN attention-DP, dp=2`,
 		why: "a run that shows unsafe-idle-reap's bug (gen dp=2,adp) is told it cannot", pkgs: []string{"./executor", "./tests/multirank"}},
 	{name: "partial-ignores-missing-ranks", file: "executor/collect.go",
-		old: "\trep.noteMissing(&cfg, world.Size(), heard)\n", new: "",
+		old: "\trep.noteMissing(&cfg, world.Size(), heard, wait)\n", new: "",
 		why: "after kill -9 of a rank the partial report says only \"interrupted by SIGTERM\" and counts without its GEN leader as if whole", pkgs: []string{"./executor"}},
 	{name: "replay-note-no-idle-reap-needs-fill", file: "executor/replay_needs.go",
 		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)")`,

@@ -15,15 +15,20 @@ import (
 	"github.com/rankrun/rankrun/executor"
 )
 
-// partialBound bounds the exchange of partial reports after an interrupt.
-// mpirun forwards SIGINT and SIGTERM to every rank as SIGTERM and kills
-// what is left a second later (odls_base_sigkill_timeout, default 1 s):
-// the report must be out before then (on a loaded machine, raise it:
-// mpirun --mca odls_base_sigkill_timeout 3).
-const partialBound = 400 * time.Millisecond
+// interruptBounds split mpirun's kill window after a signal (mpirun
+// forwards SIGINT and SIGTERM to every rank as SIGTERM and kills what is
+// left mpi.KillWindow later, 1 s by default): partial bounds the exchange
+// of partial reports, ack rank 0's acknowledgement that it printed the
+// report. Each is two fifths of the window, so the report is out before
+// the kill with a fifth to spare: 400 ms at the default. Partial reports
+// that carry a trace are large (about 1 MB a rank after 1,000 requests)
+// and on an oversubscribed host take longer than 400 ms to arrive; raising
+// the window (mpirun --mca odls_base_sigkill_timeout 3) gives them longer.
+type interruptBounds struct{ partial, ack time.Duration }
 
-// ackBound bounds rank 0's acknowledgement that it printed the report.
-const ackBound = 400 * time.Millisecond
+func boundsFor(window time.Duration) interruptBounds {
+	return interruptBounds{partial: window * 2 / 5, ack: window * 2 / 5}
+}
 
 // failureBound bounds a failing rank's note to rank 0 (2 KB: it goes
 // eagerly, so it is sent at once unless rank 0's MPI is stuck).
@@ -113,7 +118,8 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	if isInt {
 		code = ie.code()
 	}
-	bctx, cancel := context.WithTimeout(context.Background(), partialBound)
+	bounds := boundsFor(mpi.KillWindow())
+	bctx, cancel := context.WithTimeout(context.Background(), bounds.partial)
 	defer cancel()
 	if isInt && w.Rank() != 0 {
 		// The partial report, rank 0's acknowledgement and mpirun's kill
@@ -123,11 +129,11 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		// report; leaving when the acknowledgement was 800 ms late lost the
 		// whole report about one run in five on an idle 2-core machine
 		// (CI saw it). A send still pending when rank 0 starts collecting
-		// goes through while it collects (partialBound). A frozen rank 0
-		// keeps this rank the whole window, partialBound+ackBound+
-		// drainBound, unless mpirun's own kill (odls_base_sigkill_timeout
-		// after its signal) comes first.
-		wctx, wcancel := context.WithTimeout(context.Background(), partialBound+ackBound+drainBound)
+		// goes through while it collects (bounds.partial). A frozen rank 0
+		// keeps this rank the whole window, bounds.partial+bounds.ack+
+		// drainBound, unless mpirun's own kill (mpi.KillWindow after its
+		// signal) comes first.
+		wctx, wcancel := context.WithTimeout(context.Background(), bounds.partial+bounds.ack+drainBound)
 		defer wcancel()
 		_ = executor.SendPartial(wctx, w.Comm(), mine)
 		<-wctx.Done()
@@ -150,7 +156,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	var rep *executor.Report
 	done := func(context.Context) {}
 	if isInt {
-		rep, done = executor.CollectPartial(bctx, w.Comm(), cfg, mine, err, elapsed)
+		rep, done = executor.CollectPartial(context.Background(), w.Comm(), cfg, mine, err, elapsed, bounds.partial)
 	} else {
 		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
 	}
@@ -164,7 +170,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	}
 	o.brief = isInt
 	sayFinish(stderr, o.finish(ctx, rep, err, stdout), err) // err is printed already
-	dctx, dcancel := context.WithTimeout(context.Background(), ackBound)
+	dctx, dcancel := context.WithTimeout(context.Background(), bounds.ack)
 	defer dcancel()
 	done(dctx)
 	if isInt {
@@ -179,12 +185,12 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 
 // drainBound is how long an interrupted world rank 0 leaves mpirun to
 // forward what it printed before it exits; the other ranks' window ends
-// drainBound after their partial report's bounds (partialBound+ackBound).
+// drainBound after their partial report's bounds (interruptBounds).
 // A rank signalled directly (not through mpirun) then exits without
 // MPI_Finalize, and mpirun ends the job. A rank that exits or aborts at
 // once ends the teardown before mpirun has read rank 0's report (it was
-// cut at ~10 KB, or lost); mpirun's own SIGKILL, one second after it forwarded the
-// signal, comes first. Interrupted ranks never call MPI_Abort: in a job
+// cut at ~10 KB, or lost); mpirun's own SIGKILL, mpi.KillWindow after it
+// forwarded the signal, comes first. Interrupted ranks never call MPI_Abort: in a job
 // that a rank's abort is already tearing down, a second abort could hang
 // (a frozen rank 0 then kept the job for 18 s instead of 6).
 const drainBound = 3 * time.Second
