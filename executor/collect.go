@@ -165,8 +165,18 @@ func SendPartial(ctx context.Context, world comm.Comm, rep RankReport) error {
 // oversubscribed mpirun -np 5).
 func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankReport, runErr error, elapsed, wait time.Duration) (*Report, func(context.Context)) {
 	cfg.Defaults()
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+	// The wait runs on the configuration's Clock (a core takes no deadline
+	// from package context): when it is over, the receives still pending
+	// are given up.
+	ctx, cancel := context.WithCancel(ctx)
+	timer := make(chan struct{})
+	go func() {
+		defer close(timer)
+		if clock.Sleep(ctx, cfg.Clock, wait) == nil {
+			cancel()
+		}
+	}()
+	defer func() { cancel(); <-timer }()
 	out := newRankOutcomes(world.Size())
 	out.keep(context.Background(), 0, mine, runErr)
 	got := make([]*RankReport, world.Size())

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/executor"
@@ -67,4 +68,43 @@ func TestCollectPartialNamesMissingRanks(t *testing.T) {
 			assert.Contains(t, rep.Errors, rep.Error.Message, "the error line is the error's")
 		})
 	}
+}
+
+// CollectPartial waits for a missing rank exactly the wait it is given, on
+// the configuration's Clock: a manual clock one millisecond short of it
+// keeps the collection waiting, and the last millisecond ends it, naming
+// the rank and the wait.
+func TestCollectPartialWaitsOnItsClock(t *testing.T) {
+	const wait = 1200 * time.Millisecond
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async) // world: ctx 0, gen 1 (sends nothing)
+	m := clock.NewManual(time.Unix(0, 0))
+	cfg.Clock = m
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	early := make(chan int, 1)
+	go func() {
+		if m.AwaitWaiters(ctx, 1) != nil {
+			early <- -1 // nothing waited on the clock
+			return
+		}
+		m.Advance(wait - time.Millisecond)
+		early <- m.Waiters()
+		m.Advance(time.Millisecond)
+	}()
+	var rep *executor.Report
+	err := local.Run(ctx, cfg.Ranks(), local.Config{}, func(ctx context.Context, w comm.Comm) error {
+		if w.Rank() == 0 {
+			var done func(context.Context)
+			rep, done = executor.CollectPartial(ctx, w, cfg, executor.RankReport{}, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, wait)
+			done(ctx)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err(), "the collection ends when the clock reaches the wait, not the test's deadline")
+	assert.Equal(t, 1, <-early, "the collection still waits a millisecond before its wait is over")
+	require.NotNil(t, rep)
+	assert.Equal(t, []int{1}, rep.MissingRanks)
+	assert.Contains(t, rep.Error.Message, "world ranks [1] sent no partial report")
+	assert.Contains(t, rep.Error.Message, "did not answer within 1.2s")
 }
