@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -155,48 +154,26 @@ func SendPartial(ctx context.Context, world comm.Comm, rep RankReport) error {
 }
 
 // CollectPartial is world rank 0's side of SendPartial: it receives the
-// other ranks' reports until every one has arrived, for at most wait (or
-// until ctx ends), and builds the partial report of a run that ended on
-// runErr; a rank that sent none is named with wait. Done acknowledges the
-// ranks it heard from once the report is out. The reports are received
-// side by side, one receive for each rank: a report with a trace is large
-// (about 1 MB a rank after 1,000 requests), and one at a time each waited
-// for those before it (1.2x longer to collect all four of an
-// oversubscribed mpirun -np 5).
+// other ranks' reports until every one has arrived or ctx ends, and builds
+// the partial report of a run that ended on runErr. The caller bounds ctx
+// (a core takes no deadline of its own from package context): wait is that
+// bound, named for a rank that sent no report. Done acknowledges the ranks
+// it heard from once the report is out. The reports come one at a time,
+// on this goroutine: a rank under the sim backend may start no goroutines
+// that use its communicator.
 func CollectPartial(ctx context.Context, world comm.Comm, cfg Config, mine RankReport, runErr error, elapsed, wait time.Duration) (*Report, func(context.Context)) {
 	cfg.Defaults()
-	// The wait runs on the configuration's Clock (a core takes no deadline
-	// from package context): when it is over, the receives still pending
-	// are given up.
-	ctx, cancel := context.WithCancel(ctx)
-	timer := make(chan struct{})
-	go func() {
-		defer close(timer)
-		if clock.Sleep(ctx, cfg.Clock, wait) == nil {
-			cancel()
-		}
-	}()
-	defer func() { cancel(); <-timer }()
 	out := newRankOutcomes(world.Size())
 	out.keep(context.Background(), 0, mine, runErr)
-	got := make([]*RankReport, world.Size())
-	var wg sync.WaitGroup
-	for src := 1; src < world.Size(); src++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, b, err := recvReport(ctx, world, src, tagPartial, tagPartialPiece)
-			var r RankReport
-			if err == nil && json.Unmarshal(b, &r) == nil {
-				got[src] = &r // ranks that did not answer in time are left out
-			}
-		}()
-	}
-	wg.Wait()
 	var heard []int
-	for src, r := range got {
-		if r != nil {
-			out.keep(ctx, src, *r, context.Canceled)
+	for range world.Size() - 1 {
+		src, b, err := recvReport(ctx, world, comm.AnySource, tagPartial, tagPartialPiece)
+		if err != nil {
+			break // ranks that did not answer in time are left out
+		}
+		var r RankReport
+		if json.Unmarshal(b, &r) == nil && src > 0 && src < world.Size() {
+			out.keep(ctx, src, r, context.Canceled)
 			heard = append(heard, src)
 		}
 	}

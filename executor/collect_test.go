@@ -12,6 +12,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
+	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -43,8 +44,10 @@ func TestCollectPartialNamesMissingRanks(t *testing.T) {
 				case 0:
 					// The missing rank is waited for this long: the others send at
 					// once, so it bounds how long a loaded host may starve them.
+					bctx, bcancel := context.WithTimeout(ctx, 2*time.Second)
+					defer bcancel()
 					var done func(context.Context)
-					rep, done = executor.CollectPartial(ctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, 2*time.Second)
+					rep, done = executor.CollectPartial(bctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, 2*time.Second)
 					done(ctx)
 				case c.missing: // killed: sends nothing
 				default:
@@ -70,41 +73,29 @@ func TestCollectPartialNamesMissingRanks(t *testing.T) {
 	}
 }
 
-// CollectPartial waits for a missing rank exactly the wait it is given, on
-// the configuration's Clock: a manual clock one millisecond short of it
-// keeps the collection waiting, and the last millisecond ends it, naming
-// the rank and the wait.
-func TestCollectPartialWaitsOnItsClock(t *testing.T) {
-	const wait = 1200 * time.Millisecond
-	cfg := baseConfig("tp=1", "tp=1", transceiver.Async) // world: ctx 0, gen 1 (sends nothing)
-	m := clock.NewManual(time.Unix(0, 0))
-	cfg.Clock = m
+// The partial-report exchange runs under the sim backend too, where a rank
+// may block only through its communicator and clock and start no
+// goroutines that use them (comm/sim's rule): every rank reports, and
+// world rank 0 hears from each of them.
+func TestCollectPartialUnderSim(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=2", transceiver.Async) // world: ctx 0; gen 1, 2
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	early := make(chan int, 1)
-	go func() {
-		if m.AwaitWaiters(ctx, 1) != nil {
-			early <- -1 // nothing waited on the clock
-			return
-		}
-		m.Advance(wait - time.Millisecond)
-		early <- m.Waiters()
-		m.Advance(time.Millisecond)
-	}()
 	var rep *executor.Report
-	err := local.Run(ctx, cfg.Ranks(), local.Config{}, func(ctx context.Context, w comm.Comm) error {
-		if w.Rank() == 0 {
-			var done func(context.Context)
-			rep, done = executor.CollectPartial(ctx, w, cfg, executor.RankReport{}, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, wait)
-			done(ctx)
+	res := sim.Run(ctx, cfg.Ranks(), sim.Config{Seed: 1}, func(ctx context.Context, w comm.Comm, _ clock.Clock) error {
+		mine := executor.RankReport{WorldRank: w.Rank(), Finished: executor.RequestTally{Completed: 1}}
+		if w.Rank() != 0 {
+			return executor.SendPartial(ctx, w, mine)
 		}
+		var done func(context.Context)
+		rep, done = executor.CollectPartial(ctx, w, cfg, mine, fmt.Errorf("rankrun: %w", executor.ErrInterrupted), time.Second, time.Second)
+		done(ctx)
 		return nil
 	})
-	require.NoError(t, err)
-	require.NoError(t, ctx.Err(), "the collection ends when the clock reaches the wait, not the test's deadline")
-	assert.Equal(t, 1, <-early, "the collection still waits a millisecond before its wait is over")
+	require.Equal(t, -1, res.First, "%v", res.Errs)
 	require.NotNil(t, rep)
-	assert.Equal(t, []int{1}, rep.MissingRanks)
-	assert.Contains(t, rep.Error.Message, "world ranks [1] sent no partial report")
-	assert.Contains(t, rep.Error.Message, "did not answer within 1.2s")
+	assert.Empty(t, rep.MissingRanks)
+	require.NotNil(t, rep.Error)
+	assert.Equal(t, "interrupted", rep.Error.Kind)
+	assert.Empty(t, rep.CountsPartial)
 }

@@ -17,17 +17,24 @@ import (
 
 // interruptBounds split mpirun's kill window after a signal (mpirun
 // forwards SIGINT and SIGTERM to every rank as SIGTERM and kills what is
-// left mpi.KillWindow later, 1 s by default): partial bounds the exchange
-// of partial reports, ack rank 0's acknowledgement that it printed the
-// report. Each is two fifths of the window, so the report is out before
-// the kill with a fifth to spare: 400 ms at the default. Partial reports
-// that carry a trace are large (about 1 MB a rank after 1,000 requests)
-// and on an oversubscribed host take longer than 400 ms to arrive; raising
-// the window (mpirun --mca odls_base_sigkill_timeout 3) gives them longer.
+// left mpi.KillWindow later, 1 s by default). partial bounds world rank 0's
+// wait for the other ranks' partial reports, from its own entry into
+// mpiFailed; ack bounds its acknowledgement once it has printed. Each is
+// two fifths of the window (400 ms at the default), which leaves the rest
+// for the signal to cancel the run, for a receive cut short to be
+// withdrawn and for the print. Partial reports that carry a trace are
+// large (about 1 MB a rank after 1,000 requests) and on an oversubscribed
+// host take longer than 400 ms to arrive: raising the window (mpirun --mca
+// odls_base_sigkill_timeout 3) gives them longer. The partial bound stops
+// at maxPartial, so a rank killed or frozen keeps the report at most that
+// long whatever the window.
 type interruptBounds struct{ partial, ack time.Duration }
 
+// maxPartial caps the wait for partial reports.
+const maxPartial = 10 * time.Second
+
 func boundsFor(window time.Duration) interruptBounds {
-	return interruptBounds{partial: window * 2 / 5, ack: window * 2 / 5}
+	return interruptBounds{partial: min(window*2/5, maxPartial), ack: min(window*2/5, maxPartial)}
 }
 
 // failureBound bounds a failing rank's note to rank 0 (2 KB: it goes
@@ -156,7 +163,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	var rep *executor.Report
 	done := func(context.Context) {}
 	if isInt {
-		rep, done = executor.CollectPartial(context.Background(), w.Comm(), cfg, mine, err, elapsed, bounds.partial)
+		rep, done = executor.CollectPartial(bctx, w.Comm(), cfg, mine, err, elapsed, bounds.partial)
 	} else {
 		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
 	}

@@ -24,11 +24,15 @@ func KillWindow() time.Duration { return killWindow(os.Getenv(killWindowVar)) }
 
 // killWindow reads odls_base_sigkill_timeout's value (whole seconds, as
 // Open MPI takes it); an empty, unparsable or non-positive value gives
-// DefaultKillWindow.
+// DefaultKillWindow, and one past a year is read as a year (the Duration
+// would overflow).
 func killWindow(v string) time.Duration {
 	s, err := strconv.Atoi(v)
-	if err != nil || s <= 0 || s > 1<<20 {
+	if err != nil || s <= 0 {
 		return DefaultKillWindow
 	}
-	return time.Duration(s) * time.Second
+	return time.Duration(min(s, maxKillWindow)) * time.Second
 }
+
+// maxKillWindow is a year in seconds.
+const maxKillWindow = 365 * 24 * 3600
