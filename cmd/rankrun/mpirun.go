@@ -27,14 +27,15 @@ import (
 // host take longer than 400 ms to arrive: raising the window (mpirun --mca
 // odls_base_sigkill_timeout 3) gives them longer. The partial bound stops
 // at maxPartial, so a rank killed or frozen keeps the report at most that
-// long whatever the window.
+// long whatever the window; so does the acknowledgement.
 type interruptBounds struct{ partial, ack time.Duration }
 
 // maxPartial caps the wait for partial reports.
 const maxPartial = 10 * time.Second
 
 func boundsFor(window time.Duration) interruptBounds {
-	return interruptBounds{partial: min(window*2/5, maxPartial), ack: min(window*2/5, maxPartial)}
+	b := min(window*2/5, maxPartial)
+	return interruptBounds{partial: b, ack: b}
 }
 
 // failureBound bounds a failing rank's note to rank 0 (2 KB: it goes
@@ -197,9 +198,10 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 // MPI_Finalize, and mpirun ends the job. A rank that exits or aborts at
 // once ends the teardown before mpirun has read rank 0's report (it was
 // cut at ~10 KB, or lost); mpirun's own SIGKILL, mpi.KillWindow after it
-// forwarded the signal, comes first. Interrupted ranks never call MPI_Abort: in a job
-// that a rank's abort is already tearing down, a second abort could hang
-// (a frozen rank 0 then kept the job for 18 s instead of 6).
+// forwarded the signal, comes first. Interrupted ranks never call
+// MPI_Abort: in a job that a rank's abort is already tearing down, a
+// second abort could hang (a frozen rank 0 then kept the job for 18 s
+// instead of 6).
 const drainBound = 3 * time.Second
 
 // sayFinish prints what the error of outputs.finish adds to printed, the
