@@ -138,6 +138,9 @@ func (p Placement) checkServing(what string, l topology.Layout, sch Scheduler, i
 	case !sch.Chunked && in > maxTokens:
 		return fmt.Errorf("%w: %s: in = %d: a prompt longer than max_tokens (%d) needs chunked prefill", ErrInvalid, what, in, maxTokens)
 	}
+	if err := p.CheckHeads(l); err != nil {
+		return fmt.Errorf("%s: layout %s: %w", what, l, err)
+	}
 	if err := p.CheckExperts(l); err != nil {
 		return fmt.Errorf("%s: layout %s: %w", what, l, err)
 	}

@@ -55,6 +55,9 @@ func (p Placement) Validate() error {
 		name string
 		l    topology.Layout
 	}{{"ctx", p.Ctx}, {"gen", p.Gen}} {
+		if err := p.CheckHeads(s.l); err != nil {
+			return fmt.Errorf("%s layout %s: %w", s.name, s.l, err)
+		}
 		if err := p.CheckExperts(s.l); err != nil {
 			return fmt.Errorf("%s layout %s: %w", s.name, s.l, err)
 		}
@@ -63,6 +66,18 @@ func (p Placement) Validate() error {
 		}
 	}
 	return nil
+}
+
+// CheckHeads reports (naming the field and the rule) whether layout l's
+// tensor parallelism splits the model's attention heads evenly: each TP
+// rank computes heads/tp whole query heads. Under attention-DP a rank
+// holds every head and any tp goes. (topology.Layout.ValidateFor checks
+// the KV heads, which the geometry carries; the query heads live here.)
+func (p Placement) CheckHeads(l topology.Layout) error {
+	if l.AttentionDP || p.Model.Heads%l.TP == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: tp = %d: model %q's %d attention heads do not split evenly over it (heads %% tp must be 0)", ErrInvalid, l.TP, p.Model.Name, p.Model.Heads)
 }
 
 // CheckExperts reports (naming the field and the rule) whether layout l's

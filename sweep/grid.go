@@ -132,7 +132,7 @@ func (g Grid) Pairs(geom topology.Model, place *costmodel.Placement) ([]Pair, er
 			if c.Ranks()+gl.Ranks() > g.GPUs || !cd.Allows(c) || !gd.Allows(gl) || !topology.Compatible(c, gl, geom) {
 				continue
 			}
-			if place != nil && (place.Fits(c) != nil || place.Fits(gl) != nil) {
+			if place != nil && (place.Fits(c) != nil || place.Fits(gl) != nil || place.CheckHeads(c) != nil || place.CheckHeads(gl) != nil) {
 				continue
 			}
 			out = append(out, Pair{c, gl})

@@ -149,3 +149,29 @@ func TestGridExperts(t *testing.T) {
 	}
 	assert.True(t, sawCtxEP, "CTX tries ep")
 }
+
+// A grid tries only the TP degrees that split the model's attention
+// heads: a model of 24 query heads over 8 KV heads (a user's file may
+// describe one) has its KV heads duplicate over tp = 16 and 32, which the
+// geometry lets through, but its query heads do not split over them.
+func TestGridSplitsAttentionHeads(t *testing.T) {
+	m := costmodel.Models["llama-3-8b"]
+	m.Name, m.Heads = "heads-24", 24
+	require.NoError(t, m.Validate())
+	place := &costmodel.Placement{Model: m, HW: hardware(t, "h100")}
+	tp := Dims{TP: true}
+	tps := func(pairs []Pair) map[int]bool {
+		seen := map[int]bool{}
+		for _, p := range pairs {
+			seen[p.Ctx.TP], seen[p.Gen.TP] = true, true
+		}
+		return seen
+	}
+	pairs, err := Grid{GPUs: 33, Ctx: tp, Gen: tp}.Pairs(m.Geometry(16), place)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]bool{1: true, 2: true, 4: true, 8: true}, tps(pairs))
+	withoutModel, err := Grid{GPUs: 33, Ctx: tp, Gen: tp}.Pairs(m.Geometry(16), nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[int]bool{1: true, 2: true, 4: true, 8: true, 16: true, 32: true}, tps(withoutModel),
+		"the geometry alone lets tp = 16 and 32 through")
+}
