@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 
 	"github.com/rankrun/rankrun/diag"
@@ -29,6 +31,9 @@ func analyzeCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("analyze: want one directory of dumps, got %d arguments", fs.NArg())
 	}
 	dumps, err := diag.ReadDir(fs.Arg(0))
+	if errors.Is(err, iofs.ErrNotExist) {
+		return usageError{err} // a path that is not there is a bad argument (exit 2), as scenario's is
+	}
 	if err != nil {
 		return err
 	}

@@ -51,12 +51,18 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	if *budget < 0 {
 		return usagef("--budget %v: must not be negative", *budget)
 	}
+	if *start < 1 {
+		return usagef("--start %d: must be at least 1 (schedule seeds start at 1)", *start)
+	}
 	st, err := sim.ParseStrategy(f.strategy)
 	if err != nil {
 		return usagef("--strategy: %v", err)
 	}
-	if f.msgJitter < 0 || f.pctDepth < 1 {
-		return usagef("--msg-jitter must not be negative and --pct-depth must be at least 1")
+	if f.msgJitter < 0 {
+		return usagef("--msg-jitter %v: must not be negative", f.msgJitter)
+	}
+	if f.pctDepth < 1 {
+		return usagef("--pct-depth %d: must be at least 1", f.pctDepth)
 	}
 	var s scenario.Scenario
 	if *file != "" {

@@ -59,8 +59,13 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	shared := flag.NewFlagSet("shared", flag.ContinueOnError)
 	f.register(shared, true)
+	f.backend = "sim" // goodput's own default, shown as such by -h
 	shared.VisitAll(func(fl *flag.Flag) {
-		if fl.Name != "arrival" {
+		switch fl.Name {
+		case "arrival": // the search sets the rate
+		case "timeout":
+			fs.Var(fl.Value, fl.Name, "deadline of each probe (> 0); unset: 10m plus four times the time its requests take to arrive at its rate; virtual time under sim")
+		default:
 			fs.Var(fl.Value, fl.Name, fl.Usage)
 		}
 	})
@@ -78,9 +83,6 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noteSet(fs)
-	if !f.set["backend"] {
-		f.backend = "sim"
-	}
 	switch {
 	case s.TTFT <= 0:
 		return usagef("--slo-ttft %v: must be positive", s.TTFT)
@@ -118,6 +120,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	f.noteSimOnly(backend, stderr)
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err

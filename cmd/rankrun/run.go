@@ -62,6 +62,9 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	if backend != "mpi" || comm.DetectLaunch().WorldRank == 0 {
+		f.noteSimOnly(backend, stderr)
+	}
 	cfg.DumpDir, cfg.DumpBackend, cfg.DumpStacks, cfg.DumpJob = o.dumps, backend, backend == "mpi", jobID(backend)
 	if backend == "mpi" {
 		if *ranks != 0 {

@@ -116,6 +116,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if backend == "mpi" {
 		return usagef("sweep: --backend mpi: a sweep runs in this process (local or sim); run each point under mpirun with rankrun run")
 	}
+	f.noteSimOnly(backend, stderr)
 	if g.jobs > 1 && backend != "sim" {
 		return usagef("--jobs %d: only --backend sim runs cells at once (wall-clock figures of the local backend would share the CPUs)", g.jobs)
 	}
@@ -172,14 +173,12 @@ func sweepArrivals(arrivals multiFlag) ([]string, error) {
 	}
 	var arrs []string
 	for _, v := range arrivals {
-		for _, a := range strings.Split(v, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				arrs = append(arrs, a)
+		for i, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				return nil, usagef("--arrival %q: item %d is empty (a stray comma?)", v, i+1)
 			}
+			arrs = append(arrs, a)
 		}
-	}
-	if len(arrs) == 0 {
-		return nil, usagef("--arrival: no arrival pattern given")
 	}
 	return arrs, nil
 }

@@ -113,6 +113,13 @@ func TestRefusedUpFront(t *testing.T) {
 		{[]string{"explore", "--backend", "mpi"}, "--backend mpi: explore runs every schedule in the simulation backend"},
 		{[]string{"explore", "--expect", "completed == 99"}, "--expect: no outcome: one line must be ok or error NAME"},
 		{[]string{"explore", "--expect", "error ErrStalled", "--expect", "completed == 3"}, `--expect: bound "completed == 3" on a run expected to fail`},
+		{[]string{"run", "--strategy", "bogus"}, `--strategy: sim: strategy "bogus": must be random or pct`},
+		{[]string{"sweep", "--strategy", "bogus"}, `--strategy: sim: strategy "bogus": must be random or pct`},
+		{[]string{"sweep", "--arrival", "poisson=2,,poisson=4"}, `--arrival "poisson=2,,poisson=4": item 2 is empty (a stray comma?)`},
+		{[]string{"analyze", "/nonexistent-dumps"}, "open /nonexistent-dumps: no such file or directory"},
+		{[]string{"explore", "--start", "0"}, "--start 0: must be at least 1 (schedule seeds start at 1)"},
+		{[]string{"explore", "--pct-depth", "0"}, "--pct-depth 0: must be at least 1"},
+		{[]string{"explore", "--msg-jitter", "-1ms"}, "--msg-jitter -1ms: must not be negative"},
 		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--handover-requests", "0"}, "--handover-requests 0: must be at least 1"},
@@ -150,4 +157,30 @@ func TestSimOnlyScenario(t *testing.T) {
 	code, _, errOut = cli(t, "scenario", "--backend", "bogus", file)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `--backend "bogus": must be local or sim`)
+}
+
+// A simulation-only flag on another backend changes nothing: the run goes
+// on and says so, one note a flag; under --backend sim there is no note.
+func TestSimOnlyFlagsNoted(t *testing.T) {
+	code, _, errOut := cli(t, "run", "--requests", "2", "--strategy", "pct", "--msg-jitter", "1ms", "--schedule-seed", "5", "--pct-depth", "2")
+	require.Equal(t, 0, code, errOut)
+	for _, name := range []string{"strategy", "msg-jitter", "schedule-seed", "pct-depth"} {
+		assert.Contains(t, errOut, "rankrun: note: --"+name+" applies to --backend sim only; this local run ignores it\n")
+	}
+	code, _, errOut = cli(t, "run", "--requests", "2")
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, errOut, "applies to --backend sim only", "defaults are not set flags")
+	code, _, errOut = cli(t, "run", "--backend", "sim", "--requests", "2", "--strategy", "pct", "--msg-jitter", "1ms")
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, errOut, "applies to --backend sim only")
+}
+
+// goodput's -h shows its own defaults: the sim backend, and a probe
+// deadline that grows with the probe.
+func TestGoodputHelpDefaults(t *testing.T) {
+	code, out, errOut := cli(t, "goodput", "-h")
+	require.Equal(t, 0, code, errOut)
+	help := out + errOut
+	assert.Regexp(t, `(?m)^  -backend string\n.*\(default "sim"\)$`, help)
+	assert.Contains(t, help, "deadline of each probe (> 0); unset: 10m plus four times")
 }

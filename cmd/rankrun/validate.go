@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"strconv"
@@ -68,6 +70,9 @@ func (f *runFlags) checkFlags() error {
 	}
 	if !(f.jitter >= 0 && f.jitter < 1) { // NaN and Inf too
 		return usagef("--input-jitter %v: must be a number in [0, 1)", f.jitter)
+	}
+	if _, err := sim.ParseStrategy(f.strategy); err != nil { // on every backend: a typo is a typo
+		return usagef("--strategy: %v", err)
 	}
 	if f.transfer != "async" && f.transfer != "sync" {
 		return usagef("--transfer %q: must be async or sync", f.transfer)
@@ -148,4 +153,21 @@ func peakRSS() int64 {
 		return 0
 	}
 	return ru.Maxrss * 1024
+}
+
+// simOnlyFlags are the flags only the simulation backend reads.
+var simOnlyFlags = []string{"strategy", "pct-depth", "msg-jitter", "schedule-seed"}
+
+// noteSimOnly writes one note line to w for each simulation-only flag the
+// command line set when backend is not sim: the run goes on, and the user
+// learns that the flag changed nothing.
+func (f *runFlags) noteSimOnly(backend string, w io.Writer) {
+	if backend == "sim" {
+		return
+	}
+	for _, name := range simOnlyFlags {
+		if f.set[name] {
+			fmt.Fprintf(w, "rankrun: note: --%s applies to --backend sim only; this %s run ignores it\n", name, backend)
+		}
+	}
 }
