@@ -46,4 +46,7 @@ func TestAttentionHeadsSplitOverTP(t *testing.T) {
 	adp := topology.MustParseLayout("tp=3,dp=2,adp")
 	require.NotZero(t, r1.Heads%3)
 	assert.NoError(t, Placement{Model: r1, HW: Hardwares["h200-nvlink-ib400"]}.CheckHeads(adp))
+	// A Placement of the model alone (no layouts, as sweep builds one)
+	// validates: there is no TP to split over.
+	assert.NoError(t, Placement{Model: m, HW: hw}.Validate())
 }

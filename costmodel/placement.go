@@ -71,9 +71,13 @@ func (p Placement) Validate() error {
 // CheckHeads reports (naming the field and the rule) whether layout l's
 // tensor parallelism splits the model's attention heads evenly: each TP
 // rank computes heads/tp whole query heads. Under attention-DP a rank
-// holds every head and any tp goes. (topology.Layout.ValidateFor checks
-// the KV heads, which the geometry carries; the query heads live here.)
+// holds every head and any tp goes, and a zero layout (none given) has
+// nothing to split. (topology.Layout.ValidateFor checks the KV heads,
+// which the geometry carries; the query heads live here.)
 func (p Placement) CheckHeads(l topology.Layout) error {
+	if l.TP < 1 { // no layout (a Placement of the model alone): nothing to split
+		return nil
+	}
 	if l.AttentionDP || p.Model.Heads%l.TP == 0 {
 		return nil
 	}

@@ -7,7 +7,9 @@
 #     records) equal an in-process run of the same flags;
 #  2. the same layouts under mpirun -np 4 fail non-zero, naming 5 and 4;
 #  3. a binary built without MPI refuses to run under mpirun (never as N
-#     copies of rank 0).
+#     copies of rank 0);
+#  4-6. expert parallelism, chunked prefill, and a sim-only flag's one note
+#     (below).
 #
 # Every mpirun is bounded by `timeout`. Exits non-zero on any failure.
 # Without Open MPI (and no way to install it) the script skips with a
@@ -157,5 +159,14 @@ assert r["bytes_verified"] == r["bytes_moved"] > 0, (r["bytes_verified"], r["byt
 PY
 	echo "test-mpi-cli: ok: chunked, $layout"
 done
+
+# 6. A simulation-only flag under mpirun changes nothing: world rank 0
+# says so once (not once a rank), and the run completes.
+echo "test-mpi-cli: mpirun -np 2 bin/rankrun-mpi run --ctx tp=1 --gen tp=1 --requests 4 --strategy pct"
+mpirun_ -np 2 bin/rankrun-mpi run --ctx tp=1 --gen tp=1 --requests 4 --json --strategy pct >"$tmp/note.json" 2>"$tmp/note.err" ||
+	{ cat "$tmp/note.err" >&2; fail "the run with --strategy pct exited non-zero"; }
+n=$(grep -c "note: --strategy applies to --backend sim only; this mpi run ignores it" "$tmp/note.err" || true)
+[ "$n" = 1 ] || { cat "$tmp/note.err" >&2; fail "--strategy under mpirun: $n notes, want 1 (world rank 0's)"; }
+echo "test-mpi-cli: ok: one note"
 
 echo "test-mpi-cli: PASS"

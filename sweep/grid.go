@@ -104,7 +104,8 @@ type Grid struct {
 // Pairs lists the grid's pairs, CTX layouts in topology.Enumerate's
 // order, then GEN: every pair of at most g.GPUs ranks that can serve geom
 // (topology.Compatible), that uses only the allowed dimensions and, with
-// a placement, whose weights fit each rank. With ep allowed (an MoE
+// a placement, whose weights fit each rank and whose TP splits the
+// model's attention heads (Placement.CheckHeads). With ep allowed (an MoE
 // placement is then required) each layout is also tried with every ep
 // that divides its FFN ranks and the model's experts.
 func (g Grid) Pairs(geom topology.Model, place *costmodel.Placement) ([]Pair, error) {

@@ -251,7 +251,7 @@ var catalogue = []mutant{
 		why: "after kill -9 of a rank the partial report says only \"interrupted by SIGTERM\" and counts without its GEN leader as if whole", pkgs: []string{"./executor"}},
 	{name: "attention-heads-unchecked", file: "costmodel/placement.go",
 		old: "if l.AttentionDP || p.Model.Heads%l.TP == 0 {", new: "if true {",
-		why: "throughput --model llama-3-8b --layout tp=24 prices 32 attention heads over 24 ranks, and a placement search may pick it (a new user's find)", pkgs: []string{"./costmodel", "./sweep"}},
+		why: "throughput --model llama-3-8b --layout tp=24 prices 32 attention heads over 24 ranks, and run --model takes it (a new user's find)", pkgs: []string{"./costmodel", "./sweep"}},
 	{name: "sweep-grid-ignores-heads", file: "sweep/grid.go",
 		old: " || place.CheckHeads(c) != nil || place.CheckHeads(gl) != nil) {", new: ") {",
 		why: "a sweep over a model of 24 heads on 8 KV heads tries tp = 16 and 32, which split its heads unevenly", pkgs: []string{"./sweep"}},

@@ -65,6 +65,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		case "arrival": // the search sets the rate
 		case "timeout":
 			fs.Var(fl.Value, fl.Name, "deadline of each probe (> 0); unset: 10m plus four times the time its requests take to arrive at its rate; virtual time under sim")
+			fs.Lookup(fl.Name).DefValue = "0s" // -h shows no fixed default: unset, it grows with the probe
 		default:
 			fs.Var(fl.Value, fl.Name, fl.Usage)
 		}
@@ -120,12 +121,12 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	f.noteSimOnly(backend, stderr)
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	f.noteSimOnly(backend, stderr) // every check passed: the search starts
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	probe := func(ctx context.Context, rate float64) (goodput.Attainment, error) {

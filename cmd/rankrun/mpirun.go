@@ -78,6 +78,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		if o.streams != nil {
 			cfg.Sink = o.streams
 		}
+		f.noteSimOnly("mpi", stderr) // once, from world rank 0, as the run starts
 	}
 	start := time.Now()
 	sctx, stop := interruptible(context.Background())

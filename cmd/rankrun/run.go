@@ -62,9 +62,6 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	if backend != "mpi" || comm.DetectLaunch().WorldRank == 0 {
-		f.noteSimOnly(backend, stderr)
-	}
 	cfg.DumpDir, cfg.DumpBackend, cfg.DumpStacks, cfg.DumpJob = o.dumps, backend, backend == "mpi", jobID(backend)
 	if backend == "mpi" {
 		if *ranks != 0 {
@@ -81,6 +78,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if o.streams != nil {
 		cfg.Sink = o.streams
 	}
+	f.noteSimOnly(backend, stderr) // every check passed: the run starts
 	// On a terminal, a bar of the requests finished (rate, ETA); the GEN
 	// leaders' records count them, so the run keeps them (to the sink).
 	bar := newProgressBar("run", cfg.Workload.Requests, stderr)

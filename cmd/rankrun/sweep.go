@@ -116,10 +116,10 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if backend == "mpi" {
 		return usagef("sweep: --backend mpi: a sweep runs in this process (local or sim); run each point under mpirun with rankrun run")
 	}
-	f.noteSimOnly(backend, stderr)
 	if g.jobs > 1 && backend != "sim" {
 		return usagef("--jobs %d: only --backend sim runs cells at once (wall-clock figures of the local backend would share the CPUs)", g.jobs)
 	}
+	f.noteSimOnly(backend, stderr) // every check passed: the cells start
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	done := f.runSweep(ctx, runs, backend, g, log, stderr)

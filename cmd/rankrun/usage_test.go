@@ -173,6 +173,24 @@ func TestSimOnlyFlagsNoted(t *testing.T) {
 	code, _, errOut = cli(t, "run", "--backend", "sim", "--requests", "2", "--strategy", "pct", "--msg-jitter", "1ms")
 	require.Equal(t, 0, code, errOut)
 	assert.NotContains(t, errOut, "applies to --backend sim only")
+	// sweep and goodput on the local backend say it too.
+	code, _, errOut = cli(t, "sweep", "--pair", "tp=1/tp=1", "--arrival", "closed=1", "--requests", "2", "--strategy", "pct")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "rankrun: note: --strategy applies to --backend sim only; this local run ignores it\n")
+	code, _, errOut = cli(t, "goodput", "--backend", "local", "--requests", "2", "--rate-lo", "100", "--rate-hi", "200", "--max-probes", "2",
+		"--slo-ttft", "10s", "--slo-tpot", "10s", "--schedule-seed", "3")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, errOut, "rankrun: note: --schedule-seed applies to --backend sim only; this local run ignores it\n")
+	// A refused command line is one line: no note before the refusal.
+	for _, args := range [][]string{
+		{"run", "--strategy", "pct", "--ranks", "3"},
+		{"sweep", "--strategy", "pct", "--jobs", "2", "--pair", "tp=1/tp=1"},
+	} {
+		code, _, errOut = cli(t, args...)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "%v: one line: %s", args, errOut)
+		assert.NotContains(t, errOut, "note:", "%v", args)
+	}
 }
 
 // goodput's -h shows its own defaults: the sim backend, and a probe
@@ -182,5 +200,6 @@ func TestGoodputHelpDefaults(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	help := out + errOut
 	assert.Regexp(t, `(?m)^  -backend string\n.*\(default "sim"\)$`, help)
-	assert.Contains(t, help, "deadline of each probe (> 0); unset: 10m plus four times")
+	assert.Regexp(t, `(?m)^  -timeout duration\n\s+deadline of each probe \(> 0\); unset: 10m plus four times[^\n]*under sim$`, help,
+		"the probe's deadline, with no fixed (default 10m0s) after it")
 }
