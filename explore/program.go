@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,12 +64,21 @@ type ProgramOptions struct {
 	// a test that a flag switches to another variant), e.g. "-unclamped".
 	ReplayArgs string
 	// Stuck is how long a schedule may go without one scheduling step,
-	// in wall time, before the search names it stuck (10 s when 0): a
-	// rank blocked outside the simulator (on a channel, mutex or sleep
-	// its ranks share) or spinning without a comm call never yields, and
-	// virtual time cannot move. It is no bound on a slow run: a run that
-	// keeps stepping is waited for.
+	// in wall time, before the search looks at what its goroutines do
+	// (10 s when 0). When none of them can run (a rank blocked outside the
+	// simulator on a channel, mutex or sleep its ranks share, every other
+	// goroutine of the run waiting too), virtual time cannot move: the
+	// search names the schedule stuck. It is no bound on a slow run: a run
+	// that keeps stepping is waited for, and so is one whose goroutines
+	// still run (rank-local work, or a loaded host that gives them no CPU)
+	// up to Spin.
 	Stuck time.Duration
+	// Spin is how long a schedule may go without a step while a goroutine
+	// of its run can still run, before the search names it stuck (60 s
+	// when 0; never less than Stuck): a rank that spins without a comm
+	// call never yields. A verdict past Spin is the one a loaded host can
+	// cause, so it says the goroutines were running.
+	Spin time.Duration
 }
 
 // ProgramFailure is the first schedule a search found failing.
@@ -80,7 +88,7 @@ type ProgramFailure struct {
 	Strategy sim.Strategy
 	Why      []string // what broke: the first rank's error, then the oracles'
 	Result   sim.Result
-	// Stuck: the schedule stopped stepping (ProgramOptions.Stuck); its
+	// Stuck: the schedule stopped stepping (ProgramOptions.Stuck, Spin); its
 	// ranks' goroutines may be left running, so the search ends there.
 	Stuck bool
 }
@@ -186,6 +194,10 @@ func (o *ProgramOptions) fill() {
 	if o.Stuck <= 0 {
 		o.Stuck = 10 * time.Second
 	}
+	if o.Spin <= 0 {
+		o.Spin = time.Minute
+	}
+	o.Spin = max(o.Spin, o.Stuck)
 }
 
 func (o *ProgramOptions) strategy(i int) sim.Strategy {
@@ -209,11 +221,12 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 		Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan sim.Result, 1)
+	done, root := make(chan sim.Result, 1), make(chan uint64, 1)
 	go func() {
+		root <- currentID() // the run's goroutines are this one's family
 		done <- sim.Run(rctx, n, cfg, func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
 	}()
-	res, stuck := awaitRun(done, prog, o.Stuck)
+	res, stuck := awaitRun(done, prog, <-root, o.Stuck, o.Spin)
 	if stuck != "" {
 		// The run stopped stepping: cancel it, and give its ranks a
 		// moment to return (one blocked outside the simulator never will).
@@ -254,53 +267,79 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 }
 
 // awaitRun waits for a simulated run's result. While it runs it watches
-// the step count: when it has not moved for stuck, it returns why, naming
-// the steps taken and the stacks of the ranks that are not parked in the
-// simulator.
-func awaitRun(done <-chan sim.Result, prog *sim.Progress, stuck time.Duration) (sim.Result, string) {
+// the step count. When the count has not moved for stuck and no goroutine
+// of the run (root's family) can run, the run cannot move: it returns why,
+// with the stacks of the ranks outside the simulator. While one of them
+// can still run it waits on, up to spin without a step, and then names
+// the goroutines that kept running.
+func awaitRun(done <-chan sim.Result, prog *sim.Progress, root uint64, stuck, spin time.Duration) (sim.Result, string) {
 	t := time.NewTimer(stuck)
 	defer t.Stop()
-	last := prog.Steps()
+	last, quiet := prog.Steps(), time.Duration(0)
 	for {
 		select {
 		case res := <-done:
 			return res, ""
 		case <-t.C:
 		}
+		quiet += stuck
 		if now := prog.Steps(); now != last {
-			last = now
+			last, quiet = now, 0
 			t.Reset(stuck)
 			continue
 		}
-		return sim.Result{}, fmt.Sprintf("stuck: no scheduling step for %v of wall time after %d steps: a rank is blocked outside the simulator "+
-			"(a channel, mutex or sleep its ranks share) or spins without a comm call, so virtual time cannot move%s", stuck, last, userStacks())
+		// The snapshot stops the world: a run that is moving has the
+		// goroutine that holds the simulator's baton running or runnable
+		// in it (a handoff readies the next holder before the last one
+		// parks), so one whose goroutines all wait cannot move.
+		run := family(goroutines(), root)
+		var working []goroutine
+		for _, g := range run {
+			if g.canRun() {
+				working = append(working, g)
+			}
+		}
+		switch {
+		case len(working) == 0:
+			return sim.Result{}, fmt.Sprintf("stuck: no scheduling step for %v of wall time after %d steps, and no goroutine of the run can run: "+
+				"a rank is blocked outside the simulator (a channel, mutex or sleep its ranks share), so virtual time cannot move%s",
+				quiet, last, stacks("the rank goroutines outside the simulator", run, outsideSim))
+		case quiet >= spin:
+			return sim.Result{}, fmt.Sprintf("stuck: no scheduling step for %v of wall time after %d steps while goroutines of the run kept running "+
+				"(ProgramOptions.Spin): a rank spins, or works that long, without a comm call, so virtual time cannot move "+
+				"(or this host gave the run no CPU for that long)%s",
+				quiet, last, stacks("the goroutines that kept running", working, func(goroutine) bool { return true }))
+		}
+		t.Reset(stuck)
 	}
 }
 
-// userStacks renders the stacks of rank goroutines whose top frame is not
-// in the simulator (where a rank parks between steps): the ones a stuck
-// run is stuck in.
-func userStacks() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+// outsideSim: g is a rank's goroutine whose top frame (past the runtime's)
+// is not in the simulator, where a rank parks between steps.
+func outsideSim(g goroutine) bool {
+	if !strings.Contains(g.stack, "comm/sim.(*world).runRank") {
+		return false
+	}
+	// Function lines are 1, 3, 5, ... (each followed by its file): the
+	// first outside the runtime says where the rank is.
+	lines := strings.Split(g.stack, "\n")
+	for i := 1; i < len(lines); i += 2 {
+		if !strings.HasPrefix(lines[i], "runtime.") {
+			return !strings.Contains(lines[i], "rankrun/comm/sim.")
+		}
+	}
+	return true
+}
+
+// stacks renders the first two of gs that pick keeps, 13 lines each,
+// under title ("" when none).
+func stacks(title string, gs []goroutine, pick func(goroutine) bool) string {
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "comm/sim.(*world).runRank") {
+	for _, g := range gs {
+		if !pick(g) {
 			continue
 		}
-		// Function lines are 1, 3, 5, ... (each followed by its file):
-		// the first outside the runtime says where the rank waits.
-		lines := strings.Split(g, "\n")
-		parked := false
-		for i := 1; i < len(lines); i += 2 {
-			if !strings.HasPrefix(lines[i], "runtime.") {
-				parked = strings.Contains(lines[i], "rankrun/comm/sim.")
-				break
-			}
-		}
-		if parked {
-			continue
-		}
+		lines := strings.Split(g.stack, "\n")
 		out = append(out, strings.Join(lines[:min(len(lines), 13)], "\n"))
 		if len(out) == 2 {
 			break
@@ -309,7 +348,7 @@ func userStacks() string {
 	if len(out) == 0 {
 		return ""
 	}
-	return "; the rank goroutines outside the simulator:\n" + strings.Join(out, "\n\n")
+	return "; " + title + ":\n" + strings.Join(out, "\n\n")
 }
 
 func firstLine(s string) string {

@@ -3,6 +3,7 @@ package explore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,26 +181,99 @@ func TestSearchProgramFindsAScheduleBugAndShrinks(t *testing.T) {
 
 // A rank blocked outside the simulator (here on a channel the ranks
 // share) stops the scheduler: the search names it stuck, with where the
-// rank waits, instead of hanging.
+// rank waits, instead of hanging. So for the first, a middle and the
+// last rank.
 func TestSearchProgramNamesAStuckRank(t *testing.T) {
-	block := make(chan struct{})
-	res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
-		if c.Rank() == 1 {
-			<-block
+	for _, r := range []int{0, 1, 2} {
+		block := make(chan struct{})
+		res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == r {
+				<-block
+			}
+			return c.Barrier(ctx)
+		}, explore.ProgramOptions{Seeds: 5, Stuck: 200 * time.Millisecond, MinRanks: 1})
+		close(block) // lets the stuck rank go, so nothing leaks past the test
+		require.NotNil(t, res.First, "rank %d", r)
+		require.True(t, res.First.Stuck)
+		require.Equal(t, 1, res.Schedules, "the search stops at a stuck schedule")
+		require.Same(t, res.First, res.Smallest, "no shrinking past a stuck schedule")
+		msg := res.First.Error()
+		require.Contains(t, msg, "stuck: no scheduling step for 200ms of wall time")
+		require.Contains(t, msg, "no goroutine of the run can run")
+		require.Contains(t, msg, "explore_test.TestSearchProgramNamesAStuckRank", "the stack of the rank that waits")
+		require.Contains(t, msg, "left running")
+		// The ranks were released above; they return.
+		require.NoError(t, goleak.Find()) // Find retries while goroutines wind down
+	}
+}
+
+// A rank that works rank-local for longer than Stuck (here 20 times
+// longer: on a loaded host any stretch without a CPU looks the same) is
+// still running, not stuck: the search waits for it, whichever rank it
+// is, and whether it works itself or waits on a goroutine it started.
+func TestSearchProgramWaitsOutRankLocalWork(t *testing.T) {
+	for _, helper := range []bool{false, true} {
+		for _, r := range []int{0, 1, 2} {
+			res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == r && !helper {
+					spin(time.Second)
+				}
+				if c.Rank() == r && helper {
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						spin(time.Second)
+					}()
+					<-done
+				}
+				return c.Barrier(ctx)
+			}, explore.ProgramOptions{Seeds: 1, Stuck: 50 * time.Millisecond, Spin: time.Minute})
+			require.Nil(t, res.First, "rank %d's work (on a helper goroutine: %v) was named stuck: %v", r, helper, res.First)
+			require.NoError(t, goleak.Find())
 		}
-		return c.Barrier(ctx)
-	}, explore.ProgramOptions{Seeds: 5, Stuck: 200 * time.Millisecond, MinRanks: 1})
-	close(block) // lets the stuck rank go, so nothing leaks past the test
+	}
+}
+
+// A rank that spins without a comm call never yields: past Spin the
+// search names it, with the spinning stack, and says the goroutines were
+// running (the verdict a starved host could also cause).
+func TestSearchProgramNamesASpinningRank(t *testing.T) {
+	var release atomic.Bool
+	defer release.Store(true)
+	got := make(chan explore.ProgramResult, 1)
+	go func() {
+		got <- explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == 2 {
+				for !release.Load() {
+				}
+			}
+			return c.Barrier(ctx)
+		}, explore.ProgramOptions{Seeds: 5, Stuck: 50 * time.Millisecond, Spin: 400 * time.Millisecond})
+	}()
+	var res explore.ProgramResult
+	select {
+	case res = <-got:
+	case <-time.After(20 * time.Second):
+		release.Store(true)
+		t.Fatal("the search never named the spinning rank")
+	}
+	release.Store(true)
 	require.NotNil(t, res.First)
 	require.True(t, res.First.Stuck)
-	require.Equal(t, 1, res.Schedules, "the search stops at a stuck schedule")
-	require.Same(t, res.First, res.Smallest, "no shrinking past a stuck schedule")
 	msg := res.First.Error()
-	require.Contains(t, msg, "stuck: no scheduling step for 200ms of wall time")
-	require.Contains(t, msg, "explore_test.TestSearchProgramNamesAStuckRank", "the stack of the rank that waits")
-	require.Contains(t, msg, "left running")
-	// The ranks were released above; they return.
-	require.NoError(t, goleak.Find()) // Find retries while goroutines wind down
+	require.Contains(t, msg, "stuck: no scheduling step for 400ms of wall time")
+	require.Contains(t, msg, "kept running")
+	require.Contains(t, msg, "explore_test.TestSearchProgramNamesASpinningRank", "the spinning stack")
+	require.NoError(t, goleak.Find())
+}
+
+// spin keeps the CPU busy for d of wall time, with no call that waits.
+func spin(d time.Duration) {
+	start, x := time.Now(), 0
+	for time.Since(start) < d {
+		x++
+	}
+	_ = x
 }
 
 // Bad options are one line naming the field and the rule; nothing runs.

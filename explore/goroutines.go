@@ -1,0 +1,115 @@
+package explore
+
+// What a schedule that stopped stepping is doing. A snapshot of the
+// process's goroutines (runtime.Stack), narrowed to the ones its run
+// started, tells a run that cannot move (each of its goroutines waits on
+// another, a timer or I/O) from one that is still working, or waiting for
+// a CPU on a loaded host (one of them runs or is runnable). Only the first
+// is a verdict the program earned; the second is the host's.
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// goroutine is one record of a goroutine dump.
+type goroutine struct {
+	id, parent uint64 // parent: the goroutine that created it (0: none named)
+	state      string // the wait reason or status, without its duration: "chan receive", "runnable"
+	stack      string // the whole record, header first
+}
+
+// waits are the states a goroutine leaves only when another goroutine
+// acts, a timer fires or I/O arrives: a run whose goroutines all sit in
+// them cannot move by itself. Any other state (running, runnable, in a
+// syscall, assisting the collector, preempted) is work under way.
+var waits = map[string]bool{
+	"chan receive": true, "chan send": true, "chan receive (nil chan)": true, "chan send (nil chan)": true,
+	"select": true, "select (no cases)": true, "semacquire": true, "sleep": true, "IO wait": true,
+	"sync.Cond.Wait": true, "sync.Mutex.Lock": true, "sync.RWMutex.RLock": true, "sync.RWMutex.Lock": true,
+	"sync.WaitGroup.Wait": true,
+}
+
+// canRun: g is working or waits only for a CPU.
+func (g goroutine) canRun() bool { return !waits[g.state] }
+
+// goroutines is a snapshot of every goroutine in the process.
+func goroutines() []goroutine {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return parseGoroutines(string(buf[:n]))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// parseGoroutines reads a runtime.Stack dump: records apart by a blank
+// line, each headed "goroutine ID [STATE, ...]:" (extra fields before the
+// bracket under GOTRACEBACK=system) and ending, for all but the first,
+// "created by F in goroutine PARENT".
+func parseGoroutines(dump string) []goroutine {
+	var gs []goroutine
+	for _, rec := range strings.Split(strings.TrimSpace(dump), "\n\n") {
+		header, rest, _ := strings.Cut(rec, "\n")
+		fields := strings.Fields(strings.TrimPrefix(header, "goroutine "))
+		if !strings.HasPrefix(header, "goroutine ") || len(fields) == 0 {
+			continue
+		}
+		id, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		g := goroutine{id: id, stack: rec}
+		if _, s, ok := strings.Cut(header, "["); ok {
+			s, _, _ = strings.Cut(s, "]")
+			g.state, _, _ = strings.Cut(s, ", ")
+		}
+		for _, line := range strings.Split(rest, "\n") {
+			if _, p, ok := strings.Cut(line, " in goroutine "); ok && strings.HasPrefix(line, "created by ") {
+				g.parent, _ = strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+			}
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
+
+// currentID is the calling goroutine's id.
+func currentID() uint64 {
+	var buf [64]byte
+	header := string(buf[:runtime.Stack(buf[:], false)])
+	fields := strings.Fields(strings.TrimPrefix(header, "goroutine "))
+	if len(fields) == 0 {
+		return 0
+	}
+	id, _ := strconv.ParseUint(fields[0], 10, 64)
+	return id
+}
+
+// family is root and every live goroutine it started, directly or
+// through others still alive (one whose creator has returned is lost to
+// it: the dump names only the creator's id).
+func family(gs []goroutine, root uint64) []goroutine {
+	if root == 0 {
+		return nil
+	}
+	in := map[uint64]bool{root: true}
+	for grew := true; grew; {
+		grew = false
+		for _, g := range gs {
+			if !in[g.id] && in[g.parent] {
+				in[g.id], grew = true, true
+			}
+		}
+	}
+	var out []goroutine
+	for _, g := range gs {
+		if in[g.id] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
