@@ -2,6 +2,8 @@ package executor_test
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -110,5 +113,63 @@ func TestCorruptFragmentAlwaysFailsItsRequest(t *testing.T) {
 				require.Zero(t, rep.LeakedBlocks)
 			}
 		})
+	}
+}
+
+// The report names what did not complete and why: the lowest request IDs
+// first, at most three, over both GEN DP groups' leaders (each tallies its
+// own requests), with the count of the rest; the faults sit on CTX's
+// first and last ranks and on GEN's (one rank per DP group here).
+func TestReportNamesWhatDidNotComplete(t *testing.T) {
+	cfg := baseConfig("tp=2", "dp=2", transceiver.Async)
+	cfg.Workload.Requests = 12
+	cfg.Faults = []executor.Fault{
+		{Kind: executor.FaultCorrupt, Role: topology.Context, Rank: 1, Request: 9},
+		{Kind: executor.FaultFailTransfer, Role: topology.Generation, Rank: 1, Request: 4},
+		{Kind: executor.FaultCancel, Role: topology.Generation, Rank: 0, Request: 7},
+		{Kind: executor.FaultCorrupt, Role: topology.Context, Rank: 0, Request: 2},
+	}
+	cfg.Records = true
+	rep := run(t, cfg)
+	require.Equal(t, 4, rep.RequestsFailed+rep.RequestsCancelled, "requests: %+v", rep.Requests)
+	byID := map[request.ID]executor.RequestRecord{}
+	for _, q := range rep.Requests {
+		byID[q.ID] = q
+	}
+	var got []request.ID
+	for _, q := range rep.NotCompleted {
+		got = append(got, q.ID)
+		require.Equal(t, byID[q.ID].State, q.State, "request %d", q.ID)
+		require.Equal(t, byID[q.ID].Reason, q.Reason, "request %d", q.ID)
+		require.NotEmpty(t, q.Reason, "request %d", q.ID)
+	}
+	require.Equal(t, []request.ID{2, 4, 7}, got, "the three lowest IDs of the four")
+	require.NotEqual(t, byID[2].GenDP, byID[7].GenDP, "the test needs both GEN leaders' requests among the three")
+	var b strings.Builder
+	rep.WriteText(&b)
+	text := b.String()
+	require.Contains(t, text, "request 2 failed: "+byID[2].Reason)
+	require.Contains(t, text, "request 7 cancelled: "+byID[7].Reason)
+	require.Contains(t, text, "and 1 more failed or cancelled")
+	require.NotContains(t, text, "request 9 failed")
+}
+
+// Under a KV sample the byte counts are what was carried (1/KVSample of
+// each head's elements): the text says so, with the bytes the run
+// modelled and charged the links for. Without a sample it says nothing.
+func TestReportTextSaysWhatASampleCarried(t *testing.T) {
+	for _, tc := range []struct {
+		sample int
+		want   string
+	}{
+		{4, "KV bytes  64.00 MiB moved, 64.00 MiB verified (of completed requests); sampled 1/4: 256.00 MiB modelled, the links charged for all of it\n"},
+		{1, "KV bytes  64.00 MiB moved, 64.00 MiB verified (of completed requests)\n"},
+		{0, "KV bytes  64.00 MiB moved, 64.00 MiB verified (of completed requests)\n"},
+	} {
+		rep := &executor.Report{KVSample: tc.sample, BytesMoved: 64 << 20, BytesVerified: 64 << 20}
+		var b strings.Builder
+		rep.WriteText(&b)
+		line := regexp.MustCompile(`(?m)^KV bytes\s+`).ReplaceAllString(b.String(), "KV bytes  ")
+		require.Contains(t, line, tc.want, "kv sample %d", tc.sample)
 	}
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -158,6 +159,28 @@ type RequestTally struct {
 	TPOT      Sketch `json:"tpot_ns"` // per completed request of 2+ output tokens: (done - first token) / (output - 1)
 	Handover  Sketch `json:"idle_handover_ns"`
 	Transfer  Sketch `json:"transfer_ns"`
+	// NotCompleted: why requests failed or were cancelled, the lowest
+	// request IDs first, at most MaxNotCompleted of them (their count is
+	// Failed + Cancelled; every reason is in the request records).
+	NotCompleted []NotCompleted `json:"not_completed,omitempty"`
+}
+
+// MaxNotCompleted is how many failed or cancelled requests a tally (and
+// the report) names with their reasons.
+const MaxNotCompleted = 3
+
+// NotCompleted is a request that failed or was cancelled, and why.
+type NotCompleted struct {
+	ID     request.ID     `json:"id"`
+	State  request.Status `json:"state"`
+	Reason string         `json:"reason"`
+}
+
+// noteNotCompleted keeps the MaxNotCompleted lowest IDs of notes and more.
+func noteNotCompleted(notes []NotCompleted, more ...NotCompleted) []NotCompleted {
+	notes = append(notes, more...)
+	slices.SortFunc(notes, func(a, b NotCompleted) int { return cmp.Compare(a.ID, b.ID) })
+	return notes[:min(len(notes), MaxNotCompleted)]
 }
 
 func (t *RequestTally) add(q RequestRecord) {
@@ -173,6 +196,9 @@ func (t *RequestTally) add(q RequestRecord) {
 		t.Failed++
 	case request.Cancelled:
 		t.Cancelled++
+	}
+	if q.State == request.Failed || q.State == request.Cancelled {
+		t.NotCompleted = noteNotCompleted(t.NotCompleted, NotCompleted{ID: q.ID, State: q.State, Reason: q.Reason})
 	}
 	if q.IdleArrival {
 		t.Handover.Add(q.PrefillStart - q.Arrival)
@@ -191,6 +217,7 @@ func (t *RequestTally) merge(o RequestTally) {
 	t.TPOT.Merge(o.TPOT)
 	t.Handover.Merge(o.Handover)
 	t.Transfer.Merge(o.Transfer)
+	t.NotCompleted = noteNotCompleted(t.NotCompleted, o.NotCompleted...)
 }
 
 // finished accounts for a request this GEN rank finished: its bytes

@@ -46,21 +46,24 @@ type Report struct {
 	RequestsCompleted int     `json:"requests_completed"`
 	RequestsFailed    int     `json:"requests_failed"`
 	RequestsCancelled int     `json:"requests_cancelled"`
-	ThroughputRPS     float64 `json:"throughput_rps"`
-	TTFTMs            Dist    `json:"ttft_ms"`
-	TPOTMs            Dist    `json:"tpot_ms"` // time per output token after the first, per completed request
-	IdleHandoverMs    Dist    `json:"idle_handover_ms"`
-	IdleStepMs        Dist    `json:"idle_step_ms"`
-	BusyStepMs        Dist    `json:"busy_step_ms"`
-	ReapDelayMs       Dist    `json:"reap_delay_ms"`
-	TransferMs        Dist    `json:"transfer_ms"`
-	BytesMoved        int64   `json:"bytes_moved"`
-	BytesVerified     int64   `json:"bytes_verified"`
-	BytesDiscarded    int64   `json:"bytes_discarded"`
-	Collectives       uint64  `json:"collectives"`
-	IdleCollectives   int     `json:"idle_check_collectives"`
-	LeakedBlocks      int     `json:"leaked_blocks"`
-	PinnedBlocksAtEnd int     `json:"pinned_blocks_at_end"`
+	// NotCompleted names the first failed or cancelled requests (the
+	// lowest IDs, at most MaxNotCompleted) and why; omitted when none.
+	NotCompleted      []NotCompleted `json:"not_completed,omitempty"`
+	ThroughputRPS     float64        `json:"throughput_rps"`
+	TTFTMs            Dist           `json:"ttft_ms"`
+	TPOTMs            Dist           `json:"tpot_ms"` // time per output token after the first, per completed request
+	IdleHandoverMs    Dist           `json:"idle_handover_ms"`
+	IdleStepMs        Dist           `json:"idle_step_ms"`
+	BusyStepMs        Dist           `json:"busy_step_ms"`
+	ReapDelayMs       Dist           `json:"reap_delay_ms"`
+	TransferMs        Dist           `json:"transfer_ms"`
+	BytesMoved        int64          `json:"bytes_moved"`
+	BytesVerified     int64          `json:"bytes_verified"`
+	BytesDiscarded    int64          `json:"bytes_discarded"`
+	Collectives       uint64         `json:"collectives"`
+	IdleCollectives   int            `json:"idle_check_collectives"`
+	LeakedBlocks      int            `json:"leaked_blocks"`
+	PinnedBlocksAtEnd int            `json:"pinned_blocks_at_end"`
 	// InUseAtEnd: the blocks still allocated when a run that ended early
 	// (Error set) stopped. They were in use, not leaked: a leak is what
 	// outlives a run that ran to its end (LeakedBlocks).
@@ -203,6 +206,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	}
 	slices.SortFunc(r.Requests, func(a, b RequestRecord) int { return cmp.Compare(a.ID, b.ID) })
 	r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled = done.Completed, done.Failed, done.Cancelled
+	r.NotCompleted = done.NotCompleted
 	if n := r.RequestsFailed + r.RequestsCancelled; n > 0 && len(cfg.Faults) == 0 {
 		// Nobody asked for failures: they are errors of the run.
 		r.Errors = append(r.Errors, fmt.Sprintf("%d requests failed or were cancelled with no fault injected", n))
@@ -277,6 +281,12 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, " (%s)", r.CountsPartial)
 	}
 	fmt.Fprintln(tw)
+	for i, q := range r.NotCompleted {
+		fmt.Fprintf(tw, "not completed\trequest %d %s: %s\n", q.ID, q.State, q.Reason)
+		if more := r.RequestsFailed + r.RequestsCancelled - len(r.NotCompleted); i == len(r.NotCompleted)-1 && more > 0 {
+			fmt.Fprintf(tw, "\tand %d more failed or cancelled (--requests-out has every request's reason)\n", more)
+		}
+	}
 	fmt.Fprintf(tw, "throughput\t%.1f requests/s (%d completed / %.3f s)\n", r.ThroughputRPS, r.RequestsCompleted, r.CompletionS)
 	d := func(name string, x Dist) {
 		if x.N == 0 {
@@ -297,6 +307,11 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if r.BytesDiscarded > 0 {
 		fmt.Fprintf(tw, ", %s discarded (of failed or cancelled ones)", FormatBytes(r.BytesDiscarded))
+	}
+	if r.KVSample > 1 {
+		// The counts are the bytes carried; the run modelled KVSample
+		// times as many, and charged the links for all of them.
+		fmt.Fprintf(tw, "; sampled 1/%d: %s modelled, the links charged for all of it", r.KVSample, FormatBytes(r.BytesMoved*int64(r.KVSample)))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
