@@ -152,6 +152,13 @@ func TestReportNamesWhatDidNotComplete(t *testing.T) {
 	require.Contains(t, text, "request 7 cancelled: "+byID[7].Reason)
 	require.Contains(t, text, "and 1 more failed or cancelled")
 	require.NotContains(t, text, "request 9 failed")
+	require.NotContains(t, text, "GEN leaders that reported")
+	// With a GEN leader's report missing (under MPI, after an interrupt)
+	// the rows are those of the leaders heard, and say so.
+	rep.CountsPartial = "a lower bound: GEN leader world ranks [3] ... sent no report"
+	b.Reset()
+	rep.WriteText(&b)
+	require.Contains(t, b.String(), "(of the GEN leaders that reported: the first of all may be missing)")
 }
 
 // Under a KV sample the byte counts are what was carried (1/KVSample of

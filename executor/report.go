@@ -286,6 +286,9 @@ func (r *Report) WriteText(w io.Writer) {
 		if more := r.RequestsFailed + r.RequestsCancelled - len(r.NotCompleted); i == len(r.NotCompleted)-1 && more > 0 {
 			fmt.Fprintf(tw, "\tand %d more failed or cancelled (--requests-out has every request's reason)\n", more)
 		}
+		if i == len(r.NotCompleted)-1 && r.CountsPartial != "" {
+			fmt.Fprintf(tw, "\t(of the GEN leaders that reported: the first of all may be missing)\n")
+		}
 	}
 	fmt.Fprintf(tw, "throughput\t%.1f requests/s (%d completed / %.3f s)\n", r.ThroughputRPS, r.RequestsCompleted, r.CompletionS)
 	d := func(name string, x Dist) {

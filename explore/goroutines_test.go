@@ -1,9 +1,13 @@
 package explore
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm/sim"
 )
 
 // A dump's records: ids, states without their durations or thread locks
@@ -67,4 +71,30 @@ created by main.main in goroutine 1
 	require.Equal(t, []uint64{1, 19, 20, 21, 22}, ids(family(gs, 1)))
 	require.Empty(t, family(gs, 0), "no root known: no family")
 	require.NotZero(t, currentID())
+}
+
+// A run that has ended (its root goroutine sent the result and returned)
+// is never named stuck, whichever of its result and the timer awaitRun
+// sees first: its last step counts no scheduling step.
+func TestAwaitRunEndedIsNotStuck(t *testing.T) {
+	ids := make(chan uint64)
+	go func() { ids <- currentID() }()
+	root := <-ids // a goroutine that has returned, as an ended run's root
+	for i := range 200 {
+		done := make(chan sim.Result, 1)
+		done <- sim.Result{Steps: 7}
+		res, stuck := awaitRun(context.Background(), done, new(sim.Progress), root, time.Nanosecond, time.Minute)
+		require.Empty(t, stuck, "try %d", i)
+		require.Equal(t, 7, res.Steps)
+	}
+}
+
+// The marks the runtime appends to a wait (in a synctest bubble, leaked)
+// leave it a wait; iter.Pull's caller waits as a coroutine.
+func TestGoroutineStateMarks(t *testing.T) {
+	gs := parseGoroutines("goroutine 5 [sleep (durable)]:\nf()\n\ngoroutine 6 [chan receive (leaked), 2 minutes]:\ng()\n\ngoroutine 7 [coroutine]:\nh()\n\ngoroutine 8 [syscall]:\ni()\n")
+	require.Len(t, gs, 4)
+	require.Equal(t, []string{"sleep", "chan receive", "coroutine", "syscall"}, []string{gs[0].state, gs[1].state, gs[2].state, gs[3].state})
+	require.False(t, gs[0].canRun() || gs[1].canRun() || gs[2].canRun())
+	require.True(t, gs[3].canRun(), "a system call may return")
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,7 +227,7 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 		root <- currentID() // the run's goroutines are this one's family
 		done <- sim.Run(rctx, n, cfg, func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
 	}()
-	res, stuck := awaitRun(done, prog, <-root, o.Stuck, o.Spin)
+	res, stuck := awaitRun(ctx, done, prog, <-root, o.Stuck, o.Spin)
 	if stuck != "" {
 		// The run stopped stepping: cancel it, and give its ranks a
 		// moment to return (one blocked outside the simulator never will).
@@ -271,20 +272,25 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 // of the run (root's family) can run, the run cannot move: it returns why,
 // with the stacks of the ranks outside the simulator. While one of them
 // can still run it waits on, up to spin without a step, and then names
-// the goroutines that kept running.
-func awaitRun(done <-chan sim.Result, prog *sim.Progress, root uint64, stuck, spin time.Duration) (sim.Result, string) {
+// the goroutines that kept running. Once ctx is done (the search was
+// interrupted) a run that does not step within stuck is named whatever
+// its goroutines do.
+func awaitRun(ctx context.Context, done <-chan sim.Result, prog *sim.Progress, root uint64, stuck, spin time.Duration) (sim.Result, string) {
 	t := time.NewTimer(stuck)
 	defer t.Stop()
-	last, quiet := prog.Steps(), time.Duration(0)
+	interrupted := ctx.Done()
+	last, moved := prog.Steps(), time.Now()
 	for {
 		select {
 		case res := <-done:
 			return res, ""
+		case <-interrupted:
+			interrupted, spin = nil, stuck
+			continue
 		case <-t.C:
 		}
-		quiet += stuck
 		if now := prog.Steps(); now != last {
-			last, quiet = now, 0
+			last, moved = now, time.Now()
 			t.Reset(stuck)
 			continue
 		}
@@ -292,9 +298,17 @@ func awaitRun(done <-chan sim.Result, prog *sim.Progress, root uint64, stuck, sp
 		// goroutine that holds the simulator's baton running or runnable
 		// in it (a handoff readies the next holder before the last one
 		// parks), so one whose goroutines all wait cannot move.
-		run := family(goroutines(), root)
+		all := goroutines()
+		run := family(all, root)
+		if !slices.ContainsFunc(run, func(g goroutine) bool { return g.id == root }) {
+			// The run has ended (its last step, the last rank returning,
+			// counts no scheduling step): its root sent the result before
+			// it returned. (A root still returning is runnable: waited for.)
+			return <-done, ""
+		}
+		quiet := time.Since(moved).Round(time.Millisecond)
 		var working []goroutine
-		for _, g := range run {
+		for _, g := range append(run, orphans(all)...) {
 			if g.canRun() {
 				working = append(working, g)
 			}
@@ -306,7 +320,7 @@ func awaitRun(done <-chan sim.Result, prog *sim.Progress, root uint64, stuck, sp
 				quiet, last, stacks("the rank goroutines outside the simulator", run, outsideSim))
 		case quiet >= spin:
 			return sim.Result{}, fmt.Sprintf("stuck: no scheduling step for %v of wall time after %d steps while goroutines of the run kept running "+
-				"(ProgramOptions.Spin): a rank spins, or works that long, without a comm call, so virtual time cannot move "+
+				"or sat in a system call (ProgramOptions.Spin): a rank spins, or works that long, without a comm call, so virtual time cannot move "+
 				"(or this host gave the run no CPU for that long)%s",
 				quiet, last, stacks("the goroutines that kept running", working, func(goroutine) bool { return true }))
 		}

@@ -198,7 +198,7 @@ func TestSearchProgramNamesAStuckRank(t *testing.T) {
 		require.Equal(t, 1, res.Schedules, "the search stops at a stuck schedule")
 		require.Same(t, res.First, res.Smallest, "no shrinking past a stuck schedule")
 		msg := res.First.Error()
-		require.Contains(t, msg, "stuck: no scheduling step for 200ms of wall time")
+		require.Regexp(t, `stuck: no scheduling step for [0-9.]+m?s of wall time`, msg)
 		require.Contains(t, msg, "no goroutine of the run can run")
 		require.Contains(t, msg, "explore_test.TestSearchProgramNamesAStuckRank", "the stack of the rank that waits")
 		require.Contains(t, msg, "left running")
@@ -212,26 +212,63 @@ func TestSearchProgramNamesAStuckRank(t *testing.T) {
 // still running, not stuck: the search waits for it, whichever rank it
 // is, and whether it works itself or waits on a goroutine it started.
 func TestSearchProgramWaitsOutRankLocalWork(t *testing.T) {
-	for _, helper := range []bool{false, true} {
+	for _, how := range []string{"itself", "helper", "launched"} {
 		for _, r := range []int{0, 1, 2} {
 			res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
-				if c.Rank() == r && !helper {
-					spin(time.Second)
-				}
-				if c.Rank() == r && helper {
+				if c.Rank() == r {
 					done := make(chan struct{})
-					go func() {
+					work := func() {
 						defer close(done)
 						spin(time.Second)
-					}()
+					}
+					switch how {
+					case "itself":
+						work()
+					case "helper": // a goroutine the rank started
+						go work()
+					case "launched": // started by a goroutine that has returned
+						go func() { go work() }()
+					}
 					<-done
 				}
 				return c.Barrier(ctx)
 			}, explore.ProgramOptions{Seeds: 1, Stuck: 50 * time.Millisecond, Spin: time.Minute})
-			require.Nil(t, res.First, "rank %d's work (on a helper goroutine: %v) was named stuck: %v", r, helper, res.First)
+			require.Nil(t, res.First, "rank %d's work (%s) was named stuck: %v", r, how, res.First)
 			require.NoError(t, goleak.Find())
 		}
 	}
+}
+
+// An interrupted search does not wait Spin for a rank that spins: past
+// Stuck without a step it names the schedule.
+func TestSearchProgramInterruptedDoesNotWaitSpin(t *testing.T) {
+	var release atomic.Bool
+	defer release.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan explore.ProgramResult, 1)
+	go func() {
+		got <- explore.SearchProgram(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == 0 {
+				for !release.Load() {
+				}
+			}
+			return c.Barrier(ctx)
+		}, explore.ProgramOptions{Seeds: 5, Stuck: 50 * time.Millisecond, Spin: time.Hour})
+	}()
+	time.Sleep(100 * time.Millisecond) // the search is under way (nothing waits on this: any moment will do)
+	cancel()
+	var res explore.ProgramResult
+	select {
+	case res = <-got:
+	case <-time.After(20 * time.Second):
+		release.Store(true)
+		t.Fatal("the interrupted search waited on the spinning rank")
+	}
+	release.Store(true)
+	require.NotNil(t, res.First)
+	require.True(t, res.First.Stuck)
+	require.Contains(t, res.First.Error(), "kept running")
+	require.NoError(t, goleak.Find())
 }
 
 // A rank that spins without a comm call never yields: past Spin the
@@ -261,7 +298,7 @@ func TestSearchProgramNamesASpinningRank(t *testing.T) {
 	require.NotNil(t, res.First)
 	require.True(t, res.First.Stuck)
 	msg := res.First.Error()
-	require.Contains(t, msg, "stuck: no scheduling step for 400ms of wall time")
+	require.Regexp(t, `stuck: no scheduling step for [0-9.]+m?s of wall time`, msg)
 	require.Contains(t, msg, "kept running")
 	require.Contains(t, msg, "explore_test.TestSearchProgramNamesASpinningRank", "the spinning stack")
 	require.NoError(t, goleak.Find())
