@@ -16,6 +16,9 @@ var (
 	// ErrCollectiveTimeout: a collective did not complete within its
 	// deadline. See *TimeoutError for the ranks that never arrived.
 	ErrCollectiveTimeout = errors.New("comm: collective timeout")
+	// ErrWaitTimeout: a point-to-point Wait outlived its bound, where the
+	// backend bounds waits (launch does). See *WaitTimeoutError.
+	ErrWaitTimeout = errors.New("comm: point-to-point wait timeout")
 	// ErrClosed: the communicator was closed.
 	ErrClosed = errors.New("comm: communicator closed")
 	// ErrBroken: an earlier collective on this group failed on some rank,
@@ -334,3 +337,24 @@ func containsInt(s []int, v int) bool {
 // a reader of an error on a sub-communicator knows which process to look
 // at: "rank 1 (world rank 3)".
 func Who(worlds []int, r int) string { return fmt.Sprintf("rank %d%s", r, worldSuffix(worlds, r)) }
+
+// WaitTimeoutError is returned (wrapping ErrWaitTimeout) by a Wait on a
+// send or receive that no peer matched within Bound: two ranks that both
+// wait to send, or to receive, from each other; a tag or peer that does
+// not match; a peer that returned or never posts. The request stays in
+// flight, as after a context error.
+type WaitTimeoutError struct {
+	Group string
+	Self  int    // the group rank that waited
+	Op    string // what it waited in: "receive from rank 1 tag 2", "send to rank 0 tag 1"
+	Bound time.Duration
+	// WorldRanks maps each rank of Group to its world rank, when known.
+	WorldRanks []int
+}
+
+func (e *WaitTimeoutError) Error() string {
+	return fmt.Sprintf("comm: point-to-point wait timeout on group %q after %v: rank %d%s waited in a %s that no peer matched",
+		e.Group, e.Bound, e.Self, worldSuffix(e.WorldRanks, e.Self), e.Op)
+}
+
+func (e *WaitTimeoutError) Unwrap() error { return ErrWaitTimeout }

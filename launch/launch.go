@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -54,7 +55,12 @@ type Options struct {
 	// comm.ErrDesync, as for any call-path mismatch.
 	AnySite bool
 	// Timeout bounds every collective (comm.DefaultCollectiveTimeout when
-	// 0); virtual time in simulation.
+	// 0); virtual time in simulation. In-process and under mpirun it bounds
+	// every point-to-point Wait too: a send or receive no peer matches in
+	// time (two ranks that both send first, a tag that does not match, a
+	// peer that returned) returns a *comm.WaitTimeoutError naming the rank,
+	// the peer and the tag, never a hang. (In simulation such a wait is a
+	// deadlock, named as soon as every rank waits.)
 	Timeout time.Duration
 	// Seed is the simulation's schedule seed (RANKRUN_SEED overrides).
 	Seed uint64
@@ -98,6 +104,9 @@ func (o Options) backend() (string, error) {
 // rank 0 at once and the others once mpirun ends the job (world rank 0
 // exiting non-zero ends it), so that world rank 0's message is not lost.
 func Run(ctx context.Context, o Options, fn Func) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: launch: nil context (use context.Background())", comm.ErrBadArgument)
+	}
 	if fn == nil {
 		return fmt.Errorf("%w: launch: nil program", comm.ErrBadArgument)
 	}
@@ -114,7 +123,7 @@ func Run(ctx context.Context, o Options, fn Func) error {
 	n := max(o.Ranks, 1)
 	switch b {
 	case "local":
-		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout}, local.RankFunc(fn))...)
+		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true}, local.RankFunc(fn))...)
 	case "sim":
 		seed := o.Seed
 		if s := os.Getenv("RANKRUN_SEED"); s != "" {
@@ -135,7 +144,7 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		}
 		return errors.Join(left...)
 	}
-	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout})
+	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true})
 	if err != nil {
 		return err
 	}
@@ -152,13 +161,25 @@ func Run(ctx context.Context, o Options, fn Func) error {
 			return err
 		}
 	}
-	if err := fn(ctx, w.Comm()); err != nil {
+	if err := runRecovered(ctx, w.Comm(), fn); err != nil {
 		w.Abort(1, fmt.Errorf("world rank %d: %w", w.Rank(), err))
 	}
 	if code := w.Finalize(0); code != 0 {
 		return fmt.Errorf("launch: a rank exited with code %d", code)
 	}
 	return nil
+}
+
+// runRecovered runs fn, returning a panic as an error with its stack, as
+// the in-process backend does: under mpirun the failing rank then says
+// which world rank panicked and aborts the job like any failure.
+func runRecovered(ctx context.Context, c comm.Comm, fn Func) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(ctx, c)
 }
 
 // Main runs fn as Run does and returns the process's exit code: 0 on

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -153,6 +154,9 @@ func TestBadOptionsGetOneLine(t *testing.T) {
 	require.Equal(t, `launch: backend "gpu": want auto, local, sim or mpi`+"\n", out.String())
 
 	require.ErrorIs(t, launch.Run(context.Background(), launch.Options{}, nil), comm.ErrBadArgument)
+	var noContext context.Context
+	require.EqualError(t, launch.Run(noContext, launch.Options{}, sumOfRanks),
+		comm.ErrBadArgument.Error()+": launch: nil context (use context.Background())", "an error, not a panic")
 	err := launch.Run(context.Background(), launch.Options{Ranks: -3}, sumOfRanks)
 	require.ErrorIs(t, err, comm.ErrBadArgument)
 	require.EqualError(t, err, comm.ErrBadArgument.Error()+": launch: Ranks -3: want 0 (one rank, or mpirun's world) or more")
@@ -170,4 +174,74 @@ func TestBadOptionsGetOneLine(t *testing.T) {
 	err = launch.Run(context.Background(), launch.Options{Ranks: 2}, sumOfRanks)
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "under mpirun"), err.Error())
+}
+
+// In-process, a point-to-point wait no peer matches ends within Timeout
+// with a named error (rank, peer, tag), never a hang or the runtime's
+// "all goroutines are asleep": a tag that does not match, two ranks that
+// both wait on their send first, a peer that returned. The waiting rank
+// is the first, a middle and the last of three.
+func TestPointToPointWaitsAreBounded(t *testing.T) {
+	clearMPI(t)
+	const n = 3
+	for _, waiter := range []int{0, 1, n - 1} {
+		peer := (waiter + 1) % n
+		for _, tc := range []struct {
+			name string
+			fn   func(ctx context.Context, c comm.Comm) error
+			want string
+		}{
+			{"tags differ", func(ctx context.Context, c comm.Comm) error {
+				switch c.Rank() {
+				case waiter:
+					return recv(ctx, c, 4, peer, 2)
+				case peer:
+					q, err := c.Isend([]byte{1, 2, 3, 4}, waiter, 1)
+					if err != nil {
+						return err
+					}
+					_, err = q.Wait(ctx)
+					return err
+				}
+				return nil
+			}, fmt.Sprintf("rank (%d waited in a receive from rank %d tag 2|%d waited in a send to rank %d tag 1) that no peer matched", waiter, peer, peer, waiter)},
+			{"both send first", func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() != waiter && c.Rank() != peer {
+					return nil
+				}
+				other := peer
+				if c.Rank() == peer {
+					other = waiter
+				}
+				q, err := c.Isend(make([]byte, 8), other, 7)
+				if err != nil {
+					return err
+				}
+				if _, err := q.Wait(ctx); err != nil {
+					return err
+				}
+				return recv(ctx, c, 8, other, 7)
+			}, fmt.Sprintf("rank (%d waited in a send to rank %d|%d waited in a send to rank %d) tag 7 that no peer matched", waiter, peer, peer, waiter)},
+			{"the peer returned", func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() != waiter {
+					return nil
+				}
+				return recv(ctx, c, 1, peer, 3)
+			}, fmt.Sprintf("rank %d waited in a receive from rank %d tag 3 that no peer matched", waiter, peer)},
+		} {
+			err := launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 200 * time.Millisecond}, tc.fn)
+			require.ErrorIs(t, err, comm.ErrWaitTimeout, "rank %d: %s", waiter, tc.name)
+			require.ErrorContains(t, err, "comm: point-to-point wait timeout on group \"world\" after 200ms", "rank %d: %s", waiter, tc.name)
+			require.Regexp(t, tc.want, err.Error(), "rank %d: %s", waiter, tc.name)
+		}
+	}
+}
+
+func recv(ctx context.Context, c comm.Comm, size, src, tag int) error {
+	q, err := c.Irecv(make([]byte, size), src, tag)
+	if err != nil {
+		return err
+	}
+	_, err = q.Wait(ctx)
+	return err
 }

@@ -5,7 +5,10 @@
 #     RANKRUN_BACKEND=sim (the same binary, simulated ranks in virtual time);
 #  2. its test, in simulation under the schedule explorer (`go test`);
 #  3. built with -tags mpi, under `mpirun -np 4` (and `-np 3` refused,
-#     in one line).
+#     in one line);
+#  4. a user's program with a fault on one rank (launch/internal/faulty:
+#     a panic, a receive no peer matches) under `mpirun -np 4`: named in
+#     one line, the job ended.
 #
 # Then the explorer's promise on seedpoll, end to end: with the seed's bug
 # (-unclamped) the test fails, naming the symptom and printing a replay
@@ -86,4 +89,26 @@ if timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 3 "$tm
 fi
 n=$(grep -c 'needs exactly 4 (start it with mpirun -np 4)' "$tmp/out" || true)
 [ "$n" = 1 ] || { cat "$tmp/out" >&2; die "the size mismatch was said $n times, want once"; }
+
+# A user's program with a fault on one rank (launch/internal/faulty):
+# under mpirun a panic, and a receive no peer matches, each come back as
+# one line naming the world rank, and end the job (never a raw panic, never
+# a hang). On world rank 0, a middle rank and the last.
+$GO build -tags mpi -o "$tmp/faulty" ./launch/internal/faulty
+for fault in panic unmatched; do
+	for r in 0 2 3; do
+		case $fault in
+		panic) want="world rank $r: panic: boom on rank $r" ;;
+		unmatched) want="world rank $r: comm: point-to-point wait timeout on group \"world\" after 2s: rank $r waited in a receive from rank $(((r + 1) % 4)) tag 99 that no peer matched" ;;
+		esac
+		say "mpirun -np 4 faulty: $fault on world rank $r: named once, the job ends"
+		if FAULT=$fault FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 4 -x FAULT -x FAULT_RANK \
+			"$tmp/faulty" >"$tmp/out" 2>&1; then
+			cat "$tmp/out" >&2
+			die "faulty ($fault on rank $r) exited 0"
+		fi
+		n=$(grep -cF "aborts the MPI job from group \"world\" with code 1: $want" "$tmp/out" || true)
+		[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "faulty ($fault on rank $r): the failure was named $n times, want once"; }
+	done
+done
 say ok

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/rankrun/rankrun/comm"
 )
@@ -29,6 +31,8 @@ type request struct {
 	got    [][]byte // loan: the message, once matched
 	peer   int      // recv: wanted source (or AnySource); send: sender rank
 	tag    int
+	owner  *rankComm // the rank that posted it
+	dest   int       // send: the destination rank
 	done   chan struct{}
 	notify chan struct{} // the poster\'s notifier
 	st     comm.Status
@@ -50,24 +54,35 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 		return q.st, q.err
 	default:
 	}
-	select {
-	case <-q.done:
-	case <-ctx.Done():
+	w := q.owner.w
+	var deadline time.Time
+	if w.cfg.BoundWaits {
+		deadline = w.cfg.Clock.Now().Add(w.cfg.Timeout)
 	}
-	// Both may be ready: a completed request wins, whatever select picked.
+	wt := w.cfg.Clock.NewWaiter()
+	defer wt.Stop()
+	werr := wt.Wait(ctx, q.done, deadline)
+	// Both may be ready: a completed request wins, whatever woke the wait.
 	select {
 	case <-q.done:
 		return q.st, q.err
 	default:
+	}
+	if werr != nil || ctx.Err() != nil {
 		return comm.Status{}, fmt.Errorf("local: wait for %s: %w", q.what(), context.Cause(ctx))
 	}
+	c := q.owner
+	return comm.Status{}, &comm.WaitTimeoutError{Group: c.g.name, Self: c.rank, Op: q.what(), Bound: w.cfg.Timeout, WorldRanks: slices.Clone(c.g.members)}
 }
 
 func (q *request) what() string {
 	if q.send {
-		return fmt.Sprintf("send tag %d", q.tag)
+		return fmt.Sprintf("send to rank %d tag %d", q.dest, q.tag)
 	}
-	return fmt.Sprintf("receive from %d tag %d", q.peer, q.tag)
+	if q.peer == comm.AnySource {
+		return fmt.Sprintf("receive from any rank tag %d", q.tag)
+	}
+	return fmt.Sprintf("receive from rank %d tag %d", q.peer, q.tag)
 }
 
 func (q *request) Cancel() error {
@@ -213,7 +228,7 @@ func (c *rankComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, erro
 	if parts == nil {
 		parts = [][]byte{}
 	}
-	return c.post(&request{box: &c.g.boxes[dest], send: true, parts: parts, peer: c.rank, tag: tag}), nil
+	return c.post(&request{box: &c.g.boxes[dest], send: true, parts: parts, peer: c.rank, tag: tag, dest: dest}), nil
 }
 
 // IrecvLoan implements comm.Lender.
@@ -232,7 +247,7 @@ func (c *rankComm) IrecvLoan(src, tag int) (comm.Loan, error) {
 // post matches q against the other side's list of its mailbox, or queues
 // it there.
 func (c *rankComm) post(q *request) *request {
-	q.done, q.notify = make(chan struct{}), c.w.notify[c.WorldRank()]
+	q.done, q.notify, q.owner = make(chan struct{}), c.w.notify[c.WorldRank()], c
 	b := q.box
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -275,7 +290,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: Isend: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
-	return c.post(&request{box: &c.g.boxes[dest], send: true, buf: buf, peer: c.rank, tag: tag}), nil
+	return c.post(&request{box: &c.g.boxes[dest], send: true, buf: buf, peer: c.rank, tag: tag, dest: dest}), nil
 }
 
 func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {

@@ -21,6 +21,10 @@ type Config struct {
 	// its peers gets a *comm.TimeoutError naming the ranks that never
 	// arrived, and the group is broken.
 	Timeout time.Duration
+	// BoundWaits bounds every point-to-point Wait by Timeout too: a wait
+	// that no peer matches in time returns a *comm.WaitTimeoutError
+	// (launch sets it; the executor bounds its own waits).
+	BoundWaits bool
 	// Clock times the collective bound (clock.Real() when nil).
 	Clock clock.Clock
 	// RecorderDepth is the flight-recorder depth (comm default when 0).

@@ -27,8 +27,10 @@ type mpiComm struct {
 	name  string
 	world bool // MPI_COMM_WORLD: never freed
 
-	// timeout bounds each collective (comm.Bounded), in every mode.
-	timeout time.Duration
+	// timeout bounds each collective (comm.Bounded), in every mode, and
+	// with boundWaits every point-to-point Wait (Config.BoundWaits).
+	timeout    time.Duration
+	boundWaits bool
 	// worlds is the world rank of each rank of the group.
 	worlds []int
 
@@ -164,6 +166,7 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 		c.breakWith(err)
 		return nil, err
 	}
+	nc.boundWaits = c.boundWaits
 	c.splits++
 	return nc, nil
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// a *comm.TimeoutError naming the ranks that never arrived, and the
 	// communicator is broken (comm.Bounded).
 	Timeout time.Duration
+	// BoundWaits bounds every point-to-point Wait by Timeout too: a wait
+	// that no peer matches in time returns a *comm.WaitTimeoutError
+	// (launch sets it; the executor bounds its own waits).
+	BoundWaits bool
 	// RecorderDepth is how many operations the flight recorder keeps
 	// (comm.DefaultRecorderDepth when 0).
 	RecorderDepth int

@@ -546,3 +546,45 @@ func TestCrashChild(t *testing.T) {
 func newCheckedWorld(w *World, timeout time.Duration) comm.Comm {
 	return comm.NewChecked(w.Raw(), comm.CheckConfig{Timeout: timeout, Recorder: w.Recorder()})
 }
+
+// With BoundWaits (launch sets it) a Wait on a receive no peer matches
+// ends at the communicator's timeout with a *comm.WaitTimeoutError naming
+// the rank, the peer and the tag; the receive is still posted and can be
+// withdrawn. The waiting rank is the first and the last of the world.
+func TestBoundedWaitNamesTheUnmatchedReceive(t *testing.T) {
+	w := testWorld
+	if w.Size() < 2 {
+		t.Skip("needs 2 ranks")
+	}
+	ctx := context.Background()
+	sub, err := w.Raw().Split(ctx, 0, w.Rank())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	mc := sub.(*mpiComm)
+	mc.boundWaits, mc.timeout = true, 300*time.Millisecond
+	for _, waiter := range []int{0, w.Size() - 1} {
+		peer := (waiter + 1) % w.Size()
+		if w.Rank() == waiter {
+			q, err := sub.Irecv(make([]byte, 8), peer, 99)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = q.Wait(ctx)
+			var wte *comm.WaitTimeoutError
+			if !errors.As(err, &wte) || !errors.Is(err, comm.ErrWaitTimeout) {
+				t.Errorf("rank %d: unmatched receive: %v, want a *comm.WaitTimeoutError", waiter, err)
+			} else if want := fmt.Sprintf("after 300ms: rank %d", waiter); !strings.Contains(err.Error(), want) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("waited in a receive from rank %d tag 99 that no peer matched", peer)) {
+				t.Errorf("rank %d: %v: want it to name %q, the peer and the tag", waiter, err, want)
+			}
+			if err := q.Cancel(); err != nil {
+				t.Errorf("rank %d: withdrawing the receive: %v", waiter, err)
+			}
+		}
+		if err := w.Raw().Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

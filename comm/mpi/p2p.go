@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -195,6 +196,17 @@ func (c *mpiComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	return c.post("Irecv", buf, src, tag, true)
 }
 
+// what is the request for a reader: "receive from rank 1 tag 2".
+func (r *request) what() string {
+	switch {
+	case !r.recv:
+		return fmt.Sprintf("send to rank %d tag %d", r.peer, r.tag)
+	case r.peer == comm.AnySource:
+		return fmt.Sprintf("receive from any rank tag %d", r.tag)
+	}
+	return fmt.Sprintf("receive from rank %d tag %d", r.peer, r.tag)
+}
+
 func (r *request) op() string {
 	if r.recv {
 		return "Irecv"
@@ -286,6 +298,9 @@ func (r *request) Wait(ctx context.Context) (comm.Status, error) {
 					r.op(), r.peer, r.tag, r.c.name, r.c.rank, ctx.Err())
 			default:
 			}
+		}
+		if r.c.boundWaits && time.Since(waitStart) >= r.c.timeout {
+			return comm.Status{}, &comm.WaitTimeoutError{Group: r.c.name, Self: r.c.rank, Op: r.what(), Bound: r.c.timeout, WorldRanks: slices.Clone(r.c.worlds)}
 		}
 		backoff(long)
 	}

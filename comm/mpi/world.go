@@ -108,6 +108,7 @@ func Init(cfg Config) (*World, error) {
 	if err != nil {
 		return fail(err)
 	}
+	wc.boundWaits = cfg.BoundWaits
 	w := &World{e: e, world: wc, c: wc, rec: rec, localRank: int(lrank), cfg: cfg}
 	if cfg.Checked {
 		w.c = comm.NewChecked(wc, comm.CheckConfig{Timeout: cfg.Timeout, Recorder: rec, AnySite: cfg.AnySite})

@@ -1,0 +1,46 @@
+// Command faulty is a user's program with one fault planted on one rank,
+// for scripts/test-examples.sh: under mpirun the failure must come back
+// named, once, and end the job. FAULT picks the fault (panic: the rank
+// panics; unmatched: it waits on a receive no peer ever matches), and
+// FAULT_RANK the rank; the other ranks work for a while first (lest their
+// own collective bound fire before the faulty rank's failure ends the
+// job), then meet in a barrier.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/launch"
+)
+
+func main() {
+	fault := os.Getenv("FAULT")
+	rank, err := strconv.Atoi(os.Getenv("FAULT_RANK"))
+	if err != nil && fault != "" {
+		fmt.Fprintf(os.Stderr, "faulty: FAULT_RANK=%q: want a rank\n", os.Getenv("FAULT_RANK"))
+		os.Exit(2)
+	}
+	os.Exit(launch.Main(launch.Options{Timeout: 2 * time.Second}, func(ctx context.Context, c comm.Comm) error {
+		if c.Rank() != rank || fault == "" {
+			time.Sleep(10 * time.Second) // the others' work: the faulty rank's failure ends the job first
+			return c.Barrier(ctx)
+		}
+		switch fault {
+		case "panic":
+			panic(fmt.Sprintf("boom on rank %d", rank))
+		case "unmatched":
+			q, err := c.Irecv(make([]byte, 8), (rank+1)%c.Size(), 99)
+			if err != nil {
+				return err
+			}
+			_, err = q.Wait(ctx)
+			return err
+		}
+		return fmt.Errorf("faulty: FAULT=%q: want panic or unmatched", fault)
+	}))
+}
