@@ -132,6 +132,19 @@ func SearchProgram(ctx context.Context, n int, fn func(ctx context.Context, c co
 		res.Err = fmt.Errorf("%w: explore: Seeds %d: want 0 (the default, 200) or more", comm.ErrBadArgument, o.Seeds)
 	case o.MinRanks < 0 || o.MinRanks > n:
 		res.Err = fmt.Errorf("%w: explore: MinRanks %d: want 0 (no shrinking) to the %d ranks", comm.ErrBadArgument, o.MinRanks, n)
+	case o.Depth < 0:
+		res.Err = fmt.Errorf("%w: explore: Depth %d: want 0 (the default, 3) or more", comm.ErrBadArgument, o.Depth)
+	default:
+		for _, d := range []struct {
+			name string
+			v    time.Duration
+			def  string
+		}{{"Budget", o.Budget, "none"}, {"Timeout", o.Timeout, "10s"}, {"Deadline", o.Deadline, "1h"}, {"Stuck", o.Stuck, "10s"}, {"Spin", o.Spin, "1m"}} {
+			if d.v < 0 {
+				res.Err = fmt.Errorf("%w: explore: %s %v: want 0 (the default, %s) or more", comm.ErrBadArgument, d.name, d.v, d.def)
+				break
+			}
+		}
 	}
 	if res.Err != nil {
 		return res

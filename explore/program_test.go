@@ -326,6 +326,12 @@ func TestSearchProgramBadOptions(t *testing.T) {
 		{2, nil, explore.ProgramOptions{}, "explore: nil program"},
 		{2, ok, explore.ProgramOptions{Seeds: -1}, "explore: Seeds -1: want 0 (the default, 200) or more"},
 		{2, ok, explore.ProgramOptions{MinRanks: 3}, "explore: MinRanks 3: want 0 (no shrinking) to the 2 ranks"},
+		{2, ok, explore.ProgramOptions{Depth: -1}, "explore: Depth -1: want 0 (the default, 3) or more"},
+		{2, ok, explore.ProgramOptions{Budget: -time.Second}, "explore: Budget -1s: want 0 (the default, none) or more"},
+		{2, ok, explore.ProgramOptions{Timeout: -1}, "explore: Timeout -1ns: want 0 (the default, 10s) or more"},
+		{2, ok, explore.ProgramOptions{Deadline: -time.Minute}, "explore: Deadline -1m0s: want 0 (the default, 1h) or more"},
+		{2, ok, explore.ProgramOptions{Stuck: -time.Millisecond}, "explore: Stuck -1ms: want 0 (the default, 10s) or more"},
+		{2, ok, explore.ProgramOptions{Spin: -time.Second}, "explore: Spin -1s: want 0 (the default, 1m) or more"},
 	} {
 		res := explore.SearchProgram(context.Background(), tc.n, tc.fn, tc.o)
 		require.ErrorIs(t, res.Err, comm.ErrBadArgument)

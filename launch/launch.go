@@ -70,9 +70,9 @@ type Options struct {
 
 // Backend names the backend Options select in this process's environment.
 func (o Options) backend() (string, error) {
-	b := o.Backend
+	b, env := o.Backend, false
 	if b == "" || b == "auto" {
-		b = os.Getenv("RANKRUN_BACKEND")
+		b, env = os.Getenv("RANKRUN_BACKEND"), true
 	}
 	underMPI := comm.DetectLaunch().UnderMPI
 	switch b {
@@ -88,6 +88,9 @@ func (o Options) backend() (string, error) {
 		return b, nil
 	case "mpi":
 		return b, nil
+	}
+	if env {
+		return "", fmt.Errorf("launch: RANKRUN_BACKEND=%q: want auto, local, sim or mpi", b)
 	}
 	return "", fmt.Errorf("launch: backend %q: want auto, local, sim or mpi", b)
 }
@@ -123,7 +126,7 @@ func Run(ctx context.Context, o Options, fn Func) error {
 	n := max(o.Ranks, 1)
 	switch b {
 	case "local":
-		return errors.Join(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true}, local.RankFunc(fn))...)
+		return causes(local.RunAll(ctx, n, local.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true}, local.RankFunc(fn)))
 	case "sim":
 		seed := o.Seed
 		if s := os.Getenv("RANKRUN_SEED"); s != "" {
@@ -135,7 +138,7 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		}
 		res := sim.Run(ctx, n, sim.Config{Seed: seed, Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout},
 			func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
-		if err := errors.Join(res.Errs...); err != nil {
+		if err := causes(res.Errs); err != nil {
 			return err // what the failure cancelled left requests behind: not news
 		}
 		var left []error
@@ -168,6 +171,29 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		return fmt.Errorf("launch: a rank exited with code %d", code)
 	}
 	return nil
+}
+
+// causes joins the ranks' errors, less those that only carry another
+// rank's: the first rank to fail cancels the others, and their errors
+// wrap its own (a panic's stack once, not once per rank).
+func causes(errs []error) error {
+	var keep []error
+	for i, e := range errs {
+		if e == nil {
+			continue
+		}
+		carried := false
+		for j, f := range errs {
+			if j != i && f != nil && errors.Is(e, f) {
+				carried = true
+				break
+			}
+		}
+		if !carried {
+			keep = append(keep, e)
+		}
+	}
+	return errors.Join(keep...)
 }
 
 // runRecovered runs fn, returning a panic as an error with its stack, as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,10 @@ func TestBadOptionsGetOneLine(t *testing.T) {
 	code := launch.Main(launch.Options{Backend: "gpu", Stderr: &out}, sumOfRanks)
 	require.Equal(t, 1, code)
 	require.Equal(t, `launch: backend "gpu": want auto, local, sim or mpi`+"\n", out.String())
+	t.Setenv("RANKRUN_BACKEND", "bogus")
+	require.EqualError(t, launch.Run(context.Background(), launch.Options{}, sumOfRanks),
+		`launch: RANKRUN_BACKEND="bogus": want auto, local, sim or mpi`, "the environment named as the source")
+	t.Setenv("RANKRUN_BACKEND", "")
 
 	require.ErrorIs(t, launch.Run(context.Background(), launch.Options{}, nil), comm.ErrBadArgument)
 	var noContext context.Context
@@ -244,4 +249,26 @@ func recv(ctx context.Context, c comm.Comm, size, src, tag int) error {
 	}
 	_, err = q.Wait(ctx)
 	return err
+}
+
+// A rank's panic comes back once, with its stack, whichever rank it is:
+// the peers it cancelled carry it in their errors, and those are not
+// repeated; in-process and in simulation.
+func TestAPanicIsReportedOnce(t *testing.T) {
+	clearMPI(t)
+	for _, backend := range []string{"local", "sim"} {
+		for _, bad := range []int{0, 2, 3} {
+			err := launch.Run(context.Background(), launch.Options{Ranks: 4, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == bad {
+					panic(fmt.Sprintf("boom on rank %d", bad))
+				}
+				return c.Barrier(ctx)
+			})
+			require.Error(t, err)
+			msg := err.Error()
+			require.Equal(t, 1, strings.Count(msg, fmt.Sprintf("panic: boom on rank %d", bad)), "backend %s:\n%s", backend, msg)
+			require.Len(t, regexp.MustCompile(`goroutine \d+ \[`).FindAllString(msg, -1), 1, "one stack, backend %s:\n%s", backend, msg)
+			require.True(t, strings.HasPrefix(msg, fmt.Sprintf("rank %d: panic: boom on rank %d", bad, bad)), "backend %s:\n%s", backend, msg)
+		}
+	}
 }
