@@ -34,6 +34,9 @@ type Story struct {
 	// (they ran unchecked): the story can say nothing of their
 	// collectives.
 	Unrecorded []int `json:"unrecorded,omitempty"`
+	// Unreadable are the directory's files that are not dumps (set by the
+	// caller from ReadDirSkipping): their ranks count as having none.
+	Unreadable []Unreadable `json:"unreadable,omitempty"`
 }
 
 // RankError is the failure one rank saw.
@@ -144,39 +147,66 @@ type RankSession struct {
 // file that parses as a dump (PyTorch's nccl_trace_rank_N). A file that is
 // neither is an error naming it.
 func ReadDir(dir string) ([]*Dump, error) {
+	out, bad, err := ReadDirSkipping(dir)
+	if err == nil && len(bad) > 0 {
+		return nil, bad[0].err
+	}
+	return out, err
+}
+
+// Unreadable is a file of a dump directory that is not a dump: one a rank
+// killed while writing it left truncated, a stray file.
+type Unreadable struct {
+	File string `json:"file"`
+	Why  string `json:"why"`
+	err  error
+}
+
+// ReadDirSkipping is ReadDir reading past the files that are not dumps:
+// it returns them apart, so that the job's story is told from the dumps
+// that are there. Only a directory with no dump at all, dumps of two jobs
+// or two dumps of one rank are errors.
+func ReadDirSkipping(dir string) ([]*Dump, []Unreadable, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("diag: %w", err)
+		return nil, nil, fmt.Errorf("diag: %w", err)
 	}
 	var out []*Dump
+	var bad []Unreadable
 	for _, e := range ents {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
 		}
-		d, err := ReadFile(filepath.Join(dir, name))
+		path := filepath.Join(dir, name)
+		d, err := ReadFile(path)
 		if err != nil {
-			return nil, err
+			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "diag: "), path+": ")
+			bad = append(bad, Unreadable{File: path, Why: why, err: err})
+			continue
 		}
 		out = append(out, d)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("diag: %s holds no dump (rankrun's rank-NNNNN.json, or PyTorch's flight-recorder files)", dir)
+		if len(bad) > 0 {
+			return nil, bad, fmt.Errorf("diag: %s holds no readable dump (%s: %s)", dir, bad[0].File, bad[0].Why)
+		}
+		return nil, nil, fmt.Errorf("diag: %s holds no dump (rankrun's rank-NNNNN.json, or PyTorch's flight-recorder files)", dir)
 	}
 	for _, d := range out[1:] {
 		if d.Job != out[0].Job {
-			return nil, fmt.Errorf("diag: %s holds dumps of more than one job (%q in %s, %q in %s): keep one job's dumps per directory", dir, out[0].Job, out[0].File, d.Job, d.File)
+			return nil, bad, fmt.Errorf("diag: %s holds dumps of more than one job (%q in %s, %q in %s): keep one job's dumps per directory", dir, out[0].Job, out[0].File, d.Job, d.File)
 		}
 	}
 	seen := map[int]string{}
 	for _, d := range out {
 		if f, dup := seen[d.WorldRank]; dup {
-			return nil, fmt.Errorf("diag: %s and %s are both world rank %d's dump", f, d.File, d.WorldRank)
+			return nil, bad, fmt.Errorf("diag: %s and %s are both world rank %d's dump", f, d.File, d.WorldRank)
 		}
 		seen[d.WorldRank] = d.File
 	}
 	slices.SortFunc(out, func(a, b *Dump) int { return cmp.Compare(a.WorldRank, b.WorldRank) })
-	return out, nil
+	return out, bad, nil
 }
 
 // Analyze tells the story of a job's dumps. It is a pure function of them.

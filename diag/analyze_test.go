@@ -2,6 +2,9 @@ package diag
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -205,5 +208,60 @@ func TestMergeGuards(t *testing.T) {
 	got = mergeGuards([][]Guard{{{Name: "fits", Value: "1"}, {Name: "fits", Value: "2"}}, {{Name: "free", Value: "3"}}})
 	if want := "fits=1..2 (on 1 of 2 ranks), free=3 (on 1 of 2 ranks)"; guardsText(got) != want {
 		t.Errorf("merged %q, want %s", guardsText(got), want)
+	}
+}
+
+// A dump a rank left truncated (killed while writing it) is skipped and
+// named, and the story is told from the other ranks' dumps, that rank
+// counted as having none; whichever rank's file it is. ReadDir, strict,
+// refuses the directory naming the file.
+func TestReadDirSkippingTellsTheRest(t *testing.T) {
+	for _, bad := range []int{0, 2, 3} {
+		dir := t.TempDir()
+		for r := range 4 {
+			b, err := os.ReadFile(fmt.Sprintf("testdata/pytorch/mismatch/nccl_trace_rank_%d", r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r == bad {
+				b = b[:len(b)/2]
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("nccl_trace_rank_%d", r)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		file := filepath.Join(dir, fmt.Sprintf("nccl_trace_rank_%d", bad))
+		dumps, unreadable, err := ReadDirSkipping(dir)
+		if err != nil {
+			t.Fatalf("rank %d truncated: %v", bad, err)
+		}
+		if len(dumps) != 3 || len(unreadable) != 1 || unreadable[0].File != file || !strings.Contains(unreadable[0].Why, "not a JSON dump: unexpected end of JSON input") {
+			t.Fatalf("rank %d truncated: %d dumps, unreadable %+v", bad, len(dumps), unreadable)
+		}
+		s := Analyze(dumps)
+		s.Unreadable = unreadable
+		if !slices.Equal(s.NoDump, []int{bad}) {
+			t.Errorf("rank %d truncated: no dump from %v", bad, s.NoDump)
+		}
+		var b bytes.Buffer
+		if err := s.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if want := "not a dump, skipped: " + file + ": not a JSON dump: unexpected end of JSON input\n"; !strings.Contains(b.String(), want) {
+			t.Errorf("rank %d truncated: the story does not say %q:\n%s", bad, want, b.String())
+		}
+		if _, err := ReadDir(dir); err == nil || !strings.Contains(err.Error(), file) {
+			t.Errorf("rank %d truncated: ReadDir: %v, want an error naming %s", bad, err, file)
+		}
+	}
+	// Nothing readable: an error naming the first file and why.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rank-00000.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := ReadDirSkipping(dir)
+	if err == nil || !strings.Contains(err.Error(), "holds no readable dump") ||
+		!strings.Contains(err.Error(), `no "format" field: not a rankrun dump (they begin {"format": "rankrun-dump/1", ...})`) {
+		t.Errorf("a directory of one {} named rank-00000.json: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -207,6 +208,9 @@ func Write(dir string, d *Dump) (string, error) {
 	return path, nil
 }
 
+// rankDumpName is the name rankrun gives a rank's dump (rank-NNNNN.json).
+var rankDumpName = regexp.MustCompile(`^rank-\d+\.json$`)
+
 // ReadFile reads one dump: a rankrun dump, or a PyTorch flight-recorder
 // JSON dump (see ReadPyTorch).
 func ReadFile(path string) (*Dump, error) {
@@ -219,6 +223,11 @@ func ReadFile(path string) (*Dump, error) {
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("diag: %s: not a JSON dump: %v", path, err)
+	}
+	if head.Format == "" && rankDumpName.MatchString(filepath.Base(path)) {
+		// Named as rankrun names its dumps, but with no format: not a
+		// PyTorch dump either (those are nccl_trace_rank_N).
+		return nil, fmt.Errorf("diag: %s: no \"format\" field: not a rankrun dump (they begin {\"format\": %q, ...})", path, Format)
 	}
 	if head.Format == "" {
 		d, err := ReadPyTorch(path, b)

@@ -20,6 +20,9 @@ func (s *Story) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "; no dump from world ranks %v", s.NoDump)
 	}
 	b.WriteString("\n")
+	for _, u := range s.Unreadable {
+		fmt.Fprintf(&b, "not a dump, skipped: %s: %s\n", u.File, u.Why)
+	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(&b, "rank %d failed (%s): %s\n", e.Rank, e.Kind, clip(e.First, 300))
 	}

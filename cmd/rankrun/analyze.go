@@ -30,7 +30,10 @@ func analyzeCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("analyze: want one directory of dumps, got %d arguments", fs.NArg())
 	}
-	dumps, err := diag.ReadDir(fs.Arg(0))
+	if st, err := os.Stat(fs.Arg(0)); err == nil && !st.IsDir() {
+		return usagef("analyze: %s is a file: want the directory of dumps (rankrun run --dump-dir DIR)", fs.Arg(0))
+	}
+	dumps, unreadable, err := diag.ReadDirSkipping(fs.Arg(0))
 	if errors.Is(err, iofs.ErrNotExist) {
 		return usageError{err} // a path that is not there is a bad argument (exit 2), as scenario's is
 	}
@@ -43,6 +46,7 @@ func analyzeCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	s := diag.Analyze(dumps)
+	s.Unreadable = unreadable
 	if *jsonOut {
 		return s.WriteJSON(stdout)
 	}

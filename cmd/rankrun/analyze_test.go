@@ -179,10 +179,40 @@ func TestAnalyzeBadInput(t *testing.T) {
 		{[]string{"analyze", empty}, "holds no dump"},
 		{[]string{"analyze", junk}, "not a JSON dump"},
 		{[]string{"analyze", filepath.Join(empty, "nope")}, "no such file"},
+		{[]string{"analyze", "analyze.go"}, "analyze: analyze.go is a file: want the directory of dumps (rankrun run --dump-dir DIR)"},
 	} {
 		code, _, stderr := cli(t, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q, want one line with %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// A dump left truncated (its rank killed while writing it) is named and
+// skipped; the story comes from the others, that rank counted as having
+// no dump.
+func TestAnalyzeSkipsATruncatedDump(t *testing.T) {
+	dir := t.TempDir()
+	for r := range 4 {
+		b, err := os.ReadFile(fmt.Sprintf("../../diag/testdata/pytorch/mismatch/nccl_trace_rank_%d", r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == 1 {
+			b = b[:len(b)/3]
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("nccl_trace_rank_%d", r)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, story, stderr := cli(t, "analyze", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"dumps from world ranks [0 2 3]; no dump from world ranks [1]",
+		"not a dump, skipped: " + filepath.Join(dir, "nccl_trace_rank_1") + ": not a JSON dump: unexpected end of JSON input"} {
+		if !strings.Contains(story, want) {
+			t.Errorf("the story does not say %q:\n%s", want, story)
 		}
 	}
 }
