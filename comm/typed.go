@@ -232,7 +232,12 @@ func (op *Op) Check(rank, size int) error {
 			if d != nil {
 				at = d[r]
 			}
-			if n < 0 || at < 0 || at+n > buf {
+			switch {
+			case n < 0:
+				return bad("%s count %d for rank %d: must not be negative", name, n, r)
+			case at < 0:
+				return bad("%s displacement %d for rank %d: must not be negative", name, at, r)
+			case at+n > buf:
 				return bad("%s count %d at displacement %d for rank %d does not fit the %d-element buffer", name, n, at, r, buf)
 			}
 		}
@@ -304,31 +309,49 @@ func (op *Op) Check(rank, size int) error {
 	return nil
 }
 
+// offset64 starts a counts digest (FNV-1a's offset basis); noCounts is the
+// low bits of a shape that digested no count.
+const (
+	offset64 = 0xcbf29ce484222325
+	noCounts = uint32(offset64&0xffffffff | 1<<31)
+)
+
 // Shape is what every rank of a group must agree on for op, folded into
 // one value (checked mode stamps it): the datatype, the reduction, the
 // root and, where every rank passes the same counts, their digest. Per-rank
 // counts (a rank's send to each peer in an all-to-all) are the ranks' own.
 //
 // Bits 56-63 hold the datatype, 48-55 the reduction, 32-47 the root, 0-31
-// a digest of the counts, so an error can say which differed.
+// the count (bit 31 clear: Allreduce and Bcast, under 2^31 elements) or a
+// digest of the counts (bit 31 set), so an error can say which differed.
 func (op *Op) Shape() int64 {
-	h := uint64(0xcbf29ce484222325)
+	h := uint64(offset64)
 	mix := func(v uint64) { h = (h ^ v) * 0x100000001b3 }
+	count := -1
 	switch op.Kind {
 	case KindAllreduce:
-		mix(uint64(len(op.Send)))
+		count = len(op.Send)
 	case KindBcast:
-		n := len(op.Recv)
+		count = len(op.Recv)
 		if op.Recv == nil {
-			n = len(op.Send)
+			count = len(op.Send)
 		}
-		mix(uint64(n))
 	case KindAllgather, KindReduceScatter:
 		for _, n := range op.RecvCounts {
 			mix(uint64(n))
 		}
 	}
-	return int64(uint64(op.Type)<<56 | uint64(op.Reduce)<<48 | uint64(uint16(op.Root))<<32 | h&0xffffffff)
+	low := h&0xffffffff | 1<<31
+	if count >= 0 && op.Type.Valid() {
+		count /= op.Type.Size() // Send and Recv are the elements' bytes
+	}
+	if count >= 0 && count < 1<<31 {
+		low = uint64(count)
+	} else if count >= 0 {
+		mix(uint64(count))
+		low = h&0xffffffff | 1<<31
+	}
+	return int64(uint64(op.Type)<<56 | uint64(op.Reduce)<<48 | uint64(uint16(op.Root))<<32 | low)
 }
 
 // typedShape describes a typed collective's stamped shape for an error:
@@ -347,7 +370,13 @@ func typedShape(kind Kind, shape int64) (string, bool) {
 	case KindReduce, KindBcast, KindGather, KindScatter:
 		s += fmt.Sprintf(", root %d", uint16(uint64(shape)>>32))
 	}
-	return s + fmt.Sprintf(", counts %#08x)", uint32(shape)), true
+	switch low := uint32(shape); {
+	case low < 1<<31:
+		return s + fmt.Sprintf(", count %d)", low), true
+	case low == noCounts:
+		return s + ")", true
+	}
+	return s + fmt.Sprintf(", counts digest %#08x)", uint32(shape)), true
 }
 
 // overlap reports whether a and b share a byte.

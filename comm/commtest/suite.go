@@ -88,6 +88,7 @@ func cases() []testCase {
 		{"TypedBadArguments", 1, checked, typedBadArguments},
 		{"TypedBadArgumentsUnchecked", 1, Options{}, typedBadArguments},
 		{"TypedDesyncDatatype", 2, Options{Checked: true, Timeout: 10 * time.Second}, typedDesync},
+		{"TypedDesyncCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, typedDesyncCount},
 		{"DesyncDifferentKinds", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncKinds},
 		{"DesyncSameKindDifferentSite", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncSites},
 		{"DesyncAllreduceCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncCount},

@@ -405,6 +405,16 @@ func typedBadArguments(n int) RankFunc {
 				}
 				return comm.Allgatherv(ctx, c, short, make([]float32, 3*n-1), counts, nil)
 			}, "does not fit the"},
+			{"negative count", func() error {
+				counts := make([]int, n)
+				counts[0] = -1
+				return comm.Allgatherv(ctx, c, short, make([]float32, 3*n), counts, nil)
+			}, "receive count -1 for rank 0: must not be negative"},
+			{"negative displacement", func() error {
+				counts, displs := make([]int, n), make([]int, n)
+				displs[n-1] = -2
+				return comm.Allgatherv(ctx, c, short, make([]float32, 3*n), counts, displs)
+			}, fmt.Sprintf("receive displacement -2 for rank %d: must not be negative", n-1)},
 			{"alltoall in place", func() error {
 				buf := make([]float32, 2*n)
 				return comm.Alltoall(ctx, c, buf, buf)
@@ -449,6 +459,25 @@ func typedDesync(n int) RankFunc {
 			}
 		}
 		return typedDesyncOn(ctx, c, c.Size())
+	}
+}
+
+// typedDesyncCount: the last rank reduces one element where its peers
+// reduce two: ErrDesync naming both counts, not a digest of them.
+func typedDesyncCount(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		count := 2
+		if c.Rank() == n-1 {
+			count = 1
+		}
+		err := comm.Allreduce(ctx, c, comm.Sum, make([]float32, count), make([]float32, count))
+		if !errors.Is(err, comm.ErrDesync) {
+			return errorf(c, "1 element against 2: %v, want ErrDesync", err)
+		}
+		if !strings.Contains(err.Error(), "(float32, sum, count 1)") || !strings.Contains(err.Error(), "(float32, sum, count 2)") {
+			return errorf(c, "1 element against 2: %q names not both counts", err)
+		}
+		return nil
 	}
 }
 
