@@ -132,7 +132,9 @@ func (r *checkedReq) Test() (Status, bool, error) {
 
 func (r *checkedReq) Wait(ctx context.Context) (Status, error) {
 	st, err := r.Request.Wait(ctx)
-	if ctx.Err() == nil || err == nil {
+	if err == nil || ctx.Err() == nil && !errors.Is(err, ErrWaitTimeout) {
+		// Ended (a context error or a wait past its bound leaves the
+		// request in flight: its record stays open).
 		r.once.Do(func() { r.rec.End(r.id, err) })
 	}
 	return st, err

@@ -67,12 +67,14 @@ type Status struct {
 //
 // The buffer passed to Isend or Irecv belongs to the request until Test
 // reports done or Wait returns (with or without error, except a context
-// error, after which the request is still in flight).
+// error or ErrWaitTimeout, after which the request is still in flight).
 type Request interface {
 	// Test reports without blocking whether the request has completed.
 	Test() (st Status, done bool, err error)
 	// Wait blocks until the request completes or ctx ends. When ctx ends
-	// first, Wait returns ctx's error wrapped and the request is unchanged.
+	// first, Wait returns ctx's error wrapped and the request is unchanged;
+	// so too past the backend's bound on waits, where it has one
+	// (*WaitTimeoutError).
 	Wait(ctx context.Context) (Status, error)
 	// Cancel withdraws a receive that has not matched yet; after Cancel
 	// returns nil the buffer is free. Cancelling a send, or a receive that

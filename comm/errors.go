@@ -63,7 +63,8 @@ func afterGuards(gs []GuardValue) string {
 }
 
 // DescribeShape renders a collective's stamped argument shape as an error
-// shows it: " (float32, sum, counts 0x...)", " (count 4, sum)", "".
+// shows it: " (float32, sum, count 2)", " (int64, counts digest 0x...)",
+// " (count 4, sum)", "".
 func DescribeShape(kind Kind, shape int64) string {
 	return Entry{Kind: kind, Shape: shape}.shapeString()
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -173,27 +174,74 @@ func Run(ctx context.Context, o Options, fn Func) error {
 	return nil
 }
 
-// causes joins the ranks' errors, less those that only carry another
-// rank's: the first rank to fail cancels the others, and their errors
-// wrap its own (a panic's stack once, not once per rank).
+// causes is the ranks' errors (indexed by rank), nil when none failed.
+// The first rank to fail cancels the others with its error, so theirs
+// wrap that very error value: the message shows each error that carries
+// no other rank's once (a panic's stack once, not once per rank) and names
+// the ranks whose errors carry it; errors.Is and errors.As still see every
+// rank's error.
 func causes(errs []error) error {
-	var keep []error
-	for i, e := range errs {
-		if e == nil {
+	e := &rankErrors{}
+	for i, err := range errs {
+		if err == nil {
 			continue
 		}
+		e.all = append(e.all, err)
 		carried := false
 		for j, f := range errs {
-			if j != i && f != nil && errors.Is(e, f) {
+			if j != i && f != nil && holds(err, f) {
 				carried = true
 				break
 			}
 		}
-		if !carried {
-			keep = append(keep, e)
+		if carried {
+			e.carried = append(e.carried, i)
+		} else {
+			e.shown = append(e.shown, err)
 		}
 	}
-	return errors.Join(keep...)
+	switch {
+	case len(e.all) == 0:
+		return nil
+	case len(e.shown) == 0: // cannot happen (no error holds itself through another), but never hide them all
+		e.shown, e.carried = e.all, nil
+	}
+	return e
+}
+
+// rankErrors is the failure of a run: every rank's error, shown once.
+type rankErrors struct {
+	all, shown []error
+	carried    []int // ranks whose errors carry another rank's
+}
+
+func (e *rankErrors) Error() string {
+	msg := errors.Join(e.shown...).Error()
+	if len(e.carried) > 0 {
+		msg += fmt.Sprintf("\n(ranks %v failed with it: their errors carry it)", e.carried)
+	}
+	return msg
+}
+
+func (e *rankErrors) Unwrap() []error { return e.all }
+
+// holds reports whether f itself is in e's tree of wrapped errors (by
+// identity: no Is method is asked).
+func holds(e, f error) bool {
+	if reflect.TypeOf(e).Comparable() && e == f {
+		return true
+	}
+	switch u := e.(type) {
+	case interface{ Unwrap() error }:
+		return u.Unwrap() != nil && holds(u.Unwrap(), f)
+	case interface{ Unwrap() []error }:
+		for _, x := range u.Unwrap() {
+			if x != nil && holds(x, f) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // runRecovered runs fn, returning a panic as an error with its stack, as

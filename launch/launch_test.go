@@ -234,7 +234,16 @@ func TestPointToPointWaitsAreBounded(t *testing.T) {
 				return recv(ctx, c, 1, peer, 3)
 			}, fmt.Sprintf("rank %d waited in a receive from rank %d tag 3 that no peer matched", waiter, peer)},
 		} {
-			err := launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 200 * time.Millisecond}, tc.fn)
+			got := make(chan error, 1)
+			go func() {
+				got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 200 * time.Millisecond}, tc.fn)
+			}()
+			var err error
+			select {
+			case err = <-got:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("rank %d: %s: the run never ended", waiter, tc.name)
+			}
 			require.ErrorIs(t, err, comm.ErrWaitTimeout, "rank %d: %s", waiter, tc.name)
 			require.ErrorContains(t, err, "comm: point-to-point wait timeout on group \"world\" after 200ms", "rank %d: %s", waiter, tc.name)
 			require.Regexp(t, tc.want, err.Error(), "rank %d: %s", waiter, tc.name)
@@ -270,5 +279,49 @@ func TestAPanicIsReportedOnce(t *testing.T) {
 			require.Len(t, regexp.MustCompile(`goroutine \d+ \[`).FindAllString(msg, -1), 1, "one stack, backend %s:\n%s", backend, msg)
 			require.True(t, strings.HasPrefix(msg, fmt.Sprintf("rank %d: panic: boom on rank %d", bad, bad)), "backend %s:\n%s", backend, msg)
 		}
+	}
+}
+
+// codeErr matches any codeErr of its code (a user's error type with a
+// loose Is): two ranks that return one each are two failures, not one
+// error carrying the other.
+type codeErr struct{ code int }
+
+func (e *codeErr) Error() string { return fmt.Sprintf("code %d", e.code) }
+func (e *codeErr) Is(t error) bool {
+	var x *codeErr
+	return errors.As(t, &x) && x.code == e.code
+}
+
+// A run's failure is never lost: errors that match each other by a loose
+// Is are both shown, and a rank that joins an error of its own to the
+// cancellation keeps it reachable (errors.Is) and is named.
+func TestRankErrorsAreNeverLost(t *testing.T) {
+	clearMPI(t)
+	for _, backend := range []string{"local", "sim"} {
+		err := launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() != 1 {
+				return &codeErr{5}
+			}
+			return nil
+		})
+		require.Error(t, err, "backend %s", backend)
+		require.Contains(t, err.Error(), "rank 0: code 5", "backend %s", backend)
+		require.Contains(t, err.Error(), "rank 2: code 5", "backend %s", backend)
+
+		own := errors.New("rank 2's own cleanup failed")
+		err = launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+			switch c.Rank() {
+			case 0:
+				return errors.New("boom")
+			case 2:
+				<-ctx.Done()
+				return errors.Join(own, context.Cause(ctx))
+			}
+			return nil
+		})
+		require.ErrorIs(t, err, own, "backend %s", backend)
+		require.Contains(t, err.Error(), "rank 0: boom", "backend %s", backend)
+		require.Contains(t, err.Error(), "(ranks [2] failed with it: their errors carry it)", "backend %s", backend)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/rankrun/rankrun/comm"
 )
@@ -55,20 +54,25 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 	default:
 	}
 	w := q.owner.w
-	var deadline time.Time
-	if w.cfg.BoundWaits {
-		deadline = w.cfg.Clock.Now().Add(w.cfg.Timeout)
+	if !w.cfg.BoundWaits {
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+		}
+	} else {
+		// A waiter per bounded wait: launch's (a user's program), not the
+		// executor's hot path, which bounds its own waits.
+		wt := w.cfg.Clock.NewWaiter()
+		defer wt.Stop()
+		_ = wt.Wait(ctx, q.done, w.cfg.Clock.Now().Add(w.cfg.Timeout))
 	}
-	wt := w.cfg.Clock.NewWaiter()
-	defer wt.Stop()
-	werr := wt.Wait(ctx, q.done, deadline)
 	// Both may be ready: a completed request wins, whatever woke the wait.
 	select {
 	case <-q.done:
 		return q.st, q.err
 	default:
 	}
-	if werr != nil || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return comm.Status{}, fmt.Errorf("local: wait for %s: %w", q.what(), context.Cause(ctx))
 	}
 	c := q.owner

@@ -547,8 +547,8 @@ func newCheckedWorld(w *World, timeout time.Duration) comm.Comm {
 	return comm.NewChecked(w.Raw(), comm.CheckConfig{Timeout: timeout, Recorder: w.Recorder()})
 }
 
-// With BoundWaits (launch sets it) a Wait on a receive no peer matches
-// ends at the communicator's timeout with a *comm.WaitTimeoutError naming
+// With BoundWaits (launch sets it) a Wait on a receive no peer matches,
+// on a communicator split from the world, ends at its timeout with a *comm.WaitTimeoutError naming
 // the rank, the peer and the tag; the receive is still posted and can be
 // withdrawn. The waiting rank is the first and the last of the world.
 func TestBoundedWaitNamesTheUnmatchedReceive(t *testing.T) {
@@ -557,13 +557,16 @@ func TestBoundedWaitNamesTheUnmatchedReceive(t *testing.T) {
 		t.Skip("needs 2 ranks")
 	}
 	ctx := context.Background()
+	// A world initialised with BoundWaits (as launch's is) passes it on
+	// to the communicators split from it.
+	w.world.boundWaits = true
 	sub, err := w.Raw().Split(ctx, 0, w.Rank())
+	w.world.boundWaits = false
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	mc := sub.(*mpiComm)
-	mc.boundWaits, mc.timeout = true, 300*time.Millisecond
+	sub.(*mpiComm).timeout = 300 * time.Millisecond // the test's bound, on this communicator only
 	for _, waiter := range []int{0, w.Size() - 1} {
 		peer := (waiter + 1) % w.Size()
 		if w.Rank() == waiter {
