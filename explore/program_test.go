@@ -245,26 +245,18 @@ func TestSearchProgramInterruptedDoesNotWaitSpin(t *testing.T) {
 	var release atomic.Bool
 	defer release.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
-	got := make(chan explore.ProgramResult, 1)
-	go func() {
-		got <- explore.SearchProgram(ctx, 3, func(ctx context.Context, c comm.Comm) error {
+	res := awaitSearch(t, &release, "the interrupted search waited on the spinning rank", func() explore.ProgramResult {
+		return explore.SearchProgram(ctx, 3, func(ctx context.Context, c comm.Comm) error {
 			if c.Rank() == 0 {
 				for !release.Load() {
 				}
 			}
 			return c.Barrier(ctx)
 		}, explore.ProgramOptions{Seeds: 5, Stuck: 50 * time.Millisecond, Spin: time.Hour})
-	}()
-	time.Sleep(100 * time.Millisecond) // the search is under way (nothing waits on this: any moment will do)
-	cancel()
-	var res explore.ProgramResult
-	select {
-	case res = <-got:
-	case <-time.After(20 * time.Second):
-		release.Store(true)
-		t.Fatal("the interrupted search waited on the spinning rank")
-	}
-	release.Store(true)
+	}, func() {
+		time.Sleep(100 * time.Millisecond) // the search is under way (nothing waits on this: any moment will do)
+		cancel()
+	})
 	require.NotNil(t, res.First)
 	require.True(t, res.First.Stuck)
 	require.Contains(t, res.First.Error(), "kept running")
@@ -277,24 +269,15 @@ func TestSearchProgramInterruptedDoesNotWaitSpin(t *testing.T) {
 func TestSearchProgramNamesASpinningRank(t *testing.T) {
 	var release atomic.Bool
 	defer release.Store(true)
-	got := make(chan explore.ProgramResult, 1)
-	go func() {
-		got <- explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+	res := awaitSearch(t, &release, "the search never named the spinning rank", func() explore.ProgramResult {
+		return explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
 			if c.Rank() == 2 {
 				for !release.Load() {
 				}
 			}
 			return c.Barrier(ctx)
 		}, explore.ProgramOptions{Seeds: 5, Stuck: 50 * time.Millisecond, Spin: 400 * time.Millisecond})
-	}()
-	var res explore.ProgramResult
-	select {
-	case res = <-got:
-	case <-time.After(20 * time.Second):
-		release.Store(true)
-		t.Fatal("the search never named the spinning rank")
-	}
-	release.Store(true)
+	}, func() {})
 	require.NotNil(t, res.First)
 	require.True(t, res.First.Stuck)
 	msg := res.First.Error()
@@ -302,6 +285,25 @@ func TestSearchProgramNamesASpinningRank(t *testing.T) {
 	require.Contains(t, msg, "kept running")
 	require.Contains(t, msg, "explore_test.TestSearchProgramNamesASpinningRank", "the spinning stack")
 	require.NoError(t, goleak.Find())
+}
+
+// awaitSearch runs search on its own goroutine, then meanwhile, and
+// returns its result, or fails t with never after 20 s; either way it
+// then releases the spinning rank.
+func awaitSearch(t *testing.T, release *atomic.Bool, never string, search func() explore.ProgramResult, meanwhile func()) explore.ProgramResult {
+	t.Helper()
+	defer release.Store(true)
+	got := make(chan explore.ProgramResult, 1)
+	go func() { got <- search() }()
+	meanwhile()
+	select {
+	case res := <-got:
+		return res
+	case <-time.After(20 * time.Second):
+		release.Store(true)
+		t.Fatal(never)
+		return explore.ProgramResult{}
+	}
 }
 
 // spin keeps the CPU busy for d of wall time, with no call that waits.
