@@ -134,6 +134,29 @@ func TestReduceOps(t *testing.T) {
 	}
 }
 
+// A rank whose program returned is named so, with its last operation:
+// the collective waits for a call it will never make (not a rank that is
+// merely behind, nor a desync).
+func TestTimeoutMessageNamesARankThatReturned(t *testing.T) {
+	last := OpRecord{Group: "world", Seq: 3, Kind: KindAllreduce, Peer: -1, Start: time.Unix(1, 0), End: time.Unix(2, 0)}
+	te := &TimeoutError{Group: "world", Self: 1, Bound: time.Second, Waiting: Entry{Kind: KindBarrier, Seq: 4}, Missing: []int{0, 2},
+		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 3, Returned: true, Records: []OpRecord{last}},
+			{Rank: 1, Counted: true, Entered: 4}, {Rank: 2, Counted: true, Entered: 3}}}
+	msg := te.Error()
+	for _, want := range []string{"ranks [0 2] never arrived; rank 0 has returned from its program: it enters nothing more (its last: " + last.String() + ")",
+		"; rank 2 is at #3"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("timeout message %q lacks %q", msg, want)
+		}
+	}
+	if strings.Count(msg, "returned") != 1 {
+		t.Errorf("timeout message %q: only rank 0 returned", msg)
+	}
+	if log := te.FlightLog(); strings.Count(log, "had returned from its program") != 1 {
+		t.Errorf("flight log names rank 0 alone as returned:\n%s", log)
+	}
+}
+
 func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
 	te := &TimeoutError{Group: "world/s1c0", Self: 0, Bound: 3 * time.Second, WorldRanks: []int{1, 2, 4},
 		Waiting: Entry{Kind: KindBcast, Seq: 41, Site: "?"}, Missing: []int{1, 2},

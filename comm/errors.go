@@ -150,6 +150,10 @@ type PeerRecords struct {
 	// Pending are the guard values the rank recorded after its last
 	// collective began (Recorder.Pending): what kept it from this one.
 	Pending []GuardValue
+	// Returned: the rank's program has returned (in-process, its rank
+	// function; under MPI, it is in Finalize): it enters nothing more, so
+	// a collective that waits for it waits for a call never made.
+	Returned bool
 }
 
 // TimeoutError is returned (wrapping ErrCollectiveTimeout) when a collective
@@ -194,6 +198,11 @@ func (e *TimeoutError) Error() string {
 		switch {
 		case p.Err != nil:
 			fmt.Fprintf(&b, "; %s unreachable: %v", who, p.Err)
+		case p.Returned:
+			fmt.Fprintf(&b, "; %s has returned from its program: it enters nothing more", who)
+			if len(p.Records) > 0 {
+				fmt.Fprintf(&b, " (its last: %s)", p.Records[len(p.Records)-1])
+			}
 		case len(p.Records) > 0:
 			fmt.Fprintf(&b, "; %s last: %s", who, p.Records[len(p.Records)-1])
 		case p.Counted:
@@ -310,6 +319,9 @@ func (e *TimeoutError) FlightLog() string {
 		fmt.Fprintf(&b, "rank %d%s:\n", p.Rank, worldSuffix(e.WorldRanks, p.Rank))
 		if p.Counted {
 			fmt.Fprintf(&b, "  had entered %d collectives on %s\n", p.Entered, e.Group)
+		}
+		if p.Returned {
+			b.WriteString("  had returned from its program\n")
 		}
 		if p.Err != nil {
 			fmt.Fprintf(&b, "  unreachable: %v\n", p.Err)

@@ -251,6 +251,36 @@ func TestPointToPointWaitsAreBounded(t *testing.T) {
 	}
 }
 
+// A rank that returns while its peers wait in a collective is named as
+// returned, whichever rank it is (in-process: its rank function returned;
+// under mpirun scripts/test-examples.sh step 4 checks the same, with the
+// rank in Finalize), never as a desync.
+func TestAnEarlyReturnIsNamed(t *testing.T) {
+	clearMPI(t)
+	const n = 4
+	for _, early := range []int{0, 2, n - 1} {
+		got := make(chan error, 1)
+		go func() {
+			got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 300 * time.Millisecond},
+				func(ctx context.Context, c comm.Comm) error {
+					if c.Rank() == early {
+						return nil
+					}
+					return c.Barrier(ctx)
+				})
+		}()
+		var err error
+		select {
+		case err = <-got:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("rank %d returned early: the run never ended", early)
+		}
+		require.ErrorIs(t, err, comm.ErrCollectiveTimeout, "rank %d returned early", early)
+		require.NotErrorIs(t, err, comm.ErrDesync, "rank %d returned early", early)
+		require.ErrorContains(t, err, fmt.Sprintf("ranks [%d] never arrived; rank %d has returned from its program: it enters nothing more", early, early))
+	}
+}
+
 func recv(ctx context.Context, c comm.Comm, size, src, tag int) error {
 	q, err := c.Irecv(make([]byte, size), src, tag)
 	if err != nil {

@@ -8,7 +8,9 @@
 #     in one line);
 #  4. a user's program with a fault on one rank (launch/internal/faulty:
 #     a panic, a receive no peer matches) under `mpirun -np 4`: named in
-#     one line, the job ended.
+#     one line, the job ended; a rank that returns while its peers wait
+#     in a barrier (np 4 and 2): named as returned by the ranks that wait,
+#     never as a desync.
 #
 # Then the explorer's promise on seedpoll, end to end: with the seed's bug
 # (-unclamped) the test fails, naming the symptom and printing a replay
@@ -110,5 +112,23 @@ for fault in panic unmatched; do
 		n=$(grep -cF "aborts the MPI job from group \"world\" with code 1: $want" "$tmp/out" || true)
 		[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "faulty ($fault on rank $r): the failure was named $n times, want once"; }
 	done
+done
+# A rank that returns while its peers wait in a barrier: the ranks that
+# wait name it as returned (each that prints before the job ends), and
+# its own Finalize never pairs with their barrier (no desync).
+for np_r in 4:0 4:2 4:3 2:1; do
+	np=${np_r%:*} r=${np_r#*:}
+	say "mpirun -np $np faulty: world rank $r returns early: named as returned, no desync"
+	if FAULT=early FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np "$np" -x FAULT -x FAULT_RANK \
+		"$tmp/faulty" >"$tmp/out" 2>&1; then
+		cat "$tmp/out" >&2
+		die "faulty (rank $r returns early, np $np) exited 0"
+	fi
+	n=$(grep -cF "ranks [$r] never arrived; rank $r has returned from its program: it enters nothing more" "$tmp/out" || true)
+	[ "$n" -ge 1 ] || { cat "$tmp/out" >&2; die "faulty (rank $r returns early, np $np): no rank named it as returned"; }
+	if grep -qiE 'desync|could not agree' "$tmp/out"; then
+		cat "$tmp/out" >&2
+		die "faulty (rank $r returns early, np $np): reported as a desync or a failed Finalize"
+	fi
 done
 say ok

@@ -264,6 +264,9 @@ var catalogue = []mutant{
 	{name: "launch-waits-unbounded", file: "launch/launch.go",
 		old: "Timeout: o.Timeout, BoundWaits: true}, local.RankFunc(fn)", new: "Timeout: o.Timeout}, local.RankFunc(fn)",
 		why: "a user's program whose two ranks both wait on their send first hangs in-process (or dies in the runtime's 'all goroutines are asleep') instead of ending in ErrWaitTimeout", pkgs: []string{"./launch"}},
+	{name: "early-return-unnamed", file: "comm/local/world.go",
+		old: "\t\t\tw.returned[r].Store(true)\n", new: "",
+		why: "a rank that returns while its peers wait in a barrier is reported as a rank that has recorded no operation, not as one whose program returned", pkgs: []string{"./launch"}},
 	{name: "analyze-stops-at-a-bad-dump", file: "diag/analyze.go",
 		old: "\t\t\tbad = append(bad, Unreadable{File: path, Why: why, err: err})\n\t\t\tcontinue\n", new: "\t\t\t_ = why\n\t\t\treturn nil, nil, err\n",
 		why: "one dump a killed rank left truncated makes analyze give up on the whole job's dumps", pkgs: []string{"./diag"}},
@@ -522,6 +525,10 @@ var catalogue = []mutant{
 	{name: "mpi-alltoall-block-misplaced", file: "comm/mpi/cmpi.h",
 		old: "rc = MPI_Irecv(out + (long)rd[peer] * es,", new: "rc = MPI_Irecv(out + (long)rd[i] * es,",
 		why: "the direct all-to-all receives a peer's block at another rank's displacement", mpi: typedMPI},
+	{name: "mpi-return-not-said", file: "comm/mpi/engine.go",
+		old: "reply{nonce: nonce, entered: c.entered, returned: e.returned}", new: "reply{nonce: nonce, entered: c.entered}",
+		why: "a rank in Finalize answers the stall inspector as if it were merely behind: its peers' timeout never says its program returned",
+		mpi: &mpiSuite{nps: []int{2, 4}, pattern: "^TestInspectorSaysWhichRankReturned$"}},
 }
 
 // typedMPI is the typed conformance cases under mpirun at np 2 and 3

@@ -182,11 +182,13 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 }
 
 // InspectPeers returns every group member's flight records (checked worlds
-// only; unchecked worlds keep no records).
+// only; unchecked worlds keep no records) and whether its rank function has
+// returned.
 func (c *rankComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	out := make([]comm.PeerRecords, len(c.g.members))
 	for i, wr := range c.g.members {
 		out[i].Rank = i
+		out[i].Returned = c.w.returned[wr].Load()
 		if c.w.recorders != nil {
 			out[i].Records = c.w.recorders[wr].Snapshot()
 			out[i].Pending = c.w.recorders[wr].Pending()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -78,6 +79,7 @@ func run(ctx context.Context, n int, cfg Config, fn RankFunc) ([]error, int) {
 	for r := range n {
 		wg.Go(func() {
 			err := runRank(ctx, w.rankComm(r), fn)
+			w.returned[r].Store(true)
 			if err == nil {
 				return
 			}
@@ -109,7 +111,10 @@ type world struct {
 	cfg       Config
 	recorders []*comm.Recorder
 	notify    []chan struct{} // per world rank, see comm.Notifier
-	cancel    context.CancelCauseFunc
+	// returned is set, per world rank, once its rank function has
+	// returned: the stall inspector says so of a rank its peers wait for.
+	returned []atomic.Bool
+	cancel   context.CancelCauseFunc
 
 	mu     sync.Mutex
 	groups map[string]*group
@@ -121,7 +126,7 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
 		cfg.Timeout = comm.DefaultCollectiveTimeout
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	w := &world{n: n, cfg: cfg, cancel: cancel, groups: map[string]*group{}, notify: make([]chan struct{}, n)}
+	w := &world{n: n, cfg: cfg, cancel: cancel, groups: map[string]*group{}, notify: make([]chan struct{}, n), returned: make([]atomic.Bool, n)}
 	for r := range w.notify {
 		w.notify[r] = make(chan struct{}, 1)
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // The stall inspector's reply: how many collectives the rank has entered on
-// the communicator it was asked about, and its flight records, as a small
-// length-prefixed encoding (no reflection, no allocation beyond the output):
+// the communicator it was asked about, whether its program has returned
+// (it is in Finalize), and its flight records, as a small length-prefixed
+// encoding (no reflection, no allocation beyond the output):
 //
-//	"RRI3" nonce:varint entered:uvarint count:uvarint record* pending:guards
+//	"RRI4" nonce:varint entered:uvarint returned:byte count:uvarint record* pending:guards
 //	record = group:str seq:uvarint kind:byte site:str peer:varint tag:varint
 //	         start:varint end:varint err:str guards (times in Unix ns, 0 = zero)
 //	guards = count:uvarint (name:str value:varint bool:byte site:str)*
@@ -21,7 +22,7 @@ import (
 //
 // It is kept free of cgo so that it builds, and is fuzzed, without MPI.
 
-var replyMagic = []byte("RRI3")
+var replyMagic = []byte("RRI4")
 
 // maxReplyRecords bounds the record count a decoder accepts.
 const maxReplyRecords = 1 << 16
@@ -32,8 +33,10 @@ var errBadReply = errors.New("mpi: malformed inspection reply")
 type reply struct {
 	nonce   int64
 	entered uint64 // collectives entered on the inspected communicator
-	recs    []comm.OpRecord
-	pending []comm.GuardValue // recorded since the rank's last collective
+	// returned: the rank's program has returned; it enters nothing more.
+	returned bool
+	recs     []comm.OpRecord
+	pending  []comm.GuardValue // recorded since the rank's last collective
 }
 
 func encodeReply(rp reply) []byte {
@@ -41,6 +44,7 @@ func encodeReply(rp reply) []byte {
 	b = append(b, replyMagic...)
 	b = binary.AppendVarint(b, rp.nonce)
 	b = binary.AppendUvarint(b, rp.entered)
+	b = append(b, boolByte(rp.returned))
 	b = binary.AppendUvarint(b, uint64(len(rp.recs)))
 	for _, r := range rp.recs {
 		b = appendString(b, r.Group)
@@ -57,16 +61,19 @@ func encodeReply(rp reply) []byte {
 	return appendGuards(b, rp.pending)
 }
 
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
 func appendGuards(b []byte, gs []comm.GuardValue) []byte {
 	b = binary.AppendUvarint(b, uint64(len(gs)))
 	for _, g := range gs {
 		b = appendString(b, g.Name)
 		b = binary.AppendVarint(b, g.Value)
-		flag := byte(0)
-		if g.Bool {
-			flag = 1
-		}
-		b = append(b, flag)
+		b = append(b, boolByte(g.Bool))
 		b = appendString(b, g.Site)
 	}
 	return b
@@ -186,9 +193,13 @@ func decodeReply(b []byte) (reply, error) {
 	r := &replyReader{b: b[len(replyMagic):]}
 	nonce := r.varint("nonce")
 	entered := r.uvarint("entered count")
+	returned := r.byte1("returned flag")
 	count := r.uvarint("record count")
 	if r.err != nil {
 		return reply{}, r.err
+	}
+	if returned > 1 {
+		return reply{}, fmt.Errorf("%w: returned flag %d, want 0 or 1", errBadReply, returned)
 	}
 	// Every record takes at least 11 bytes: refuse counts the input cannot hold.
 	if count > maxReplyRecords || count > uint64(len(r.b))/11 {
@@ -219,5 +230,5 @@ func decodeReply(b []byte) (reply, error) {
 	if len(r.b) != 0 {
 		return reply{}, fmt.Errorf("%w: %d trailing bytes", errBadReply, len(r.b))
 	}
-	return reply{nonce: nonce, entered: entered, recs: recs, pending: pending}, nil
+	return reply{nonce: nonce, entered: entered, returned: returned == 1, recs: recs, pending: pending}, nil
 }

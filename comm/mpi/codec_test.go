@@ -23,11 +23,12 @@ func sampleRecords() []comm.OpRecord {
 // ones (each field: name, value, truth flag, site).
 func TestCodecRoundTrip(t *testing.T) {
 	pending := []comm.GuardValue{{Name: "sessions", Value: 1 << 40, Site: "a.go:1 (f)"}, {Name: "held", Bool: true}}
-	for _, recs := range [][]comm.OpRecord{nil, sampleRecords()} {
-		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, recs: recs, pending: pending}))
+	for i, recs := range [][]comm.OpRecord{nil, sampleRecords()} {
+		returned := i == 1
+		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, returned: returned, recs: recs, pending: pending}))
 		got := rp.recs
-		if err != nil || rp.nonce != -5 || rp.entered != 1<<40 {
-			t.Fatalf("decode: nonce %d entered %d err %v", rp.nonce, rp.entered, err)
+		if err != nil || rp.nonce != -5 || rp.entered != 1<<40 || rp.returned != returned {
+			t.Fatalf("decode: nonce %d entered %d returned %v (want %v) err %v", rp.nonce, rp.entered, rp.returned, returned, err)
 		}
 		if !reflect.DeepEqual(rp.pending, pending) {
 			t.Fatalf("pending guards: got %+v, want %+v", rp.pending, pending)
@@ -54,9 +55,10 @@ func TestCodecRejects(t *testing.T) {
 		"magic":     append([]byte("XXXX"), good[4:]...),
 		"truncated": good[:len(good)-3],
 		"trailing":  append(append([]byte{}, good...), 0),
-		"count":     append([]byte("RRI3\x02\x03"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"count":     append([]byte("RRI4\x02\x03\x00"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"returned":  append([]byte("RRI4\x02\x03\x02"), good[7:]...),       // the flag is 0 or 1
 		"guards":    append(append([]byte{}, good[:len(good)-1]...), 0x7f), // 127 pending guards in no bytes
-		"old":       append([]byte("RRI2"), good[4:]...),
+		"old":       append([]byte("RRI3"), good[4:]...),
 	} {
 		if _, err := decodeReply(b); !errors.Is(err, errBadReply) {
 			t.Errorf("%s: err %v, want errBadReply", name, err)
@@ -67,7 +69,7 @@ func TestCodecRejects(t *testing.T) {
 func FuzzDecodeReply(f *testing.F) {
 	f.Add(encodeReply(reply{nonce: 1, entered: 7, recs: sampleRecords()}))
 	f.Add(encodeReply(reply{}))
-	f.Add([]byte("RRI3"))
+	f.Add([]byte("RRI4"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rp, err := decodeReply(b)
 		if err != nil {
@@ -75,7 +77,7 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 		// Whatever decodes re-encodes to bytes that decode alike.
 		again, err := decodeReply(encodeReply(rp))
-		if err != nil || again.nonce != rp.nonce || again.entered != rp.entered || len(again.recs) != len(rp.recs) {
+		if err != nil || again.nonce != rp.nonce || again.entered != rp.entered || again.returned != rp.returned || len(again.recs) != len(rp.recs) {
 			t.Fatalf("re-decode: %v", err)
 		}
 	})

@@ -32,6 +32,9 @@ type engine struct {
 	reapNext  int                   // where the responder's next sweep of inflight starts
 	nonce     int64
 	finalized bool
+	// returned is set as Finalize begins: this rank's program has
+	// returned and enters nothing more (the stall inspector's answer says so).
+	returned bool
 	// Yielding (see rr_yield in cmpi.h): oversub when this node's ranks
 	// outnumber its cores; yieldCell is the C cell a spin yields by
 	// (armYield); a slow yield turns yielding off until yieldOffUntil.
@@ -203,7 +206,7 @@ func (e *engine) serviceLocked() {
 		src := int(C.rr_insp_source(in))
 		nonce := int64(in.nonce)
 		C.rr_insp_post(in)
-		e.replyLocked(in, src, reply{nonce: nonce, entered: c.entered})
+		e.replyLocked(in, src, reply{nonce: nonce, entered: c.entered, returned: e.returned})
 	}
 	e.reapLocked()
 }

@@ -30,7 +30,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 	e := c.e
 	waiting := map[int]bool{}
 	e.mu.Lock()
-	out[c.rank].Entered, out[c.rank].Counted = c.entered, true
+	out[c.rank].Entered, out[c.rank].Counted, out[c.rank].Returned = c.entered, true, e.returned
 	e.nonce++
 	nonce := e.nonce
 	for p := range c.size {
@@ -87,7 +87,7 @@ func (c *mpiComm) InspectPeers(ctx context.Context) []comm.PeerRecords {
 					continue // a late reply to an earlier inspection
 				}
 				out[p].Records, out[p].Pending = rp.recs, rp.pending
-				out[p].Entered, out[p].Counted = rp.entered, true
+				out[p].Entered, out[p].Counted, out[p].Returned = rp.entered, true, rp.returned
 				delete(waiting, p)
 				break
 			}

@@ -397,6 +397,39 @@ func TestInspectPeers(t *testing.T) {
 	}
 }
 
+// TestInspectorSaysWhichRankReturned: a rank whose program has returned
+// (its World in Finalize, which sets the flag) says so in its answer to
+// the stall inspector, and no other rank does; the returned rank is world
+// rank 0, then the last.
+func TestInspectorSaysWhichRankReturned(t *testing.T) {
+	w := testWorld
+	ctx := context.Background()
+	c := w.Raw().(*mpiComm)
+	for _, ret := range []int{0, w.Size() - 1} {
+		w.e.mu.Lock()
+		w.e.returned = w.Rank() == ret
+		w.e.mu.Unlock()
+		if err := c.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		peers := c.InspectPeers(ictx)
+		cancel()
+		for _, p := range peers {
+			if p.Err != nil || p.Returned != (p.Rank == ret) {
+				t.Errorf("rank %d asks: peer %d says returned %v (err %v); only rank %d returned", w.Rank(), p.Rank, p.Returned, p.Err, ret)
+			}
+		}
+		// Every rank has its answers before any rank clears its flag.
+		if err := c.Barrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.e.mu.Lock()
+		w.e.returned = false
+		w.e.mu.Unlock()
+	}
+}
+
 // TestInspectUnanswered: a peer that never answers (its inspection channel
 // is gone) gets PeerRecords.Err when the context ends.
 func TestInspectUnanswered(t *testing.T) {

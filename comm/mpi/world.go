@@ -26,8 +26,13 @@ func Available() bool { return true }
 // World is this process's MPI world: MPI is initialised by Init and
 // finalised by Finalize, once per process.
 type World struct {
-	e         *engine
-	world     *mpiComm
+	e     *engine
+	world *mpiComm
+	// fin carries Finalize's exit-code reduction: a communicator of its
+	// own, so that a rank which returns while its peers still wait in a
+	// collective on the world never pairs its reduction with theirs (they
+	// time out naming it as returned, instead of a desync it never made).
+	fin       *mpiComm
 	c         comm.Comm
 	rec       *comm.Recorder
 	localRank int
@@ -109,7 +114,20 @@ func Init(cfg Config) (*World, error) {
 		return fail(err)
 	}
 	wc.boundWaits = cfg.BoundWaits
-	w := &World{e: e, world: wc, c: wc, rec: rec, localRank: int(lrank), cfg: cfg}
+	var fh, fi C.MPI_Comm
+	if rc := C.rr_dup(C.rr_world(), &fh); rc != C.MPI_SUCCESS {
+		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "finalize", int(wrank)))
+	}
+	if rc := C.rr_dup(C.rr_world(), &fi); rc != C.MPI_SUCCESS {
+		return fail(mpiError(rc, "Init", "MPI_Comm_dup", "finalize", int(wrank)))
+	}
+	e.mu.Lock()
+	fc, err := newComm(e, fh, fi, "finalize", false, timeout, false)
+	e.mu.Unlock()
+	if err != nil {
+		return fail(err)
+	}
+	w := &World{e: e, world: wc, fin: fc, c: wc, rec: rec, localRank: int(lrank), cfg: cfg}
 	if cfg.Checked {
 		w.c = comm.NewChecked(wc, comm.CheckConfig{Timeout: cfg.Timeout, Recorder: rec, AnySite: cfg.AnySite})
 	}
@@ -155,6 +173,12 @@ func (w *World) Recorder() *comm.Recorder { return w.rec }
 // When the reduction cannot complete (the world is broken, or a peer does
 // not arrive within Config.FinalizeTimeout) the job is aborted with a
 // non-zero code instead. Calling Finalize again returns the first result.
+//
+// The reduction runs on a communicator of its own, duplicated at Init: a
+// rank that calls Finalize while its peers still wait in a collective on
+// the world never pairs with them (no false desync), and from then on it
+// answers the stall inspector as returned, so their collective times out
+// naming it so.
 func (w *World) Finalize(exitCode int) int {
 	w.finOnce.Do(func() { w.finCode = w.finalize(exitCode) })
 	return w.finCode
@@ -169,16 +193,22 @@ func (w *World) finalize(exitCode int) int {
 	defer cancel()
 	var v [1]int64
 	v[0] = int64(exitCode)
+	// From here this rank enters nothing more on any communicator: a peer
+	// that times out waiting for it is told so by the stall inspector.
+	w.e.mu.Lock()
+	w.e.returned = true
+	w.e.mu.Unlock()
 	// The reduction waits for the slowest rank to finish its work: it is
 	// bounded by FinalizeTimeout, not by the collective timeout.
-	w.world.collMu.Lock()
-	w.world.timeout = d
-	w.world.collMu.Unlock()
-	if err := w.world.AllreduceInt64(ctx, comm.Max, v[:], v[:]); err != nil {
+	w.fin.collMu.Lock()
+	w.fin.timeout = d
+	w.fin.collMu.Unlock()
+	if err := w.fin.AllreduceInt64(ctx, comm.Max, v[:], v[:]); err != nil {
 		w.Abort(max(exitCode, 1), fmt.Errorf("mpi: Finalize could not agree on the exit code: %w", err))
 	}
 	close(w.e.stop)
 	<-w.e.done
+	w.fin.Close()
 	w.world.Close()
 	w.e.mu.Lock()
 	w.e.finalized = true

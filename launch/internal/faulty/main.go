@@ -1,7 +1,8 @@
 // Command faulty is a user's program with one fault planted on one rank,
 // for scripts/test-examples.sh: under mpirun the failure must come back
 // named, once, and end the job. FAULT picks the fault (panic: the rank
-// panics; unmatched: it waits on a receive no peer ever matches), and
+// panics; unmatched: it waits on a receive no peer ever matches; early: it
+// returns at once, without the barrier its peers wait in), and
 // FAULT_RANK the rank; the other ranks work for a while first (lest their
 // own collective bound fire before the faulty rank's failure ends the
 // job), then meet in a barrier.
@@ -27,12 +28,16 @@ func main() {
 	}
 	os.Exit(launch.Main(launch.Options{Timeout: 2 * time.Second}, func(ctx context.Context, c comm.Comm) error {
 		if c.Rank() != rank || fault == "" {
-			time.Sleep(10 * time.Second) // the others' work: the faulty rank's failure ends the job first
+			if fault != "early" {
+				time.Sleep(10 * time.Second) // the others' work: the faulty rank's failure ends the job first
+			}
 			return c.Barrier(ctx)
 		}
 		switch fault {
 		case "panic":
 			panic(fmt.Sprintf("boom on rank %d", rank))
+		case "early":
+			return nil // returns without the barrier its peers wait in
 		case "unmatched":
 			q, err := c.Irecv(make([]byte, 8), (rank+1)%c.Size(), 99)
 			if err != nil {
@@ -41,6 +46,6 @@ func main() {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		return fmt.Errorf("faulty: FAULT=%q: want panic or unmatched", fault)
+		return fmt.Errorf("faulty: FAULT=%q: want panic, unmatched or early", fault)
 	}))
 }
