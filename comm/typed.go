@@ -9,6 +9,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -535,6 +536,13 @@ func packed(counts, displs []int) []int {
 // Sendrecv sends send to dest (tag sendTag) and receives into recv from
 // src (tag recvTag) at once, so that ranks that all send before they
 // receive do not wait on each other. It returns how many elements arrived.
+//
+// When the receive fails Sendrecv returns at once, without waiting on the
+// send as well: the send stays in flight (a send cannot be withdrawn),
+// reading send until a peer matches it. A receive still in flight (ctx
+// ended, or the backend's bound on waits passed) is withdrawn first, so
+// recv is free when Sendrecv returns (unless it matched meanwhile: the
+// error then says so).
 func Sendrecv[T Element](ctx context.Context, c Comm, send []T, dest, sendTag int, recv []T, src, recvTag int) (int, error) {
 	rq, err := IrecvOf(c, recv, src, recvTag)
 	if err != nil {
@@ -546,12 +554,18 @@ func Sendrecv[T Element](ctx context.Context, c Comm, send []T, dest, sendTag in
 		return 0, err
 	}
 	st, rerr := rq.Wait(ctx)
-	_, serr := sq.Wait(ctx)
 	if rerr != nil {
+		inFlight := errors.Is(rerr, ErrWaitTimeout) || ctx.Err() != nil
+		if !inFlight {
+			return 0, rerr // the receive completed, with an error
+		}
+		if cerr := rq.Cancel(); cerr != nil {
+			return 0, errors.Join(rerr, fmt.Errorf("Sendrecv: the receive could not be withdrawn (recv stays in use until it lands): %w", cerr))
+		}
 		return 0, rerr
 	}
-	if serr != nil {
-		return 0, serr
+	if _, err := sq.Wait(ctx); err != nil {
+		return 0, err
 	}
 	return st.Len / DatatypeOf[T]().Size(), nil
 }
