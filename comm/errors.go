@@ -354,20 +354,28 @@ func Who(worlds []int, r int) string { return fmt.Sprintf("rank %d%s", r, worldS
 // WaitTimeoutError is returned (wrapping ErrWaitTimeout) by a Wait on a
 // send or receive that no peer matched within Bound: two ranks that both
 // wait to send, or to receive, from each other; a tag or peer that does
-// not match; a peer that returned or never posts. The request stays in
-// flight, as after a context error.
+// not match; a peer that returned or never posts; or (Held) a send its
+// receiver took as a loan (comm.Lender) and has not released. The request
+// stays in flight, as after a context error.
 type WaitTimeoutError struct {
 	Group string
 	Self  int    // the group rank that waited
 	Op    string // what it waited in: "receive from rank 1 tag 2", "send to rank 0 tag 1"
+	// Held: the send matched a loan (IrecvLoan) whose receiver has not
+	// released it, so the send is not done.
+	Held  bool
 	Bound time.Duration
 	// WorldRanks maps each rank of Group to its world rank, when known.
 	WorldRanks []int
 }
 
 func (e *WaitTimeoutError) Error() string {
-	return fmt.Sprintf("comm: point-to-point wait timeout on group %q after %v: rank %d%s waited in a %s that no peer matched",
-		e.Group, e.Bound, e.Self, worldSuffix(e.WorldRanks, e.Self), e.Op)
+	why := "no peer matched"
+	if e.Held {
+		why = "its receiver took as a loan and has not released"
+	}
+	return fmt.Sprintf("comm: point-to-point wait timeout on group %q after %v: rank %d%s waited in a %s that %s",
+		e.Group, e.Bound, e.Self, worldSuffix(e.WorldRanks, e.Self), e.Op, why)
 }
 
 func (e *WaitTimeoutError) Unwrap() error { return ErrWaitTimeout }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +232,49 @@ func TestSendrecvWaitsOneBound(t *testing.T) {
 	}
 	acancel()
 	<-again
+}
+
+// A send whose receiver took it as a loan and holds it unreleased times
+// out saying so (not "no peer matched"); once the loan is released a
+// second Wait completes it. The sender is the first and the last of three.
+func TestBoundedSendNamesAnUnreleasedLoan(t *testing.T) {
+	for _, sender := range []int{0, 2} {
+		holder := (sender + 1) % 3
+		err := local.Run(context.Background(), 3, local.Config{Checked: true, BoundWaits: true, Timeout: 100 * time.Millisecond},
+			func(ctx context.Context, c comm.Comm) error {
+				switch c.Rank() {
+				case sender:
+					q, err := c.Isend([]byte("kv"), holder, 5)
+					if err != nil {
+						return err
+					}
+					_, err = q.Wait(ctx)
+					want := fmt.Sprintf("rank %d waited in a send to rank %d tag 5 that its receiver took as a loan and has not released", sender, holder)
+					if !errors.Is(err, comm.ErrWaitTimeout) || !strings.Contains(err.Error(), want) {
+						return fmt.Errorf("send to a loan held unreleased: %v, want %q", err, want)
+					}
+					if err := sendPolled(c, holder, 6, []byte{1}); err != nil { // release it now
+						return err
+					}
+					_, err = q.Wait(ctx)
+					return err
+				case holder:
+					l, err := c.(comm.Lender).IrecvLoan(sender, 5)
+					if err != nil {
+						return err
+					}
+					if err := poll(l, "the loan"); err != nil {
+						return err
+					}
+					if err := recvPolled(c, sender, 6, make([]byte, 1)); err != nil {
+						return err
+					}
+					l.Release()
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatalf("sender rank %d: %v", sender, err)
+		}
+	}
 }

@@ -28,14 +28,17 @@ type request struct {
 	loan   bool     // recv: posted by IrecvLoan
 	lent   *request // loan: the send whose bytes it holds until Release
 	got    [][]byte // loan: the message, once matched
-	peer   int      // recv: wanted source (or AnySource); send: sender rank
-	tag    int
-	owner  *rankComm // the rank that posted it
-	dest   int       // send: the destination rank
-	done   chan struct{}
-	notify chan struct{} // the poster\'s notifier
-	st     comm.Status
-	err    error
+	// lentOut: a send matched by a loan, done when the loan is released.
+	// Guarded by box.mu (the destination's mailbox, the loan's too).
+	lentOut bool
+	peer    int // recv: wanted source (or AnySource); send: sender rank
+	tag     int
+	owner   *rankComm // the rank that posted it
+	dest    int       // send: the destination rank
+	done    chan struct{}
+	notify  chan struct{} // the poster\'s notifier
+	st      comm.Status
+	err     error
 }
 
 func (q *request) Test() (comm.Status, bool, error) {
@@ -76,7 +79,10 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 		return comm.Status{}, fmt.Errorf("local: wait for %s: %w", q.what(), context.Cause(ctx))
 	}
 	c := q.owner
-	return comm.Status{}, &comm.WaitTimeoutError{Group: c.g.name, Self: c.rank, Op: q.what(), Bound: w.cfg.Timeout, WorldRanks: slices.Clone(c.g.members)}
+	q.box.mu.Lock()
+	held := q.lentOut
+	q.box.mu.Unlock()
+	return comm.Status{}, &comm.WaitTimeoutError{Group: c.g.name, Self: c.rank, Op: q.what(), Held: held, Bound: w.cfg.Timeout, WorldRanks: slices.Clone(c.g.members)}
 }
 
 func (q *request) what() string {
@@ -142,6 +148,7 @@ func deliver(send, recv *request) {
 	if recv.loan {
 		recv.st = send.st
 		recv.got, recv.lent = send.message(), send
+		send.lentOut = true
 		close(recv.done)
 		poke(recv.notify)
 		return
