@@ -69,6 +69,12 @@ func Run(ctx context.Context, cells []*Cell, opt Options, run Runner) []*Cell {
 		go func() {
 			defer wg.Done()
 			for t := range next {
+				// The dispatcher's select may hand over a task as ctx
+				// ends (Go picks among ready cases at random): none
+				// starts after that.
+				if ctx.Err() != nil {
+					continue
+				}
 				runRepeat(ctx, t.c, t.i, opt.SLO, run)
 				if opt.Done != nil {
 					opt.Done(t.c, t.i)
