@@ -162,7 +162,7 @@ s, frozen = json.load(open(sys.argv[1])), int(sys.argv[2])
 # it absent where its peers wait, with its last collective and the
 # requests in flight with it.
 why = []
-absent = [a for w in s.get("waits") or [] for a in w["absent"] if a["rank"] == frozen]
+absent = [a for w in s.get("waits") or [] for a in w.get("absent") or [] if a["rank"] == frozen]
 if not s["dumped"]:
     why.append("no rank wrote a dump")
 if not absent:
