@@ -1,7 +1,9 @@
 package comm
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,10 +140,11 @@ func TestReduceOps(t *testing.T) {
 // the collective waits for a call it will never make (not a rank that is
 // merely behind, nor a desync).
 func TestTimeoutMessageNamesARankThatReturned(t *testing.T) {
-	last := OpRecord{Group: "world", Seq: 3, Kind: KindAllreduce, Peer: -1, Start: time.Unix(1, 0), End: time.Unix(2, 0)}
+	// Its last record, a receive it left posted, is no wait of its own.
+	last := OpRecord{Group: "world", Kind: KindRecv, Peer: 3, Tag: 9, Start: time.Unix(1, 0)}
 	te := &TimeoutError{Group: "world", Self: 1, Bound: time.Second, Waiting: Entry{Kind: KindBarrier, Seq: 4}, Missing: []int{0, 2},
 		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 3, Returned: true, Records: []OpRecord{last}},
-			{Rank: 1, Counted: true, Entered: 4}, {Rank: 2, Counted: true, Entered: 3}}}
+			{Rank: 1, Counted: true, Entered: 4}, {Rank: 2, Counted: true, Entered: 3}, {Rank: 3, Counted: true, Entered: 4}}}
 	msg := te.Error()
 	for _, want := range []string{"ranks [0 2] never arrived; rank 0 has returned from its program: it enters nothing more (its last: " + last.String() + ")",
 		"; rank 2 is at #3"} {
@@ -151,6 +154,9 @@ func TestTimeoutMessageNamesARankThatReturned(t *testing.T) {
 	}
 	if strings.Count(msg, "returned") != 1 {
 		t.Errorf("timeout message %q: only rank 0 returned", msg)
+	}
+	if w := te.WaitsOn(); len(w) != 0 || strings.Contains(msg, "they wait in point-to-point") {
+		t.Errorf("a rank that returned waits on no one, yet WaitsOn says %v: %q", w, msg)
 	}
 	if log := te.FlightLog(); strings.Count(log, "had returned from its program") != 1 {
 		t.Errorf("flight log names rank 0 alone as returned:\n%s", log)
@@ -201,4 +207,60 @@ func TestTimeoutNamesTheRankTheMissingOnesWaitOn(t *testing.T) {
 	te.Peers[0].Records[0].End = time.Unix(2, 0)
 	te.Peers[2].Records[0].Kind = KindAllreduce
 	require.Empty(t, te.WaitsOn())
+}
+
+// lateComm's receive times out, then matches as Sendrecv withdraws it:
+// Cancel fails, and the message has landed (landed) or is still arriving.
+type lateComm struct {
+	Comm
+	landed bool
+}
+
+type lateRecv struct {
+	buf       []byte
+	landed    bool
+	cancelled bool
+}
+
+func (c *lateComm) Irecv(buf []byte, src, tag int) (Request, error) {
+	return &lateRecv{buf: buf, landed: c.landed}, nil
+}
+func (c *lateComm) Isend(buf []byte, dest, tag int) (Request, error) { return doneSend{}, nil }
+
+func (q *lateRecv) Wait(context.Context) (Status, error) {
+	return Status{}, &WaitTimeoutError{Group: "world", Op: "receive from rank 1 tag 2", Bound: time.Second}
+}
+func (q *lateRecv) Cancel() error {
+	q.cancelled = true
+	if q.landed {
+		copy(q.buf, "late")
+	}
+	return fmt.Errorf("%w: the receive already matched", ErrNotCancelled)
+}
+func (q *lateRecv) Test() (Status, bool, error) {
+	if !q.cancelled || !q.landed {
+		return Status{}, false, nil
+	}
+	return Status{Source: 1, Tag: 2, Len: 4}, true, nil
+}
+
+type doneSend struct{}
+
+func (doneSend) Wait(context.Context) (Status, error) { return Status{}, nil }
+func (doneSend) Cancel() error                        { return ErrNotCancelled }
+func (doneSend) Test() (Status, bool, error)          { return Status{}, true, nil }
+
+// A receive that matched just as Sendrecv withdrew it after its bound
+// counts when it has landed; when it is still arriving the error says the
+// buffer is still in use.
+func TestSendrecvCountsAReceiveThatMatchedLate(t *testing.T) {
+	buf := make([]byte, 4)
+	n, err := Sendrecv(context.Background(), &lateComm{landed: true}, []byte("ping"), 1, 1, buf, 1, 2)
+	if err != nil || n != 4 || string(buf) != "late" {
+		t.Fatalf("landed late: n %d err %v buf %q, want 4 elements of \"late\" and no error", n, err, buf)
+	}
+	_, err = Sendrecv(context.Background(), &lateComm{}, []byte("ping"), 1, 1, make([]byte, 4), 1, 2)
+	if !errors.Is(err, ErrWaitTimeout) || !errors.Is(err, ErrNotCancelled) || !strings.Contains(err.Error(), "still arriving (recv stays in use until it lands)") {
+		t.Fatalf("still arriving: %v, want the timeout and that recv is still in use", err)
+	}
 }

@@ -232,8 +232,8 @@ func (e *TimeoutError) Error() string {
 func (e *TimeoutError) WaitsOn() []int {
 	var out []int
 	for _, p := range e.Peers {
-		if !containsInt(e.Missing, p.Rank) || len(p.Records) == 0 {
-			continue
+		if !containsInt(e.Missing, p.Rank) || len(p.Records) == 0 || p.Returned {
+			continue // a rank that returned waits on nothing: its request was left behind
 		}
 		r := p.Records[len(p.Records)-1]
 		if !r.InProgress() || (r.Kind != KindSend && r.Kind != KindRecv) || r.Peer < 0 {

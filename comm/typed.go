@@ -541,8 +541,8 @@ func packed(counts, displs []int) []int {
 // send as well: the send stays in flight (a send cannot be withdrawn),
 // reading send until a peer matches it. A receive still in flight (ctx
 // ended, or the backend's bound on waits passed) is withdrawn first, so
-// recv is free when Sendrecv returns (unless it matched meanwhile: the
-// error then says so).
+// recv is free when Sendrecv returns; one that matched just then counts
+// if it has landed, and otherwise the error says recv is still in use.
 func Sendrecv[T Element](ctx context.Context, c Comm, send []T, dest, sendTag int, recv []T, src, recvTag int) (int, error) {
 	rq, err := IrecvOf(c, recv, src, recvTag)
 	if err != nil {
@@ -554,15 +554,21 @@ func Sendrecv[T Element](ctx context.Context, c Comm, send []T, dest, sendTag in
 		return 0, err
 	}
 	st, rerr := rq.Wait(ctx)
+	if rerr != nil && (errors.Is(rerr, ErrWaitTimeout) || ctx.Err() != nil) {
+		// Still in flight: withdraw it. One that matched meanwhile cannot
+		// be: if it has landed, it counts.
+		cerr := rq.Cancel()
+		if cerr == nil {
+			return 0, rerr
+		}
+		tst, done, terr := rq.Test()
+		if !done {
+			return 0, errors.Join(rerr, fmt.Errorf("Sendrecv: the receive matched as it was withdrawn and is still arriving (recv stays in use until it lands): %w", cerr))
+		}
+		st, rerr = tst, terr
+	}
 	if rerr != nil {
-		inFlight := errors.Is(rerr, ErrWaitTimeout) || ctx.Err() != nil
-		if !inFlight {
-			return 0, rerr // the receive completed, with an error
-		}
-		if cerr := rq.Cancel(); cerr != nil {
-			return 0, errors.Join(rerr, fmt.Errorf("Sendrecv: the receive could not be withdrawn (recv stays in use until it lands): %w", cerr))
-		}
-		return 0, rerr
+		return 0, rerr // the receive completed, with an error
 	}
 	if _, err := sq.Wait(ctx); err != nil {
 		return 0, err

@@ -148,7 +148,8 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		}
 		return errors.Join(left...)
 	}
-	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true})
+	w, err := mpi.Init(mpi.Config{Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, BoundWaits: true,
+		FinalizeTimeout: finalizeBound(o.Timeout)})
 	if err != nil {
 		return err
 	}
@@ -172,6 +173,17 @@ func Run(ctx context.Context, o Options, fn Func) error {
 		return fmt.Errorf("launch: a rank exited with code %d", code)
 	}
 	return nil
+}
+
+// finalizeBound is how long a rank that returned waits in Finalize for its
+// peers: past their own collective bound (and the stall inspector's
+// answers), so that when it returned while they wait in a collective, it
+// is their timeout that ends the job, naming it as returned, not its own.
+func finalizeBound(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		timeout = comm.DefaultCollectiveTimeout
+	}
+	return max(time.Minute, 2*timeout+10*time.Second)
 }
 
 // causes is the ranks' errors (indexed by rank), nil when none failed.

@@ -252,16 +252,18 @@ func TestPointToPointWaitsAreBounded(t *testing.T) {
 }
 
 // A rank that returns while its peers wait in a collective is named as
-// returned, whichever rank it is (in-process: its rank function returned;
+// returned, whichever rank it is, checked or not (in-process: its rank
+// function returned;
 // under mpirun scripts/test-examples.sh step 4 checks the same, with the
 // rank in Finalize), never as a desync.
 func TestAnEarlyReturnIsNamed(t *testing.T) {
 	clearMPI(t)
 	const n = 4
-	for _, early := range []int{0, 2, n - 1} {
+	for i, early := range []int{0, 2, n - 1, 0, 2, n - 1} {
+		unchecked := i >= 3 // unchecked: no flight records, still named
 		got := make(chan error, 1)
 		go func() {
-			got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 300 * time.Millisecond},
+			got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 300 * time.Millisecond, Unchecked: unchecked},
 				func(ctx context.Context, c comm.Comm) error {
 					if c.Rank() == early {
 						return nil
@@ -273,11 +275,11 @@ func TestAnEarlyReturnIsNamed(t *testing.T) {
 		select {
 		case err = <-got:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("rank %d returned early: the run never ended", early)
+			t.Fatalf("rank %d returned early (unchecked %v): the run never ended", early, unchecked)
 		}
-		require.ErrorIs(t, err, comm.ErrCollectiveTimeout, "rank %d returned early", early)
-		require.NotErrorIs(t, err, comm.ErrDesync, "rank %d returned early", early)
-		require.ErrorContains(t, err, fmt.Sprintf("ranks [%d] never arrived; rank %d has returned from its program: it enters nothing more", early, early))
+		require.ErrorIs(t, err, comm.ErrCollectiveTimeout, "rank %d returned early (unchecked %v)", early, unchecked)
+		require.NotErrorIs(t, err, comm.ErrDesync, "rank %d returned early (unchecked %v)", early, unchecked)
+		require.ErrorContains(t, err, fmt.Sprintf("ranks [%d] never arrived; rank %d has returned from its program: it enters nothing more", early, early), "unchecked %v", unchecked)
 	}
 }
 

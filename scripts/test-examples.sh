@@ -10,7 +10,8 @@
 #     a panic, a receive no peer matches) under `mpirun -np 4`: named in
 #     one line, the job ended; a rank that returns while its peers wait
 #     in a barrier (np 4 and 2): named as returned by the ranks that wait,
-#     never as a desync.
+#     never as a desync; a rank that drops a collective's timeout and
+#     returns: its Finalize ends the job.
 #
 # Then the explorer's promise on seedpoll, end to end: with the seed's bug
 # (-unclamped) the test fails, naming the symptom and printing a replay
@@ -130,5 +131,17 @@ for np_r in 4:0 4:2 4:3 2:1; do
 		cat "$tmp/out" >&2
 		die "faulty (rank $r returns early, np $np): reported as a desync or a failed Finalize"
 	fi
+done
+# A rank that drops the error of a collective that timed out and returns
+# nil: its Finalize finds the world broken and ends the job (never exit 0).
+for r in 0 3; do
+	say "mpirun -np 4 faulty: world rank $r swallows a collective timeout: Finalize ends the job"
+	if FAULT=swallowed FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 4 -x FAULT -x FAULT_RANK \
+		"$tmp/faulty" >"$tmp/out" 2>&1; then
+		cat "$tmp/out" >&2
+		die "faulty (rank $r swallows a collective timeout) exited 0"
+	fi
+	n=$(grep -cF "rank $r (world rank $r) aborts the MPI job from group \"world\" with code 1: mpi: Finalize: group \"world\" is broken: comm: collective timeout" "$tmp/out" || true)
+	[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "faulty (rank $r swallows a collective timeout): Finalize named the broken world $n times, want once"; }
 done
 say ok

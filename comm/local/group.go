@@ -120,6 +120,12 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 			for i, arrived := range g.waiting {
 				if !arrived {
 					te.Missing = append(te.Missing, i)
+					if g.w.returned[g.members[i]].Load() {
+						// Unchecked worlds keep no records, but this
+						// much the world knows (checked mode asks the
+						// stall inspector for the rest).
+						te.Peers = append(te.Peers, comm.PeerRecords{Rank: i, Returned: true})
+					}
 				}
 			}
 			g.breakLocked(te)

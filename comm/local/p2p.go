@@ -147,8 +147,8 @@ func deliver(send, recv *request) {
 	send.st = comm.Status{Source: send.peer, Tag: send.tag, Len: size}
 	if recv.loan {
 		recv.st = send.st
-		recv.got, recv.lent = send.message(), send
 		send.lentOut = true
+		recv.got, recv.lent = send.message(), send
 		close(recv.done)
 		poke(recv.notify)
 		return

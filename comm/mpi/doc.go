@@ -151,7 +151,10 @@
 // answers. InspectPeers sends a nonce to every peer and collects replies
 // until its context ends; silent peers get PeerRecords.Err. Each answer also
 // carries the peer's count of collectives entered on that communicator
-// (PeerRecords.Entered).
+// (PeerRecords.Entered) and whether its program has returned, that is, it
+// is in Finalize (PeerRecords.Returned). Finalize agrees the exit code on
+// a duplicate of the world of its own, so a rank that returns while its
+// peers wait in a world collective never pairs with it.
 //
 // Child names from Split are the parent's name + "/s<n>c<color>", n
 // counting the Splits made on the parent (from 0), as in comm/local.

@@ -189,10 +189,23 @@ func (w *World) finalize(exitCode int) int {
 	if d <= 0 {
 		d = time.Minute
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	// The bound below ends a reduction a peer never joins, naming it; the
+	// context is only a backstop behind it (the stall inspector's answers
+	// come after the bound).
+	ctx, cancel := context.WithTimeout(context.Background(), d+inspectMax+time.Second)
 	defer cancel()
 	var v [1]int64
 	v[0] = int64(exitCode)
+	// A world collective still in flight on another goroutine ends first
+	// (completed, or at its bound); a world that is broken (a collective
+	// timed out or desynced, and its error was dropped) ends the job, as
+	// it did when the reduction ran on the world itself.
+	w.world.collMu.Lock()
+	broken := w.world.broken
+	w.world.collMu.Unlock()
+	if broken != nil {
+		w.Abort(max(exitCode, 1), fmt.Errorf("mpi: Finalize: group %q is broken: %w", w.world.name, broken))
+	}
 	// From here this rank enters nothing more on any communicator: a peer
 	// that times out waiting for it is told so by the stall inspector.
 	w.e.mu.Lock()

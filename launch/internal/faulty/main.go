@@ -2,7 +2,9 @@
 // for scripts/test-examples.sh: under mpirun the failure must come back
 // named, once, and end the job. FAULT picks the fault (panic: the rank
 // panics; unmatched: it waits on a receive no peer ever matches; early: it
-// returns at once, without the barrier its peers wait in), and
+// returns at once, without the barrier its peers wait in; swallowed: the
+// others return at once, and it drops the error of the barrier no peer
+// joined), and
 // FAULT_RANK the rank; the other ranks work for a while first (lest their
 // own collective bound fire before the faulty rank's failure ends the
 // job), then meet in a barrier.
@@ -10,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -27,6 +30,9 @@ func main() {
 		os.Exit(2)
 	}
 	os.Exit(launch.Main(launch.Options{Timeout: 2 * time.Second}, func(ctx context.Context, c comm.Comm) error {
+		if fault == "swallowed" && c.Rank() != rank {
+			return nil // the others return at once: the faulty rank's barrier never completes
+		}
 		if c.Rank() != rank || fault == "" {
 			if fault != "early" {
 				time.Sleep(10 * time.Second) // the others' work: the faulty rank's failure ends the job first
@@ -38,6 +44,13 @@ func main() {
 			panic(fmt.Sprintf("boom on rank %d", rank))
 		case "early":
 			return nil // returns without the barrier its peers wait in
+		case "swallowed":
+			// A barrier no peer joins times out; the program drops the
+			// error and returns as if all went well.
+			if err := c.Barrier(ctx); err == nil {
+				return errors.New("faulty: a barrier no peer joined completed")
+			}
+			return nil
 		case "unmatched":
 			q, err := c.Irecv(make([]byte, 8), (rank+1)%c.Size(), 99)
 			if err != nil {
@@ -46,6 +59,6 @@ func main() {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		return fmt.Errorf("faulty: FAULT=%q: want panic, unmatched or early", fault)
+		return fmt.Errorf("faulty: FAULT=%q: want panic, unmatched, early or swallowed", fault)
 	}))
 }
