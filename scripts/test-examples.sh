@@ -98,6 +98,14 @@ n=$(grep -c 'needs exactly 4 (start it with mpirun -np 4)' "$tmp/out" || true)
 # one line naming the world rank, and end the job (never a raw panic, never
 # a hang). On world rank 0, a middle rank and the last.
 $GO build -tags mpi -o "$tmp/faulty" ./launch/internal/faulty
+# faulty FAULT RANK NP: run it under mpirun, output in $tmp/out; it must fail.
+faulty() {
+	if FAULT=$1 FAULT_RANK=$2 timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np "$3" -x FAULT -x FAULT_RANK \
+		"$tmp/faulty" >"$tmp/out" 2>&1; then
+		cat "$tmp/out" >&2
+		die "faulty ($1 on world rank $2, np $3) exited 0"
+	fi
+}
 for fault in panic unmatched; do
 	for r in 0 2 3; do
 		case $fault in
@@ -105,11 +113,7 @@ for fault in panic unmatched; do
 		unmatched) want="world rank $r: comm: point-to-point wait timeout on group \"world\" after 2s: rank $r waited in a receive from rank $(((r + 1) % 4)) tag 99 that no peer matched" ;;
 		esac
 		say "mpirun -np 4 faulty: $fault on world rank $r: named once, the job ends"
-		if FAULT=$fault FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 4 -x FAULT -x FAULT_RANK \
-			"$tmp/faulty" >"$tmp/out" 2>&1; then
-			cat "$tmp/out" >&2
-			die "faulty ($fault on rank $r) exited 0"
-		fi
+		faulty "$fault" "$r" 4
 		n=$(grep -cF "aborts the MPI job from group \"world\" with code 1: $want" "$tmp/out" || true)
 		[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "faulty ($fault on rank $r): the failure was named $n times, want once"; }
 	done
@@ -120,11 +124,7 @@ done
 for np_r in 4:0 4:2 4:3 2:1; do
 	np=${np_r%:*} r=${np_r#*:}
 	say "mpirun -np $np faulty: world rank $r returns early: named as returned, no desync"
-	if FAULT=early FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np "$np" -x FAULT -x FAULT_RANK \
-		"$tmp/faulty" >"$tmp/out" 2>&1; then
-		cat "$tmp/out" >&2
-		die "faulty (rank $r returns early, np $np) exited 0"
-	fi
+	faulty early "$r" "$np"
 	n=$(grep -cF "ranks [$r] never arrived; rank $r has returned from its program: it enters nothing more" "$tmp/out" || true)
 	[ "$n" -ge 1 ] || { cat "$tmp/out" >&2; die "faulty (rank $r returns early, np $np): no rank named it as returned"; }
 	if grep -qiE 'desync|could not agree' "$tmp/out"; then
@@ -136,11 +136,7 @@ done
 # nil: its Finalize finds the world broken and ends the job (never exit 0).
 for r in 0 3; do
 	say "mpirun -np 4 faulty: world rank $r swallows a collective timeout: Finalize ends the job"
-	if FAULT=swallowed FAULT_RANK=$r timeout --kill-after=10 "$T" mpirun --oversubscribe --bind-to none -np 4 -x FAULT -x FAULT_RANK \
-		"$tmp/faulty" >"$tmp/out" 2>&1; then
-		cat "$tmp/out" >&2
-		die "faulty (rank $r swallows a collective timeout) exited 0"
-	fi
+	faulty swallowed "$r" 4
 	n=$(grep -cF "rank $r (world rank $r) aborts the MPI job from group \"world\" with code 1: mpi: Finalize: group \"world\" is broken: comm: collective timeout" "$tmp/out" || true)
 	[ "$n" = 1 ] || { cat "$tmp/out" >&2; die "faulty (rank $r swallows a collective timeout): Finalize named the broken world $n times, want once"; }
 done

@@ -19,68 +19,76 @@ import (
 // send still lands in it, and a second Wait completes it (and closes the
 // record). The waiting rank is the first and the last of three.
 func TestBoundedWaitLeavesTheRequestInFlight(t *testing.T) {
-	for _, waiter := range []int{0, 2} {
-		peer := (waiter + 1) % 3
-		err := local.Run(context.Background(), 3, local.Config{Checked: true, BoundWaits: true, Timeout: 100 * time.Millisecond},
-			func(ctx context.Context, c comm.Comm) error {
-				switch c.Rank() {
-				case waiter:
-					buf := make([]byte, 4)
-					q, err := c.Irecv(buf, peer, 5)
-					if err != nil {
-						return err
-					}
-					if _, err := q.Wait(ctx); !errors.Is(err, comm.ErrWaitTimeout) {
-						return fmt.Errorf("first wait: %v, want ErrWaitTimeout", err)
-					}
-					if open, err := openRecv(ctx, c, waiter); err != nil || !open {
-						return fmt.Errorf("after the timeout the receive's record is open: %v (%v)", open, err)
-					}
-					// Tell the peer to send now (it posted this receive first).
-					if g, err := c.Isend([]byte{1}, peer, 6); err != nil {
-						return err
-					} else if _, err := g.Wait(ctx); err != nil {
-						return err
-					}
-					if _, err := q.Wait(ctx); err != nil {
-						return fmt.Errorf("second wait: %v", err)
-					}
-					if string(buf) != "late" {
-						return fmt.Errorf("received %q, want the late send", buf)
-					}
-					if open, err := openRecv(ctx, c, waiter); err != nil || open {
-						return fmt.Errorf("after it completed the receive's record is open: %v (%v)", open, err)
-					}
-					return nil
-				case peer:
-					// Polled, not waited on: a Wait here would meet the
-					// same bound as the waiter's.
-					g, err := c.Irecv(make([]byte, 1), waiter, 6)
-					if err != nil {
-						return err
-					}
-					for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
-						if _, done, err := g.Test(); done || err != nil {
-							if err != nil {
-								return err
-							}
-							break
-						}
-						if time.Now().After(deadline) {
-							return errors.New("the waiter never said go")
-						}
-					}
-					q, err := c.Isend([]byte("late"), waiter, 5)
-					if err != nil {
-						return err
-					}
-					_, err = q.Wait(ctx)
+	firstAndLastOfThree(t, func(waiter, peer int) local.RankFunc {
+		return func(ctx context.Context, c comm.Comm) error {
+			switch c.Rank() {
+			case waiter:
+				buf := make([]byte, 4)
+				q, err := c.Irecv(buf, peer, 5)
+				if err != nil {
 					return err
 				}
+				if _, err := q.Wait(ctx); !errors.Is(err, comm.ErrWaitTimeout) {
+					return fmt.Errorf("first wait: %v, want ErrWaitTimeout", err)
+				}
+				if open, err := openRecv(ctx, c, waiter); err != nil || !open {
+					return fmt.Errorf("after the timeout the receive's record is open: %v (%v)", open, err)
+				}
+				// Tell the peer to send now (it posted this receive first).
+				if g, err := c.Isend([]byte{1}, peer, 6); err != nil {
+					return err
+				} else if _, err := g.Wait(ctx); err != nil {
+					return err
+				}
+				if _, err := q.Wait(ctx); err != nil {
+					return fmt.Errorf("second wait: %v", err)
+				}
+				if string(buf) != "late" {
+					return fmt.Errorf("received %q, want the late send", buf)
+				}
+				if open, err := openRecv(ctx, c, waiter); err != nil || open {
+					return fmt.Errorf("after it completed the receive's record is open: %v (%v)", open, err)
+				}
 				return nil
-			})
+			case peer:
+				// Polled, not waited on: a Wait here would meet the
+				// same bound as the waiter's.
+				g, err := c.Irecv(make([]byte, 1), waiter, 6)
+				if err != nil {
+					return err
+				}
+				for deadline := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+					if _, done, err := g.Test(); done || err != nil {
+						if err != nil {
+							return err
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						return errors.New("the waiter never said go")
+					}
+				}
+				q, err := c.Isend([]byte("late"), waiter, 5)
+				if err != nil {
+					return err
+				}
+				_, err = q.Wait(ctx)
+				return err
+			}
+			return nil
+		}
+	})
+}
+
+// firstAndLastOfThree runs fn's ranks on a checked world of three whose
+// waits are bounded (100 ms), with the rank under test first (0), then
+// last (2); the other rank it names is the one after it.
+func firstAndLastOfThree(t *testing.T, fn func(rank, next int) local.RankFunc) {
+	t.Helper()
+	for _, rank := range []int{0, 2} {
+		err := local.Run(context.Background(), 3, local.Config{Checked: true, BoundWaits: true, Timeout: 100 * time.Millisecond}, fn(rank, (rank+1)%3))
 		if err != nil {
-			t.Fatalf("waiter rank %d: %v", waiter, err)
+			t.Fatalf("rank under test %d: %v", rank, err)
 		}
 	}
 }
@@ -110,52 +118,47 @@ func openRecv(ctx context.Context, c comm.Comm, rank int) (bool, error) {
 // own send times out) and never lands in the buffer Sendrecv returned. The
 // waiting rank is the first and the last of three.
 func TestSendrecvFreesItsReceiveOnTimeout(t *testing.T) {
-	for _, waiter := range []int{0, 2} {
-		peer := (waiter + 1) % 3
-		err := local.Run(context.Background(), 3, local.Config{Checked: true, BoundWaits: true, Timeout: 100 * time.Millisecond},
-			func(ctx context.Context, c comm.Comm) error {
-				switch c.Rank() {
-				case waiter:
-					buf := make([]byte, 4)
-					if _, err := comm.Sendrecv(ctx, c, []byte("ping"), peer, 1, buf, peer, 2); !errors.Is(err, comm.ErrWaitTimeout) {
-						return fmt.Errorf("Sendrecv: %v, want ErrWaitTimeout", err)
-					}
-					if open, err := openRecv(ctx, c, waiter); err != nil || open {
-						return fmt.Errorf("after Sendrecv returned its receive's record is open: %v (%v)", open, err)
-					}
-					if err := sendPolled(c, peer, 3, []byte{1}); err != nil { // go
-						return err
-					}
-					done := make([]byte, 1) // the peer's late send has ended
-					if err := recvPolled(c, peer, 4, done); err != nil {
-						return err
-					}
-					if string(buf) != "\x00\x00\x00\x00" {
-						return fmt.Errorf("the late send landed in the buffer Sendrecv returned: %q", buf)
-					}
-					return nil
-				case peer:
-					if err := recvPolled(c, waiter, 1, make([]byte, 4)); err != nil { // the ping
-						return err
-					}
-					if err := recvPolled(c, waiter, 3, make([]byte, 1)); err != nil { // go
-						return err
-					}
-					q, err := c.Isend([]byte("late"), waiter, 2)
-					if err != nil {
-						return err
-					}
-					if _, err := q.Wait(ctx); !errors.Is(err, comm.ErrWaitTimeout) {
-						return fmt.Errorf("the late send: %v, want ErrWaitTimeout (no receive left to match)", err)
-					}
-					return sendPolled(c, waiter, 4, []byte{1})
+	firstAndLastOfThree(t, func(waiter, peer int) local.RankFunc {
+		return func(ctx context.Context, c comm.Comm) error {
+			switch c.Rank() {
+			case waiter:
+				buf := make([]byte, 4)
+				if _, err := comm.Sendrecv(ctx, c, []byte("ping"), peer, 1, buf, peer, 2); !errors.Is(err, comm.ErrWaitTimeout) {
+					return fmt.Errorf("Sendrecv: %v, want ErrWaitTimeout", err)
+				}
+				if open, err := openRecv(ctx, c, waiter); err != nil || open {
+					return fmt.Errorf("after Sendrecv returned its receive's record is open: %v (%v)", open, err)
+				}
+				if err := sendPolled(c, peer, 3, []byte{1}); err != nil { // go
+					return err
+				}
+				done := make([]byte, 1) // the peer's late send has ended
+				if err := recvPolled(c, peer, 4, done); err != nil {
+					return err
+				}
+				if string(buf) != "\x00\x00\x00\x00" {
+					return fmt.Errorf("the late send landed in the buffer Sendrecv returned: %q", buf)
 				}
 				return nil
-			})
-		if err != nil {
-			t.Fatalf("waiter rank %d: %v", waiter, err)
+			case peer:
+				if err := recvPolled(c, waiter, 1, make([]byte, 4)); err != nil { // the ping
+					return err
+				}
+				if err := recvPolled(c, waiter, 3, make([]byte, 1)); err != nil { // go
+					return err
+				}
+				q, err := c.Isend([]byte("late"), waiter, 2)
+				if err != nil {
+					return err
+				}
+				if _, err := q.Wait(ctx); !errors.Is(err, comm.ErrWaitTimeout) {
+					return fmt.Errorf("the late send: %v, want ErrWaitTimeout (no receive left to match)", err)
+				}
+				return sendPolled(c, waiter, 4, []byte{1})
+			}
+			return nil
 		}
-	}
+	})
 }
 
 // recvPolled and sendPolled complete a request by polling it (up to 10 s
@@ -238,43 +241,38 @@ func TestSendrecvWaitsOneBound(t *testing.T) {
 // out saying so (not "no peer matched"); once the loan is released a
 // second Wait completes it. The sender is the first and the last of three.
 func TestBoundedSendNamesAnUnreleasedLoan(t *testing.T) {
-	for _, sender := range []int{0, 2} {
-		holder := (sender + 1) % 3
-		err := local.Run(context.Background(), 3, local.Config{Checked: true, BoundWaits: true, Timeout: 100 * time.Millisecond},
-			func(ctx context.Context, c comm.Comm) error {
-				switch c.Rank() {
-				case sender:
-					q, err := c.Isend([]byte("kv"), holder, 5)
-					if err != nil {
-						return err
-					}
-					_, err = q.Wait(ctx)
-					want := fmt.Sprintf("rank %d waited in a send to rank %d tag 5 that its receiver took as a loan and has not released", sender, holder)
-					if !errors.Is(err, comm.ErrWaitTimeout) || !strings.Contains(err.Error(), want) {
-						return fmt.Errorf("send to a loan held unreleased: %v, want %q", err, want)
-					}
-					if err := sendPolled(c, holder, 6, []byte{1}); err != nil { // release it now
-						return err
-					}
-					_, err = q.Wait(ctx)
+	firstAndLastOfThree(t, func(sender, holder int) local.RankFunc {
+		return func(ctx context.Context, c comm.Comm) error {
+			switch c.Rank() {
+			case sender:
+				q, err := c.Isend([]byte("kv"), holder, 5)
+				if err != nil {
 					return err
-				case holder:
-					l, err := c.(comm.Lender).IrecvLoan(sender, 5)
-					if err != nil {
-						return err
-					}
-					if err := poll(l, "the loan"); err != nil {
-						return err
-					}
-					if err := recvPolled(c, sender, 6, make([]byte, 1)); err != nil {
-						return err
-					}
-					l.Release()
 				}
-				return nil
-			})
-		if err != nil {
-			t.Fatalf("sender rank %d: %v", sender, err)
+				_, err = q.Wait(ctx)
+				want := fmt.Sprintf("rank %d waited in a send to rank %d tag 5 that its receiver took as a loan and has not released", sender, holder)
+				if !errors.Is(err, comm.ErrWaitTimeout) || !strings.Contains(err.Error(), want) {
+					return fmt.Errorf("send to a loan held unreleased: %v, want %q", err, want)
+				}
+				if err := sendPolled(c, holder, 6, []byte{1}); err != nil { // release it now
+					return err
+				}
+				_, err = q.Wait(ctx)
+				return err
+			case holder:
+				l, err := c.(comm.Lender).IrecvLoan(sender, 5)
+				if err != nil {
+					return err
+				}
+				if err := poll(l, "the loan"); err != nil {
+					return err
+				}
+				if err := recvPolled(c, sender, 6, make([]byte, 1)); err != nil {
+					return err
+				}
+				l.Release()
+			}
+			return nil
 		}
-	}
+	})
 }
