@@ -14,6 +14,7 @@ import (
 // rankrun validate prints every published row with its source, its
 // prediction and its kind, and exits 0 while every row is in its band.
 func TestValidatePrintsEveryRow(t *testing.T) {
+	withoutRace(t, "test-perf")
 	code, out, errOut := cli(t, "validate")
 	require.Equal(t, 0, code, errOut)
 	for _, r := range costmodel.Published {

@@ -72,6 +72,7 @@ func TestGoodputBadInput(t *testing.T) {
 // TTFT, so the search halves --rate-lo down to 1/64 request/s: 60 requests
 // over an hour of virtual time.
 func TestGoodputLowRatesOutlastTheDefaultDeadline(t *testing.T) {
+	withoutRace(t, "test-perf")
 	code, out, errOut := cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--requests", "60", "--input", "64", "--output", "8",
 		"--prefill-per-token", "1ms", "--decode-per-step", "2ms", "--slo-ttft", "10ms", "--json")
 	require.Equal(t, 0, code, errOut)

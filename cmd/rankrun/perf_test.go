@@ -24,9 +24,7 @@ var perfUpdate = flag.Bool("perf.update", false, "TestPerfFigures rewrites "+per
 // Without the race detector only (make test-perf): the runs are the same
 // code as the race runs of the other tests, and take minutes under it.
 func TestPerfFigures(t *testing.T) {
-	if raceEnabled {
-		t.Skip("run without -race, by make test-perf")
-	}
+	withoutRace(t, "test-perf")
 	path := filepath.Join(repoRoot, perfFile)
 	var mu sync.Mutex
 	got := map[string][]perfFigure{}

@@ -100,9 +100,7 @@ func readmeLines(t *testing.T) []string {
 // runs take minutes under it, and their code is the same as the race
 // runs of the other tests.
 func TestREADMECommands(t *testing.T) {
-	if raceEnabled {
-		t.Skip("run without -race, by make test-docs")
-	}
+	withoutRace(t, "test-docs")
 	lines := readmeLines(t)
 	require.GreaterOrEqual(t, len(lines), len(readmeCommands))
 	seen := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 // is left of that interval (more than nothing, at most one interval), and
 // the benchmark loses throughput as the seed's did.
 func TestSeed000Table(t *testing.T) {
+	withoutRace(t, "test-perf")
 	rows, err := seed000Table()
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
@@ -36,6 +37,7 @@ func TestSeed000Table(t *testing.T) {
 // about a prefill's time, a quarter or more. The figures are virtual
 // time: exact.
 func TestBlocking15139Cost(t *testing.T) {
+	withoutRace(t, "test-perf")
 	costs, err := blocking15139()
 	require.NoError(t, err)
 	require.Len(t, costs, 2)
