@@ -29,14 +29,22 @@ test: test-go test-explore test-sim-scale test-memory test-docs test-perf test-e
 # ranks under the race detector; on a 2-core machine, two such packages at
 # once starve ranks long enough to trip their collective timeouts.
 # RACE_FREE packages run without -race: they start no goroutine and
-# neither do their tests (each has a TestStartsNoGoroutine that holds it),
-# so the detector has nothing to compare there and only makes them five
-# times slower; their code is raced in every package that calls it.
-# (go list -e: a package that does not load is still listed, and fails.)
+# neither do their tests (each has a TestStartsNoGoroutine that holds it,
+# and cmd/rankrun's TestRaceSkipsRunInTheirTarget checks that it has), so
+# the detector has nothing to compare there and only makes them five times
+# slower; their code is raced in every package that calls it. go list -e
+# lists a package that does not load, so that it fails; an empty list
+# fails too; both runs run, and either failing fails test-go.
 RACE_FREE := github.com/rankrun/rankrun/topology
 test-go:
-	$(GO) test -race -count=1 -p 1 -timeout 15m $$($(GO) list -e ./... | grep -vxF $(foreach p,$(RACE_FREE),-e $(p)))
-	$(GO) test -count=1 -timeout 10m $(RACE_FREE)
+	@pkgs=$$($(GO) list -e ./... | grep -vxF $(foreach p,$(RACE_FREE),-e $(p))); \
+	[ -n "$$pkgs" ] || { echo "test-go: go list -e ./... found no package to test" >&2; exit 1; }; \
+	rc=0; \
+	echo "$(GO) test -race -count=1 -p 1 -timeout 15m (every package but $(RACE_FREE))"; \
+	$(GO) test -race -count=1 -p 1 -timeout 15m $$pkgs || rc=$$?; \
+	echo "$(GO) test -count=1 -timeout 10m $(RACE_FREE)"; \
+	$(GO) test -count=1 -timeout 10m $(RACE_FREE) || rc=$$?; \
+	exit $$rc
 
 # Schedule search over the generated layout space (explore.Space: every
 # layout family, each side up to 8 ranks, async and sync, with and without
@@ -71,11 +79,13 @@ test-docs:
 # shapes, the README's examples, a layout per family) must give exactly
 # the virtual-time figures committed in cmd/rankrun/testdata/perf-figures.txt;
 # it prints each that moved, old and new. make perf-update rewrites the
-# file (review its diff). With it, the tests that assert a simulation's
-# figures (the seeds' tables, a goodput search over an hour of virtual
-# time, rankrun validate): each skips itself under test-go's -race, which
-# makes them 5 to 10 times slower and runs their code in other tests
-# (withoutRace in cmd/rankrun/race_test.go, which checks this list).
+# file (review its diff). With it, the tests that assert the model's
+# figures: the seeds' tables and a goodput search over an hour of virtual
+# time (in simulation, where one rank runs at a time), and rankrun
+# validate's rows (closed form, no goroutine). Each skips itself under
+# test-go's -race, which makes them 5 to 10 times slower; their code runs
+# under it in other tests (withoutRace in cmd/rankrun/race_test.go, whose
+# test checks this list).
 FIGURE_TESTS := TestPerfFigures|TestSeed000Table|TestBlocking15139Cost|TestGoodputLowRatesOutlastTheDefaultDeadline|TestValidatePrintsEveryRow
 test-perf:
 	$(GO) test -count=1 -run '^($(FIGURE_TESTS))$$' ./cmd/rankrun

@@ -13,10 +13,13 @@ import (
 // make test-go runs this package's tests without the race detector
 // (RACE_FREE in the Makefile): they take five times as long under it, and
 // it finds nothing where one goroutine runs. That holds only while neither
-// the package nor its tests start a goroutine, which this test checks:
-// no go statement and no time.AfterFunc in any of its files. Its code is
-// still raced wherever ranks call it at once (its caches, say): every
-// package that does so runs under -race, with this code instrumented.
+// the package nor its tests start a goroutine, which this test checks: in
+// none of its files a go statement, nor a call that starts or runs
+// goroutines (a method Go, as sync.WaitGroup's and errgroup's;
+// Parallel and RunParallel, which run tests at once; AfterFunc, in time
+// or context). Its code is still raced wherever ranks call it at once
+// (its caches, say): every package that does so runs under -race, with
+// this code instrumented.
 func TestStartsNoGoroutine(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
@@ -29,9 +32,12 @@ func TestStartsNoGoroutine(t *testing.T) {
 			switch n := n.(type) {
 			case *ast.GoStmt:
 				t.Errorf("%s: a go statement: this package's tests run without -race (Makefile RACE_FREE); take it out of that list", fset.Position(n.Pos()))
-			case *ast.SelectorExpr:
-				if x, ok := n.X.(*ast.Ident); ok && x.Name == "time" && n.Sel.Name == "AfterFunc" {
-					t.Errorf("%s: time.AfterFunc starts a goroutine: this package's tests run without -race (Makefile RACE_FREE); take it out of that list", fset.Position(n.Pos()))
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok {
+					switch sel.Sel.Name {
+					case "Go", "Parallel", "RunParallel", "AfterFunc":
+						t.Errorf("%s: %s runs code on other goroutines: this package's tests run without -race (Makefile RACE_FREE); take it out of that list", fset.Position(n.Pos()), sel.Sel.Name)
+					}
 				}
 			}
 			return true
