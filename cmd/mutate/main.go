@@ -13,7 +13,12 @@
 // is no longer in the code, or what failed names no test that passes
 // unmutated: a leak checker's TestMain, a panic outside any test).
 //
-//	go run ./cmd/mutate [-run REGEXP] [-list] [-keep] [-timeout D]
+// A mutant first runs, alone, the test that killed it last (killers.txt,
+// killers.go); a kill there is the same verdict, the suite's other
+// packages neither built nor run. Only when that test does not kill it
+// does its whole suite run.
+//
+//	go run ./cmd/mutate [-run REGEXP] [-list] [-keep] [-timeout D] [-update-killers]
 //
 // make mutate runs it.
 package main
@@ -59,10 +64,12 @@ func (m mutant) edits() []edit { return append([]edit{{m.file, m.old, m.new}}, m
 
 // verdict is what one mutant's run showed.
 type verdict struct {
-	m    mutant
-	kind verdictKind
-	by   string // the killing test, or the reason for any other verdict
-	took time.Duration
+	m      mutant
+	kind   verdictKind
+	by     string // the killing test, or the reason for any other verdict
+	killer testID // the killing test
+	first  bool   // killed by the test that killed it last, run alone first (killers.go)
+	took   time.Duration
 }
 
 func main() {
@@ -70,14 +77,15 @@ func main() {
 	list := flag.Bool("list", false, "list the catalogue and exit")
 	keep := flag.Bool("keep", false, "keep the scratch copy")
 	timeout := flag.Duration("timeout", 5*time.Minute, "bound on one go test run (the baseline's, or one mutant's)")
+	update := flag.Bool("update-killers", false, "rewrite "+killersFile+" from this run's verdicts")
 	flag.Parse()
-	if err := mainErr(os.Stdout, *run, *list, *keep, *timeout); err != nil {
+	if err := mainErr(os.Stdout, *run, *list, *keep, *update, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "mutate:", err)
 		os.Exit(1)
 	}
 }
 
-func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) error {
+func mainErr(w io.Writer, run string, list, keep, update bool, timeout time.Duration) error {
 	re, err := regexp.Compile(run)
 	if err != nil {
 		return fmt.Errorf("-run %q: %v", run, err)
@@ -128,6 +136,10 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
+	killers, err := readKillers(filepath.Join(scratch, killersFile))
+	if err != nil {
+		return err
+	}
 	pkgs, suites := baselineSuites(todo)
 	start := time.Now()
 	base := map[testID]bool{}
@@ -157,11 +169,34 @@ func mainErr(w io.Writer, run string, list, keep bool, timeout time.Duration) er
 	fmt.Fprintf(w, "mutate: baseline: %d tests pass unmutated (%s; %.1fs)\n", len(base), strings.Join(what, "; "), time.Since(start).Seconds())
 	var vs []verdict
 	for _, m := range todo {
-		v := try(scratch, module, m, base, timeout)
+		v := try(scratch, module, m, killers, base, timeout)
 		vs = append(vs, v)
 		fmt.Fprintln(w, v.line())
 	}
+	if update {
+		if err := saveKillers(updatedKillers(killers, vs)); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, "mutate: rewrote", killersFile)
+	}
 	return summary(w, vs)
+}
+
+// saveKillers writes ks to the checkout's killers file.
+func saveKillers(ks map[string]testID) error {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return fmt.Errorf("not in a git checkout: %v", err)
+	}
+	f, err := os.Create(filepath.Join(strings.TrimSpace(string(root)), killersFile))
+	if err != nil {
+		return err
+	}
+	if err := writeKillers(f, ks); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // suite is the packages m's run tests: its own, or the fast suite.
@@ -225,6 +260,13 @@ func summary(w io.Writer, vs []verdict) error {
 		}
 		fmt.Fprintf(w, "%-32s %-8s %7.1f  %s\n", v.m.name, v.kind, v.took.Seconds(), by)
 	}
+	first := 0
+	for _, v := range vs {
+		if v.first {
+			first++
+		}
+	}
+	fmt.Fprintf(w, "mutate: %d of %d killed by the test that killed them last, run alone first (%s); the rest ran their whole suite\n", first, len(vs), killersFile)
 	if n[killed] < len(vs) {
 		return fmt.Errorf("FAIL: %s: %d killed, %d survived, %d error, %d timeout (each must be killed by a named test that passes unmutated)",
 			mutants(len(vs)), n[killed], n[survived], n[errored], n[timedOut])
@@ -241,8 +283,10 @@ func mutants(n int) string {
 }
 
 // try applies m in scratch, compiles its suite, runs it and restores
-// the files. base is the tests that passed on the baseline.
-func try(scratch, module string, m mutant, base map[testID]bool, timeout time.Duration) (v verdict) {
+// the files. base is the tests that passed on the baseline. The test
+// that killed m last (killers) runs alone first; only when it does not
+// kill m does the whole suite run.
+func try(scratch, module string, m mutant, killers map[string]testID, base map[testID]bool, timeout time.Duration) (v verdict) {
 	v.m = m
 	start := time.Now()
 	defer func() { v.took = time.Since(start) }()
@@ -253,6 +297,11 @@ func try(scratch, module string, m mutant, base map[testID]bool, timeout time.Du
 			return v
 		}
 		defer restore()
+	}
+	if h, ok := killers[m.name]; ok && m.mpi == nil {
+		if kv, ok := tryKiller(scratch, module, m, h, base, timeout); ok {
+			return kv
+		}
 	}
 	if m.mpi != nil {
 		ran, err := mpiTest(scratch, module, *m.mpi, timeout, func(o *outcome) bool { _, ok := o.killer(base); return ok })
@@ -286,6 +335,9 @@ func try(scratch, module string, m mutant, base map[testID]bool, timeout time.Du
 		return v
 	}
 	v.kind, v.by = judge(built, ran, base)
+	if v.kind == killed {
+		v.killer, _ = ran.killer(base)
+	}
 	return v
 }
 

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const mod = "example.com/m"
@@ -369,4 +372,99 @@ func TestCatalogueTextsOccurOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The killers file round-trips, and a line that is not mutant, package,
+// top-level test (tab-separated), or names a mutant twice, is refused
+// with its line number.
+func TestKillersFile(t *testing.T) {
+	ks := map[string]testID{"b-mutant": {"executor", "TestB"}, "a-mutant": {"tests/multirank", "TestA"}}
+	var buf bytes.Buffer
+	require.NoError(t, writeKillers(&buf, ks))
+	assert.True(t, strings.HasSuffix(buf.String(), "a-mutant\ttests/multirank\tTestA\nb-mutant\texecutor\tTestB\n"), buf.String())
+	got, err := parseKillers(&buf, "k")
+	require.NoError(t, err)
+	assert.Equal(t, ks, got)
+
+	for _, bad := range []string{"m\texecutor", "m executor TestA", "m\texecutor\tTestA/sub", "m\texecutor\tBenchmarkA", "\texecutor\tTestA", "m\texecutor\tTestA\nm\tcomm\tTestB"} {
+		_, err := parseKillers(strings.NewReader("# head\n\n"+bad+"\n"), "k")
+		require.Error(t, err, "%q", bad)
+		assert.Contains(t, err.Error(), fmt.Sprintf("k:%d: ", 3+strings.Count(bad, "\n")), "%q", bad)
+	}
+}
+
+// -update-killers keeps the lines of mutants that did not run, records
+// each killed one's top-level test, and drops a mutant that ran and was
+// not killed; an MPI mutant (its suite runs under mpirun, never alone
+// first) gets none.
+func TestUpdatedKillers(t *testing.T) {
+	old := map[string]testID{"idle": {"executor", "TestOld"}, "gone": {"executor", "TestGone"}, "moved": {"comm", "TestWas"}}
+	vs := []verdict{
+		{m: mutant{name: "moved"}, kind: killed, killer: testID{"tests/multirank", "TestScenarios/fault.txt/sim"}},
+		{m: mutant{name: "gone"}, kind: survived},
+		{m: mutant{name: "new"}, kind: killed, killer: testID{"transceiver", "TestT"}},
+		{m: mutant{name: "mpi", mpi: &mpiSuite{}}, kind: killed, killer: testID{"comm/mpi", "TestConformance"}},
+	}
+	assert.Equal(t, map[string]testID{
+		"idle":  {"executor", "TestOld"},
+		"moved": {"tests/multirank", "TestScenarios"},
+		"new":   {"transceiver", "TestT"},
+	}, updatedKillers(old, vs))
+}
+
+// The committed killers file parses, and names only mutants of the
+// catalogue that run alone first (no MPI mutant).
+func TestKillersFileNamesCatalogueMutants(t *testing.T) {
+	ks, err := readKillers(filepath.Join("..", "..", killersFile))
+	require.NoError(t, err)
+	require.NotEmpty(t, ks, "%s is empty: every mutant would run its whole suite", killersFile)
+	byName := map[string]mutant{}
+	for _, m := range catalogue {
+		byName[m.name] = m
+	}
+	for name := range ks {
+		m, ok := byName[name]
+		if assert.True(t, ok, "%s names %s, which is not in the catalogue", killersFile, name) {
+			assert.Nil(t, m.mpi, "%s names %s, an MPI mutant", killersFile, name)
+		}
+	}
+}
+
+// tryKiller runs the last killer alone, with go test, in a module: a test
+// that fails there (and passed on the baseline) kills the mutant, named;
+// one that passes, or that the baseline did not pass, leaves the verdict
+// to the whole suite.
+func TestTryKillerRunsTheLastKillerAlone(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	write("go.mod", "module "+mod+"\n\ngo 1.22\n")
+	write("p/p_test.go", `package p
+
+import "testing"
+
+func TestFails(t *testing.T)  { t.Run("sub", func(t *testing.T) { t.Fatal("the mutant") }) }
+func TestPasses(t *testing.T) {}
+`)
+	m := mutant{name: "m"}
+	fails, passes := testID{"p", "TestFails"}, testID{"p", "TestPasses"}
+	base := map[testID]bool{fails: true, {"p", "TestFails/sub"}: true, passes: true}
+
+	v, ok := tryKiller(dir, mod, m, fails, base, time.Minute)
+	require.True(t, ok)
+	assert.Equal(t, killed, v.kind)
+	assert.True(t, v.first)
+	assert.Equal(t, "TestFails/sub (p)", v.by, "the deepest failed test, as the whole suite names it")
+
+	_, ok = tryKiller(dir, mod, m, passes, base, time.Minute)
+	assert.False(t, ok, "a test that passes on the mutant does not kill it")
+	_, ok = tryKiller(dir, mod, m, fails, map[testID]bool{passes: true}, time.Minute)
+	assert.False(t, ok, "a test the baseline did not pass kills nothing")
+	_, ok = tryKiller(dir, mod, m, testID{"p", "TestGone"}, map[testID]bool{{"p", "TestGone"}: true}, time.Minute)
+	assert.False(t, ok, "a test no longer there kills nothing")
 }
