@@ -94,8 +94,10 @@ perf-update:
 	$(GO) test -count=1 -run '^TestPerfFigures$$' ./cmd/rankrun -perf.update
 
 # The suite must kill every named mutant of cmd/mutate's catalogue (each
-# applied alone to a scratch copy; the fast sim and in-process packages
-# run against it, stopping at the first failure). The unmutated copy runs
+# applied alone to a scratch copy; the test that killed it last runs
+# alone first (cmd/mutate/killers.txt), then, unless that killed it with
+# the suite still compiling and vetting, the fast sim and in-process
+# packages run against it, stopping at the first failure). The unmutated copy runs
 # the same suites first and must pass; a mutant is killed only by a named
 # test that fails on it and passes unmutated. Prints mutant, verdict,
 # seconds, killing test; a survivor, a timeout, a mutant that does not

@@ -14,9 +14,10 @@
 // unmutated: a leak checker's TestMain, a panic outside any test).
 //
 // A mutant first runs, alone, the test that killed it last (killers.txt,
-// killers.go); a kill there is the same verdict, the suite's other
-// packages neither built nor run. Only when that test does not kill it
-// does its whole suite run.
+// killers.go): a kill there, with the whole suite still passing go
+// test's compile and vet checks, is the verdict the suite would give,
+// its other test binaries neither linked nor run. In every other case the
+// whole suite runs and decides.
 //
 //	go run ./cmd/mutate [-run REGEXP] [-list] [-keep] [-timeout D] [-update-killers]
 //
@@ -35,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -167,14 +169,18 @@ func mainErr(w io.Writer, run string, list, keep, update bool, timeout time.Dura
 		what = append(what, s.String())
 	}
 	fmt.Fprintf(w, "mutate: baseline: %d tests pass unmutated (%s; %.1fs)\n", len(base), strings.Join(what, "; "), time.Since(start).Seconds())
+	first := newFirstRuns(scratch, module, killers, timeout)
 	var vs []verdict
 	for _, m := range todo {
-		v := try(scratch, module, m, killers, base, timeout)
+		v := try(scratch, module, m, first, base, timeout)
 		vs = append(vs, v)
 		fmt.Fprintln(w, v.line())
 	}
 	if update {
-		if err := saveKillers(updatedKillers(killers, vs)); err != nil {
+		known := func(name string) bool {
+			return slices.ContainsFunc(catalogue, func(m mutant) bool { return m.name == name })
+		}
+		if err := saveKillers(updatedKillers(killers, vs, known)); err != nil {
 			return err
 		}
 		fmt.Fprintln(w, "mutate: rewrote", killersFile)
@@ -260,13 +266,19 @@ func summary(w io.Writer, vs []verdict) error {
 		}
 		fmt.Fprintf(w, "%-32s %-8s %7.1f  %s\n", v.m.name, v.kind, v.took.Seconds(), by)
 	}
-	first := 0
+	first, plain, mpi := 0, 0, 0
 	for _, v := range vs {
-		if v.first {
+		switch {
+		case v.m.mpi != nil:
+			mpi++
+		case v.first:
 			first++
+		default:
+			plain++
 		}
 	}
-	fmt.Fprintf(w, "mutate: %d of %d killed by the test that killed them last, run alone first (%s); the rest ran their whole suite\n", first, len(vs), killersFile)
+	fmt.Fprintf(w, "mutate: %d of %d non-MPI mutants killed by their %s test run alone; %d went to their whole suite; %d MPI mutants ran under mpirun\n",
+		first, first+plain, killersFile, plain, mpi)
 	if n[killed] < len(vs) {
 		return fmt.Errorf("FAIL: %s: %d killed, %d survived, %d error, %d timeout (each must be killed by a named test that passes unmutated)",
 			mutants(len(vs)), n[killed], n[survived], n[errored], n[timedOut])
@@ -284,12 +296,17 @@ func mutants(n int) string {
 
 // try applies m in scratch, compiles its suite, runs it and restores
 // the files. base is the tests that passed on the baseline. The test
-// that killed m last (killers) runs alone first; only when it does not
-// kill m does the whole suite run.
-func try(scratch, module string, m mutant, killers map[string]testID, base map[testID]bool, timeout time.Duration) (v verdict) {
+// that killed m last runs alone first (first, when not nil); only when
+// it does not kill m does the whole suite run.
+func try(scratch, module string, m mutant, first *firstRuns, base map[testID]bool, timeout time.Duration) (v verdict) {
 	v.m = m
 	start := time.Now()
 	defer func() { v.took = time.Since(start) }()
+	var h testID
+	hinted := false
+	if first != nil {
+		h, hinted = first.usable(m, base) // before m is applied: it may run h on the unmutated tree
+	}
 	for _, e := range m.edits() {
 		restore, err := apply(scratch, e)
 		if err != nil {
@@ -298,8 +315,8 @@ func try(scratch, module string, m mutant, killers map[string]testID, base map[t
 		}
 		defer restore()
 	}
-	if h, ok := killers[m.name]; ok && m.mpi == nil {
-		if kv, ok := tryKiller(scratch, module, m, h, base, timeout); ok {
+	if hinted {
+		if kv, ok := first.kill(m, h, base); ok {
 			return kv
 		}
 	}

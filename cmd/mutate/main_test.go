@@ -395,8 +395,8 @@ func TestKillersFile(t *testing.T) {
 
 // -update-killers keeps the lines of mutants that did not run, records
 // each killed one's top-level test, and drops a mutant that ran and was
-// not killed; an MPI mutant (its suite runs under mpirun, never alone
-// first) gets none.
+// not killed, and one no longer in the catalogue; an MPI mutant (its
+// suite runs under mpirun, never alone first) gets none.
 func TestUpdatedKillers(t *testing.T) {
 	old := map[string]testID{"idle": {"executor", "TestOld"}, "gone": {"executor", "TestGone"}, "moved": {"comm", "TestWas"}}
 	vs := []verdict{
@@ -405,11 +405,13 @@ func TestUpdatedKillers(t *testing.T) {
 		{m: mutant{name: "new"}, kind: killed, killer: testID{"transceiver", "TestT"}},
 		{m: mutant{name: "mpi", mpi: &mpiSuite{}}, kind: killed, killer: testID{"comm/mpi", "TestConformance"}},
 	}
+	old["removed"] = testID{"executor", "TestRemoved"}
+	known := func(name string) bool { return name != "removed" }
 	assert.Equal(t, map[string]testID{
 		"idle":  {"executor", "TestOld"},
 		"moved": {"tests/multirank", "TestScenarios"},
 		"new":   {"transceiver", "TestT"},
-	}, updatedKillers(old, vs))
+	}, updatedKillers(old, vs, known))
 }
 
 // The committed killers file parses, and names only mutants of the
@@ -430,11 +432,14 @@ func TestKillersFileNamesCatalogueMutants(t *testing.T) {
 	}
 }
 
-// tryKiller runs the last killer alone, with go test, in a module: a test
-// that fails there (and passed on the baseline) kills the mutant, named;
-// one that passes, or that the baseline did not pass, leaves the verdict
-// to the whole suite.
-func TestTryKillerRunsTheLastKillerAlone(t *testing.T) {
+// try with a last killer, on a scratch module (y imports x): the killer
+// run alone kills, named as its deepest subtest and marked first; in
+// every other case the verdict is the one the whole suite gives without
+// the line. A stale line (a test that passes on the mutant); a test out
+// of the mutant's suite; a mutant that fails go test's vet checks in a
+// package the killer's run does not build; a test that fails alone on
+// the unmutated tree (it needs an earlier test); an MPI mutant.
+func TestTryWithLastKiller(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
@@ -444,27 +449,75 @@ func TestTryKillerRunsTheLastKillerAlone(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
 	}
 	write("go.mod", "module "+mod+"\n\ngo 1.22\n")
-	write("p/p_test.go", `package p
+	write("x/x.go", "package x\n\nimport \"fmt\"\n\nfunc Two() int { return 2 }\n\nfunc Name() string { return fmt.Sprintf(\"%s\", \"ok\") }\n")
+	write("x/x_test.go", "package x\n\nimport \"testing\"\n\nfunc TestName(t *testing.T) {\n\tif Name() != \"ok\" {\n\t\tt.Fatal(Name())\n\t}\n}\n")
+	write("y/y_test.go", `package y
 
-import "testing"
+import (
+	"testing"
 
-func TestFails(t *testing.T)  { t.Run("sub", func(t *testing.T) { t.Fatal("the mutant") }) }
+	"example.com/m/x"
+)
+
+func TestTwo(t *testing.T) { t.Run("sub", func(t *testing.T) { if x.Two() != 2 { t.Fatal("not two") } }) }
+
 func TestPasses(t *testing.T) {}
+
+var set bool
+
+func TestSets(t *testing.T) { set = true }
+
+func TestNeedsSet(t *testing.T) {
+	if !set {
+		t.Fatal("run alone")
+	}
+	if x.Two() != 2 {
+		t.Fatal("not two")
+	}
+}
 `)
-	m := mutant{name: "m"}
-	fails, passes := testID{"p", "TestFails"}, testID{"p", "TestPasses"}
-	base := map[testID]bool{fails: true, {"p", "TestFails/sub"}: true, passes: true}
+	b, err := goTest(dir, mod, testArgs(time.Minute, "./..."), time.Minute, nil)
+	require.NoError(t, err)
+	require.NoError(t, baselineErr(b))
+	base := b.passed
 
-	v, ok := tryKiller(dir, mod, m, fails, base, time.Minute)
-	require.True(t, ok)
-	assert.Equal(t, killed, v.kind)
-	assert.True(t, v.first)
-	assert.Equal(t, "TestFails/sub (p)", v.by, "the deepest failed test, as the whole suite names it")
-
-	_, ok = tryKiller(dir, mod, m, passes, base, time.Minute)
-	assert.False(t, ok, "a test that passes on the mutant does not kill it")
-	_, ok = tryKiller(dir, mod, m, fails, map[testID]bool{passes: true}, time.Minute)
-	assert.False(t, ok, "a test the baseline did not pass kills nothing")
-	_, ok = tryKiller(dir, mod, m, testID{"p", "TestGone"}, map[testID]bool{{"p", "TestGone"}: true}, time.Minute)
-	assert.False(t, ok, "a test no longer there kills nothing")
+	three := mutant{name: "three", file: "x/x.go", old: "return 2", new: "return 3", pkgs: []string{"./x", "./y"}}
+	verb := three
+	verb.name, verb.also = "verb", []edit{{"x/x.go", `"%s", "ok"`, `"%d", "ok"`}}
+	outOfSuite := three
+	outOfSuite.pkgs = []string{"./x"}
+	for _, c := range []struct {
+		what   string
+		m      mutant
+		killer testID
+		kind   verdictKind
+		by     string
+		first  bool
+	}{
+		{"the killer kills", three, testID{"y", "TestTwo"}, killed, "TestTwo/sub (y)", true},
+		{"a stale line", three, testID{"y", "TestPasses"}, killed, "TestTwo/sub (y)", false},
+		{"out of the suite", outOfSuite, testID{"y", "TestTwo"}, survived, "", false},
+		{"vet fails elsewhere", verb, testID{"y", "TestTwo"}, errored, "stale mutant: it does not compile", false},
+		{"fails alone unmutated", three, testID{"y", "TestNeedsSet"}, killed, "TestTwo/sub (y)", false},
+		{"an MPI mutant", mutant{name: "mpi", mpi: &mpiSuite{}, pkgs: []string{"./y"}}, testID{"y", "TestTwo"}, 0, "", false},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			first := newFirstRuns(dir, mod, map[string]testID{c.m.name: c.killer}, time.Minute)
+			if c.m.mpi != nil {
+				_, ok := first.usable(c.m, base)
+				assert.False(t, ok, "an MPI mutant's suite runs under mpirun, never its killer alone")
+				return
+			}
+			v := try(dir, mod, c.m, first, base, time.Minute)
+			assert.Equal(t, c.kind, v.kind, "%+v", v)
+			assert.True(t, strings.HasPrefix(v.by, c.by), "by %q, want %q", v.by, c.by)
+			assert.Equal(t, c.first, v.first)
+			if c.kind == killed {
+				assert.Equal(t, testID{"y", "TestTwo/sub"}, v.killer, "the killer is recorded on either path")
+			}
+		})
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "x/x.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "return 2", "try restores the files")
 }
