@@ -190,11 +190,11 @@ func mainErr(w io.Writer, run string, list, keep, update bool, timeout time.Dura
 
 // saveKillers writes ks to the checkout's killers file.
 func saveKillers(ks map[string]testID) error {
-	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	root, err := checkoutRoot()
 	if err != nil {
-		return fmt.Errorf("not in a git checkout: %v", err)
+		return err
 	}
-	f, err := os.Create(filepath.Join(strings.TrimSpace(string(root)), killersFile))
+	f, err := os.Create(filepath.Join(root, killersFile))
 	if err != nil {
 		return err
 	}
@@ -426,11 +426,10 @@ func apply(scratch string, e edit) (func(), error) {
 // copyRepo copies the files git knows (tracked, and untracked but not
 // ignored) into a fresh scratch directory.
 func copyRepo() (string, error) {
-	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	src, err := checkoutRoot()
 	if err != nil {
-		return "", fmt.Errorf("not in a git checkout: %v", err)
+		return "", err
 	}
-	src := strings.TrimSpace(string(root))
 	files, err := exec.Command("git", "-C", src, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		return "", err
@@ -446,6 +445,15 @@ func copyRepo() (string, error) {
 		}
 	}
 	return dst, nil
+}
+
+// checkoutRoot is the top of the git checkout this runs in.
+func checkoutRoot() (string, error) {
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("not in a git checkout: %v", err)
+	}
+	return strings.TrimSpace(string(root)), nil
 }
 
 func copyFile(from, to string) error {
