@@ -61,6 +61,7 @@ type checked struct {
 	send    []int64  // stamp, then payload: the one backend collective's input
 	bsend   []int64  // Bcast: root's length and bytes as words
 	gather  Gathered // every rank's stamp and payload
+	pairBuf []int64  // a typed collective's count sums, or counts (pairUp)
 	gbuf    []int64
 }
 

@@ -55,7 +55,13 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 // communicator broken, and ends the flight record.
 func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err error) error {
 	var bte *TimeoutError
+	var me *MismatchError
 	switch {
+	case errors.As(err, &me) && me.Site == "":
+		// The backend's own round found counts that do not pair up, in
+		// a collective whose stamps agreed: every rank is at this
+		// sequence number and (but under AnySite) call site.
+		err = c.mismatch(*me, self)
 	case ctx.Err() != nil:
 		err = fmt.Errorf("comm: %s #%d on group %q rank %d: %w", self.Kind, self.Seq, c.raw.Name(), c.raw.Rank(), err)
 	case errors.As(err, &bte), errors.Is(err, ErrCollectiveTimeout), tctx.Err() != nil, errors.Is(err, ErrBroken):
@@ -124,4 +130,14 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 		te.Missing = never
 	}
 	return te
+}
+
+// mismatch is e (counts that do not pair up) with where the ranks were:
+// self's sequence number and call site, which every rank's stamp shares.
+func (c *checked) mismatch(e MismatchError, self Entry) *MismatchError {
+	e.Seq, e.Site, e.AnySite = self.Seq, self.Site, c.cfg.AnySite
+	if e.WorldRanks == nil {
+		e.WorldRanks = WorldRanksOf(c.raw)
+	}
+	return &e
 }

@@ -323,14 +323,14 @@ const (
 // counts (a rank's send to each peer in an all-to-all) are the ranks' own.
 //
 // Bits 56-63 hold the datatype, 48-55 the reduction, 32-47 the root, 0-31
-// the count (bit 31 clear: Allreduce and Bcast, under 2^31 elements) or a
+// the count (bit 31 clear: Allreduce, Reduce and Bcast, under 2^31 elements) or a
 // digest of the counts (bit 31 set), so an error can say which differed.
 func (op *Op) Shape() int64 {
 	h := uint64(offset64)
 	mix := func(v uint64) { h = (h ^ v) * 0x100000001b3 }
 	count := -1
 	switch op.Kind {
-	case KindAllreduce:
+	case KindAllreduce, KindReduce:
 		count = len(op.Send)
 	case KindBcast:
 		count = len(op.Recv)

@@ -200,6 +200,13 @@ var catalogue = []mutant{
 	{name: "round-stamps-uncompared", file: "comm/internal/round/round.go",
 		old: "\t\tif !slices.Equal(r.Stamp[i], r.Stamp[0]) {\n", new: "\t\tif false && !slices.Equal(r.Stamp[i], r.Stamp[0]) {\n",
 		why: "in-process checked mode passes stamps to the round, which never compares them", pkgs: []string{"./comm/local", "./tests/multirank"}},
+	{name: "mismatch-site-dropped", file: "comm/checked_fail.go",
+		old: "\t\terr = c.mismatch(*me, self)\n", new: "\t\t_ = self\n",
+		why: "checked mode passes on the backend's count mismatch without the collective's sequence number and call site, telling a checked run to run checked", pkgs: []string{"./comm/local"}},
+	{name: "checked-counts-unpaired", file: "comm/checked_typed.go",
+		old: "\tpairs := op.pairsPerRank() && c.stamper == nil\n", new: "\tpairs := false && op.pairsPerRank() && c.stamper == nil\n",
+		why: "checked mode no longer checks that a gather's, scatter's or all-to-all's per-rank counts pair up: under MPI the root alone fails (MPI_ERR_TRUNCATE), its peers return nil",
+		mpi: &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^TypedMismatchedCounts$"}},
 	// Verdicts from the system, not the host; errors that name processes
 	// (issue 25).
 	{name: "stall-ignores-live-transfers", file: "executor/base.go",

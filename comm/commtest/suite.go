@@ -89,6 +89,7 @@ func cases() []testCase {
 		{"TypedBadArgumentsUnchecked", 1, Options{}, typedBadArguments},
 		{"TypedDesyncDatatype", 2, Options{Checked: true, Timeout: 10 * time.Second}, typedDesync},
 		{"TypedDesyncCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, typedDesyncCount},
+		{"TypedMismatchedCounts", 2, Options{Checked: true, Timeout: 10 * time.Second}, typedMismatch},
 		{"DesyncDifferentKinds", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncKinds},
 		{"DesyncSameKindDifferentSite", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncSites},
 		{"DesyncAllreduceCount", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncCount},

@@ -481,6 +481,93 @@ func typedDesyncCount(n int) RankFunc {
 	}
 }
 
+// typedMismatch: ranks that agree on a typed collective's kind, datatype
+// and root but whose counts do not pair up get a comm.MismatchError naming
+// the sender and the receiver that disagree, with the collective's
+// sequence number and call site (checked mode; every rank's stamp agreed):
+// a Reduce whose last rank reduces more (stamped: a desync naming both
+// counts), a Gatherv to root 0 whose last rank sends more, a Gatherv to the
+// last rank whose rank 0 sends more, a Scatterv from the middle rank that
+// sends rank 0 more than it expects, an Alltoallv whose middle rank sends
+// the last rank more. Each on a duplicate of c of its own: a desync breaks
+// its group.
+func typedMismatch(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		last, mid, me := n-1, n/2, c.Rank()
+		ones := func(k int) []int {
+			out := make([]int, n)
+			for i := range out {
+				out[i] = 1
+			}
+			return out
+		}
+		more := func(counts []int, r int) []int { counts[r] = 2; return counts }
+		gatherv := func(d comm.Comm, root, sender int) error {
+			in := make([]int32, 1)
+			if me == sender {
+				in = make([]int32, 2)
+			}
+			return comm.Gatherv(ctx, d, root, in, make([]int32, n), ones(n), nil)
+		}
+		cases := []struct {
+			name     string
+			from, to int // the ranks the error must name (from: the sender)
+			call     func(d comm.Comm) error
+		}{
+			{"gatherv to rank 0, the last rank sends 2", last, 0, func(d comm.Comm) error { return gatherv(d, 0, last) }},
+			{"gatherv to the last rank, rank 0 sends 2", 0, last, func(d comm.Comm) error { return gatherv(d, last, 0) }},
+			{"scatterv from the middle rank, rank 0 expects 1 of 2", mid, 0, func(d comm.Comm) error {
+				counts := more(ones(n), 0)
+				return comm.Scatterv(ctx, d, mid, make([]int32, n+1), make([]int32, 1), counts, nil)
+			}},
+			{"alltoallv, the middle rank sends the last 2", mid, last, func(d comm.Comm) error {
+				send := ones(n)
+				if me == mid {
+					send = more(send, last)
+				}
+				total := 0
+				for _, k := range send {
+					total += k
+				}
+				return comm.Alltoallv(ctx, d, make([]int32, total), send, nil, make([]int32, n), ones(n), nil)
+			}},
+		}
+		for _, tc := range cases {
+			if tc.from == tc.to {
+				continue // two ranks: the middle rank is the last
+			}
+			d, err := c.Split(ctx, 0, me)
+			if err != nil {
+				return err
+			}
+			err = tc.call(d)
+			d.Close()
+			var mm *comm.MismatchError
+			switch {
+			case !errors.As(err, &mm):
+				return errorf(c, "%s: %v, want a MismatchError", tc.name, err)
+			case mm.A != tc.from || mm.B != tc.to:
+				return errorf(c, "%s: %q names ranks %d and %d, want %d (sender) and %d", tc.name, err, mm.A, mm.B, tc.from, tc.to)
+			case mm.Seq != 1 || !strings.Contains(mm.Site, "typed.go:"):
+				return errorf(c, "%s: %q: want the collective's sequence number (1) and call site", tc.name, err)
+			case strings.Contains(err.Error(), "run checked"):
+				return errorf(c, "%s: %q tells a checked run to run checked", tc.name, err)
+			}
+		}
+		// Reduce's count is stamped: a desync naming both counts.
+		count := 2
+		if me == last {
+			count = 3
+		}
+		err := comm.Reduce(ctx, c, comm.Sum, 0, make([]int64, count), make([]int64, count))
+		var de *comm.DesyncError
+		if !errors.As(err, &de) || !strings.Contains(err.Error(), "root 0, count 2)") || !strings.Contains(err.Error(), "root 0, count 3)") {
+			return errorf(c, "reduce of 2 against 3: %v, want a DesyncError naming both counts", err)
+		}
+		return nil
+	}
+}
+
 func typedDesyncOn(ctx context.Context, c comm.Comm, n int) error {
 	var err error
 	if c.Rank() == n-1 { // the last rank differs

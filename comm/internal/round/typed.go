@@ -19,6 +19,12 @@ func (r *Round) combineTyped(group string, members []int) error {
 		return fmt.Errorf("%w: group %q: %s: %s and %s disagree: %s (unchecked mode cannot name call sites; run checked)",
 			comm.ErrDesync, group, o.Kind, comm.Who(members, 0), comm.Who(members, i), fmt.Sprintf(format, args...))
 	}
+	// mismatch: ranks a and b (the sender and the receiver, where one
+	// sends the other) entered the same collective with counts that do
+	// not pair up; checked mode adds where (comm.MismatchError).
+	mismatch := func(a, b int, format string, args ...any) error {
+		return &comm.MismatchError{Group: group, Kind: o.Kind, A: a, B: b, Detail: fmt.Sprintf(format, args...), WorldRanks: members}
+	}
 	for i, p := range ops {
 		switch {
 		case p == nil:
@@ -42,48 +48,48 @@ func (r *Round) combineTyped(group string, members []int) error {
 	case comm.KindAllreduce, comm.KindReduce:
 		for i, p := range ops {
 			if len(p.Send) != len(o.Send) {
-				return desync(i, "%d vs %d elements", len(o.Send)/es, len(p.Send)/es)
+				return mismatch(0, i, "%d vs %d elements", len(o.Send)/es, len(p.Send)/es)
 			}
 		}
 	case comm.KindBcast:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if i != o.Root && len(p.Recv) != len(root.Send) {
-				return desync(i, "the root sends %d elements, %s receives %d", len(root.Send)/es, comm.Who(members, i), len(p.Recv)/es)
+				return mismatch(o.Root, i, "the root sends %d elements, %s receives %d", len(root.Send)/es, comm.Who(members, i), len(p.Recv)/es)
 			}
 		}
 	case comm.KindAllgather:
 		for i, p := range ops {
 			if !slices.Equal(p.RecvCounts, o.RecvCounts) {
-				return desync(i, "receive counts %v vs %v", o.RecvCounts, p.RecvCounts)
+				return mismatch(0, i, "receive counts %v vs %v", o.RecvCounts, p.RecvCounts)
 			}
 		}
 	case comm.KindGather:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Send)/es != root.RecvCounts[i] {
-				return desync(i, "%s sends %d elements, the root expects %d", comm.Who(members, i), len(p.Send)/es, root.RecvCounts[i])
+				return mismatch(i, o.Root, "%s sends %d elements, the root expects %d", comm.Who(members, i), len(p.Send)/es, root.RecvCounts[i])
 			}
 		}
 	case comm.KindScatter:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Recv)/es != root.SendCounts[i] {
-				return desync(i, "the root sends %s %d elements, it expects %d", comm.Who(members, i), root.SendCounts[i], len(p.Recv)/es)
+				return mismatch(o.Root, i, "the root sends %s %d elements, it expects %d", comm.Who(members, i), root.SendCounts[i], len(p.Recv)/es)
 			}
 		}
 	case comm.KindAlltoall:
 		for i, p := range ops {
 			for j, q := range ops {
 				if p.SendCounts[j] != q.RecvCounts[i] {
-					return desync(j, "%s sends %s %d elements, which expects %d", comm.Who(members, i), comm.Who(members, j), p.SendCounts[j], q.RecvCounts[i])
+					return mismatch(i, j, "%s sends %s %d elements, which expects %d", comm.Who(members, i), comm.Who(members, j), p.SendCounts[j], q.RecvCounts[i])
 				}
 			}
 		}
 	case comm.KindReduceScatter:
 		for i, p := range ops {
 			if !slices.Equal(p.RecvCounts, o.RecvCounts) {
-				return desync(i, "counts %v vs %v", o.RecvCounts, p.RecvCounts)
+				return mismatch(0, i, "counts %v vs %v", o.RecvCounts, p.RecvCounts)
 			}
 		}
 	}
