@@ -321,3 +321,14 @@ func TestAttentionCorePrecisionFallsBack(t *testing.T) {
 	assert.Equal(t, prefill(same), got, "fp8 alone: the core at fp8")
 	assert.Greater(t, prefill(h200), got, "a bf16 peak half fp8's: the BF16 KV cache's core at bf16")
 }
+
+// TestSecondsSaturates: a time past int64's nanoseconds is the longest
+// Duration, not the undefined value a float-to-int conversion gives (a
+// step of 1e300 s came out as 0, a throughput of millions of tokens a
+// second).
+func TestSecondsSaturates(t *testing.T) {
+	assert.Equal(t, 1500*time.Millisecond, seconds(1.5))
+	assert.Equal(t, time.Duration(math.MaxInt64), seconds(1e300))
+	assert.Equal(t, time.Duration(math.MaxInt64), seconds(math.Inf(1)))
+	assert.Equal(t, time.Duration(math.MaxInt64), seconds(9.3e9), "just past int64's 292 years")
+}

@@ -122,6 +122,11 @@ func TestLoadBadInput(t *testing.T) {
 		{"no peak", edit(goodHardware, `{"bf16": 1e15}`, `{}`), true, []string{"peak_flops", "at least one precision"}},
 		{"bad precision", edit(goodHardware, `"bf16": 1e15`, `"fp16": 1e15`), true, []string{"peak_flops", `"fp16"`}},
 		{"negative bandwidth", edit(goodHardware, `"hbm_bandwidth": 4e12`, `"hbm_bandwidth": -4e12`), true, []string{"hbm_bandwidth", "positive"}},
+		// The unit mistakes that overflowed a step into garbage (TFLOPS,
+		// TB/s, GB where the file takes FLOP/s, bytes/s, bytes).
+		{"peak in TFLOPS", edit(goodHardware, `"bf16": 1e15`, `"bf16": 989`), true, []string{"peak_flops.bf16 = 989", "FLOP/s, not TFLOPS"}},
+		{"bandwidth in TB/s", edit(goodHardware, `"hbm_bandwidth": 4e12`, `"hbm_bandwidth": 3.35`), true, []string{"hbm_bandwidth = 3.35", "bytes/s, not TB/s"}},
+		{"capacity in GB", edit(goodHardware, `"hbm_capacity": 96e9`, `"hbm_capacity": 96`), true, []string{"hbm_capacity = 96", "bytes, not GB"}},
 		{"no compute", `{"name": "links"}`, true, []string{"no peak_flops", "compute figures"}},
 		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "(0, 1]"}},
 		{"latency", edit(goodHardware, `"2us"`, `"2 parsecs"`), true, []string{"fabric.intra.latency", "duration"}},

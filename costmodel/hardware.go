@@ -60,6 +60,16 @@ const (
 	GB200KVEff         = 0.53
 )
 
+// The least figures Validate takes for a GPU's compute, bandwidth and
+// memory: far below any accelerator's (an H100's are 9.89e14 FLOP/s,
+// 3.35e12 bytes/s and 8e10 bytes), and far above the same figure written
+// in TFLOPS, TB/s or GB, the mistake they catch.
+const (
+	minPeakFLOPs    = 1e9
+	minHBMBandwidth = 1e9
+	minHBMCapacity  = 1e9
+)
+
 // Hardware is one GPU of a cluster and the links between them: dense peak
 // FLOPs by matmul precision, HBM bandwidth and capacity, the achieved
 // fractions of both, and the fabric (sim.Fabric: NVLink within a node,
@@ -146,12 +156,19 @@ func (h Hardware) Validate() error {
 		if !finitePositive(h.PeakFLOPs[p]) {
 			return bad("peak_flops."+p, "must be a positive number (FLOP/s)", h.PeakFLOPs[p])
 		}
+		if h.PeakFLOPs[p] < minPeakFLOPs {
+			return bad("peak_flops."+p, "must be at least 1e9: the unit is FLOP/s, not TFLOPS (989 TFLOPS is 9.89e14)", h.PeakFLOPs[p])
+		}
 	}
 	switch {
 	case !finitePositive(h.HBMBandwidth):
 		return bad("hbm_bandwidth", "must be a positive number (bytes/s)", h.HBMBandwidth)
+	case h.HBMBandwidth < minHBMBandwidth:
+		return bad("hbm_bandwidth", "must be at least 1e9: the unit is bytes/s, not TB/s (3.35 TB/s is 3.35e12)", h.HBMBandwidth)
 	case !finitePositive(h.HBMCapacity):
 		return bad("hbm_capacity", "must be a positive number (bytes)", h.HBMCapacity)
+	case h.HBMCapacity < minHBMCapacity:
+		return bad("hbm_capacity", "must be at least 1e9: the unit is bytes, not GB (80 GB is 8e10)", h.HBMCapacity)
 	case h.ComputeEff < 0 || h.ComputeEff > 1 || math.IsNaN(h.ComputeEff):
 		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
 	}

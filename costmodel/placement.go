@@ -276,7 +276,15 @@ func (s side) corePrecision() string {
 	return s.m.Precision
 }
 
-func seconds(v float64) time.Duration { return time.Duration(math.Round(v * 1e9)) }
+// seconds is v seconds as a Duration, saturated at the longest one (a
+// float beyond int64 converts to an undefined value: a step of 1e300 s
+// came out as 0 and a throughput of millions of tokens a second).
+func seconds(v float64) time.Duration {
+	if ns := math.Round(v * 1e9); ns < math.MaxInt64 {
+		return time.Duration(ns)
+	}
+	return math.MaxInt64
+}
 
 // KVBlocks is how many KV blocks of geom a rank of l has room for: the
 // WeightShare of its HBM less its weights (the rest is left to

@@ -18,8 +18,7 @@ func DefaultModel() Model {
 	return Model{Layers: 8, KVHeads: 8, HeadDim: 64, TokensPerBlock: 16, ElemBytes: 2}
 }
 
-// maxModelField bounds each Model field so that block sizes stay far from
-// integer overflow.
+// maxModelField bounds each Model field; MaxBlockBytes bounds their product.
 const maxModelField = 1 << 16
 
 // Validate checks every field is in [1, 65536]. Errors wrap ErrInvalidModel
@@ -39,8 +38,19 @@ func (m Model) Validate() error {
 			return fmt.Errorf("%w: %s must be at most %d (got %d)", ErrInvalidModel, f.name, maxModelField, f.v)
 		}
 	}
+	// Each field in range, their product may still overflow an int
+	// (BlockBytes); a block above the largest pool could never be held.
+	if b := float64(m.Layers) * float64(m.KVHeads) * 2 * float64(m.TokensPerBlock) * float64(m.HeadDim) * float64(m.ElemBytes); b > MaxBlockBytes {
+		return fmt.Errorf("%w: a KV block of the whole model (Layers %d x KVHeads %d x 2 x TokensPerBlock %d x HeadDim %d x ElemBytes %d) is %.4g bytes: must be at most %d (1 TiB)",
+			ErrInvalidModel, m.Layers, m.KVHeads, m.TokensPerBlock, m.HeadDim, m.ElemBytes, b, int64(MaxBlockBytes))
+	}
 	return nil
 }
+
+// MaxBlockBytes is the largest KV block of a whole model (every layer and
+// head) Validate accepts: 1 TiB, the largest pool a rank may hold
+// (gpu.MaxPoolBytes), so that no product of a block overflows.
+const MaxBlockBytes = 1 << 40
 
 // Blocks is the number of KV blocks a request of n tokens needs in total
 // (before any CP split): ceil(n / TokensPerBlock). It is 0 for n <= 0.
