@@ -128,7 +128,7 @@ func TestLoadBadInput(t *testing.T) {
 		{"bandwidth in TB/s", edit(goodHardware, `"hbm_bandwidth": 4e12`, `"hbm_bandwidth": 3.35`), true, []string{"hbm_bandwidth = 3.35", "bytes/s, not TB/s"}},
 		{"capacity in GB", edit(goodHardware, `"hbm_capacity": 96e9`, `"hbm_capacity": 96`), true, []string{"hbm_capacity = 96", "bytes, not GB"}},
 		{"no compute", `{"name": "links"}`, true, []string{"no peak_flops", "compute figures"}},
-		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "(0, 1]"}},
+		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "[0.01, 1]"}},
 		{"latency", edit(goodHardware, `"2us"`, `"2 parsecs"`), true, []string{"fabric.intra.latency", "duration"}},
 		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", ">= 0"}},
 		{"rails", edit(goodHardware, `"rails": 4`, `"rails": -2`), true, []string{"fabric.rails = -2", "not be negative"}},
@@ -136,7 +136,11 @@ func TestLoadBadInput(t *testing.T) {
 		{"nvls tree", edit(goodHardware, `"nvls": 4e11`, `"nvls": 0`), true, []string{"fabric.nvls_tree = true", "needs fabric.nvls > 0"}},
 		{"ring", edit(goodHardware, `"ring": 3e11`, `"ring": -3e11`), true, []string{"fabric.ring", ">= 0"}},
 		{"step overhead", edit(goodHardware, `"1ms"`, `"-1ms"`), true, []string{"step_overhead", ">= 0"}},
-		{"kv efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": -0.4`), true, []string{"kv_eff = -0.4", "(0, 1]"}},
+		{"kv efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": -0.4`), true, []string{"kv_eff = -0.4", "[0.01, 1]"}},
+		// A tiny efficiency ran a step past int64's nanoseconds: a
+		// negative step, or a sum of saturated stages wrapped to 2 ms.
+		{"tiny efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": 1e-300`), true, []string{"kv_eff = 1e-300", "[0.01, 1]"}},
+		{"tiny memory efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": 0.4, "memory_eff": 1e-12`), true, []string{"memory_eff = 1e-12", "[0.01, 1]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
@@ -199,7 +203,7 @@ func TestPresetFits(t *testing.T) {
 
 // A hardware file may give a precision its own efficiency; the others
 // keep compute_eff. A precision the model does not know, or an efficiency
-// outside (0, 1], is refused naming the field.
+// outside [0.01, 1], is refused naming the field.
 func TestHardwareComputeEffByPrecision(t *testing.T) {
 	base := `{"name": "x", "peak_flops": {"bf16": 1e15, "fp4": 4e15}, "hbm_bandwidth": 3e12, "hbm_capacity": 80e9, "compute_eff": 0.5, %s}`
 	h, err := DecodeHardware("x.json", []byte(fmt.Sprintf(base, `"compute_eff_by_precision": {"fp4": 0.25}`)))
@@ -208,8 +212,8 @@ func TestHardwareComputeEffByPrecision(t *testing.T) {
 	assert.InDelta(t, 0.5, h.ComputeEffFor("bf16"), 0)
 	for _, c := range []struct{ by, want string }{
 		{`"compute_eff_by_precision": {"fp6": 0.25}`, `compute_eff_by_precision = "fp6": precisions are bf16, fp8 and fp4`},
-		{`"compute_eff_by_precision": {"fp4": 1.5}`, `compute_eff_by_precision.fp4 = 1.5: must be in (0, 1]`},
-		{`"compute_eff_by_precision": {"fp4": 0}`, `compute_eff_by_precision.fp4 = 0: must be in (0, 1]`},
+		{`"compute_eff_by_precision": {"fp4": 1.5}`, `compute_eff_by_precision.fp4 = 1.5: must be in [0.01, 1]`},
+		{`"compute_eff_by_precision": {"fp4": 0}`, `compute_eff_by_precision.fp4 = 0: must be in [0.01, 1]`},
 	} {
 		_, err := DecodeHardware("x.json", []byte(fmt.Sprintf(base, c.by)))
 		require.Error(t, err, c.by)

@@ -70,6 +70,17 @@ const (
 	minHBMCapacity  = 1e9
 )
 
+// MinEff is the least achieved fraction of a peak Validate takes (and the
+// --compute-eff, --memory-eff and --kv-eff flags): 1%. Below it a step's
+// time runs past what a Duration holds (1e-300 gave a negative step).
+const MinEff = 0.01
+
+// EffOK says whether e is an achieved fraction Validate takes: in
+// [MinEff, 1], or 0 (the default) where zero is.
+func EffOK(e float64, zero bool) bool { return effOK(e, zero) }
+
+func effOK(e float64, zero bool) bool { return (zero && e == 0) || (e >= MinEff && e <= 1) }
+
 // Hardware is one GPU of a cluster and the links between them: dense peak
 // FLOPs by matmul precision, HBM bandwidth and capacity, the achieved
 // fractions of both, and the fabric (sim.Fabric: NVLink within a node,
@@ -169,23 +180,23 @@ func (h Hardware) Validate() error {
 		return bad("hbm_capacity", "must be a positive number (bytes)", h.HBMCapacity)
 	case h.HBMCapacity < minHBMCapacity:
 		return bad("hbm_capacity", "must be at least 1e9: the unit is bytes, not GB (80 GB is 8e10)", h.HBMCapacity)
-	case h.ComputeEff < 0 || h.ComputeEff > 1 || math.IsNaN(h.ComputeEff):
-		return bad("compute_eff", "must be in (0, 1] (0: the default)", h.ComputeEff)
+	case !effOK(h.ComputeEff, true):
+		return bad("compute_eff", "must be in [0.01, 1] (0: the default)", h.ComputeEff)
 	}
 	for _, p := range sortedKeys(h.ComputeEffBy) {
 		e := h.ComputeEffBy[p]
 		switch {
 		case !slices.Contains(Precisions, p):
 			return bad("compute_eff_by_precision", "precisions are bf16, fp8 and fp4", fmt.Sprintf("%q", p))
-		case !(e > 0 && e <= 1):
-			return bad("compute_eff_by_precision."+p, "must be in (0, 1]", e)
+		case !effOK(e, false):
+			return bad("compute_eff_by_precision."+p, "must be in [0.01, 1]", e)
 		}
 	}
 	switch {
-	case h.MemoryEff < 0 || h.MemoryEff > 1 || math.IsNaN(h.MemoryEff):
-		return bad("memory_eff", "must be in (0, 1] (0: the default)", h.MemoryEff)
-	case h.KVEff < 0 || h.KVEff > 1 || math.IsNaN(h.KVEff):
-		return bad("kv_eff", "must be in (0, 1] (0: the default)", h.KVEff)
+	case !effOK(h.MemoryEff, true):
+		return bad("memory_eff", "must be in [0.01, 1] (0: the default)", h.MemoryEff)
+	case !effOK(h.KVEff, true):
+		return bad("kv_eff", "must be in [0.01, 1] (0: the default)", h.KVEff)
 	case h.StepOverhead < 0:
 		return bad("step_overhead", "must not be negative (0: none)", h.StepOverhead)
 	}

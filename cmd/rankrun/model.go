@@ -18,9 +18,9 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 		") or a JSON file; prefill and decode times then come from the model, the layouts and --hardware, and the KV geometry from the model")
 	fs.StringVar(&f.hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
 		") or a JSON file; the sim backend's link model, and with --model the compute figures")
-	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in (0,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
-	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
-	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in (0,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
+	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in [0.01,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
+	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
+	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
 		"(1: every byte; 0: for run 1, or under --backend sim the least that keeps the pools within half this host's memory, shown in the report; HeadDim/4 for sweep)")
 }
@@ -91,8 +91,8 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		if !f.set[e.name] || e.v == 0 {
 			continue // 0: the hardware's, as -h says
 		}
-		if !(e.v > 0 && e.v <= 1) {
-			return usagef("--%s %v: must be in (0, 1] (or 0 for the hardware's)", e.name, e.v)
+		if !costmodel.EffOK(e.v, false) {
+			return usagef("--%s %v: must be in [%g, 1] (or 0 for the hardware's)", e.name, e.v, costmodel.MinEff)
 		}
 		*e.to = e.v
 		if e.name == "compute-eff" {

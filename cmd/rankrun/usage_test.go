@@ -32,7 +32,7 @@ func TestEfficiencyZeroIsTheHardwares(t *testing.T) {
 	assert.Equal(t, a.TTFTMs, b.TTFTMs)
 	code, _, errOut = cli(t, append(append([]string{}, base...), "--memory-eff", "-0.5")...)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, "--memory-eff -0.5: must be in (0, 1] (or 0 for the hardware's)")
+	assert.Contains(t, errOut, "--memory-eff -0.5: must be in [0.01, 1] (or 0 for the hardware's)")
 }
 
 // `rankrun version` and `--version` print one line: the binary's version
