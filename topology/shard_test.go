@@ -22,10 +22,14 @@ func TestModelValidate(t *testing.T) {
 		{func(m *Model) { m.HeadDim = 1 << 20 }, "topology: invalid model: HeadDim must be at most 65536 (got 1048576)"},
 		// Every field in range, the block overflows an int64 (it panicked
 		// once, dividing by its wrapped size): 2^65 bytes.
-		{func(m *Model) { *m = Model{Layers: 1 << 16, KVHeads: 1 << 16, HeadDim: 1 << 16, TokensPerBlock: 1 << 16, ElemBytes: 1} },
+		{func(m *Model) {
+			*m = Model{Layers: 1 << 16, KVHeads: 1 << 16, HeadDim: 1 << 16, TokensPerBlock: 1 << 16, ElemBytes: 1}
+		},
 			"topology: invalid model: a KV block of the whole model (Layers 65536 x KVHeads 65536 x 2 x TokensPerBlock 65536 x HeadDim 65536 x ElemBytes 1) is 3.689e+19 bytes: must be at most 1099511627776 (1 TiB)"},
 		// The largest block held (1 TiB, ElemBytes 2) passes; ElemBytes 3 does not.
-		{func(m *Model) { *m = Model{Layers: 1 << 12, KVHeads: 1 << 10, HeadDim: 1 << 8, TokensPerBlock: 1 << 8, ElemBytes: 3} },
+		{func(m *Model) {
+			*m = Model{Layers: 1 << 12, KVHeads: 1 << 10, HeadDim: 1 << 8, TokensPerBlock: 1 << 8, ElemBytes: 3}
+		},
 			"topology: invalid model: a KV block of the whole model (Layers 4096 x KVHeads 1024 x 2 x TokensPerBlock 256 x HeadDim 256 x ElemBytes 3) is 1.649e+12 bytes: must be at most 1099511627776 (1 TiB)"},
 	} {
 		m := DefaultModel()
