@@ -162,10 +162,13 @@ func firstUnpaired(kind Kind, rows [][]int64) (e *MismatchError, ok bool) {
 	return nil, false
 }
 
-// elements renders a pairRows count: "2 elements", "nothing".
+// elements renders a pairRows count: "2 elements", "1 element", "nothing".
 func elements(n int64) string {
-	if n < 0 {
+	switch {
+	case n < 0:
 		return "nothing"
+	case n == 1:
+		return "1 element"
 	}
 	return fmt.Sprintf("%d elements", n)
 }
