@@ -1,6 +1,9 @@
 package executor
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Seq is one request of a compute batch: its tokens (prefill: the prompt,
 // or under chunked prefill this step's chunk of it; decode: the context so
@@ -35,6 +38,9 @@ func (c *Config) prefillTime(batch []chunk, buf []Seq) (time.Duration, []Seq) {
 		var tokens int64
 		for _, k := range batch {
 			tokens += k.n
+		}
+		if c.PrefillPerToken > 0 && tokens > math.MaxInt64/int64(c.PrefillPerToken) {
+			return math.MaxInt64, buf // never, not a wrapped product: the run's deadline ends it
 		}
 		return time.Duration(tokens) * c.PrefillPerToken, buf
 	}

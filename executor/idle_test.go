@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -106,12 +107,22 @@ func TestIdleHandoverIsNotTiedToThePollInterval(t *testing.T) {
 }
 
 func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
+	// The slowest rate taken spans MaxArrivalSpan, to the request.
+	w := executor.Workload{Requests: 10, InputTokens: 1, OutputTokens: 1, Arrival: executor.Arrival{Kind: executor.Poisson, Rate: executor.MinRate(10)}}
+	require.NoError(t, w.Validate())
+	w.Arrival.Rate = math.Nextafter(w.Arrival.Rate, 0)
+	require.ErrorContains(t, w.Validate(), "the rate must be at least 1e-07 requests/s")
 	for name, mutate := range map[string]func(*executor.Config){
 		"zero requests":      func(c *executor.Config) { c.Workload.Requests = 0 },
 		"negative input":     func(c *executor.Config) { c.Workload.InputTokens = -5 },
 		"zero output":        func(c *executor.Config) { c.Workload.OutputTokens = 0 },
 		"larger than a pool": func(c *executor.Config) { c.Workload.InputTokens = 100000 },
 		"negative cost":      func(c *executor.Config) { c.PrefillPerToken = -time.Millisecond },
+		// 1e-10 requests/s: the second arrival, 1e10 s on, wrapped a
+		// Duration to a negative time (a TTFT of -292 years).
+		"arrivals past their span": func(c *executor.Config) {
+			c.Workload.Arrival = executor.Arrival{Kind: executor.Rate, Rate: 1e-10}
+		},
 		"fault out of range": func(c *executor.Config) {
 			c.Faults = []executor.Fault{{Kind: executor.FaultExit, Role: topology.Generation, Rank: 9, Request: 1}}
 		},
@@ -148,4 +159,17 @@ func TestIdleHandoverIsZeroInVirtualTime(t *testing.T) {
 			require.Equal(t, 1.0, rep.TTFTMs.Max)
 		})
 	}
+}
+
+// A prefill whose modelled time is past what a Duration holds takes
+// forever, not a wrapped product: 100000 h a token came out as a TTFT of 0
+// and a clean run. Here one prompt of 40 tokens at 2^63/40 ns a token (7.3
+// years, rounded up) wraps to -292 years. In virtual time the run's
+// deadline ends it.
+func TestPrefillPastADurationNeverEnds(t *testing.T) {
+	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+	cfg.Workload.Requests, cfg.Workload.InputTokens, cfg.Workload.InputJitter = 1, 40, 0
+	cfg.PrefillPerToken = time.Duration(math.MaxInt64/40 + 1)
+	_, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Deadline: time.Hour})
+	require.ErrorIs(t, err, sim.ErrDeadline)
 }

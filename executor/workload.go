@@ -42,11 +42,21 @@ func (a Arrival) String() string {
 	return "?"
 }
 
-// ParseArrival parses "burst", "rate=R", "poisson=R" (R requests per second)
 // MaxRate is the highest arrival rate a workload takes, requests/s (the
 // errors spell it 1e7).
 const MaxRate = 1e7
 
+// MaxArrivalSpan is the longest a workload's open-loop arrivals may span
+// (Requests / Rate): 1e8 s, about 3.2 years, far past any run's deadline
+// and far below what a Duration holds (a rate of 1e-10 wrapped the second
+// arrival to a negative time).
+const MaxArrivalSpan = 1e8 * time.Second
+
+// MinRate is the lowest arrival rate a workload of requests takes: its
+// arrivals then span MaxArrivalSpan.
+func MinRate(requests int) float64 { return float64(requests) / MaxArrivalSpan.Seconds() }
+
+// ParseArrival parses "burst", "rate=R", "poisson=R" (R requests per second)
 // or "closed=C" (C requests outstanding: closed=1 is one at a time).
 func ParseArrival(s string) (Arrival, error) {
 	s = strings.TrimSpace(s)
@@ -106,6 +116,9 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("executor: workload input jitter %g: must be in [0, 1)", w.InputJitter)
 	case w.Arrival.Kind == 0:
 		return fmt.Errorf("executor: workload arrival is not set")
+	case (w.Arrival.Kind == Rate || w.Arrival.Kind == Poisson) && w.Arrival.Rate < MinRate(w.Requests):
+		return fmt.Errorf("executor: workload arrival %s for %d requests: they would arrive over %.3g s, more than %.0g s; the rate must be at least %.3g requests/s",
+			w.Arrival, w.Requests, float64(w.Requests)/w.Arrival.Rate, MaxArrivalSpan.Seconds(), MinRate(w.Requests))
 	}
 	return nil
 }

@@ -97,13 +97,19 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--rate-hi %v: must be above --rate-lo (%v)", o.Hi, o.Lo)
 	case o.Hi > executor.MaxRate:
 		return usagef("--rate-hi %v: at most 1e7 requests/s (the workload's limit)", o.Hi)
+	case f.requests >= 1 && o.Lo < executor.MinRate(f.requests):
+		return usagef("--rate-lo %v: at least %.3g requests/s for --requests %d (their arrivals may span at most %.0g s)",
+			o.Lo, executor.MinRate(f.requests), f.requests, executor.MaxArrivalSpan.Seconds())
 	case !(o.RelTol > 0 && o.RelTol < 1):
 		return usagef("--tol %v: must be in (0, 1)", o.RelTol)
 	case o.MaxProbes < 2:
 		return usagef("--max-probes %d: must be at least 2", o.MaxProbes)
 	}
-	// Doubling stops at the workload's limit.
+	// Doubling stops at the workload's limit, and so does halving.
 	o.MaxRate = min(o.Hi*64, executor.MaxRate)
+	if f.requests >= 1 {
+		o.MinRate = max(o.Lo/64, executor.MinRate(f.requests))
+	}
 	backend, err := f.resolveBackend()
 	if err != nil {
 		return err

@@ -52,6 +52,9 @@ func TestGoodputBadInput(t *testing.T) {
 		{[]string{"--rate-lo", "NaN"}, []string{"--rate-lo NaN: must be positive"}},
 		{[]string{"--rate-lo", "5", "--rate-hi", "2"}, []string{"--rate-hi 2: must be above --rate-lo (5)"}},
 		{[]string{"--rate-hi", "inf"}, []string{"--rate-hi +Inf: at most 1e7 requests/s"}},
+		// A rate whose 4 requests would arrive over 4e300 s: it ended in an
+		// internal error mid-search (a negative probe deadline).
+		{[]string{"--rate-lo", "1e-300", "--rate-hi", "1e-299"}, []string{"--rate-lo 1e-300: at least 4e-08 requests/s for --requests 4"}},
 		{[]string{"--slo-share", "2"}, []string{"--slo-share 2: must be in (0, 1]"}},
 		{[]string{"--slo-ttft", "0s"}, []string{"--slo-ttft 0s: must be positive"}},
 		{[]string{"--slo-tpot", "-1s"}, []string{"--slo-tpot -1s: must be positive"}},
