@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -21,6 +23,13 @@ const exploreExamples = `  rankrun explore --ctx tp=2 --gen tp=2,dp=2,adp --seed
   rankrun explore --scenario tests/multirank/testdata/fault-cancel-gen.txt --budget 30s
 `
 
+// searchFlags are explore's flags that shape the search, not the run: the
+// ones --scenario takes.
+var searchFlags = map[string]bool{
+	"scenario": true, "with-replay": true, "seeds": true, "budget": true, "start": true, "shrink": true,
+	"strategy": true, "pct-depth": true, "msg-jitter": true, "log-level": true, "backend": true,
+}
+
 // exploreCmd searches simulated schedules of one run (or one scenario) for a
 // failure and prints the seed, what failed and the line that replays it.
 func exploreCmd(args []string, stdout, stderr io.Writer) error {
@@ -34,7 +43,7 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Duration("budget", 0, "wall-clock budget of the search (0: none; the search ends at --seeds or --budget, whichever first)")
 	start := fs.Uint64("start", 1, "the first schedule seed")
 	shrink := fs.Bool("shrink", false, "after a failure, look for a smaller case that fails the same way")
-	file := fs.String("scenario", "", "explore this scenario file (its expectations judge every schedule) instead of the run flags")
+	file := fs.String("scenario", "", "explore this scenario file (its expectations judge every schedule) instead of the run flags, which it refuses beside it")
 	withReplay := fs.Bool("with-replay", false, "with --scenario: explore the variant with its replay under test on")
 	var expects multiFlag
 	fs.Var(&expects, "expect", `what every schedule must show, in scenario syntax (repeatable; default: "ok" and every request completed)`)
@@ -54,6 +63,9 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	if *start < 1 {
 		return usagef("--start %d: must be at least 1 (schedule seeds start at 1)", *start)
 	}
+	if *start > math.MaxUint64-uint64(*seeds-1) {
+		return usagef("--start %d: with --seeds %d the seeds would pass 2^64-1 and wrap to 0", *start, *seeds)
+	}
 	st, err := sim.ParseStrategy(f.strategy)
 	if err != nil {
 		return usagef("--strategy: %v", err)
@@ -66,6 +78,19 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var s scenario.Scenario
 	if *file != "" {
+		// The file is the run: a flag that would describe it is refused,
+		// not ignored (a search that looked like it explored a replay or
+		// a layout reported "no failure" on the file's own).
+		var run []string
+		fs.Visit(func(fl *flag.Flag) {
+			if !searchFlags[fl.Name] {
+				run = append(run, "--"+fl.Name)
+			}
+		})
+		if len(run) > 0 {
+			return usagef("%s: --scenario %s is the run, as the file writes it; drop %s (or edit the file)",
+				strings.Join(run, ", "), *file, map[bool]string{true: "them", false: "it"}[len(run) > 1])
+		}
 		if s, err = scenario.ParseFile(*file); err != nil {
 			return usageError{err}
 		}

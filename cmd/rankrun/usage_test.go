@@ -120,6 +120,12 @@ func TestRefusedUpFront(t *testing.T) {
 		{[]string{"explore", "--start", "0"}, "--start 0: must be at least 1 (schedule seeds start at 1)"},
 		{[]string{"explore", "--pct-depth", "0"}, "--pct-depth 0: must be at least 1"},
 		{[]string{"explore", "--msg-jitter", "-1ms"}, "--msg-jitter -1ms: must not be negative"},
+		// A scenario file is the run: a run flag beside it was ignored and
+		// the search said "no failure" on the file's own run.
+		{[]string{"explore", "--scenario", "../../tests/multirank/testdata/fault-cancel-gen.txt", "--ctx", "tp=0", "--replay", "unclamped-poll", "--seeds", "2"},
+			"--ctx, --replay: --scenario ../../tests/multirank/testdata/fault-cancel-gen.txt is the run, as the file writes it; drop them"},
+		{[]string{"explore", "--scenario", "../../tests/multirank/testdata/fault-cancel-gen.txt", "--expect", "ok"}, "--expect: --scenario"},
+		{[]string{"explore", "--start", "18446744073709551615", "--seeds", "3"}, "--start 18446744073709551615: with --seeds 3 the seeds would pass 2^64-1 and wrap to 0"},
 		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--handover-requests", "0"}, "--handover-requests 0: must be at least 1"},
