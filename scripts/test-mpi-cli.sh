@@ -77,6 +77,11 @@ by_id = lambda reqs: [(r["id"], r["state"]) for r in sorted(reqs, key=lambda r: 
 want(by_id(mpi_reqs) == by_id(local_reqs), "request ids or states differ")
 want(len({r["id"] for r in mpi_reqs}) == 32, "a request recorded twice in --requests-out")
 want(mpi["error"] is None, f"error {mpi['error']}")
+# The report says how long the job ran (it said 0 s under mpirun): more
+# than nothing, and no more than the whole run as it reports it plus a
+# minute of start-up.
+want(mpi["backend"] == "mpi", f"backend {mpi.get('backend')!r} != 'mpi'")
+want(0 < mpi["wall_seconds"] < mpi["duration_s"] + 60, f"wall_seconds {mpi['wall_seconds']} not in (0, duration_s {mpi['duration_s']} + 60)")
 for b in bad:
     print("test-mpi-cli:   " + b, file=sys.stderr)
 if bad:

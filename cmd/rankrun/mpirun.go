@@ -96,6 +96,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	code := 0
 	if w.Rank() == 0 {
 		rep.Compute, rep.KVSample, rep.WallPeakRSS = describeCompute(&cfg), f.payloadScale(), peakRSS()
+		rep.Backend, rep.WallSeconds = "mpi", time.Since(start).Seconds()
 		if err := o.writeFiles(rep); err != nil {
 			fmt.Fprintf(stderr, "rankrun: %v\n", err)
 			code = 1
