@@ -117,6 +117,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			return usagef("--%s %d: must be at least 1", n.flag, n.v)
 		}
 	}
+	// The outputs are written after minutes of measuring: a path that
+	// cannot be written is refused now (it was found after the work).
+	for _, o := range []struct{ flag, path string }{{"--json", *jsonPath}, {"--md", *mdPath}} {
+		if o.path == "" {
+			continue
+		}
+		if err := probeWritable(o.path); err != nil {
+			return usagef("%s %s: %v", o.flag, o.path, err)
+		}
+	}
 	out := benchOut{Machine: machineInfo(*raw, *command)}
 	add := func(r benchRow) { out.Rows = append(out.Rows, r) }
 	missing := func(what string, err error) {

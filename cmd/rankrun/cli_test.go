@@ -303,6 +303,12 @@ func TestRunBadInput(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, []string{"-bogus", "not defined"}},
 		{"bad flag value", []string{"--requests", "many"}, []string{"-requests"}},
 		{"malformed layout", []string{"--ctx", "tp=0"}, []string{"--ctx", "tp", "positive integer"}},
+		// Every model flag at its documented limit: the block's bytes
+		// wrapped and checkSize divided by zero (a panic).
+		{"block past an int64", []string{"--layers", "65536", "--kv-heads", "65536", "--head-dim", "65536", "--tokens-per-block", "65536"},
+			[]string{"a KV block of the whole model", "7.379e+19 bytes", "1 TiB"}},
+		{"arrivals past their span", []string{"--backend", "sim", "--arrival", "rate=1e-10", "--requests", "2"},
+			[]string{"arrival rate=1e-10 for 2 requests", "at least 2e-08 requests/s"}},
 		{"geometry does not divide", []string{"--gen", "tp=3"}, []string{"tp=3", "8 KV heads"}},
 		{"ranks do not match", []string{"--ranks", "7"}, []string{"--ranks 7", "need 5"}},
 		{"unwritable trace", []string{"--trace", "/nonexistent/dir/x.json"}, []string{"--trace", "/nonexistent/dir/x.json"}},
@@ -609,6 +615,13 @@ func TestDevicesBadInput(t *testing.T) {
 		{"tiny pool", []string{"--host-bytes", "1KiB"}, []string{"--host-bytes", "blockBytes"}},
 		{"layout", []string{"--layout", "tp=3"}, []string{"--layout", "tp=3"}},
 		{"ranks", []string{"--ranks-per-node", "-1"}, []string{"--ranks-per-node"}},
+		// A layout of more ranks than a node names --layout, not the
+		// --ranks-per-node the user never gave.
+		{"layout past a node", []string{"--layout", "tp=100000"}, []string{"--layout tp=100000: 100000 ranks, more than a node's 4096"}},
+		// The model flags' product past a Duration-sized block (it
+		// panicked in run): refused in one line.
+		{"block overflow", []string{"--layers", "65536", "--kv-heads", "65536", "--head-dim", "65536", "--tokens-per-block", "65536"},
+			[]string{"a KV block of the whole model", "must be at most 1099511627776 (1 TiB)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := devicesCLI(t, lib, tc.args...)

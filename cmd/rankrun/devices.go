@@ -96,11 +96,13 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 		return usagef("--host-bytes %q: %v", *hostSpec, err)
 	}
 	n := *perNode
-	if n == 0 {
-		n = layout.Ranks()
-	}
 	if n < 0 || n > 4096 {
 		return usagef("--ranks-per-node %d: must be in 1..4096 (0: the ranks of --layout)", *perNode)
+	}
+	if n == 0 {
+		if n = layout.Ranks(); n > 4096 {
+			return usagef("--layout %s: %d ranks, more than a node's 4096 (give --ranks-per-node for this node's share)", layout, n)
+		}
 	}
 
 	d := gpu.Discover(lib)

@@ -129,6 +129,9 @@ func TestRefusedUpFront(t *testing.T) {
 		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--handover-requests", "0"}, "--handover-requests 0: must be at least 1"},
+		// Checked before minutes of measuring, not after.
+		{[]string{"bench", "--raw", "", "--json", "/nonexistent/x.json"}, "--json /nonexistent/x.json: open /nonexistent/x.json: no such file or directory"},
+		{[]string{"bench", "--raw", "", "--json", "", "--md", "/nonexistent/B.md"}, "--md /nonexistent/B.md: open /nonexistent/B.md: no such file or directory"},
 	} {
 		code, _, errOut := cli(t, tc.args...)
 		assert.Equal(t, 2, code, "%v: %s", tc.args, errOut)
