@@ -309,6 +309,14 @@ func TestRunBadInput(t *testing.T) {
 			[]string{"a KV block of the whole model", "7.379e+19 bytes", "1 TiB"}},
 		{"arrivals past their span", []string{"--backend", "sim", "--arrival", "rate=1e-10", "--requests", "2"},
 			[]string{"arrival rate=1e-10 for 2 requests", "at least 2e-08 requests/s"}},
+		// A binary without MPI refuses --backend mpi as a bad command line
+		// (exit 2; it exited 1). The test binary is built without it.
+		{"mpi in a build without it", []string{"--backend", "mpi"}, []string{"--backend mpi: this binary was built without MPI"}},
+		// Past each backend's ranks, the way out named once.
+		{"past local's ranks", []string{"--backend", "local", "--ctx", "tp=4096"},
+			[]string{"the local backend runs at most 4096 in one process (the sim backend up to 65536; or run under mpirun)"}},
+		{"past sim's ranks", []string{"--backend", "sim", "--ctx", "tp=65536"},
+			[]string{"the sim backend runs at most 65536 in one process (or run under mpirun)"}},
 		{"geometry does not divide", []string{"--gen", "tp=3"}, []string{"tp=3", "8 KV heads"}},
 		{"ranks do not match", []string{"--ranks", "7"}, []string{"--ranks 7", "need 5"}},
 		{"unwritable trace", []string{"--trace", "/nonexistent/dir/x.json"}, []string{"--trace", "/nonexistent/dir/x.json"}},

@@ -118,6 +118,9 @@ func (f runFlags) resolveBackend() (string, error) {
 		return "", usagef("--backend %s: under mpirun every process would run the whole job in-process (rank %d of %d); "+
 			"drop --backend %s (auto uses MPI under mpirun), or run without mpirun", f.backend, launch.WorldRank, launch.WorldSize, f.backend)
 	case "mpi":
+		if !mpi.Available() {
+			return "", usagef("--backend mpi: this binary was built without MPI: rebuild with -tags mpi (make build-mpi builds bin/rankrun-mpi)")
+		}
 		return "mpi", nil
 	}
 	return "", usagef("--backend %q: must be auto, local, mpi or sim", f.backend)

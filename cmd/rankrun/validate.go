@@ -88,8 +88,12 @@ func (f *runFlags) checkFlags() error {
 func checkSize(backend string, c *executor.Config) error {
 	limit := map[string]int{"local": local.MaxRanks, "sim": sim.MaxRanks}[backend]
 	if limit > 0 && c.Ranks() > limit {
-		return usagef("--ctx %s + --gen %s: %d ranks, but the %s backend runs at most %d in one process (the sim backend up to %d; or run under mpirun)",
-			c.Ctx, c.Gen, c.Ranks(), backend, limit, sim.MaxRanks)
+		more := fmt.Sprintf("the sim backend up to %d; or run under mpirun", sim.MaxRanks)
+		if backend == "sim" || limit >= sim.MaxRanks {
+			more = "or run under mpirun"
+		}
+		return usagef("--ctx %s + --gen %s: %d ranks, but the %s backend runs at most %d in one process (%s)",
+			c.Ctx, c.Gen, c.Ranks(), backend, limit, more)
 	}
 	var inProcess int64
 	for _, side := range []struct {
