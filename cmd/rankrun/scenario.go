@@ -49,6 +49,12 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 	if *generate != "" {
 		return generateScenarios(*generate, *outDir, fs.NArg(), stdout)
 	}
+	if *outDir != "" {
+		return usagef("--out %s: applies to --generate (this command runs the scenario files given and writes nothing)", *outDir)
+	}
+	if *withReplay && !*printRun {
+		return usagef("--with-replay applies to --print-run (to run the variant with its replay on, give --replay-on)")
+	}
 	if fs.NArg() == 0 {
 		return usagef("scenario: no scenario file given (try tests/multirank/testdata/*.txt)")
 	}

@@ -125,6 +125,9 @@ func TestRefusedUpFront(t *testing.T) {
 		{[]string{"explore", "--scenario", "../../tests/multirank/testdata/fault-cancel-gen.txt", "--ctx", "tp=0", "--replay", "unclamped-poll", "--seeds", "2"},
 			"--ctx, --replay: --scenario ../../tests/multirank/testdata/fault-cancel-gen.txt is the run, as the file writes it; drop them"},
 		{[]string{"explore", "--scenario", "../../tests/multirank/testdata/fault-cancel-gen.txt", "--expect", "ok"}, "--expect: --scenario"},
+		// Flags of another mode were ignored, the scenario run as given.
+		{[]string{"scenario", "--out", "/tmp/gen", "../../tests/multirank/testdata/fault-cancel-gen.txt"}, "--out /tmp/gen: applies to --generate"},
+		{[]string{"scenario", "--with-replay", "../../tests/multirank/testdata/fault-cancel-gen.txt"}, "--with-replay applies to --print-run"},
 		{[]string{"explore", "--start", "18446744073709551615", "--seeds", "3"}, "--start 18446744073709551615: with --seeds 3 the seeds would pass 2^64-1 and wrap to 0"},
 		{[]string{"bench", "--raw", "", "--json", "", "--cp-requests", "-1"}, "--cp-requests -1: must be at least 1"},
 		{[]string{"bench", "--raw", "", "--json", "", "--seed-requests", "0"}, "--seed-requests 0: must be at least 1"},
