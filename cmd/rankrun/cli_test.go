@@ -515,6 +515,10 @@ func TestSweepBadInput(t *testing.T) {
 		{"malformed ctx", []string{"--pair", "tp=0/tp=1"}, []string{"--pair", "ctx", "tp"}},
 		{"geometry", []string{"--pair", "tp=1/tp=3"}, []string{"tp=3", "KV heads"}},
 		{"bad arrival", []string{"--arrival", "closed=0"}, []string{"closed=0"}},
+		// The zero preset has no memory: it said no pair of 2 GPUs holds
+		// the model, as if the model were too big.
+		{"gpus on links-only hardware", []string{"--backend", "sim", "--model", "llama-3-8b", "--gpus", "2"},
+			[]string{"--hardware zero has no compute figures"}},
 		{"layout flag", []string{"--ctx", "tp=1"}, []string{"-ctx"}},
 		{"unwritable csv", []string{"--csv", "/nonexistent/dir/x.csv"}, []string{"--csv", "/nonexistent/dir/x.csv"}},
 		{"unwritable json", []string{"--json", "/nonexistent/dir/x.json"}, []string{"--json"}},

@@ -225,6 +225,10 @@ func (f *runFlags) sweepPairs(g *gridFlags, pairs multiFlag) ([][2]string, error
 		if err != nil {
 			return nil, err
 		}
+		if !hw.Compute() { // no memory to hold the model: every pair would be refused, for the wrong reason
+			return nil, usagef("--model %s: --hardware %s has no compute figures (it models links only): pick %s or a hardware file",
+				f.model, f.hardware, strings.Join(computeHardware(), ", "))
+		}
 		place, geom = &costmodel.Placement{Model: m, HW: hw}, m.Geometry(f.tpb)
 	}
 	grid, err := g.gridPairs(geom, place)
