@@ -18,8 +18,9 @@ func DefaultModel() Model {
 	return Model{Layers: 8, KVHeads: 8, HeadDim: 64, TokensPerBlock: 16, ElemBytes: 2}
 }
 
-// maxModelField bounds each Model field; MaxBlockBytes bounds their product.
-const maxModelField = 1 << 16
+// MaxModelField bounds each Model field (Validate); MaxBlockBytes bounds
+// their product.
+const MaxModelField = 1 << 16
 
 // Validate checks every field is in [1, 65536]. Errors wrap ErrInvalidModel
 // and name the field.
@@ -34,8 +35,8 @@ func (m Model) Validate() error {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: %s must be positive (got %d)", ErrInvalidModel, f.name, f.v)
 		}
-		if f.v > maxModelField {
-			return fmt.Errorf("%w: %s must be at most %d (got %d)", ErrInvalidModel, f.name, maxModelField, f.v)
+		if f.v > MaxModelField {
+			return fmt.Errorf("%w: %s must be at most %d (got %d)", ErrInvalidModel, f.name, MaxModelField, f.v)
 		}
 	}
 	// Each field in range, their product may still overflow an int

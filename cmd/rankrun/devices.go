@@ -66,11 +66,11 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	def := topology.DefaultModel()
 	layoutSpec := fs.String("layout", "tp=1", "layout of the ranks on this node: tp=N,pp=N,cp=N,dp=N,ep=N[,adp]")
 	var m topology.Model
-	fs.IntVar(&m.Layers, "layers", def.Layers, "model: transformer layers")
-	fs.IntVar(&m.KVHeads, "kv-heads", def.KVHeads, "model: KV heads per layer")
-	fs.IntVar(&m.HeadDim, "head-dim", def.HeadDim, "model: elements per head per token")
-	fs.IntVar(&m.TokensPerBlock, "tokens-per-block", def.TokensPerBlock, "model: tokens per KV block")
-	fs.IntVar(&m.ElemBytes, "elem-bytes", def.ElemBytes, "model: bytes per element")
+	fs.IntVar(&m.Layers, "layers", def.Layers, "model: transformer layers (>= 1, at most 65536)")
+	fs.IntVar(&m.KVHeads, "kv-heads", def.KVHeads, "model: KV heads per layer (>= 1, at most 65536)")
+	fs.IntVar(&m.HeadDim, "head-dim", def.HeadDim, "model: elements per head per token (>= 1, at most 65536)")
+	fs.IntVar(&m.TokensPerBlock, "tokens-per-block", def.TokensPerBlock, "model: tokens per KV block (>= 1, at most 65536)")
+	fs.IntVar(&m.ElemBytes, "elem-bytes", def.ElemBytes, "model: bytes per element (>= 1, at most 65536)")
 	perNode := fs.Int("ranks-per-node", 0, "local ranks on this node (0: the ranks of --layout)")
 	fraction := fs.Float64("fraction", 0.9, "share of a GPU's free memory for its rank's KV pool, in (0, 1]")
 	hostSpec := fs.String("host-bytes", "1GiB", "KV pool size per rank without a GPU (bytes; suffixes KiB, MiB, GiB, TiB, kB, MB, GB)")
@@ -82,8 +82,8 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--layout: %v", err)
 	}
-	if err := m.Validate(); err != nil {
-		return usagef("model: %v", err)
+	if err := checkModelFlags(m); err != nil {
+		return err
 	}
 	if err := layout.ValidateFor(m); err != nil {
 		return usagef("--layout %s: %v", layout, err)

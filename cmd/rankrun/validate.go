@@ -57,6 +57,9 @@ func (f *runFlags) checkFlags() error {
 			return usagef("--%s %d: must be at least 1", c.flag, c.v)
 		}
 	}
+	if err := checkModelFlags(topology.Model{Layers: f.layers, KVHeads: f.heads, HeadDim: f.headDim, TokensPerBlock: f.tpb, ElemBytes: f.elem}); err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		flag string
 		v    int
@@ -174,4 +177,23 @@ func (f *runFlags) noteSimOnly(backend string, w io.Writer) {
 			fmt.Fprintf(w, "rankrun: note: --%s applies to --backend sim only; this %s run ignores it\n", name, backend)
 		}
 	}
+}
+
+// checkModelFlags refuses the model flags (--layers, --kv-heads,
+// --head-dim, --tokens-per-block, --elem-bytes) by their names: each in
+// [1, topology.MaxModelField], and the KV block they make at most
+// topology.MaxBlockBytes (the model's own check names Go fields).
+func checkModelFlags(m topology.Model) error {
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"layers", m.Layers}, {"kv-heads", m.KVHeads}, {"head-dim", m.HeadDim}, {"tokens-per-block", m.TokensPerBlock}, {"elem-bytes", m.ElemBytes}} {
+		if c.v < 1 || c.v > topology.MaxModelField {
+			return usagef("--%s %d: must be in [1, %d]", c.flag, c.v, topology.MaxModelField)
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return usagef("--layers x --kv-heads x --tokens-per-block x --head-dim x --elem-bytes: %v", err)
+	}
+	return nil
 }

@@ -40,6 +40,9 @@ func TestRunOneRuleForEveryInput(t *testing.T) {
 		{"negative max tokens", []string{"--max-tokens", "-2"}, []string{"--max-tokens -2", "not be negative"}},
 		{"chunked without a budget", []string{"--chunked", "--max-tokens", "0"}, []string{"--chunked", "--max-tokens 0", "token budget"}},
 		{"zero layers", []string{"--layers", "0"}, []string{"--layers 0"}},
+		// Named by the flag, not the Go field (it said "HeadDim must be at
+		// most 65536").
+		{"head dim past its limit", []string{"--head-dim", "100000000"}, []string{"--head-dim 100000000: must be in [1, 65536]"}},
 		{"zero requests", []string{"--requests", "0"}, []string{"--requests 0"}},
 		{"empty transfer", []string{"--transfer", ""}, []string{`--transfer ""`, "async or sync"}},
 		{"bad verify", []string{"--verify", "crc"}, []string{"--verify", `"crc"`, "full, checksum or off"}},
