@@ -161,12 +161,18 @@ func decodeJSON(path string, b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: %w: the file is empty (want one JSON object)", path, ErrInvalid)
+		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return fmt.Errorf("%s:%d: %w: %v", path, lineOf(b, se.Offset), ErrInvalid, err)
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if te.Field == "" { // the whole value: an array, a number, a string
+				return fmt.Errorf("%s:%d: %w: the file holds a JSON %s (want one JSON object)", path, lineOf(b, te.Offset), ErrInvalid, te.Value)
+			}
 			return fmt.Errorf("%s:%d: %w: field %s: want a %s, got a JSON %s", path, lineOf(b, te.Offset), ErrInvalid, te.Field, te.Type, te.Value)
 		}
 		return fmt.Errorf("%s: %w: %v", path, ErrInvalid, err)

@@ -112,6 +112,8 @@ func TestLoadBadInput(t *testing.T) {
 		{"unknown field", edit(goodModel, `"ffn"`, `"fnn"`), false, []string{"unknown field", "fnn"}},
 		{"wrong type", edit(goodModel, `"layers": 4`, `"layers": "4"`), false, []string{"layers", "want a int"}},
 		{"zero layers", edit(goodModel, `"layers": 4`, `"layers": 0`), false, []string{"layers = 0", "[1, 1048576]"}},
+		// Accepted here, refused by the KV geometry later: refused here.
+		{"layers past the geometry", edit(goodModel, `"layers": 4`, `"layers": 1048576`), false, []string{"layers = 1048576", "at most 65536 (the KV cache geometry's limit)"}},
 		{"heads", edit(goodModel, `"heads": 8`, `"heads": 7`), false, []string{"heads = 7", "multiple of kv_heads"}},
 		{"weight bytes", edit(goodModel, `"weight_bytes": 2`, `"weight_bytes": -1`), false, []string{"weight_bytes", "(0, 8]"}},
 		{"precision", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "precision": "fp16"`), false, []string{"precision", "bf16, fp8, fp4"}},
@@ -119,6 +121,12 @@ func TestLoadBadInput(t *testing.T) {
 		{"active experts", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "experts": 4, "active_experts": 5, "expert_ffn": 64`), false,
 			[]string{"active_experts = 5", "[1, experts (4)]"}},
 		{"two values", goodModel + goodModel, false, []string{"more than one JSON value"}},
+		// They said "invalid description: EOF" and "field : want a
+		// costmodel.Model, got a JSON array".
+		{"empty", "", false, []string{"the file is empty (want one JSON object)"}},
+		{"blank", " \n", false, []string{"the file is empty (want one JSON object)"}},
+		{"an array", "[1, 2]", false, []string{"the file holds a JSON array (want one JSON object)"}},
+		{"a number", "42", true, []string{"the file holds a JSON number (want one JSON object)"}},
 		{"no peak", edit(goodHardware, `{"bf16": 1e15}`, `{}`), true, []string{"peak_flops", "at least one precision"}},
 		{"bad precision", edit(goodHardware, `"bf16": 1e15`, `"fp16": 1e15`), true, []string{"peak_flops", `"fp16"`}},
 		{"negative bandwidth", edit(goodHardware, `"hbm_bandwidth": 4e12`, `"hbm_bandwidth": -4e12`), true, []string{"hbm_bandwidth", "positive"}},

@@ -117,6 +117,16 @@ func (m Model) Validate() error {
 			return bad(f.name, "must be an integer in [0, 1048576]", f.v)
 		}
 	}
+	// The KV cache's geometry (Geometry) takes each field up to
+	// topology.MaxModelField: a model it would refuse later is refused here.
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", m.Layers}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"kv_bytes", m.KVBytes}, {"(kv_lora_rank + qk_rope_head_dim) / 2", (m.KVLoRA + m.RopeDim) / 2}} {
+		if f.v > topology.MaxModelField {
+			return bad(f.name, fmt.Sprintf("must be at most %d (the KV cache geometry's limit)", topology.MaxModelField), f.v)
+		}
+	}
 	switch {
 	case m.Heads%m.KVHeads != 0:
 		return bad("heads", fmt.Sprintf("must be a multiple of kv_heads (%d)", m.KVHeads), m.Heads)
