@@ -101,9 +101,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	jsonPath := fs.String("json", "out/bench.json", "write the table as JSON here ('' : no)")
 	mdPath := fs.String("md", "", "write the table as Markdown here (BENCHMARKS.md) ('' : no)")
 	command := fs.String("command", "rankrun bench", "the command line to record in the outputs")
-	handoverN := fs.Int("handover-requests", 400, "requests of the in-process handover run")
-	seedN := fs.Int("seed-requests", 6, "requests of each seed-shape run")
-	cpN := fs.Int("cp-requests", 3000, "requests of each control-plane throughput run")
+	handoverN := fs.Int("handover-requests", 400, "requests of the in-process handover run (>= 1)")
+	seedN := fs.Int("seed-requests", 6, "requests of each seed-shape run (>= 1)")
+	cpN := fs.Int("cp-requests", 3000, "requests of each control-plane throughput run (>= 1)")
 	perfPath := fs.String("perf", perfFile, "the committed perf-regression figures: each case is run and shown beside them ('' : not)")
 	seed001 := fs.Bool("seed001", true, "with seed 000's table, seed 001's stall in virtual time (its job: ~100 s and 6 GB)")
 	if err := parseFlags(fs, args); err != nil {

@@ -39,9 +39,9 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		"and a command line that replays exactly that schedule; --shrink then looks for the smallest reproducer.", exploreExamples, stderr)
 	var f runFlags
 	f.register(fs, true)
-	seeds := fs.Int("seeds", 100, "schedules to try")
+	seeds := fs.Int("seeds", 100, "schedules to try (>= 1)")
 	budget := fs.Duration("budget", 0, "wall-clock budget of the search (0: none; the search ends at --seeds or --budget, whichever first)")
-	start := fs.Uint64("start", 1, "the first schedule seed")
+	start := fs.Uint64("start", 1, "the first schedule seed (>= 1; seeds start at 1)")
 	shrink := fs.Bool("shrink", false, "after a failure, look for a smaller case that fails the same way")
 	file := fs.String("scenario", "", "explore this scenario file (its expectations judge every schedule) instead of the run flags, which it refuses beside it")
 	withReplay := fs.Bool("with-replay", false, "with --scenario: explore the variant with its replay under test on")

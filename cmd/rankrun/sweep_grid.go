@@ -35,7 +35,7 @@ func (g *gridFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.slo.TTFT, "slo-ttft", 500*time.Millisecond, "SLO: a request's time to first token at most this")
 	fs.DurationVar(&g.slo.TPOT, "slo-tpot", 50*time.Millisecond, "SLO: a request's time per output token after the first at most this")
 	fs.Float64Var(&g.slo.Share, "slo-share", 0.9, "SLO: the share of requests that must meet both bounds, in (0,1]; goodput is the highest --arrival rate that does")
-	fs.IntVar(&g.repeat, "repeat", 1, "run each cell N times (seeds --seed, --seed+1, ...) and report medians and the spread of TTFT p99")
+	fs.IntVar(&g.repeat, "repeat", 1, "run each cell N times (>= 1, at most 1000; seeds --seed, --seed+1, ...) and report medians and the spread of TTFT p99")
 	fs.IntVar(&g.jobs, "jobs", 0, "cells run at once (0: one per CPU under --backend sim, 1 otherwise)")
 }
 

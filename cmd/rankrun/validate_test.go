@@ -85,6 +85,30 @@ func TestRunHelpSaysWhatZeroMeans(t *testing.T) {
 	}
 }
 
+// The other commands' counts too (the README says -h gives what 0 means
+// for every duration and count): these said nothing of it.
+func TestHelpSaysWhatZeroMeansEverywhere(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"devices": {"layers", "kv-heads", "head-dim", "tokens-per-block", "elem-bytes"},
+		"explore": {"seeds", "start"},
+		"sweep":   {"repeat"},
+		"bench":   {"handover-requests", "seed-requests", "cp-requests"},
+	} {
+		_, _, help := cli(t, cmd, "-h")
+		for _, flag := range flags {
+			i := strings.Index(help, "\n  -"+flag+" ")
+			if !assert.GreaterOrEqual(t, i, 0, "%s -%s in -h", cmd, flag) {
+				continue
+			}
+			entry := help[i+1:]
+			if j := strings.Index(entry[1:], "\n  -"); j >= 0 {
+				entry = entry[:j+1]
+			}
+			assert.Contains(t, entry, ">= 1", "%s -%s: -h does not say what 0 means:\n%s", cmd, flag, entry)
+		}
+	}
+}
+
 // Under mpirun a refusal every rank reaches alike is printed once, by
 // world rank 0; the others exit with the same code, silently.
 func TestRefusalPrintedOnceUnderMPI(t *testing.T) {
