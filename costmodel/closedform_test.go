@@ -29,7 +29,11 @@ func computeHW(t *testing.T) []Hardware {
 // (none on hardware without a peak for m's precision).
 func tpLayouts(p Placement) []topology.Layout {
 	var out []topology.Layout
-	if p.HW.Peak(p.Model.Precision) == 0 {
+	// A model whose precision (or its experts') the hardware has no peak
+	// for is refused by Placement.Validate: its compute time is infinite
+	// (deepseek-r1-fp4's experts on Hopper passed these tests as
+	// overflowed times that matched each other).
+	if p.HW.Peak(p.Model.Precision) == 0 || (p.Model.MoE() && p.HW.Peak(p.Model.expertPrecision()) == 0) {
 		return nil
 	}
 	for tp := 1; tp <= 8; tp *= 2 {
@@ -331,4 +335,29 @@ func TestSecondsSaturates(t *testing.T) {
 	assert.Equal(t, time.Duration(math.MaxInt64), seconds(1e300))
 	assert.Equal(t, time.Duration(math.MaxInt64), seconds(math.Inf(1)))
 	assert.Equal(t, time.Duration(math.MaxInt64), seconds(9.3e9), "just past int64's 292 years")
+}
+
+// Hardware at every floor Validate takes (1e9 FLOP/s and bytes/s, 1%
+// efficiency) and a 405B prompt of 120,000 tokens: a prefill past what a
+// Duration holds is never (the longest Duration), at PP 1 with a step
+// overhead and at PP 2 (its stages summed), where it wrapped to a negative
+// step and to a 2 ms one; and so is the steady-state step of the offline
+// throughput. The sums and multiples saturate (add, times).
+func TestStepTimesSaturate(t *testing.T) {
+	hw := Hardware{Name: "slow", PeakFLOPs: map[string]float64{"bf16": 1e9, "fp8": 1e9}, HBMBandwidth: 1e9, HBMCapacity: 1e15,
+		ComputeEff: 0.01, MemoryEff: 0.01, KVEff: 0.01, StepOverhead: time.Millisecond}
+	require.NoError(t, hw.Validate())
+	for _, l := range []topology.Layout{{TP: 1, PP: 1, CP: 1, DP: 1}, {TP: 1, PP: 2, CP: 1, DP: 1}} {
+		p := Placement{Model: Models["llama-3.1-405b"], HW: hw, Ctx: l, Gen: l}
+		require.NoError(t, p.Validate())
+		assert.Equal(t, never, p.Prefill([]Seq{{Tokens: 120000}}), "%s: a prefill of 120,000 tokens", l)
+		s := p.side(l, 0)
+		assert.Equal(t, never, p.step(s, false, mix{prefills: 1, in: 120000, decodes: 1, ctx: 120000, chunks: 1}), "%s: an offline step", l)
+	}
+	assert.Equal(t, never, add(never, time.Millisecond))
+	assert.Equal(t, never, add(never-1, 2))
+	assert.Equal(t, never-1, add(never-2, 1))
+	assert.Equal(t, never, times(2, never/2+1))
+	assert.Equal(t, 6*time.Second, times(3, 2*time.Second))
+	assert.Equal(t, time.Duration(0), times(0, never))
 }

@@ -16,14 +16,14 @@ func (s side) decode(batch []Seq) time.Duration {
 	for pp := range s.l.PP {
 		var sum time.Duration
 		for j := range mbs {
-			sum += t[pp][j]
+			sum = add(sum, t[pp][j])
 		}
 		busiest = max(busiest, sum)
 	}
 	for j := range mbs {
 		var sum time.Duration
 		for pp := range s.l.PP {
-			sum += t[pp][j] + send[pp][j]
+			sum = add(sum, t[pp][j], send[pp][j])
 		}
 		trip = max(trip, sum)
 	}

@@ -111,9 +111,15 @@ func TestLoadBadInput(t *testing.T) {
 		{"syntax", "{\n\"layers\": 4,\n}", false, []string{":3:", "invalid character"}},
 		{"unknown field", edit(goodModel, `"ffn"`, `"fnn"`), false, []string{"unknown field", "fnn"}},
 		{"wrong type", edit(goodModel, `"layers": 4`, `"layers": "4"`), false, []string{"layers", "want a int"}},
-		{"zero layers", edit(goodModel, `"layers": 4`, `"layers": 0`), false, []string{"layers = 0", "[1, 1048576]"}},
-		// Accepted here, refused by the KV geometry later: refused here.
-		{"layers past the geometry", edit(goodModel, `"layers": 4`, `"layers": 1048576`), false, []string{"layers = 1048576", "at most 65536 (the KV cache geometry's limit)"}},
+		{"zero layers", edit(goodModel, `"layers": 4`, `"layers": 0`), false, []string{"layers = 0", "[1, 65536] (the KV cache geometry's limit)"}},
+		// Accepted here, refused by the KV geometry later: refused here,
+		// with the same rule as zero layers.
+		{"layers past the geometry", edit(goodModel, `"layers": 4`, `"layers": 1048576`), false, []string{"layers = 1048576", "[1, 65536] (the KV cache geometry's limit)"}},
+		// Every field in range, a token's KV past a block's 1 TiB (it was
+		// refused only when run, naming Go fields): 65536 x 4 x 2 x 65536
+		// x 64 bytes = 2.2e12.
+		{"a token's KV past a block", edit(edit(edit(edit(goodModel, `"layers": 4`, `"layers": 65536`), `"head_dim": 32`, `"head_dim": 65536`), `"kv_heads": 2`, `"kv_heads": 4`), `"kv_bytes": 2`, `"kv_bytes": 64`),
+			false, []string{"layers = 65536", "a token's KV cache is more than the 1099511627776 bytes (1 TiB)"}},
 		{"heads", edit(goodModel, `"heads": 8`, `"heads": 7`), false, []string{"heads = 7", "multiple of kv_heads"}},
 		{"weight bytes", edit(goodModel, `"weight_bytes": 2`, `"weight_bytes": -1`), false, []string{"weight_bytes", "(0, 8]"}},
 		{"precision", edit(goodModel, `"kv_bytes": 2`, `"kv_bytes": 2, "precision": "fp16"`), false, []string{"precision", "bf16, fp8, fp4"}},

@@ -101,8 +101,17 @@ func (m Model) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim},
-		{"vocab", m.Vocab}, {"kv_bytes", m.KVBytes}, {"act_bytes", m.ActBytes}} {
+	}{{"layers", m.Layers}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"kv_bytes", m.KVBytes}} {
+		// The KV cache's geometry (Geometry) takes these up to
+		// topology.MaxModelField.
+		if f.v < 1 || f.v > topology.MaxModelField {
+			return bad(f.name, fmt.Sprintf("must be an integer in [1, %d] (the KV cache geometry's limit)", topology.MaxModelField), f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"hidden", m.Hidden}, {"heads", m.Heads}, {"vocab", m.Vocab}, {"act_bytes", m.ActBytes}} {
 		if f.v < 1 || f.v > 1<<20 {
 			return bad(f.name, "must be an integer in [1, 1048576]", f.v)
 		}
@@ -117,15 +126,14 @@ func (m Model) Validate() error {
 			return bad(f.name, "must be an integer in [0, 1048576]", f.v)
 		}
 	}
-	// The KV cache's geometry (Geometry) takes each field up to
-	// topology.MaxModelField: a model it would refuse later is refused here.
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"layers", m.Layers}, {"kv_heads", m.KVHeads}, {"head_dim", m.HeadDim}, {"kv_bytes", m.KVBytes}, {"(kv_lora_rank + qk_rope_head_dim) / 2", (m.KVLoRA + m.RopeDim) / 2}} {
-		if f.v > topology.MaxModelField {
-			return bad(f.name, fmt.Sprintf("must be at most %d (the KV cache geometry's limit)", topology.MaxModelField), f.v)
-		}
+	// MLA's latent is the geometry's head (Geometry), and every token's
+	// KV a block of one token must hold (topology.MaxBlockBytes): a model
+	// the geometry would refuse later is refused here, by its fields.
+	if latent := (m.KVLoRA + m.RopeDim) / 2; latent > topology.MaxModelField {
+		return bad("(kv_lora_rank + qk_rope_head_dim) / 2", fmt.Sprintf("must be at most %d (the KV cache geometry's limit)", topology.MaxModelField), latent)
+	}
+	if g := m.Geometry(1); float64(g.Layers)*float64(g.KVHeads)*2*float64(g.HeadDim)*float64(g.ElemBytes) > topology.MaxBlockBytes {
+		return bad("layers", fmt.Sprintf("x kv_heads x 2 x head_dim x kv_bytes: a token's KV cache is more than the %d bytes (1 TiB) a KV block may hold", int64(topology.MaxBlockBytes)), m.Layers)
 	}
 	switch {
 	case m.Heads%m.KVHeads != 0:

@@ -176,10 +176,10 @@ func (p Placement) pipelined(s side, overlap bool, xs []mix) time.Duration {
 		var trip time.Duration
 		for pp := range s.l.PP {
 			t := s.mixedStage(pp, x)
-			rounds[pp] += t
-			trip += t
+			rounds[pp] = add(rounds[pp], t)
+			trip = add(trip, t)
 			if pp+1 < s.l.PP {
-				trip += s.link(0, pp).Time(int(math.Ceil(x.tokens())) * s.m.Hidden * s.m.ActBytes)
+				trip = add(trip, s.link(0, pp).Time(int(math.Ceil(x.tokens()))*s.m.Hidden*s.m.ActBytes))
 			}
 		}
 		gpu = max(gpu, trip)
@@ -190,7 +190,7 @@ func (p Placement) pipelined(s side, overlap bool, xs []mix) time.Duration {
 	if overlap {
 		return max(gpu, p.HW.StepOverhead)
 	}
-	return gpu + p.HW.StepOverhead
+	return add(gpu, p.HW.StepOverhead)
 }
 
 // mix is one micro-batch of an in-flight step, per DP index: prefills
@@ -252,7 +252,7 @@ func (s side) mixedStage(pp int, x mix) time.Duration {
 	}
 	w.add(ffn)
 	act := tok * float64(s.m.Hidden*s.m.ActBytes)
-	return seconds(s.roofline(w)+s.roofline(gen)) + time.Duration(s.layersOn(pp))*2*s.allreduce(s.tpMembers(0, pp), act)
+	return add(seconds(s.roofline(w)+s.roofline(gen)), times(2*s.layersOn(pp), s.allreduce(s.tpMembers(0, pp), act)))
 }
 
 // adpStage is mixedStage under attention-DP: each DP index's attention on

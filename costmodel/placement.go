@@ -118,13 +118,13 @@ func (p Placement) Fits(l topology.Layout) error {
 // Prefill is how long the CTX executor group of batch takes to prefill it:
 // its roofline time and the step's fixed host cost (Hardware.StepOverhead).
 func (p Placement) Prefill(batch []Seq) time.Duration {
-	return p.side(p.Ctx, 0).prefill(batch) + p.HW.StepOverhead
+	return add(p.side(p.Ctx, 0).prefill(batch), p.HW.StepOverhead)
 }
 
 // Decode is how long the GEN executor group of batch takes for one decode
 // step of every request in it, the step's fixed host cost included.
 func (p Placement) Decode(batch []Seq) time.Duration {
-	return p.side(p.Gen, p.Ctx.Ranks()).decode(batch) + p.HW.StepOverhead
+	return add(p.side(p.Gen, p.Ctx.Ranks()).decode(batch), p.HW.StepOverhead)
 }
 
 // side is one instance on the world: its layout and first world rank.
@@ -276,14 +276,42 @@ func (s side) corePrecision() string {
 	return s.m.Precision
 }
 
-// seconds is v seconds as a Duration, saturated at the longest one (a
-// float beyond int64 converts to an undefined value: a step of 1e300 s
-// came out as 0 and a throughput of millions of tokens a second).
+// seconds is v seconds as a Duration, saturated at the longest one,
+// never: a float beyond int64 converts to an undefined value (a step of
+// 1e300 s came out as 0 and a throughput of millions of tokens a second).
+// Every sum and multiple of the model's times saturates too (add, times):
+// a never plus a step overhead wrapped to a negative step.
 func seconds(v float64) time.Duration {
 	if ns := math.Round(v * 1e9); ns < math.MaxInt64 {
 		return time.Duration(ns)
 	}
-	return math.MaxInt64
+	return never
+}
+
+// never is the longest Duration: a time past it stays there.
+const never = time.Duration(math.MaxInt64)
+
+// add is the sum of ds, saturated at never.
+func add(ds ...time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		if d > 0 && t > never-d {
+			return never
+		}
+		t += d
+	}
+	return t
+}
+
+// times is n*d (n, d >= 0), saturated at never.
+func times[N ~int | ~int64 | float64](n N, d time.Duration) time.Duration {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	if float64(d) >= float64(never)/float64(n) {
+		return never
+	}
+	return time.Duration(n) * d
 }
 
 // KVBlocks is how many KV blocks of geom a rank of l has room for: the

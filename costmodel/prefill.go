@@ -19,9 +19,9 @@ func (s side) prefill(batch []Seq) time.Duration {
 		for j := range mbs {
 			ready := time.Duration(0)
 			if pp > 0 {
-				ready = prev[j] + send[pp-1][j]
+				ready = add(prev[j], send[pp-1][j])
 			}
-			free = max(ready, free) + t[pp][j]
+			free = add(max(ready, free), t[pp][j])
 			prev[j] = free
 		}
 	}

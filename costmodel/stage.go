@@ -182,8 +182,8 @@ func (s side) stageTime(pp int, mb []Seq, rows func([]Seq) float64, per time.Dur
 	nl := time.Duration(s.layersOn(pp))
 	if !s.l.AttentionDP {
 		w := sum(pp, mb, attn, ffn)
-		per += 2 * s.allreduce(s.tpMembers(mb[0].DP, pp), rows(mb)*float64(s.m.Hidden*s.m.ActBytes))
-		return seconds(s.roofline(w)) + nl*per
+		per = add(per, times(2, s.allreduce(s.tpMembers(mb[0].DP, pp), rows(mb)*float64(s.m.Hidden*s.m.ActBytes))))
+		return add(seconds(s.roofline(w)), times(nl, per))
 	}
 	var slowest float64
 	var perDP []float64
@@ -193,7 +193,7 @@ func (s side) stageTime(pp int, mb []Seq, rows func([]Seq) float64, per time.Dur
 		perDP = append(perDP, rows(part))
 	}
 	f := ffn(pp, mb)
-	return seconds(slowest+s.roofline(f)) + nl*per + s.ffnCollectives(pp, perDP)
+	return add(seconds(slowest+s.roofline(f)), times(nl, per), s.ffnCollectives(pp, perDP))
 }
 
 // sum is attention and FFN together: one rank's whole work on mb.

@@ -308,7 +308,7 @@ func TestRunBadInput(t *testing.T) {
 		{"block past an int64", []string{"--layers", "65536", "--kv-heads", "65536", "--head-dim", "65536", "--tokens-per-block", "65536"},
 			[]string{"a KV block of the whole model", "7.379e+19 bytes", "1 TiB"}},
 		{"arrivals past their span", []string{"--backend", "sim", "--arrival", "rate=1e-10", "--requests", "2"},
-			[]string{"arrival rate=1e-10 for 2 requests", "at least 2e-08 requests/s"}},
+			[]string{"--arrival rate=1e-10 with --requests 2: they would arrive over 2e+10 s", "at least 2e-08 requests/s"}},
 		// A binary without MPI refuses --backend mpi as a bad command line
 		// (exit 2; it exited 1). The test binary is built without it.
 		{"mpi in a build without it", []string{"--backend", "mpi"}, []string{"--backend mpi: this binary was built without MPI"}},
@@ -517,6 +517,7 @@ func TestSweepBadInput(t *testing.T) {
 		{"bad arrival", []string{"--arrival", "closed=0"}, []string{"closed=0"}},
 		// The zero preset has no memory: it said no pair of 2 GPUs holds
 		// the model, as if the model were too big.
+		{"mpi", []string{"--backend", "mpi", "--pair", "tp=1/tp=1"}, []string{"sweep: --backend mpi: a sweep runs in this process"}},
 		{"gpus on links-only hardware", []string{"--backend", "sim", "--model", "llama-3-8b", "--gpus", "2"},
 			[]string{"--hardware zero has no compute figures"}},
 		{"layout flag", []string{"--ctx", "tp=1"}, []string{"-ctx"}},

@@ -76,7 +76,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.IntVar(&f.input, "input", 256, "workload: input (prompt) tokens per request (>= 1)")
 	fs.Float64Var(&f.jitter, "input-jitter", 0, "workload: input lengths vary by +- this fraction, in [0,1) (0: all equal)")
 	fs.IntVar(&f.output, "output", 8, "workload: output tokens per request (>= 1)")
-	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7]) | closed=C (C >= 1 outstanding)")
+	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7], and at least --requests/1e8: the arrivals span at most 1e8 s) | closed=C (C >= 1 outstanding)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults (any value, 0 included)")
 	fs.StringVar(&f.transfer, "transfer", "async", "GEN transfer mode: async | sync")
 	fs.StringVar(&f.verify, "verify", "full", "how GEN checks received KV bytes: full (every byte, while copying) | checksum (an xxh3 digest of each fragment, sent after it) | off")
@@ -164,6 +164,10 @@ func (f *runFlags) config() (executor.Config, error) {
 		return c, usagef("--arrival: %v", err)
 	}
 	c.Workload = executor.Workload{Requests: f.requests, InputTokens: f.input, InputJitter: f.jitter, OutputTokens: f.output, Arrival: arr, Seed: f.seed}
+	if (arr.Kind == executor.Rate || arr.Kind == executor.Poisson) && f.requests >= 1 && arr.Rate < executor.MinRate(f.requests) {
+		return c, usagef("--arrival %s with --requests %d: they would arrive over %.3g s, more than %.0g s; the rate must be at least %.3g requests/s",
+			arr, f.requests, float64(f.requests)/arr.Rate, executor.MaxArrivalSpan.Seconds(), executor.MinRate(f.requests))
+	}
 	if c.Mode, err = transceiver.ParseMode(f.transfer); err != nil {
 		return c, usagef("--transfer: %v", err)
 	}

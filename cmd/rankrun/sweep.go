@@ -109,9 +109,14 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	backend, err := f.resolveBackend()
-	if err != nil {
-		return err
+	// --backend mpi is refused for what it is, on any build (resolving it
+	// first told a build without MPI to rebuild with it).
+	backend := f.backend
+	if backend != "mpi" {
+		var err error
+		if backend, err = f.resolveBackend(); err != nil {
+			return err
+		}
 	}
 	if backend == "mpi" {
 		return usagef("sweep: --backend mpi: a sweep runs in this process (local or sim); run each point under mpirun with rankrun run")

@@ -22,7 +22,13 @@ type Link struct {
 func (l Link) Time(n int) time.Duration {
 	t := l.Latency
 	if l.Bandwidth > 0 && n > 0 {
-		t += time.Duration(float64(n) / l.Bandwidth * float64(time.Second))
+		// Saturated at the longest Duration: a float past int64 converts
+		// to an undefined value, and a time past it wraps when added.
+		d := float64(n) / l.Bandwidth * float64(time.Second)
+		if d >= float64(math.MaxInt64-t) {
+			return math.MaxInt64
+		}
+		t += time.Duration(d)
 	}
 	return t
 }
