@@ -163,7 +163,7 @@ func (p Placement) Benchmark(l topology.Layout, b Benchmark) (Run, error) {
 		}
 		run, next = merge(next), run
 	}
-	r.Duration = time.Duration(math.Round(total * 1e9))
+	r.Duration = seconds(total) // saturated: the steps' sum may pass a Duration
 	r.Throughput = float64(b.Requests) * float64(out) / total
 	return r, nil
 }

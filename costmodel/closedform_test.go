@@ -354,6 +354,13 @@ func TestStepTimesSaturate(t *testing.T) {
 		s := p.side(l, 0)
 		assert.Equal(t, never, p.step(s, false, mix{prefills: 1, in: 120000, decodes: 1, ctx: 120000, chunks: 1}), "%s: an offline step", l)
 	}
+	// A benchmark's whole time (its steps' sum) too: it wrapped to
+	// -1121518973 s.
+	l := topology.Layout{TP: 8, PP: 1, CP: 1, DP: 1}
+	p := Placement{Model: Models["llama-3.1-405b"], HW: hw, Ctx: l, Gen: l}
+	r, err := p.Benchmark(l, Benchmark{Requests: 100, In: 2048, Out: 8192})
+	require.NoError(t, err)
+	assert.Equal(t, never, r.Duration, "100 requests of 2048 in / 8192 out at the floors")
 	assert.Equal(t, never, add(never, time.Millisecond))
 	assert.Equal(t, never, add(never-1, 2))
 	assert.Equal(t, never-1, add(never-2, 1))

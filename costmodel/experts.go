@@ -125,10 +125,10 @@ func (s side) ffnCollectives(pp int, rows []float64) time.Duration {
 	reduce := s.allreduce(members, all*row)
 	dense, moe := s.layerKinds(pp)
 	if s.epParts() == 1 || moe == 0 {
-		return times(dense+moe, reduce)
+		return times(int(dense+moe), reduce) // whole layer counts
 	}
 	expertTP := float64(s.l.FFNRanks() / s.epParts())
 	send := busiest / float64(s.l.TP) * s.dispatchCopies() * expertTP * row
 	a2a := s.hw.Fabric.Collective(comm.KindAlltoall, members, int(math.Ceil(send)))
-	return add(times(dense, reduce), times(2*moe, a2a))
+	return add(times(int(dense), reduce), times(2*int(moe), a2a))
 }

@@ -144,11 +144,17 @@ func TestLoadBadInput(t *testing.T) {
 		{"no compute", `{"name": "links"}`, true, []string{"no peak_flops", "compute figures"}},
 		{"efficiency", edit(goodHardware, `"compute_eff": 0.5`, `"compute_eff": 1.5`), true, []string{"compute_eff = 1.5", "[0.01, 1]"}},
 		{"latency", edit(goodHardware, `"2us"`, `"2 parsecs"`), true, []string{"fabric.intra.latency", "duration"}},
-		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", ">= 0"}},
+		{"link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": -1`), true, []string{"fabric.intra.bandwidth", "at least 1e6 bytes/s"}},
+		// A collective's time ran past a Duration and wrapped: a TP
+		// allreduce at 1e-300 bytes/s, or over a 1,000,000 h link, came
+		// out free.
+		{"tiny link bandwidth", edit(goodHardware, `"bandwidth": 4e11`, `"bandwidth": 1e-300`), true, []string{"fabric.intra.bandwidth = 1e-300", "0 (infinite) or a finite number of at least 1e6 bytes/s"}},
+		{"long link latency", edit(goodHardware, `"2us"`, `"1000000h"`), true, []string{"fabric.intra.latency = 1000000h0m0s", "must be in [0, 1s]"}},
 		{"rails", edit(goodHardware, `"rails": 4`, `"rails": -2`), true, []string{"fabric.rails = -2", "not be negative"}},
 		{"channels", edit(goodHardware, `"channels": 2`, `"channels": -1`), true, []string{"fabric.channels = -1", "not be negative"}},
 		{"nvls tree", edit(goodHardware, `"nvls": 4e11`, `"nvls": 0`), true, []string{"fabric.nvls_tree = true", "needs fabric.nvls > 0"}},
-		{"ring", edit(goodHardware, `"ring": 3e11`, `"ring": -3e11`), true, []string{"fabric.ring", ">= 0"}},
+		{"ring", edit(goodHardware, `"ring": 3e11`, `"ring": -3e11`), true, []string{"fabric.ring", "at least 1e6 bytes/s"}},
+		{"tiny ring", edit(goodHardware, `"ring": 3e11`, `"ring": 1`), true, []string{"fabric.ring = 1", "at least 1e6 bytes/s"}},
 		{"step overhead", edit(goodHardware, `"1ms"`, `"-1ms"`), true, []string{"step_overhead", ">= 0"}},
 		{"kv efficiency", edit(goodHardware, `"kv_eff": 0.4`, `"kv_eff": -0.4`), true, []string{"kv_eff = -0.4", "[0.01, 1]"}},
 		// A tiny efficiency ran a step past int64's nanoseconds: a

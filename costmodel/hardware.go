@@ -70,6 +70,20 @@ const (
 	minHBMCapacity  = 1e9
 )
 
+// A fabric's links: latency at most 1 s and bandwidth 0 (infinite) or at
+// least 1e6 bytes/s, a thousand times below any datacenter link and far
+// above the figure of a unit mistake; past them a collective's time ran
+// beyond a Duration and wrapped (a TP allreduce at 1e-300 bytes/s came
+// out free).
+const (
+	maxLinkLatency   = time.Second
+	minLinkBandwidth = 1e6
+)
+
+func linkBandwidthOK(b float64) bool {
+	return b == 0 || (b >= minLinkBandwidth && !math.IsInf(b, 0))
+}
+
 // MinEff is the least achieved fraction of a peak Validate takes (and the
 // --compute-eff, --memory-eff and --kv-eff flags): 1%. Below it a step's
 // time runs past what a Duration holds (1e-300 gave a negative step).
@@ -208,11 +222,11 @@ func (h Hardware) validateFabric() error {
 		name string
 		l    sim.Link
 	}{{"intra", h.Fabric.Intra}, {"inter", h.Fabric.Inter}} {
-		if l.l.Latency < 0 {
-			return fmt.Errorf("%w: hardware %q: fabric.%s.latency = %v: must not be negative", ErrInvalid, h.Name, l.name, l.l.Latency)
+		if l.l.Latency < 0 || l.l.Latency > maxLinkLatency {
+			return fmt.Errorf("%w: hardware %q: fabric.%s.latency = %v: must be in [0, 1s]", ErrInvalid, h.Name, l.name, l.l.Latency)
 		}
-		if l.l.Bandwidth < 0 || math.IsNaN(l.l.Bandwidth) || math.IsInf(l.l.Bandwidth, 0) {
-			return fmt.Errorf("%w: hardware %q: fabric.%s.bandwidth = %v: must be a finite number >= 0 (bytes/s; 0: infinite)",
+		if !linkBandwidthOK(l.l.Bandwidth) {
+			return fmt.Errorf("%w: hardware %q: fabric.%s.bandwidth = %v: must be 0 (infinite) or a finite number of at least 1e6 bytes/s",
 				ErrInvalid, h.Name, l.name, l.l.Bandwidth)
 		}
 	}
@@ -233,8 +247,8 @@ func (h Hardware) validateFabric() error {
 		v    float64
 		zero string
 	}{{"ring", h.Fabric.Ring, "the intra link's peak"}, {"nvls", h.Fabric.NVLS, "none"}} {
-		if b.v < 0 || math.IsNaN(b.v) || math.IsInf(b.v, 0) {
-			return fmt.Errorf("%w: hardware %q: fabric.%s = %v: must be a finite number >= 0 (bytes/s; 0: %s)", ErrInvalid, h.Name, b.name, b.v, b.zero)
+		if !linkBandwidthOK(b.v) {
+			return fmt.Errorf("%w: hardware %q: fabric.%s = %v: must be 0 (%s) or a finite number of at least 1e6 bytes/s", ErrInvalid, h.Name, b.name, b.v, b.zero)
 		}
 	}
 	return nil

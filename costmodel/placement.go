@@ -304,7 +304,7 @@ func add(ds ...time.Duration) time.Duration {
 }
 
 // times is n*d (n, d >= 0), saturated at never.
-func times[N ~int | ~int64 | float64](n N, d time.Duration) time.Duration {
+func times[N ~int | ~int64](n N, d time.Duration) time.Duration {
 	if n <= 0 || d <= 0 {
 		return 0
 	}
