@@ -119,6 +119,9 @@ func (f runFlags) resolveBackend() (string, error) {
 			"drop --backend %s (auto uses MPI under mpirun), or run without mpirun", f.backend, launch.WorldRank, launch.WorldSize, f.backend)
 	case "mpi":
 		if !mpi.Available() {
+			if launch.UnderMPI { // which rank of how many, as every build without MPI says under mpirun
+				return "", launch.RefuseUnderMPI("rankrun --backend mpi")
+			}
 			return "", usagef("--backend mpi: this binary was built without MPI: rebuild with -tags mpi (make build-mpi builds bin/rankrun-mpi)")
 		}
 		return "mpi", nil
