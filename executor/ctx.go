@@ -191,7 +191,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 		if !c.mine(k.r) {
 			continue
 		}
-		transceiver.Prefill(c.pool, c.shard, k.r.ID)
+		c.tr.Prefill(k.r.ID)
 		if err := c.tr.StartSend(transceiver.Request{ID: k.r.ID, Tokens: int(k.r.Tokens), CtxDP: int(k.r.CtxDP), GenDP: int(k.r.GenDP)}); err != nil {
 			return fmt.Errorf("executor: %s: %w", c.g.who(), err)
 		}

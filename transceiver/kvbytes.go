@@ -14,12 +14,12 @@ package transceiver
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver/internal/wordseq"
 )
 
 // eachRun calls fn with every run of fragment f in wire order: for each of
@@ -77,23 +77,25 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	}
 	p := msg[HeaderSize:HeaderSize]
 	n := 0
-	err := t.eachRun(s, fs.f, "ctx", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
-		r := blk[off : off+run]
-		if lend {
-			parts = appendRun(parts, r)
-		} else {
+	var err error
+	if lend {
+		parts, err = t.appendRuns(parts, s, fs.f, "ctx")
+		n = partsLen(parts[1:])
+	} else {
+		err = t.eachRun(s, fs.f, "ctx", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
+			r := blk[off : off+run]
 			at := len(p)
 			p = append(p, r...)
 			if sum {
 				d.add(p[at:]) // while packing, the run in cache
 			}
 			if layer == fs.f.LayerHi-1 && kv == topology.V {
-				runtime.Gosched() // see Prefill: let woken ranks run between blocks
+				t.yield() // see Prefill: let woken ranks run between blocks
 			}
-		}
-		n += len(r)
-		return nil
-	})
+			n += len(r)
+			return nil
+		})
+	}
 	if err == nil && n != payload {
 		err = fmt.Errorf("fragment %s packed %d bytes, expected %d", fs.f, n, payload)
 	}
@@ -220,11 +222,7 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 		// Straight into the destination blocks; checked there once the
 		// message is in (acceptFragment, in place).
 		fs.msg = t.bufs.get(HeaderSize)
-		parts := append(t.bufs.getParts(1+fs.payload/max(run, 1)), fs.msg)
-		err := t.eachRun(s, fs.f, "gen", func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
-			parts = appendRun(parts, blk[off:off+run])
-			return nil
-		})
+		parts, err := t.appendRuns(append(t.bufs.getParts(1+fs.payload/max(run, 1)), fs.msg), s, fs.f, "gen")
 		var q comm.Request
 		if err == nil {
 			q, err = t.vector.IrecvParts(parts, fs.peer, fs.dataTag)
@@ -264,6 +262,39 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 		return [][]byte{msg[:min(st.Len, HeaderSize)]}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
 	}
 	return [][]byte{msg[:st.Len]}, func() { t.bufs.put(msg); fs.msg = nil }
+}
+
+// appendRuns appends fragment f's runs of s's blocks to parts (with
+// appendRun), in wire order. Where the fragment holds every head of this
+// rank's shard, the runs of one block lie back to back and go as one.
+func (t *Transceiver) appendRuns(parts [][]byte, s *session, f topology.Fragment, side string) ([][]byte, error) {
+	if f.HeadLo != t.shard.HeadLo || f.HeadHi != t.shard.HeadHi {
+		run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+		err := t.eachRun(s, f, side, func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
+			parts = appendRun(parts, blk[off:off+run])
+			return nil
+		})
+		return parts, err
+	}
+	span := 2 * (f.LayerHi - f.LayerLo) * t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
+	for b := f.BlockRem; b < totalBlocks; b += f.BlockMod {
+		local, ok := t.shard.LocalBlock(b)
+		if !ok {
+			return parts, fmt.Errorf("fragment %s covers block %d that %s rank %d does not hold", f, b, side, t.cfg.Rank)
+		}
+		off := t.shard.Offset(f.LayerLo, topology.K, f.HeadLo, 0)
+		parts = appendRun(parts, t.cfg.Pool.Block(s.blocks[local])[off:off+span])
+	}
+	return parts, nil
+}
+
+func partsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
 }
 
 // appendRun appends r to parts, or extends the last part when r starts
@@ -318,14 +349,36 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 	}
 	t.stats.BytesReceived += int64(fs.payload)
 	s.bytes += int64(fs.payload)
-	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
-	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
 	var d digest
 	if sum {
 		d = newDigest(s.req.ID, f)
 	}
 	inPlace := t.vector != nil // the payload went straight into the blocks
-	err = t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
+	if t.cfg.Verify == VerifyFull && t.cfg.Model.HeadBytes() < 8 {
+		err = t.acceptSampled(s, f, &in, inPlace)
+	} else {
+		err = t.acceptRuns(s, f, &in, inPlace, &d)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case sum:
+		// Verified once the sender's digest is here too (digestArrived).
+		fs.hash, fs.awaitDigest = d, true
+	case t.cfg.Verify == VerifyFull:
+		t.verifiedFragment(s, fs)
+	}
+	return nil
+}
+
+// acceptRuns copies (unless inPlace) and checks fragment f's runs one at
+// a time, as Config.Verify asks, adding them to d for VerifyChecksum.
+func (t *Transceiver) acceptRuns(s *session, f topology.Fragment, in *partReader, inPlace bool, d *digest) error {
+	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
+	sum := t.cfg.Verify == VerifyChecksum
+	return t.eachRun(s, f, "gen", func(b int, blk []byte, layer int, kv topology.KV, off int) error {
 		dst := blk[off : off+run]
 		var src []byte
 		if !inPlace {
@@ -353,19 +406,68 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 			}
 		}
 		if layer == f.LayerHi-1 && kv == topology.V {
-			runtime.Gosched() // see Prefill: let woken ranks run between blocks
+			t.yield() // see Prefill: let woken ranks run between blocks
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	switch {
-	case sum:
-		// Verified once the sender's digest is here too (digestArrived).
-		fs.hash, fs.awaitDigest = d, true
-	case t.cfg.Verify == VerifyFull:
-		t.verifiedFragment(s, fs)
+}
+
+// acceptSampled copies (unless inPlace) and checks fragment f of a
+// sampled KV cache (heads shorter than a word). The K runs of a block's
+// layers, and then its V runs, are each one lane grid (Pattern), their
+// runs two apart in the block; the sender's runs are taken in one call
+// where they arrived back to back, else a run at a time.
+func (t *Transceiver) acceptSampled(s *session, f topology.Fragment, in *partReader, inPlace bool) error {
+	m := t.cfg.Model
+	hb, tpb := m.HeadBytes(), m.TokensPerBlock
+	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	stride := t.shard.RunBytes(t.shard.HeadLo, t.shard.HeadHi) // from one (layer, K/V) to the next in a GEN block
+	layers := f.LayerHi - f.LayerLo
+	req := uint64(s.req.ID)
+	totalBlocks := m.Blocks(s.req.Tokens)
+	for b := f.BlockRem; b < totalBlocks; b += f.BlockMod {
+		local, ok := t.shard.LocalBlock(b)
+		if !ok {
+			return fmt.Errorf("fragment %s covers block %d that gen rank %d does not hold", f, b, t.cfg.Rank)
+		}
+		blk := t.cfg.Pool.Block(s.blocks[local])
+		at := t.shard.Offset(f.LayerLo, topology.K, f.HeadLo, 0)
+		var src []byte // the block's runs, back to back
+		if !inPlace {
+			var ok bool
+			if src, ok = in.contiguous(2 * layers * run); !ok {
+				src = nil
+			}
+		}
+		for kv := topology.K; kv <= topology.V; kv++ {
+			g := shortGrid(hb, req, f.LayerLo, kv, f.HeadLo, f.HeadHi, tpb, b*tpb, layers)
+			g.RunStep *= 2 // (layer, K) to (layer+1, K)
+			dst := blk[at+int(kv)*stride:]
+			bad := -1
+			switch {
+			case inPlace:
+				bad = wordseq.CheckGrid(dst, 2*stride, g)
+			case src != nil:
+				bad = wordseq.CopyCheckGrid(dst, 2*stride, src[int(kv)*run:], 2*run, g)
+			}
+			if bad >= 0 {
+				i := bad % g.N
+				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",
+					s.req.ID, b, f.CtxRank, f.LayerLo+bad/g.N, kv, f.HeadLo+i/tpb, i%tpb, b*tpb+i%tpb)
+			}
+		}
+		if !inPlace && src == nil {
+			// The sender's runs came apart: a (layer, K/V) at a time.
+			for r := range 2 * layers {
+				g := shortGrid(hb, req, f.LayerLo+r/2, topology.KV(r%2), f.HeadLo, f.HeadHi, tpb, b*tpb, 1)
+				one, _ := in.next(run)
+				if bad := wordseq.CopyCheckGrid(blk[at+r*stride:], 0, one, 0, g); bad >= 0 {
+					return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",
+						s.req.ID, b, f.CtxRank, f.LayerLo+r/2, topology.KV(r%2), f.HeadLo+bad/tpb, bad%tpb, b*tpb+bad%tpb)
+				}
+			}
+		}
+		t.yield() // see Prefill: let woken ranks run between blocks
 	}
 	return nil
 }
@@ -408,6 +510,20 @@ func (r *partReader) size() int {
 		n += len(p)
 	}
 	return n
+}
+
+// contiguous returns the next n bytes when they lie in one part (a view,
+// consumed), false otherwise (nothing consumed).
+func (r *partReader) contiguous(n int) ([]byte, bool) {
+	for len(r.cur) == 0 && len(r.parts) > 0 {
+		r.cur, r.parts = r.parts[0], r.parts[1:]
+	}
+	if len(r.cur) < n {
+		return nil, false
+	}
+	b := r.cur[:n]
+	r.cur = r.cur[n:]
+	return b, true
 }
 
 // next returns the next n bytes: a view where they lie in one part, a

@@ -55,7 +55,7 @@ func TestCloseReleasesAMatchedLoan(t *testing.T) {
 			_ = tr.Close() // never pumped: the loan matched and is unread
 			return c.Barrier(ctx)
 		}
-		Prefill(pool, shard, q.ID)
+		tr.Prefill(q.ID)
 		if err := c.Barrier(ctx); err != nil {
 			return err
 		}

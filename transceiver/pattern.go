@@ -3,10 +3,8 @@ package transceiver
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"unsafe"
 
-	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver/internal/wordseq"
 
@@ -16,6 +14,23 @@ import (
 // Pattern is the deterministic content of the KV cache: the HeadBytes bytes
 // of (request, layer, K/V, head, token) are a function of those five values
 // only, so any receiver can verify what it got without the sender's help.
+//
+// A head of 8 bytes or more holds little-endian words seed, seed+step,
+// ... from a seed mixed from all five (patternSeed). A head shorter than a
+// word is a sampled KV cache (--kv-sample: one element of each head by
+// default in simulation), whose bytes exist to prove where each (request,
+// block, layer, K/V, head, token) lands; it holds the low HeadBytes bytes
+// of an arithmetic sequence over its block (shortLane):
+//
+//	mix(request, block) + (2*layer + kv)*shortRunStep + (head*tpb + token%tpb)*shortStep
+//
+// so the (head, token) lanes of one (layer, K/V) of a block run up by
+// shortStep and each (layer, K/V) starts shortRunStep further: a lane
+// grid (wordseq.Grid), filled and checked a word of lanes at a time with
+// no per-lane work but an add. Both steps are odd, so a value read one to
+// 2^15 lanes or (layer, K/V) runs away from where it belongs differs from
+// the one expected there in its low 16 bits, and another block's or
+// request's bytes differ in the mixed start.
 func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 {
 	return patternMix(patternBase(req, layer, kv, head) ^ uint64(token))
 }
@@ -106,6 +121,13 @@ func checkSegment(seg []byte, seed uint64) bool {
 // compute model: it makes every byte a CTX rank will send checkable.
 func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 	m := s.Model
+	if hb := m.HeadBytes(); hb < 8 {
+		// The block's (layer, K/V) runs lie back to back: one grid.
+		tpb := m.TokensPerBlock
+		g := shortGrid(hb, req, s.LayerLo, topology.K, s.HeadLo, s.HeadHi, tpb, blockIdx*tpb, 2*s.Layers())
+		wordseq.FillGrid(block, 0, g)
+		return
+	}
 	run := s.RunBytes(s.HeadLo, s.HeadHi)
 	for layer := s.LayerLo; layer < s.LayerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
@@ -126,6 +148,16 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 		panic(fmt.Sprintf("transceiver: VerifyBlock of heads [%d,%d) outside shard heads [%d,%d)", headLo, headHi, s.HeadLo, s.HeadHi))
 	}
 	m := s.Model
+	if hb := m.HeadBytes(); hb < 8 && layerLo < layerHi {
+		tpb := m.TokensPerBlock
+		g := shortGrid(hb, req, layerLo, topology.K, headLo, headHi, tpb, blockIdx*tpb, 2*(layerHi-layerLo))
+		off := s.Offset(layerLo, topology.K, headLo, 0)
+		if bad := wordseq.CheckGrid(block[off:], s.RunBytes(s.HeadLo, s.HeadHi), g); bad >= 0 {
+			r, i := bad/g.N, bad%g.N
+			return layerLo + r/2, topology.KV(r % 2), headLo + i/tpb, i % tpb, false
+		}
+		return 0, 0, 0, 0, true
+	}
 	run := s.RunBytes(headLo, headHi)
 	for layer := layerLo; layer < layerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
@@ -139,15 +171,13 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 }
 
 // Prefill writes the KV pattern of request id into the blocks it holds in
-// pool (allocated by admission), as shard s lays them out: the rank's j-th
-// block of the request is request block j*CP + CPIndex.
-func Prefill(pool *gpu.Pool, s topology.Shard, id request.ID) {
+// this rank's pool (allocated by admission), as its shard lays them out:
+// the rank's j-th block of the request is request block j*CP + CPIndex.
+func (t *Transceiver) Prefill(id request.ID) {
+	pool, s := t.cfg.Pool, t.shard
 	for j, b := range pool.Blocks(id) {
 		FillBlock(pool.Block(b), s, uint64(id), j*s.CP+s.CPIndex)
-		// In-process, every rank shares the machine's cores: yield between
-		// blocks so a rank woken by an event runs within microseconds,
-		// not after the scheduler's 10 ms preemption slice.
-		runtime.Gosched()
+		t.yield()
 	}
 }
 
@@ -189,7 +219,7 @@ const seedBatch = 64
 // words, or a run not word-aligned, go a segment at a time. A failed
 // check is located by checking the batch's segments one by one.
 func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	if hb > 0 && hb < 8 && littleEndian {
+	if hb > 0 && hb < 8 {
 		return runPatternShort(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
 	}
 	dw, sw := words(dst), words(src)
@@ -250,58 +280,42 @@ func runPatternSegments(op patternOp, dst, src []byte, hb int, req uint64, layer
 	return 0, 0, true
 }
 
-// shortChunk is the bytes of expected pattern runPatternShort builds at a
-// time: a stack array of words.
-const shortChunk = 512
+// Steps of the sampled pattern (odd: see Pattern).
+const (
+	shortStep    = 0x9E3779B97F4A7C15
+	shortRunStep = 0xC2B2AE3D27D4EB4F
+)
 
-// runPatternShort is runPattern for segments shorter than a word (a
-// sampled KV cache leaves a head a few bytes, --kv-sample): each
-// segment's pattern is its seed's low hb bytes. They are packed, in
-// registers, into the words of a chunk of tokens at a time, which is then
-// written, or compared, as one slice (the words read as bytes: a
-// little-endian machine's, runPattern's guard).
+// shortGrid is the lane grid of the sampled pattern for heads [headLo,
+// headHi) of runs (layer, K/V) runs from (layer, kv) on, of request req's
+// block whose first token is token0.
+func shortGrid(hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0, runs int) wordseq.Grid {
+	start := patternMix(req*0x9E3779B97F4A7C15^uint64(token0)) + uint64(2*layer+int(kv))*shortRunStep + uint64(headLo*tpb)*shortStep
+	return wordseq.Grid{W: hb, N: (headHi - headLo) * tpb, Runs: runs, Start: start, Step: shortStep, RunStep: shortRunStep}
+}
+
+// shortLane is the sampled pattern's value of token t of head in the
+// block of request req whose first token is token0 (its low HeadBytes
+// bytes count): the definition, lane by lane, for tests.
+func shortLane(hb int, req uint64, layer int, kv topology.KV, head, tpb, token0, t int) uint64 {
+	return shortGrid(hb, req, layer, kv, head, head+1, tpb, token0, 1).Lane(0, t)
+}
+
+// runPatternShort is runPattern for segments shorter than a word: one
+// run of the lane grid.
 func runPatternShort(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	if op == opCopyCheck {
-		copy(dst, src)
+	g := shortGrid(hb, req, layer, kv, headLo, headHi, tpb, token0, 1)
+	bad := -1
+	switch op {
+	case opFill:
+		wordseq.FillGrid(dst, 0, g)
+	case opCheck:
+		bad = wordseq.CheckGrid(dst, 0, g)
+	case opCopyCheck:
+		bad = wordseq.CopyCheckGrid(dst, 0, src, 0, g)
 	}
-	var buf [shortChunk / 8]uint64
-	packed := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), shortChunk)
-	per := shortChunk / hb
-	mask := uint64(1)<<(8*hb) - 1
-	at := 0
-	for head = headLo; head < headHi; head++ {
-		base := patternBase(req, layer, kv, head)
-		for t0 := 0; t0 < tpb; t0 += per {
-			n := min(per, tpb-t0)
-			var acc uint64 // the word being packed, its low fill bytes set
-			fill, w := 0, 0
-			for j := range n {
-				v := patternMix(base^uint64(token0+t0+j)) & mask
-				acc |= v << (8 * fill)
-				if fill += hb; fill >= 8 {
-					buf[w] = acc
-					w++
-					fill -= 8
-					acc = v >> (8 * (hb - fill)) // the segment's bytes past the word
-				}
-			}
-			if fill > 0 {
-				buf[w] = acc
-			}
-			want := packed[:n*hb]
-			got := dst[at : at+len(want)]
-			if op == opFill {
-				copy(got, want)
-			} else if string(got) != string(want) {
-				for j := range n {
-					if string(got[j*hb:j*hb+hb]) != string(want[j*hb:j*hb+hb]) {
-						return head, t0 + j, false
-					}
-				}
-				return head, t0, false // dst changed under the check: still a mismatch
-			}
-			at += len(want)
-		}
+	if bad < 0 {
+		return 0, 0, true
 	}
-	return 0, 0, true
+	return headLo + bad/tpb, bad % tpb, false
 }

@@ -43,6 +43,21 @@ func TestPatternFastPathMatchesBytePath(t *testing.T) {
 	}
 }
 
+// fillRef writes the pattern of one segment, token t of the block whose
+// first token is token0, by its definition (Pattern): words from a mixed
+// seed for a head of a word or more, a lane of the sampled grid for one
+// shorter.
+func fillRef(seg []byte, req uint64, layer int, kv topology.KV, head, tpb, token0, t int) {
+	if len(seg) >= 8 {
+		fillSegment(seg, patternSeed(req, layer, kv, head, token0+t))
+		return
+	}
+	v := shortLane(len(seg), req, layer, kv, head, tpb, token0, t)
+	for i := range seg {
+		seg[i] = byte(v >> (8 * i))
+	}
+}
+
 // copyCheckRun copies a whole run and catches a flipped byte at every
 // position, naming its head and token, and so does checkRun in place: on
 // the word kernels (aligned; whole vectors, more tokens than one batch of
@@ -66,7 +81,7 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 			for h := headLo; h < headHi; h++ {
 				for tok := range tpb {
 					at := ((h-headLo)*tpb + tok) * tc.hb
-					fillSegment(src[at:at+tc.hb], patternSeed(req, layer, topology.V, h, token0+tok))
+					fillRef(src[at:at+tc.hb], req, layer, topology.V, h, tpb, token0, tok)
 				}
 			}
 			filled := make([]byte, n+8)[tc.offset : tc.offset+n]
@@ -123,7 +138,7 @@ func TestShortSegmentsEveryLastWord(t *testing.T) {
 			for h := headLo; h < headHi; h++ {
 				for tok := range tpb {
 					at := ((h-headLo)*tpb + tok) * hb
-					fillSegment(want[at:at+hb], patternSeed(req, layer, topology.K, h, token0+tok))
+					fillRef(want[at:at+hb], req, layer, topology.K, h, tpb, token0, tok)
 				}
 			}
 			got := make([]byte, n+1)[1:] // unaligned

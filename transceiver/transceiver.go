@@ -3,6 +3,7 @@ package transceiver
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -31,6 +32,7 @@ const DataTagLow = 16
 // Transceiver is one rank's transfer engine. See the package doc.
 type Transceiver struct {
 	cfg      Config
+	yield    func() // between KV blocks (New says when it yields)
 	mapping  *topology.Mapping
 	shard    topology.Shard
 	nCtx     int
@@ -101,6 +103,15 @@ func New(cfg Config) (*Transceiver, error) {
 		t.vector = comm.VectoredOf(cfg.World)
 	}
 	t.progress = comm.ProgresserOf(cfg.World)
+	// In-process, every rank shares the machine's cores: the long loops
+	// over KV blocks yield between blocks so a rank woken by an event runs
+	// within microseconds, not after the scheduler's 10 ms preemption
+	// slice. Under a backend with its own clock (simulation) ranks run one
+	// at a time and wall-clock latency decides nothing: no yield.
+	t.yield = runtime.Gosched
+	if _, virtual := comm.Unwrap(cfg.World).(comm.Clocked); virtual {
+		t.yield = func() {}
+	}
 	if err := t.postControl(); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func prefill(r *rank, req transceiver.Request) error {
 	if _, err := r.pool.TryAllocate(req.ID, r.tr.Shard().BlocksFor(req.Tokens)); err != nil {
 		return err
 	}
-	transceiver.Prefill(r.pool, r.tr.Shard(), req.ID)
+	r.tr.Prefill(req.ID)
 	return nil
 }
 

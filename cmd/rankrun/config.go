@@ -48,9 +48,7 @@ type runFlags struct {
 	model                        string
 	computeEff, memoryEff, kvEff float64
 	kvSample                     int
-	autoSample                   int             // run under sim with --kv-sample 0: the sample chosen to fit this host (0: none)
-	sampleNote                   string          // the report's reason for autoSample
-	sweepSample                  bool            // a sweep: --kv-sample 0 samples
+	sampleNote                   string          // the report's note on the default sample
 	set                          map[string]bool // flags the command line set
 }
 

@@ -58,7 +58,19 @@ Run 'rankrun COMMAND -h' for the flags and examples of a command.
 `
 
 func main() {
-	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+	stop, err := startProfile(os.Getenv("RANKRUN_CPUPROFILE"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rankrun: RANKRUN_CPUPROFILE: %v\n", err)
+		os.Exit(2)
+	}
+	code := realMain(os.Args[1:], os.Stdout, os.Stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "rankrun: RANKRUN_CPUPROFILE: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func realMain(args []string, stdout, stderr io.Writer) int {

@@ -22,7 +22,7 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
 	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
-		"(1: every byte; 0: for run 1, or under --backend sim the least that keeps the pools within half this host's memory, shown in the report; HeadDim/4 for sweep)")
+		"(1: every byte; 0: 1 but under --backend sim one element of each head (two of a 1-byte element), which proves where every KV tuple lands; the figures are the same whatever the sample)")
 }
 
 // noteSet records which flags the command line set.
@@ -122,19 +122,18 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		}
 		*side.blocks = max(1, min(p.KVBlocks(side.l, full), workloadBlocks(c, side.l, full)))
 	}
-	if f.kvSample == 0 && !f.sweepSample && f.backend == "sim" {
-		n, ok := fitSample(c, full, hostMemory()/2)
-		if !ok && hostMemory() > 0 {
-			one := full
-			one.HeadDim = 1
-			return usagef("--model %s: the %d ranks' KV pools take %s in this process even with one element of each head (--kv-sample %d), more than half this host's %s: "+
+	if f.kvSample == 0 && f.backend == "sim" {
+		n := defaultSample(full)
+		one := full
+		one.HeadDim /= n
+		if b := poolBytes(c, one); hostMemory() > 0 && b > hostMemory()/2 {
+			return usagef("--model %s: the %d ranks' KV pools take %s in this process even with the default sample of each head (--kv-sample %d), more than half this host's %s: "+
 				"give smaller pools (--ctx-blocks, --gen-blocks) or fewer --requests", f.model, c.Ranks(),
-				executor.FormatBytes(poolBytes(c, one)), full.HeadDim, executor.FormatBytes(hostMemory()))
+				executor.FormatBytes(b), n, executor.FormatBytes(hostMemory()))
 		}
 		if n > 1 {
-			f.autoSample = n
-			f.sampleNote = fmt.Sprintf("; sampled because the full pools (%s in this process) exceed half this host's %s of memory (--kv-sample 1 carries every byte)",
-				executor.FormatBytes(poolBytes(c, full)), executor.FormatBytes(hostMemory()))
+			f.sampleNote = fmt.Sprintf("; the default sample: %s of each head proves where every (request, block, layer, K/V, head, token) lands (--kv-sample 1 carries every byte)",
+				pluralElems(full.HeadDim/n))
 		}
 	}
 	sample, err := f.sample(m)
@@ -145,25 +144,31 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 	return nil
 }
 
-// fitSample is the smallest --kv-sample divisor of full's head dim with
-// which c's pools, all in this process, take at most budget bytes (ok
-// false: none does, or the budget is unknown). The simulation charges the
-// links for every byte whatever the sample, so its figures do not change.
-func fitSample(c *executor.Config, full topology.Model, budget int64) (int, bool) {
-	if budget <= 0 {
-		return 0, false
+// defaultSample is the --kv-sample divisor of g's head dim that the sim
+// backend takes when none is given: the fewest elements of each head that
+// make at least 2 bytes (one element of 2 bytes or more). The KV bytes of
+// a simulation exist to prove where each (request, block, layer, K/V,
+// head, token) lands, and the sampled pattern does that with one value a
+// tuple (transceiver.Pattern); a value of one byte would tell only 256
+// places apart. The links are charged for every byte whatever the sample,
+// so no figure depends on it, and neither memory nor time grows with the
+// model's head size or with this host's memory.
+func defaultSample(g topology.Model) int {
+	elems := 1
+	for elems*g.ElemBytes < 2 && elems < g.HeadDim {
+		elems++
 	}
-	for n := 1; n <= full.HeadDim; n++ {
-		if full.HeadDim%n != 0 {
-			continue
-		}
-		g := full
-		g.HeadDim /= n
-		if b := poolBytes(c, g); b > 0 && b <= budget {
-			return n, true
-		}
+	for g.HeadDim%elems != 0 {
+		elems++
 	}
-	return 0, false
+	return g.HeadDim / elems
+}
+
+func pluralElems(n int) string {
+	if n == 1 {
+		return "one element"
+	}
+	return fmt.Sprintf("%d elements", n)
 }
 
 // poolBytes is what c's pools take in one process with KV geometry g (0:
@@ -189,9 +194,9 @@ func (f *runFlags) sample(m costmodel.Model) (int, error) {
 	dim := kvHeadDim(m)
 	n := f.kvSample
 	if n == 0 {
-		n = max(1, f.autoSample)
-		if f.sweepSample && f.backend == "sim" {
-			n = max(1, dim/4)
+		n = 1
+		if f.backend == "sim" {
+			n = defaultSample(m.Geometry(1))
 		}
 	}
 	if n < 1 || dim%n != 0 {

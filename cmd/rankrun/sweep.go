@@ -62,7 +62,6 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noteSet(fs)
-	f.sweepSample = true
 	if err := g.validate(); err != nil {
 		return err
 	}

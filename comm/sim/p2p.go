@@ -28,6 +28,7 @@ type request struct {
 	g     *group
 	send  bool
 	buf   []byte
+	parts [][]byte // IsendParts's message, IrecvParts's buffers (buf is nil)
 	src   int // send: the sender (group rank)
 	dst   int // send: the receiver; recv: the rank that posted it
 	peer  int // recv: wanted source (or AnySource)
@@ -114,15 +115,61 @@ func matches(recv *request, src, tag int) bool {
 	return (recv.peer == comm.AnySource || recv.peer == src) && (recv.tag == comm.AnyTag || recv.tag == tag)
 }
 
+// size is the bytes a send carries, or a receive has room for.
+func (q *request) size() int {
+	if q.parts == nil {
+		return len(q.buf)
+	}
+	n := 0
+	for _, p := range q.parts {
+		n += len(p)
+	}
+	return n
+}
+
+// scatter copies the message of send (one buffer or parts) into the
+// buffers of recv, in order, as far as they hold it; it returns the bytes
+// copied.
+func scatter(recv, send *request) int {
+	from, into := send.parts, recv.parts
+	if from == nil {
+		from = [][]byte{send.buf}
+	}
+	if into == nil {
+		into = [][]byte{recv.buf}
+	}
+	n := 0
+	var dst []byte
+	for _, src := range from {
+		for len(src) > 0 {
+			for len(dst) == 0 {
+				if len(into) == 0 {
+					return n
+				}
+				dst, into = into[0], into[1:]
+			}
+			k := copy(dst, src)
+			dst, src, n = dst[k:], src[k:], n+k
+		}
+	}
+	return n
+}
+
 // deliver copies send into recv, completes both, and wakes their owners.
 func (g *group) deliver(send, recv *request) {
-	n := copy(recv.buf, send.buf)
-	recv.st = comm.Status{Source: send.src, Tag: send.tag, Len: n}
-	if len(send.buf) > len(recv.buf) {
-		recv.err = fmt.Errorf("%w: %d-byte message from rank %d tag %d into a %d-byte buffer",
-			comm.ErrTruncated, len(send.buf), send.src, send.tag, len(recv.buf))
+	size := send.size()
+	var n int
+	if send.parts == nil && recv.parts == nil {
+		n = copy(recv.buf, send.buf)
+	} else {
+		n = scatter(recv, send)
 	}
-	send.st = comm.Status{Source: send.src, Tag: send.tag, Len: len(send.buf)}
+	recv.st = comm.Status{Source: send.src, Tag: send.tag, Len: n}
+	if room := recv.size(); size > room {
+		recv.err = fmt.Errorf("%w: %d-byte message from rank %d tag %d into a %d-byte buffer",
+			comm.ErrTruncated, size, send.src, send.tag, room)
+	}
+	send.st = comm.Status{Source: send.src, Tag: send.tag, Len: size}
 	recv.done, send.done = true, true
 	g.w.completed(recv)
 	g.w.completed(send)
@@ -166,13 +213,37 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: Isend: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
+	return c.send(&request{buf: buf}, dest, tag), nil
+}
+
+// VectorIO implements comm.Vectored: a message goes from its parts to the
+// receiver's parts in one copy, at its arrival, as MPI's hindexed
+// datatypes do; its link time is that of the one message they make.
+func (c *rankComm) VectorIO() bool { return true }
+
+// IsendParts implements comm.Vectored.
+func (c *rankComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, error) {
+	if err := c.usable("IsendParts"); err != nil {
+		return nil, err
+	}
+	if err := comm.CheckArgs(c, "IsendParts", dest, tag, false); err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		parts = [][]byte{}
+	}
+	return c.send(&request{parts: parts}, dest, tag), nil
+}
+
+// send posts send request q (its message set) to dest.
+func (c *rankComm) send(q *request, dest, tag int) *request {
 	g, w := c.g, c.w
-	q := &request{g: g, send: true, buf: buf, src: c.rank, dst: dest, tag: tag, owner: g.members[c.rank]}
+	q.g, q.send, q.src, q.dst, q.tag, q.owner = g, true, c.rank, dest, tag, g.members[c.rank]
 	w.post(q)
 	// The link model: the message reaches its receiver after latency +
 	// bytes/bandwidth (plus seeded jitter), never before an earlier message
 	// on the same pair (MPI's non-overtaking rule).
-	bytes := len(buf)
+	bytes := q.size()
 	if n := w.cfg.PayloadScale; n > 1 && tag >= w.cfg.PayloadTagsFrom {
 		head := min(bytes, w.cfg.PayloadHeader)
 		bytes = head + (bytes-head)*n
@@ -192,7 +263,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 		w.at(arrival, true, func() { g.arrive(q) })
 	}
 	w.yield(w.ranks[q.owner])
-	return q, nil
+	return q
 }
 
 func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
@@ -205,17 +276,36 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	if buf == nil {
 		return nil, fmt.Errorf("%w: Irecv: nil buffer (use an empty slice for an empty message)", comm.ErrBadArgument)
 	}
+	return c.recv(&request{buf: buf}, src, tag), nil
+}
+
+// IrecvParts implements comm.Vectored.
+func (c *rankComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error) {
+	if err := c.usable("IrecvParts"); err != nil {
+		return nil, err
+	}
+	if err := comm.CheckArgs(c, "IrecvParts", src, tag, true); err != nil {
+		return nil, err
+	}
+	if parts == nil {
+		parts = [][]byte{}
+	}
+	return c.recv(&request{parts: parts}, src, tag), nil
+}
+
+// recv posts receive request q (its buffers set) from src.
+func (c *rankComm) recv(q *request, src, tag int) *request {
 	g := c.g
-	q := &request{g: g, buf: buf, dst: c.rank, peer: src, tag: tag, owner: g.members[c.rank]}
+	q.g, q.dst, q.peer, q.tag, q.owner = g, c.rank, src, tag, g.members[c.rank]
 	c.w.post(q)
 	b := &g.boxes[c.rank]
 	for i, send := range b.sends {
 		if matches(q, send.src, send.tag) {
 			b.sends = append(b.sends[:i], b.sends[i+1:]...)
 			g.deliver(send, q)
-			return q, nil
+			return q
 		}
 	}
 	b.recvs = append(b.recvs, q)
-	return q, nil
+	return q
 }

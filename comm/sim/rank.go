@@ -26,6 +26,7 @@ var (
 	_ comm.Bounded     = (*rankComm)(nil)
 	_ comm.Members     = (*rankComm)(nil)
 	_ comm.Collectives = (*rankComm)(nil)
+	_ comm.Vectored    = (*rankComm)(nil)
 )
 
 func (c *rankComm) Rank() int    { return c.rank }
