@@ -29,9 +29,9 @@ type request struct {
 	send  bool
 	buf   []byte
 	parts [][]byte // IsendParts's message, IrecvParts's buffers (buf is nil)
-	src   int // send: the sender (group rank)
-	dst   int // send: the receiver; recv: the rank that posted it
-	peer  int // recv: wanted source (or AnySource)
+	src   int      // send: the sender (group rank)
+	dst   int      // send: the receiver; recv: the rank that posted it
+	peer  int      // recv: wanted source (or AnySource)
 	tag   int
 	owner int // world rank of the rank that posted it
 	done  bool
