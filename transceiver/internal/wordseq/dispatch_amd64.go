@@ -22,3 +22,16 @@ func checkAVX2(src *uint64, n int, seeds *uint64, segs int, step uint64) bool
 
 //go:noescape
 func copyCheckAVX2(dst, src *uint64, n int, seeds *uint64, segs int, step uint64) bool
+
+// The lane-grid loops (lanes_amd64.s): runs runs, stride bytes apart, of
+// nvec chunks of 32 bytes; first, inc and runInc are the run's first
+// chunk of lanes, a chunk's advance and a run's.
+
+//go:noescape
+func gridFillAVX2(dst *byte, stride, runs, nvec int, first, inc, runInc *[4]uint64, w int)
+
+//go:noescape
+func gridCheckAVX2(src *byte, stride, runs, nvec int, first, inc, runInc *[4]uint64, w int) int
+
+//go:noescape
+func gridCopyCheckAVX2(dst *byte, dstStride int, src *byte, srcStride, runs, nvec int, first, inc, runInc *[4]uint64, w int) int

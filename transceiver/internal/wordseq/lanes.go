@@ -37,12 +37,19 @@ func FillGrid(buf []byte, stride int, g Grid) {
 	stride = g.need(len(buf), stride, "FillGrid buf")
 	n := g.RunBytes()
 	s, ok := g.swar(buf, stride)
+	if ok && s.nvec > 0 {
+		raceRuns(buf, stride, g.Runs, s.nvec*32, true)
+		gridFillAVX2(unsafe.SliceData(buf), stride, g.Runs, s.nvec, &s.first, &s.inc, &s.runInc, g.W)
+		if s.tail == 0 {
+			return
+		}
+	}
 	base := g.Start
 	x0 := s.pack(base, g.Step)
 	for r := 0; r < g.Runs; r++ {
 		run := buf[r*stride : r*stride+n]
 		if ok {
-			s.fill(asWords(run), x0)
+			s.fill(asWords(run[s.done:]), s.skip(x0))
 			x0 = s.next(x0)
 		} else {
 			g.fillLanes(run, base)
@@ -57,11 +64,20 @@ func CheckGrid(buf []byte, stride int, g Grid) int {
 	stride = g.need(len(buf), stride, "CheckGrid buf")
 	n := g.RunBytes()
 	s, ok := g.swar(buf, stride)
+	if ok && s.nvec > 0 {
+		raceRuns(buf, stride, g.Runs, s.nvec*32, false)
+		if r := gridCheckAVX2(unsafe.SliceData(buf), stride, g.Runs, s.nvec, &s.first, &s.inc, &s.runInc, g.W); r >= 0 {
+			return r*g.N + g.firstBad(buf[r*stride:r*stride+n], g.Start+uint64(r)*g.RunStep)
+		}
+		if s.tail == 0 {
+			return -1
+		}
+	}
 	base := g.Start
 	x0 := s.pack(base, g.Step)
 	for r := 0; r < g.Runs; r++ {
 		run := buf[r*stride : r*stride+n]
-		if !ok || !s.check(asWords(run), x0) {
+		if !ok || !s.check(asWords(run[s.done:]), s.skip(x0)) {
 			if i := g.firstBad(run, base); i >= 0 {
 				return r*g.N + i
 			}
@@ -84,12 +100,22 @@ func CopyCheckGrid(dst []byte, dstStride int, src []byte, srcStride int, g Grid)
 		ok = false
 	}
 	bad := -1
+	if ok && s.nvec > 0 {
+		raceRuns(src, srcStride, g.Runs, s.nvec*32, false)
+		raceRuns(dst, dstStride, g.Runs, s.nvec*32, true)
+		if r := gridCopyCheckAVX2(unsafe.SliceData(dst), dstStride, unsafe.SliceData(src), srcStride, g.Runs, s.nvec, &s.first, &s.inc, &s.runInc, g.W); r >= 0 {
+			bad = r*g.N + g.firstBad(src[r*srcStride:r*srcStride+n], g.Start+uint64(r)*g.RunStep)
+		}
+		if s.tail == 0 {
+			return bad
+		}
+	}
 	base := g.Start
 	x0 := s.pack(base, g.Step)
 	for r := 0; r < g.Runs; r++ {
 		d, sr := dst[r*dstStride:r*dstStride+n], src[r*srcStride:r*srcStride+n]
 		if ok {
-			if !s.copyCheck(asWords(d), asWords(sr), x0) && bad < 0 {
+			if !s.copyCheck(asWords(d[s.done:]), asWords(sr[s.done:]), s.skip(x0)) && bad < 0 {
 				bad = r*g.N + g.firstBad(sr, base)
 			}
 			x0 = s.next(x0)
@@ -135,6 +161,20 @@ type swar struct {
 	rl, rh         uint64 // + RunStep: from one run's first word to the next's
 	per            int    // lanes a word
 	mask, laneBits uint64
+	step           uint64 // the grid's Step
+	// The vector loops (where the machine has them) take each run's first
+	// nvec chunks of 32 bytes; the words loops the rest, from byte done of
+	// each run (0 without vector loops), tail words.
+	nvec, done, tail   int
+	first, inc, runInc [4]uint64
+}
+
+// skip is the first word at byte done of a run whose first word is x0.
+func (s *swar) skip(x0 uint64) uint64 {
+	for k := 0; k < s.done/8; k += 4 {
+		x0 = ((x0 &^ s.top) + s.d4l) ^ ((x0 & s.top) ^ s.d4h)
+	}
+	return x0
 }
 
 // swar reports whether g's runs in buf, stride bytes apart, go a word at
@@ -160,6 +200,18 @@ func (g Grid) swar(buf []byte, stride int) (swar, bool) {
 	d4 := s.replicate(uint64(4*per) * g.Step)
 	r := s.replicate(g.RunStep)
 	s.d1l, s.d1h, s.d4l, s.d4h, s.rl, s.rh = d1&^top, d1&top, d4&^top, d4&top, r&^top, r&top
+	s.step = g.Step
+	if hasAVX2 && g.RunBytes() >= 32 {
+		s.nvec = g.RunBytes() / 32
+		s.done, s.tail = 32*s.nvec, g.RunBytes()%32
+		x := s.pack(g.Start, g.Step)
+		for k := range s.first {
+			s.first[k] = x
+			x = ((x &^ top) + s.d1l) ^ ((x & top) ^ s.d1h)
+		}
+		s.inc = [4]uint64{d4, d4, d4, d4}
+		s.runInc = [4]uint64{r, r, r, r}
+	}
 	return s, true
 }
 

@@ -19,7 +19,7 @@ func gridShapes() []struct {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for w := 1; w <= 7; w++ {
-		for _, n := range []int{1, 3, 4, 8, 12, 16, 32, 37, 64} {
+		for _, n := range []int{1, 3, 4, 8, 12, 16, 32, 37, 40, 64, 72} {
 			for _, runs := range []int{1, 2, 5} {
 				for _, gap := range []int{0, 8, 3} {
 					for _, offset := range []int{0, 8, 1} {
@@ -65,6 +65,10 @@ func gridBuf(stride, offset int, g Grid) []byte {
 // FillGrid writes what the definition says, and nothing between or past
 // the runs, on and off the word path.
 func TestFillGridMatchesTheDefinition(t *testing.T) {
+	impls(t, testFillGrid)
+}
+
+func testFillGrid(t *testing.T) {
 	for _, sh := range gridShapes() {
 		got, want := gridBuf(sh.stride, sh.offset, sh.g), gridBuf(sh.stride, sh.offset, sh.g)
 		FillGrid(got, sh.stride, sh.g)
@@ -82,6 +86,10 @@ func TestFillGridMatchesTheDefinition(t *testing.T) {
 // caught and named by its lane, by CheckGrid and CopyCheckGrid, which
 // copies every run whatever it holds and nothing between the runs.
 func TestCheckGridCatchesEveryByte(t *testing.T) {
+	impls(t, testCheckGrid)
+}
+
+func testCheckGrid(t *testing.T) {
 	for _, sh := range gridShapes() {
 		g := sh.g
 		if g.Runs*g.N*g.W > 400 && sh.offset != 0 {
@@ -123,6 +131,10 @@ func TestCheckGridCatchesEveryByte(t *testing.T) {
 // The right lanes of another run, another start or another step do not
 // check: the values say where they belong.
 func TestCheckGridTellsRunsApart(t *testing.T) {
+	impls(t, testGridRunsApart)
+}
+
+func testGridRunsApart(t *testing.T) {
 	g := Grid{W: 2, N: 32, Runs: 4, Start: 0x1234, Step: 0x9E37, RunStep: 0x7F4B}
 	buf := make([]byte, g.Runs*g.RunBytes())
 	FillGrid(buf, 0, g)
