@@ -136,10 +136,18 @@ func byDP(batch []Seq) [][]Seq {
 	return out
 }
 
-// micro splits batch round robin into min(PP, len(batch)) micro-batches.
+// micro splits batch round robin into min(PP, len(batch)) micro-batches
+// (read only: one of them may be batch itself).
 func (s side) micro(batch []Seq) [][]Seq {
 	m := min(s.l.PP, len(batch))
+	if m == 1 {
+		return [][]Seq{batch}
+	}
 	out := make([][]Seq, m)
+	per := (len(batch) + m - 1) / m
+	for i := range out {
+		out[i] = make([]Seq, 0, per)
+	}
 	for i, q := range batch {
 		out[i%m] = append(out[i%m], q)
 	}

@@ -116,6 +116,11 @@ type Config struct {
 	// and modelled compute (clock.Real() when nil). Each rank of a
 	// simulated world gets its own.
 	Clock clock.Clock
+
+	// routes is shared by the ranks of a run in one process (RunSim,
+	// RunLocal): the EP dispatch counts a list of tokens routes to,
+	// computed once for the members that route it (routeMemo).
+	routes *routeMemo
 }
 
 // Defaults fills zero fields with their documented defaults.

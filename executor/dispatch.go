@@ -67,24 +67,34 @@ func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error
 		return fmt.Errorf("executor: route over %d parts: %w", parts, err)
 	}
 	per := r.Experts / parts
-	if cap(b.picked) < r.TopK {
-		b.picked = make([]int, r.TopK)
+	const batch = 4 // Routing.PickEach runs four tokens' hash chains side by side
+	if cap(b.picked) < batch*r.TopK {
+		b.picked = make([]int, batch*r.TopK)
 	}
-	if cap(b.scratch) < r.ScratchLen() {
-		b.scratch = make([]uint64, r.ScratchLen())
+	if cap(b.scratch) < r.PickEachScratchLen() {
+		b.scratch = make([]uint64, r.PickEachScratchLen())
 	}
-	picked, scratch := b.picked[:r.TopK], b.scratch[:r.ScratchLen()]
+	scratch := b.scratch[:r.PickEachScratchLen()]
 	if cap(b.touched) < parts {
 		b.touched = make([]uint32, parts)
 	}
 	touched := b.touched[:parts]
 	clear(touched)
-	for k, t := range toks {
-		r.Pick(uint64(t.ID)<<32^uint64(t.Pos), picked, scratch)
-		for _, e := range picked {
-			if p := e / per; touched[p] != uint32(k+1) {
-				touched[p] = uint32(k + 1)
-				counts[p]++
+	var keys [batch]uint64
+	for k0 := 0; k0 < len(toks); k0 += batch {
+		m := min(batch, len(toks)-k0)
+		for j, t := range toks[k0 : k0+m] {
+			keys[j] = uint64(t.ID)<<32 ^ uint64(t.Pos)
+		}
+		picked := b.picked[:m*r.TopK]
+		r.PickEach(keys[:m], picked, scratch)
+		for j := range m {
+			k := k0 + j
+			for _, e := range picked[j*r.TopK : (j+1)*r.TopK] {
+				if p := e / per; touched[p] != uint32(k+1) {
+					touched[p] = uint32(k + 1)
+					counts[p]++
+				}
 			}
 		}
 	}
@@ -106,12 +116,13 @@ type dispatcher struct {
 	toks                   []DispatchToken
 	steps                  int
 	bufs                   routeBufs
+	memo                   *routeMemo // shared with the group's other members in this process (nil: none)
 }
 
 // newDispatcher builds rank's EP group over inst when l needs one: a
 // split of the instance, collective over it, entered (or not) alike by
 // every rank, since it depends on the layout alone.
-func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank int, r Routing, tokensPerBlock int) (*dispatcher, error) {
+func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank int, r Routing, tokensPerBlock int, memo *routeMemo) (*dispatcher, error) {
 	if !needsDispatch(l) {
 		return nil, nil
 	}
@@ -124,7 +135,7 @@ func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank 
 		c.Close()
 		return nil, fmt.Errorf("executor: the EP group of rank %d has %d ranks, want %d", rank, c.Size(), len(members))
 	}
-	d := &dispatcher{c: c, routing: r, layout: l, tpb: max(1, tokensPerBlock), members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}}
+	d := &dispatcher{c: c, routing: r, layout: l, tpb: max(1, tokensPerBlock), members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}, memo: memo}
 	for _, m := range members {
 		d.dps = append(d.dps, l.Coord(m).DP)
 	}
@@ -162,7 +173,7 @@ func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who str
 				d.toks = append(d.toks, t)
 			}
 		}
-		if err := d.bufs.route(d.routing, d.toks, counts); err != nil {
+		if err := d.memo.route(d.routing, d.toks, counts, len(d.members), &d.bufs); err != nil {
 			return err
 		}
 	}

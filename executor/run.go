@@ -115,7 +115,7 @@ func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error
 		g.close()
 		return g, err
 	}
-	if g.ep, err = newDispatcher(ctx, g.inst, layout, rank, cfg.Routing, cfg.Model.TokensPerBlock); err != nil {
+	if g.ep, err = newDispatcher(ctx, g.inst, layout, rank, cfg.Routing, cfg.Model.TokensPerBlock, cfg.routes); err != nil {
 		g.close()
 		return g, err
 	}
@@ -284,6 +284,7 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 		return nil, sim.Result{}, err
 	}
 	cfg.Clock = nil // each rank takes its own virtual clock from its world
+	cfg.routes = newRouteMemo()
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
 	res := sim.Run(ctx, cfg.Ranks(), sc, func(ctx context.Context, c comm.Comm, _ clock.Clock) error {
@@ -309,6 +310,7 @@ func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout t
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.routes = newRouteMemo()
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
 	start := cfg.Clock.Now()

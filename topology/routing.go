@@ -81,9 +81,55 @@ func (r Routing) Pick(key uint64, experts []int, scratch []uint64) {
 		}
 		return
 	}
-	// Scores are 32-bit uniforms, two from each hash; a group's is its
-	// best two's sum, plus one so that a chosen group's 0 marks it.
-	score, group, best := scratch[:r.Experts], scratch[r.Experts:r.Experts+r.Groups], scratch[r.Experts+r.Groups:r.Experts+r.Groups+r.TopK]
+	score := scratch[:r.Experts]
+	scoreHashes(key, score)
+	r.choose(score, scratch[r.Experts:r.ScratchLen()], experts)
+}
+
+// PickEach is Pick for each of keys: token i's experts go to
+// experts[i*TopK:(i+1)*TopK]. scratch holds at least PickEachScratchLen()
+// values. For a grouped routing the hash chains of four tokens at a time
+// run side by side (each chain's every hash waits for the one before,
+// the four do not wait for each other), which is where Pick's time goes.
+func (r Routing) PickEach(keys []uint64, experts []int, scratch []uint64) {
+	if !r.grouped() {
+		for i, k := range keys {
+			r.Pick(k, experts[i*r.TopK:(i+1)*r.TopK], nil)
+		}
+		return
+	}
+	n := r.ScratchLen()
+	s0, s1, s2, s3 := scratch[:r.Experts], scratch[n:n+r.Experts], scratch[2*n:2*n+r.Experts], scratch[3*n:3*n+r.Experts]
+	rest := scratch[r.Experts:n]
+	i := 0
+	for ; i+4 <= len(keys); i += 4 {
+		h0, h1, h2, h3 := keys[i], keys[i+1], keys[i+2], keys[i+3]
+		e := 0
+		for ; e+2 <= r.Experts; e += 2 {
+			h0, h1, h2, h3 = splitmix(h0), splitmix(h1), splitmix(h2), splitmix(h3)
+			s0[e], s0[e+1] = h0>>32, h0&math.MaxUint32
+			s1[e], s1[e+1] = h1>>32, h1&math.MaxUint32
+			s2[e], s2[e+1] = h2>>32, h2&math.MaxUint32
+			s3[e], s3[e+1] = h3>>32, h3&math.MaxUint32
+		}
+		if e < r.Experts { // an odd count: the last hash's high half
+			s0[e], s1[e], s2[e], s3[e] = splitmix(h0)>>32, splitmix(h1)>>32, splitmix(h2)>>32, splitmix(h3)>>32
+		}
+		for j, sc := range [4][]uint64{s0, s1, s2, s3} {
+			r.choose(sc, rest, experts[(i+j)*r.TopK:(i+j+1)*r.TopK])
+		}
+	}
+	for ; i < len(keys); i++ {
+		r.Pick(keys[i], experts[i*r.TopK:(i+1)*r.TopK], scratch)
+	}
+}
+
+// PickEachScratchLen is the length of the buffer PickEach needs.
+func (r Routing) PickEachScratchLen() int { return 4 * r.ScratchLen() }
+
+// scoreHashes writes a grouped routing's scores for key: 32-bit
+// uniforms, two from each hash of the chain from key.
+func scoreHashes(key uint64, score []uint64) {
 	h := key
 	for e := 0; e < len(score); e += 2 {
 		h = splitmix(h)
@@ -92,16 +138,22 @@ func (r Routing) Pick(key uint64, experts []int, scratch []uint64) {
 			score[e+1] = h & math.MaxUint32
 		}
 	}
+}
+
+// choose writes into experts[:TopK] a grouped routing's experts for
+// score (one per expert): a group's score is its best two's sum, plus one
+// so that a chosen group's 0 marks it; the TopK best experts of the
+// GroupsPerToken best groups, best first. rest holds Groups + TopK
+// values.
+func (r Routing) choose(score, rest []uint64, experts []int) {
+	group, best := rest[:r.Groups], rest[r.Groups:r.Groups+r.TopK]
 	size := r.Experts / r.Groups
 	for g := range group {
 		var first, second uint64
 		for _, s := range score[g*size : (g+1)*size] {
-			switch {
-			case s > first:
-				first, second = s, first
-			case s > second:
-				second = s
-			}
+			// first, second = the best two of first, second and s.
+			second = max(second, min(first, s))
+			first = max(first, s)
 		}
 		group[g] = first + second + 1
 	}

@@ -42,9 +42,9 @@ func (wt *waiter) Wait(ctx context.Context, ev <-chan struct{}, deadline time.Ti
 			return nil
 		}
 		r.onNotify = ev != nil
-		what := "a timed wait"
+		what := waitOn{text: "a timed wait"}
 		if ev != nil {
-			what = "a wait for its transfer events"
+			what.text = "a wait for its transfer events"
 		}
 		w.park(r, what, deadline, true)
 	}

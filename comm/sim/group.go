@@ -120,7 +120,7 @@ func (g *group) round(ctx context.Context, r int, kind comm.Kind, bytes int, dep
 		if g.opened >= mine {
 			wait = time.Time{} // combined: its completion event comes
 		}
-		w.park(me, fmt.Sprintf("%s #%d on %s", kind, mine, g.name), wait, false)
+		w.park(me, waitOn{kind: kind, seq: mine, g: g}, wait, false)
 	}
 	if g.resErr != nil {
 		return g.resErr

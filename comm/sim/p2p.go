@@ -80,7 +80,7 @@ func (q *request) Wait(ctx context.Context) (comm.Status, error) {
 			return comm.Status{}, fmt.Errorf("sim: wait for %s: %w", q.what(), context.Cause(ctx))
 		}
 		me.onReq = q
-		w.park(me, "a wait for "+q.what()+" on "+q.g.name, time.Time{}, false)
+		w.park(me, waitOn{req: q}, time.Time{}, false)
 	}
 	q.seen()
 	return q.st, q.err

@@ -30,7 +30,7 @@ type rankState struct {
 	idx    int // position in the world's ready list (-1: not there)
 	// What the rank is parked on, for the deadlock report and for the
 	// wakers: a request it waits for, its completion events, a deadline.
-	what     string
+	what     waitOn
 	onReq    *request
 	onNotify bool
 	timer    *event
@@ -112,10 +112,30 @@ func (w *world) at(t time.Time, progress bool, fn func()) *event {
 	return e
 }
 
+// waitOn is what a parked rank waits on, said only when a report needs it
+// (a park is a scheduling point: it formats nothing).
+type waitOn struct {
+	text string    // a fixed description, or
+	kind comm.Kind // collective #seq on group g, or
+	seq  uint64
+	g    *group
+	req  *request // a wait for a point-to-point request
+}
+
+func (o waitOn) String() string {
+	switch {
+	case o.req != nil:
+		return "a wait for " + o.req.what() + " on " + o.req.g.name
+	case o.g != nil:
+		return fmt.Sprintf("%s #%d on %s", o.kind, o.seq, o.g.name)
+	}
+	return o.text
+}
+
 // park blocks the running rank r until a waker makes it ready (wake), its
 // deadline passes (zero: none), or the world is cancelled. The caller then
 // re-checks whatever it waits for: a wake-up is a hint, not a promise.
-func (w *world) park(r *rankState, what string, deadline time.Time, progressDeadline bool) {
+func (w *world) park(r *rankState, what waitOn, deadline time.Time, progressDeadline bool) {
 	w.setState(r, blocked)
 	r.what, r.since = what, w.now
 	if !deadline.IsZero() {
@@ -159,7 +179,7 @@ func (w *world) wake(r *rankState) {
 		return
 	}
 	w.setState(r, ready)
-	r.what, r.onReq, r.onNotify = "", nil, false
+	r.what, r.onReq, r.onNotify = waitOn{}, nil, false
 	if r.timer != nil {
 		w.cancelEvent(r.timer)
 		r.timer = nil
@@ -259,7 +279,7 @@ func (w *world) deadlocked() {
 	for _, r := range w.ranks {
 		switch r.state {
 		case blocked:
-			de.Ranks = append(de.Ranks, RankWait{Rank: r.id, What: r.what, Op: w.userOp(r.id), Since: r.since.Sub(w.cfg.Start)})
+			de.Ranks = append(de.Ranks, RankWait{Rank: r.id, What: r.what.String(), Op: w.userOp(r.id), Since: r.since.Sub(w.cfg.Start)})
 		case done:
 			de.Returned = append(de.Returned, RankReturn{Rank: r.id, At: r.doneAt.Sub(w.cfg.Start), Err: r.doneErr, Last: w.lastOp(r.id)})
 		}
@@ -272,7 +292,7 @@ func (w *world) parkedList() string {
 	var parts []string
 	for _, r := range w.ranks {
 		if r.state == blocked {
-			parts = append(parts, fmt.Sprintf("rank %d in %s", r.id, r.what))
+			parts = append(parts, fmt.Sprintf("rank %d in %s", r.id, r.what.String()))
 		}
 	}
 	return strings.Join(parts, "; ")
