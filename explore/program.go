@@ -308,9 +308,9 @@ func awaitRun(ctx context.Context, done <-chan sim.Result, prog *sim.Progress, r
 			continue
 		}
 		// The snapshot stops the world: a run that is moving has the
-		// goroutine that holds the simulator's baton running or runnable
-		// in it (a handoff readies the next holder before the last one
-		// parks), so one whose goroutines all wait cannot move.
+		// rank coroutine that holds the simulator's baton running or
+		// runnable in it (the driver and the other ranks wait in a
+		// coroutine switch), so one whose goroutines all wait cannot move.
 		all := goroutines()
 		run := family(all, root)
 		if !slices.ContainsFunc(run, func(g goroutine) bool { return g.id == root }) {
@@ -348,10 +348,11 @@ func outsideSim(g goroutine) bool {
 		return false
 	}
 	// Function lines are 1, 3, 5, ... (each followed by its file): the
-	// first outside the runtime says where the rank is.
+	// first outside the runtime (and the coroutine switch a parked rank
+	// waits in, iter.Pull's) says where the rank is.
 	lines := strings.Split(g.stack, "\n")
 	for i := 1; i < len(lines); i += 2 {
-		if !strings.HasPrefix(lines[i], "runtime.") {
+		if !strings.HasPrefix(lines[i], "runtime.") && !strings.HasPrefix(lines[i], "iter.") {
 			return !strings.Contains(lines[i], "rankrun/comm/sim.")
 		}
 	}

@@ -21,12 +21,19 @@ const (
 )
 
 // rankState is the scheduler's view of one rank. Exactly one rank (or the
-// scheduler, before the first rank runs) holds the baton at a time; a rank
-// gives it up only inside a simulation primitive (park, yield, return).
+// driver, between two ranks) holds the baton at a time; a rank gives it up
+// only inside a simulation primitive (park, yield, return).
+//
+// Each rank runs as a coroutine (iter.Pull) of the goroutine that called
+// Run, which drives: it resumes the rank that the last one chose, and the
+// rank runs until it gives the baton up. A coroutine switch costs a
+// fraction of a hand-off between goroutines over a channel, and no other
+// thread is ever woken: the whole simulation runs on one.
 type rankState struct {
-	id     int
-	resume chan struct{}
-	state  runState
+	id    int
+	run   func() (struct{}, bool) // resumes the rank's coroutine
+	yield func(struct{}) bool     // inside it: back to the driver
+	state runState
 	idx    int // position in the world's ready list (-1: not there)
 	// What the rank is parked on, for the deadlock report and for the
 	// wakers: a request it waits for, its completion events, a deadline.
@@ -194,27 +201,29 @@ func (w *world) wakeAll() {
 }
 
 // switchFrom hands the baton from r to the rank the strategy picks (r
-// itself, if it is ready and picked) and waits until r gets it back. The
-// rank that gives the baton is the one that chooses its successor: there
-// is no scheduler goroutine.
+// itself, if it is ready and picked) and returns when r gets it back. The
+// rank that gives the baton is the one that chooses its successor; the
+// driver only resumes it.
 func (w *world) switchFrom(r *rankState) {
 	next := w.pick()
 	if next == r {
 		w.setState(r, running)
 		return
 	}
-	w.handoff(next)
-	<-r.resume
+	w.baton = next
+	if !r.yield(struct{}{}) {
+		panic("sim: a rank's coroutine was stopped while it waited for the baton")
+	}
 }
 
-// handoff gives the baton to next (nil: every rank is done).
-func (w *world) handoff(next *rankState) {
-	if next == nil {
-		close(w.allDone)
-		return
+// drive runs ranks until every rank is done: first the one the strategy
+// picks, then whichever the rank giving up the baton chose.
+func (w *world) drive() {
+	for w.baton = w.pick(); w.baton != nil; {
+		r := w.baton
+		w.setState(r, running)
+		r.run()
 	}
-	w.setState(next, running)
-	next.resume <- struct{}{}
 }
 
 // pick chooses the next rank to run: one of the ready ranks, by the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"runtime/debug"
 	"sync/atomic"
@@ -150,8 +151,8 @@ func (r Result) Err() error {
 }
 
 // world is the shared state of one simulated run. It is touched only by
-// the goroutine holding the baton, so it needs no lock: the hand-offs
-// (channel operations) order every access.
+// the rank (or the driver) holding the baton, so it needs no lock: the
+// coroutine switches that pass the baton order every access.
 type world struct {
 	cfg    Config
 	n      int
@@ -168,7 +169,7 @@ type world struct {
 	rng             *rand.Rand // message jitter
 	readyList       []int      // ready ranks, in the order they became ready
 	live            int        // ranks not done
-	allDone         chan struct{}
+	baton           *rankState // the rank the driver resumes next (nil: none is left)
 	cancel          context.CancelCauseFunc
 	cancelled       bool
 	deadlock        *DeadlockError
@@ -209,11 +210,13 @@ func Run(ctx context.Context, n int, cfg Config, fn RankFunc) Result {
 		})
 	}
 	for r := range n {
-		go w.runRank(rctx, r, fn)
+		rs := w.ranks[r]
+		rs.run, _ = iter.Pull(func(yield func(struct{}) bool) {
+			rs.yield = yield
+			w.runRank(rctx, r, fn)
+		})
 	}
-	// This goroutine holds the baton first: it picks the first rank.
-	w.handoff(w.pick())
-	<-w.allDone
+	w.drive()
 	res.Errs, res.First = w.errs, w.first
 	res.Elapsed, res.Steps, res.Deadlock, res.Schedule = w.now.Sub(cfg.Start), w.steps, w.deadlock, w.schedule
 	res.Unfinished = w.unfinished
@@ -221,7 +224,7 @@ func Run(ctx context.Context, n int, cfg Config, fn RankFunc) Result {
 }
 
 func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.Context) *world {
-	w := &world{cfg: cfg, n: n, now: cfg.Start, cancel: cancel, parent: parent, allDone: make(chan struct{}),
+	w := &world{cfg: cfg, n: n, now: cfg.Start, cancel: cancel, parent: parent,
 		groups: map[string]*group{}, notify: make([]chan struct{}, n), errs: make([]error, n), first: -1,
 		outstanding: make([][]*request, n),
 		lastArr:     map[pairKey]time.Time{}}
@@ -236,7 +239,7 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 	w.ranks = make([]*rankState, n)
 	w.live = n
 	for r := range n {
-		w.ranks[r] = &rankState{id: r, resume: make(chan struct{}), state: blocked, idx: -1}
+		w.ranks[r] = &rankState{id: r, state: blocked, idx: -1}
 		w.setState(w.ranks[r], ready)
 		w.notify[r] = make(chan struct{}, 1)
 	}
@@ -254,11 +257,10 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 	return w
 }
 
-// runRank is rank r's goroutine: it waits for the baton, runs fn, records
-// its outcome and passes the baton on.
+// runRank is rank r's coroutine: it runs fn, records its outcome and
+// passes the baton on.
 func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
 	rs := w.ranks[r]
-	<-rs.resume
 	err := w.call(ctx, r, fn)
 	w.setState(rs, done)
 	rs.doneAt, rs.doneErr = w.now, err
@@ -277,7 +279,7 @@ func (w *world) runRank(ctx context.Context, r int, fn RankFunc) {
 			w.cancelWorld(err)
 		}
 	}
-	w.handoff(w.pick())
+	w.baton = w.pick()
 }
 
 func (w *world) call(ctx context.Context, r int, fn RankFunc) (err error) {
