@@ -34,7 +34,7 @@ type rankState struct {
 	run   func() (struct{}, bool) // resumes the rank's coroutine
 	yield func(struct{}) bool     // inside it: back to the driver
 	state runState
-	idx    int // position in the world's ready list (-1: not there)
+	idx   int // position in the world's ready list (-1: not there)
 	// What the rank is parked on, for the deadlock report and for the
 	// wakers: a request it waits for, its completion events, a deadline.
 	what     waitOn
