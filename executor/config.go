@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -121,6 +122,9 @@ type Config struct {
 	// RunLocal): the EP dispatch counts a list of tokens routes to,
 	// computed once for the members that route it (routeMemo).
 	routes *routeMemo
+	// arena holds the KV pools of a run in one process (RunSim, RunLocal
+	// free it once every rank has returned); nil: the Go heap.
+	arena *gpu.Arena
 }
 
 // Defaults fills zero fields with their documented defaults.

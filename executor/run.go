@@ -140,7 +140,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 	}
 	log := cfg.Log.With(zap.Int("rank", world.Rank()), zap.String("role", g.role.String()), zap.Int("instance_rank", g.rank),
 		zap.String("group", g.exec.Name()))
-	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.role, g.rank)})
+	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.role, g.rank), Arena: cfg.arena})
 	if err != nil {
 		return RankReport{}, err
 	}
@@ -285,6 +285,8 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 	}
 	cfg.Clock = nil // each rank takes its own virtual clock from its world
 	cfg.routes = newRouteMemo()
+	cfg.arena = gpu.NewArena()
+	defer cfg.arena.Free() // after sim.Run: no rank, event or message reads a block again
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
 	res := sim.Run(ctx, cfg.Ranks(), sc, func(ctx context.Context, c comm.Comm, _ clock.Clock) error {
@@ -311,6 +313,8 @@ func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout t
 		return nil, err
 	}
 	cfg.routes = newRouteMemo()
+	cfg.arena = gpu.NewArena()
+	defer cfg.arena.Free() // after local.Run: every rank has returned
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
 	start := cfg.Clock.Now()

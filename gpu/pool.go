@@ -31,6 +31,9 @@ type PoolConfig struct {
 	Blocks     int    // number of blocks; 1 to math.MaxInt32
 	BlockBytes int    // bytes per block; positive, Blocks*BlockBytes <= MaxPoolBytes
 	Name       string // used in errors; "kv" when empty
+	// Arena, when set, holds the pool's storage (outside the Go heap,
+	// freed with the arena); nil: the Go heap.
+	Arena *Arena
 }
 
 // Validate names the field and the rule that failed; errors wrap ErrInvalid.
@@ -101,7 +104,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	p := &Pool{
 		name:       cfg.Name,
 		blockBytes: cfg.BlockBytes,
-		data:       make([]byte, cfg.Blocks*cfg.BlockBytes),
+		data:       cfg.Arena.alloc(cfg.Blocks * cfg.BlockBytes),
 		free:       make([]BlockID, cfg.Blocks),
 		state:      make([]blockState, cfg.Blocks),
 		owner:      make([]request.ID, cfg.Blocks),

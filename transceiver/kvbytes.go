@@ -265,26 +265,28 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 }
 
 // appendRuns appends fragment f's runs of s's blocks to parts (with
-// appendRun), in wire order. Where the fragment holds every head of this
-// rank's shard, the runs of one block lie back to back and go as one.
+// appendRun), in wire order (eachRun's): in each block, the runs of its
+// (layer, K/V) pairs, one stride apart. Where the fragment holds every
+// head of this rank's shard they lie back to back and go as one.
 func (t *Transceiver) appendRuns(parts [][]byte, s *session, f topology.Fragment, side string) ([][]byte, error) {
-	if f.HeadLo != t.shard.HeadLo || f.HeadHi != t.shard.HeadHi {
-		run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
-		err := t.eachRun(s, f, side, func(_ int, blk []byte, _ int, _ topology.KV, off int) error {
-			parts = appendRun(parts, blk[off:off+run])
-			return nil
-		})
-		return parts, err
+	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	stride := t.shard.RunBytes(t.shard.HeadLo, t.shard.HeadHi) // from one (layer, K/V) to the next
+	runs := 2 * (f.LayerHi - f.LayerLo)
+	if run == stride {
+		run, runs = runs*run, 1 // the block's runs back to back: one
 	}
-	span := 2 * (f.LayerHi - f.LayerLo) * t.shard.RunBytes(f.HeadLo, f.HeadHi)
+	off := t.shard.Offset(f.LayerLo, topology.K, f.HeadLo, 0)
 	totalBlocks := t.cfg.Model.Blocks(s.req.Tokens)
 	for b := f.BlockRem; b < totalBlocks; b += f.BlockMod {
 		local, ok := t.shard.LocalBlock(b)
 		if !ok {
 			return parts, fmt.Errorf("fragment %s covers block %d that %s rank %d does not hold", f, b, side, t.cfg.Rank)
 		}
-		off := t.shard.Offset(f.LayerLo, topology.K, f.HeadLo, 0)
-		parts = appendRun(parts, t.cfg.Pool.Block(s.blocks[local])[off:off+span])
+		blk := t.cfg.Pool.Block(s.blocks[local])
+		for r := range runs {
+			at := off + r*stride
+			parts = appendRun(parts, blk[at:at+run])
+		}
 	}
 	return parts, nil
 }

@@ -58,14 +58,14 @@ Run 'rankrun COMMAND -h' for the flags and examples of a command.
 `
 
 func main() {
-	stop, err := startProfile(os.Getenv("RANKRUN_CPUPROFILE"))
+	stop, err := startProfile(os.Getenv("RANKRUN_CPUPROFILE"), os.Getenv("RANKRUN_MEMPROFILE"))
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "rankrun: RANKRUN_CPUPROFILE: %v\n", err)
+		fmt.Fprintf(os.Stderr, "rankrun: RANKRUN_CPUPROFILE or RANKRUN_MEMPROFILE: %v\n", err)
 		os.Exit(2)
 	}
 	code := realMain(os.Args[1:], os.Stdout, os.Stderr)
 	if err := stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "rankrun: RANKRUN_CPUPROFILE: %v\n", err)
+		fmt.Fprintf(os.Stderr, "rankrun: writing a profile: %v\n", err)
 		if code == 0 {
 			code = 1
 		}

@@ -1,0 +1,8 @@
+//go:build !unix || race
+
+package gpu
+
+// Without mmap, or under the race detector: the Go heap (see Arena).
+func mapAnon(int) ([]byte, bool) { return nil, false }
+
+func unmapAnon([]byte) {}

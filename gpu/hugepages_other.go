@@ -1,0 +1,5 @@
+//go:build unix && !linux && !race
+
+package gpu
+
+func adviseHuge([]byte) {}
