@@ -91,6 +91,7 @@ type Gathered struct {
 	Counts []int   // Counts[r] is how many values rank r contributed
 	Flat   []int64 // every rank's values, rank 0 first
 	offs   []int
+	shared bool // the buffers are another Gathered's (Share): read only
 }
 
 // Of returns rank r's contribution (a view into Flat).
@@ -98,9 +99,27 @@ func (g *Gathered) Of(r int) []int64 {
 	return g.Flat[g.offs[r] : g.offs[r]+g.Counts[r]]
 }
 
+// Share makes g a view of from's result: a backend whose ranks share one
+// process may hand every rank of a large group the one result instead of
+// a copy each (the simulator does). g's next Reset gives it buffers of its
+// own again; until then its Counts and Flat are read only. Backends call
+// it.
+func (g *Gathered) Share(from *Gathered) {
+	g.Counts, g.Flat, g.offs, g.shared = from.Counts, from.Flat, from.offs, true
+}
+
+// unshare drops buffers g shares with another Gathered before g is
+// written.
+func (g *Gathered) unshare() {
+	if g.shared {
+		g.Counts, g.Flat, g.offs, g.shared = nil, nil, nil, false
+	}
+}
+
 // Reset sizes g for n ranks with the given counts (counts is copied) and
 // returns Flat resized to the total, reusing capacity. Backends call it.
 func (g *Gathered) Reset(counts []int) []int64 {
+	g.unshare()
 	n := len(counts)
 	if cap(g.Counts) < n {
 		g.Counts = make([]int, n)
@@ -124,6 +143,7 @@ func (g *Gathered) Reset(counts []int) []int64 {
 // ResetFunc is Reset with counts read through a function, for backends that
 // hold counts in another type (C ints).
 func (g *Gathered) ResetFunc(n int, count func(r int) int) []int64 {
+	g.unshare()
 	if cap(g.Counts) < n {
 		g.Counts = make([]int, n)
 		g.offs = make([]int, n)

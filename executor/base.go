@@ -228,15 +228,17 @@ func (l *loop) check(ctx context.Context, a ProgressAction) (transceiver.Result,
 	for _, x := range res.Reaped {
 		l.rep.ReapDelay.Add(x.Reaped.Sub(x.Terminal).Nanoseconds())
 		l.progressed()
-		l.traceAsync("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), fmt.Sprintf("rank%d-req%d", l.world.Rank(), x.ID),
-			x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(), map[string]any{"bytes": x.Bytes, "reason": x.Reason})
+		if l.cfg.Trace { // the span's names and arguments only when traced
+			l.traceAsync("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), fmt.Sprintf("rank%d-req%d", l.world.Rank(), x.ID),
+				x.Started.Sub(l.t0).Nanoseconds(), x.Reaped.Sub(l.t0).Nanoseconds(), map[string]any{"bytes": x.Bytes, "reason": x.Reason})
+		}
 		if l.isCtx() {
 			if err := l.releaseBlocks(x.ID); err != nil {
 				return res, err
 			}
 		}
 	}
-	if res.Collectives > 0 || res.PollWait > 100*time.Microsecond {
+	if l.cfg.Trace && (res.Collectives > 0 || res.PollWait > 100*time.Microsecond) {
 		l.traceSpan("check", a.Row, start, l.now(), map[string]any{"collectives": res.Collectives, "reaped": len(res.Reaped), "idle": a.Idle})
 	}
 	return res, nil
@@ -397,7 +399,9 @@ func (l *loop) endIteration(ctx context.Context, iterStart int64, busy bool, adm
 	}
 	if busy {
 		l.rep.BusyStep.Add(step)
-		l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": admitted})
+		if l.cfg.Trace {
+			l.traceSpan("iteration", "busy", iterStart, iterStart+step, map[string]any{"admitted": admitted})
+		}
 	} else {
 		l.rep.IdleIterations++
 		l.rep.IdleStep.Add(step)

@@ -197,11 +197,13 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 		}
 	}
 	end := c.now()
-	what := fmt.Sprintf("prefill %d requests", len(batch))
-	if len(finished) < len(batch) {
-		what += fmt.Sprintf(" (%d unfinished chunks)", len(batch)-len(finished))
+	if c.cfg.Trace {
+		what := fmt.Sprintf("prefill %d requests", len(batch))
+		if len(finished) < len(batch) {
+			what += fmt.Sprintf(" (%d unfinished chunks)", len(batch)-len(finished))
+		}
+		c.traceSpan("compute", what, start, end, map[string]any{"tokens": tokens})
 	}
-	c.traceSpan("compute", what, start, end, map[string]any{"tokens": tokens})
 	if !c.leader {
 		return nil
 	}

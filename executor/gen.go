@@ -155,7 +155,9 @@ func (g *genLoop) startReceives(ctx context.Context, admitted []rec, sync bool) 
 		if err := g.tr.ReceiveSync(ctx, r.ID); err != nil {
 			return fmt.Errorf("executor: %s sync receive of request %d: %w", g.g.who(), r.ID, err)
 		}
-		g.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, g.now(), nil)
+		if g.cfg.Trace {
+			g.traceSpan("transfer", fmt.Sprintf("sync receive req %d", r.ID), start, g.now(), nil)
+		}
 	}
 	return nil
 }
@@ -301,7 +303,9 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		if err := g.compute(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
 			return false, err
 		}
-		g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)
+		if g.cfg.Trace {
+			g.traceSpan("compute", fmt.Sprintf("decode %d requests", active), start, g.now(), nil)
+		}
 		g.progressed() // a decode step is progress, even before a request finishes
 	}
 	now := g.now()

@@ -29,6 +29,28 @@ type group struct {
 	bytes        int // the open round's payload (for the link model)
 	boxes        []mailbox
 	splits       []int // Splits made on this communicator, per member
+	// snap is the last allgather's result as every member of a large
+	// group reads it (gathered), for round snapRound.
+	snap      *comm.Gathered
+	snapRound uint64
+}
+
+// shareFrom is the group size from which an allgather hands every member
+// one copy of its result (comm.Gathered.Share) instead of a copy each: at
+// 4096 ranks a copy each is 4096 times the result, which checked mode's
+// stamp exchange pays on every world collective.
+const shareFrom = 64
+
+// gathered is the completed allgather's result, copied out of the round
+// once (the next round overwrites the round's buffers; members of a large
+// group keep a view of this copy).
+func (g *group) gathered() *comm.Gathered {
+	if g.snap == nil || g.snapRound != g.done {
+		snap := new(comm.Gathered)
+		copy(snap.Reset(g.r.Gather.Counts), g.r.Gather.Flat)
+		g.snap, g.snapRound = snap, g.done
+	}
+	return g.snap
 }
 
 func newGroup(w *world, name string, members []int) *group {
