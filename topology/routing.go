@@ -31,6 +31,11 @@ type Routing struct {
 // grouped reports whether r limits a token to some of its groups.
 func (r Routing) grouped() bool { return r.Groups > 1 && r.GroupsPerToken < r.Groups }
 
+// Grouped reports whether r limits a token to some of its groups: then
+// Pick scores every expert (costly), else it draws a token's experts
+// directly (cheap).
+func (r Routing) Grouped() bool { return r.grouped() }
+
 // Validate names the first field that breaks its rule, for routing over
 // parts EP parts (contiguous ranges of Experts/parts experts each).
 func (r Routing) Validate(parts int) error {
@@ -59,7 +64,7 @@ func (r Routing) ScratchLen() int {
 	if !r.grouped() {
 		return 0
 	}
-	return r.Experts + r.Groups + r.TopK
+	return r.Experts + r.Groups + r.TopK + r.GroupsPerToken*(r.Experts/r.Groups)
 }
 
 // Pick writes into experts[:TopK] the experts token key routes to: a pure
@@ -143,23 +148,30 @@ func scoreHashes(key uint64, score []uint64) {
 // choose writes into experts[:TopK] a grouped routing's experts for
 // score (one per expert): a group's score is its best two's sum, plus one
 // so that a chosen group's 0 marks it; the TopK best experts of the
-// GroupsPerToken best groups, best first. rest holds Groups + TopK
-// values.
+// GroupsPerToken best groups, best first, an earlier expert of the scan
+// (best group first, then by index) first among equal scores. rest holds
+// Groups + TopK + GroupsPerToken*Experts/Groups values.
 func (r Routing) choose(score, rest []uint64, experts []int) {
-	group, best := rest[:r.Groups], rest[r.Groups:r.Groups+r.TopK]
 	size := r.Experts / r.Groups
+	group, best, cand := rest[:r.Groups], rest[r.Groups:r.Groups+r.TopK], rest[r.Groups+r.TopK:]
 	for g := range group {
-		var first, second uint64
-		for _, s := range score[g*size : (g+1)*size] {
-			// first, second = the best two of first, second and s.
-			second = max(second, min(first, s))
-			first = max(first, s)
+		// The best two of the group, over two halves at a time (two
+		// chains of max and min that do not wait for each other).
+		var f0, s0, f1, s1 uint64
+		sc := score[g*size : (g+1)*size]
+		i := 0
+		for ; i+2 <= len(sc); i += 2 {
+			a, b := sc[i], sc[i+1]
+			s0, f0 = max(s0, min(f0, a)), max(f0, a)
+			s1, f1 = max(s1, min(f1, b)), max(f1, b)
 		}
-		group[g] = first + second + 1
+		if i < len(sc) {
+			s0, f0 = max(s0, min(f0, sc[i])), max(f0, sc[i])
+		}
+		group[g] = max(f0, f1) + max(min(f0, f1), s0, s1) + 1
 	}
-	// The GroupsPerToken best groups stay open; the TopK best experts
-	// among theirs are kept in best[:n] (their scores) and experts[:n],
-	// best first.
+	// The candidates, in the scan's order: every expert of the
+	// GroupsPerToken best groups, best group first.
 	n := 0
 	for range r.GroupsPerToken {
 		top := 0
@@ -170,19 +182,63 @@ func (r Routing) choose(score, rest []uint64, experts []int) {
 		}
 		group[top] = 0
 		for e := top * size; e < (top+1)*size; e++ {
-			s := score[e]
-			if n == r.TopK && s <= best[n-1] {
-				continue
-			}
-			i := min(n, r.TopK-1) // insert at i, shifting the worse down
-			for i > 0 && best[i-1] < s {
-				best[i], experts[i] = best[i-1], experts[i-1]
-				i--
-			}
-			best[i], experts[i] = s, e
-			n = min(n+1, r.TopK)
+			cand[n] = uint64(e)
+			n++
 		}
 	}
+	cand = cand[:n]
+	// A bound the TopK-th best candidate is at least: the TopK-th best of
+	// a few candidates' scores is no more than the TopK-th best of all.
+	// Keeping only those at or above it (in scan order, branch-free)
+	// leaves the same TopK best, and the insertion below runs over a
+	// handful instead of every candidate.
+	floor := uint64(0)
+	if len(cand) > 4*r.TopK {
+		floor = kthBest(score, cand[:2*r.TopK], r.TopK, best)
+	}
+	k := 0
+	for _, e := range cand {
+		cand[k] = e
+		if score[e] >= floor {
+			k++
+		}
+	}
+	// The TopK best of what is left, kept in best[:m] (their scores) and
+	// experts[:m], best first; a later equal score goes after.
+	m := 0
+	for _, e := range cand[:k] {
+		s := score[e]
+		if m == r.TopK && s <= best[m-1] {
+			continue
+		}
+		i := min(m, r.TopK-1) // insert at i, shifting the worse down
+		for i > 0 && best[i-1] < s {
+			best[i], experts[i] = best[i-1], experts[i-1]
+			i--
+		}
+		best[i], experts[i] = s, int(e)
+		m = min(m+1, r.TopK)
+	}
+}
+
+// kthBest is the k-th best score of the experts in es (len(es) >= k), with
+// buf (k values) as scratch.
+func kthBest(score, es []uint64, k int, buf []uint64) uint64 {
+	m := 0
+	for _, e := range es {
+		s := score[e]
+		if m == k && s <= buf[m-1] {
+			continue
+		}
+		i := min(m, k-1)
+		for i > 0 && buf[i-1] < s {
+			buf[i] = buf[i-1]
+			i--
+		}
+		buf[i] = s
+		m = min(m+1, k)
+	}
+	return buf[k-1]
 }
 
 func contains(s []int, v int) bool {
