@@ -2,6 +2,7 @@ package costmodel
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
@@ -62,8 +63,20 @@ func (s side) touchedImbalance(tokens float64) float64 {
 // maxOverMean is E[max of parts iid Binomial(n, p)] / (n p), n rounded to
 // an integer; 1 when the mean is 0. Exact up to a mean of 1000 trials'
 // worth, the normal approximation beyond (its error there is below 0.1%).
+// A decode step of a simulated run asks it again and again with the same
+// arguments (its batch size): answers are kept (imbalanceMemo).
 func maxOverMean(n, p float64, parts int) float64 {
 	n = math.Round(n)
+	k := imbalanceKey{n, p, parts}
+	if v, ok := imbalanceMemo.get(k); ok {
+		return v
+	}
+	v := maxOverMeanOf(n, p, parts)
+	imbalanceMemo.put(k, v)
+	return v
+}
+
+func maxOverMeanOf(n, p float64, parts int) float64 {
 	mean := n * p
 	if mean <= 0 || p >= 1 || parts <= 1 {
 		return 1
@@ -87,8 +100,19 @@ func maxOverMean(n, p float64, parts int) float64 {
 }
 
 // normalMax is the expected maximum of parts standard normals, by
-// integrating 1-Phi^k above 0 and Phi^k below it.
+// integrating 1-Phi^k above 0 and Phi^k below it (kept: a pure function of
+// parts).
 func normalMax(parts int) float64 {
+	k := imbalanceKey{parts: parts, n: -1}
+	if v, ok := imbalanceMemo.get(k); ok {
+		return v
+	}
+	v := normalMaxOf(parts)
+	imbalanceMemo.put(k, v)
+	return v
+}
+
+func normalMaxOf(parts int) float64 {
 	const h = 1.0 / 256
 	k := float64(parts)
 	var e float64
@@ -131,4 +155,39 @@ func (s side) ffnCollectives(pp int, rows []float64) time.Duration {
 	send := busiest / float64(s.l.TP) * s.dispatchCopies() * expertTP * row
 	a2a := s.hw.Fabric.Collective(comm.KindAlltoall, members, int(math.Ceil(send)))
 	return add(times(int(dense), reduce), times(2*int(moe), a2a))
+}
+
+// imbalanceKey names one answer of maxOverMean (or, with n = -1, of
+// normalMax).
+type imbalanceKey struct {
+	n, p  float64
+	parts int
+}
+
+// floatMemo keeps the answers of a pure function of its key, up to a bound
+// (then it starts over), safe for concurrent use: every rank of a run in
+// one process prices its steps through it.
+type floatMemo[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]float64
+}
+
+const floatMemoCap = 1 << 16
+
+var imbalanceMemo floatMemo[imbalanceKey]
+
+func (f *floatMemo[K]) get(k K) (float64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.m[k]
+	return v, ok
+}
+
+func (f *floatMemo[K]) put(k K, v float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= floatMemoCap {
+		f.m = map[K]float64{}
+	}
+	f.m[k] = v
 }

@@ -33,7 +33,7 @@ type Compute interface {
 // prefillTime is the modelled time of a CTX step's chunks:
 // PrefillPerToken a token when set (an explicit override), else Compute's
 // answer, else nothing.
-func (c *Config) prefillTime(batch []chunk, buf []Seq) (time.Duration, []Seq) {
+func (c *Config) prefillTime(batch []chunk, buf []Seq, members int) (time.Duration, []Seq) {
 	if c.PrefillPerToken > 0 || c.Compute == nil {
 		var tokens int64
 		for _, k := range batch {
@@ -48,14 +48,15 @@ func (c *Config) prefillTime(batch []chunk, buf []Seq) (time.Duration, []Seq) {
 	for _, k := range batch {
 		buf = append(buf, Seq{Tokens: int(k.n), DP: int(k.r.CtxDP), Past: int(k.past), Partial: !k.last()})
 	}
-	return c.Compute.Prefill(buf), buf
+	return c.steps.time(false, buf, members, c.Compute.Prefill), buf
 }
 
 // decodeTime is the modelled time of one GEN decode step over batch:
-// DecodePerStep when set, else Compute's answer, else nothing.
-func (c *Config) decodeTime(batch []Seq) time.Duration {
+// DecodePerStep when set, else Compute's answer, else nothing. members is
+// the size of the group that asks (stepMemo).
+func (c *Config) decodeTime(batch []Seq, members int) time.Duration {
 	if c.DecodePerStep > 0 || c.Compute == nil {
 		return c.DecodePerStep
 	}
-	return c.Compute.Decode(batch)
+	return c.steps.time(true, batch, members, c.Compute.Decode)
 }

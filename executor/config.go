@@ -122,6 +122,8 @@ type Config struct {
 	// RunLocal): the EP dispatch counts a list of tokens routes to,
 	// computed once for the members that route it (routeMemo).
 	routes *routeMemo
+	// steps is shared likewise: the group's step times (stepMemo).
+	steps *stepMemo
 	// arena holds the KV pools of a run in one process (RunSim, RunLocal
 	// free it once every rank has returned); nil: the Go heap.
 	arena *gpu.Arena

@@ -145,7 +145,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 	}
 	c.rep.LargestBatch = max(c.rep.LargestBatch, len(batch))
 	var d time.Duration
-	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf)
+	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf, c.g.exec.Size())
 	if c.g.ep != nil {
 		c.dispBuf = chunkTokens(batch, c.dispBuf)
 		if err := c.dispatch(ctx); err != nil {

@@ -300,7 +300,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 				return false, err
 			}
 		}
-		if err := g.compute(ctx, g.cfg.decodeTime(g.seqBuf)); err != nil {
+		if err := g.compute(ctx, g.cfg.decodeTime(g.seqBuf, g.g.exec.Size())); err != nil {
 			return false, err
 		}
 		if g.cfg.Trace {

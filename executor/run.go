@@ -284,7 +284,7 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 		return nil, sim.Result{}, err
 	}
 	cfg.Clock = nil // each rank takes its own virtual clock from its world
-	cfg.routes = newRouteMemo()
+	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
 	cfg.arena = gpu.NewArena()
 	defer cfg.arena.Free() // after sim.Run: no rank, event or message reads a block again
 	var rep *Report
@@ -312,7 +312,7 @@ func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout t
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.routes = newRouteMemo()
+	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
 	cfg.arena = gpu.NewArena()
 	defer cfg.arena.Free() // after local.Run: every rank has returned
 	var rep *Report
