@@ -49,9 +49,52 @@ type DispatchToken struct {
 // model assumes), so every rank computes the same counts from the agreed
 // batch. Parts hold contiguous ranges of Experts/len(counts); r must be
 // valid for that many parts.
+//
+// The runtime's dispatch routes by the routing's table instead
+// (SampledRouteCounts): the same law, a lookup a token.
 func RouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
 	var b routeBufs
 	return b.route(r, toks, counts)
+}
+
+// SampledRouteCounts is RouteCounts with each token of a grouped routing
+// routed as one of the routing's representative tokens (Routing.Table): a
+// pure function of the token as well, whose per-expert loads follow
+// Pick's law (topology's TestRouteTableFollowsPicksLaw), at a lookup a
+// token instead of every expert scored. The counts are the
+// dispatch check's, which nothing prices: the cost model prices a step's
+// dispatch by the routing's expected parts a token (Routing.Parts).
+func SampledRouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
+	var b routeBufs
+	return b.sampled(r, toks, counts)
+}
+
+// sampled is SampledRouteCounts with b's buffers. A routing that is not
+// grouped routes exactly: Pick draws its experts as cheaply as a table.
+func (b *routeBufs) sampled(r Routing, toks []DispatchToken, counts []int64) error {
+	if !r.Grouped() {
+		return b.route(r, toks, counts)
+	}
+	parts := len(counts)
+	if err := r.Validate(parts); err != nil {
+		return fmt.Errorf("executor: route over %d parts: %w", parts, err)
+	}
+	per := r.Experts / parts
+	table := r.Table()
+	if cap(b.touched) < parts {
+		b.touched = make([]uint32, parts)
+	}
+	touched := b.touched[:parts]
+	clear(touched)
+	for k, t := range toks {
+		for _, e := range table.Experts(uint64(t.ID)<<32 ^ uint64(t.Pos)) {
+			if p := int(e) / per; touched[p] != uint32(k+1) {
+				touched[p] = uint32(k + 1)
+				counts[p]++
+			}
+		}
+	}
+	return nil
 }
 
 // routeBufs are RouteCounts' scratch buffers, kept by a dispatcher.

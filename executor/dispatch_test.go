@@ -23,13 +23,21 @@ import (
 // same without groups), every token at least one, at most min(topk,
 // parts), and the parts are balanced. The counts are a function of the
 // tokens alone.
+//
+// So do the counts the runtime's dispatch checks (SampledRouteCounts: a
+// grouped routing's tokens routed by its table).
 func TestRouteCountsAreUniform(t *testing.T) {
 	for _, r := range []executor.Routing{{Experts: 256, TopK: 8}, {Experts: 256, TopK: 8, Groups: 8, GroupsPerToken: 4}} {
-		t.Run(fmt.Sprintf("%+v", r), func(t *testing.T) { testRouteCounts(t, r) })
+		for _, f := range []struct {
+			name  string
+			route func(executor.Routing, []executor.DispatchToken, []int64) error
+		}{{"exact", executor.RouteCounts}, {"sampled", executor.SampledRouteCounts}} {
+			t.Run(fmt.Sprintf("%+v/%s", r, f.name), func(t *testing.T) { testRouteCounts(t, r, f.route) })
+		}
 	}
 }
 
-func testRouteCounts(t *testing.T, r executor.Routing) {
+func testRouteCounts(t *testing.T, r executor.Routing, route func(executor.Routing, []executor.DispatchToken, []int64) error) {
 	var toks []executor.DispatchToken
 	for id := range 50 {
 		for p := range 200 {
@@ -38,7 +46,7 @@ func testRouteCounts(t *testing.T, r executor.Routing) {
 	}
 	for _, parts := range []int{1, 2, 4, 8, 32} {
 		counts := make([]int64, parts)
-		require.NoError(t, executor.RouteCounts(r, toks, counts))
+		require.NoError(t, route(r, toks, counts))
 		var sum int64
 		for _, c := range counts {
 			sum += c
@@ -52,15 +60,15 @@ func testRouteCounts(t *testing.T, r executor.Routing) {
 			assert.InDelta(t, share, float64(c), 4*math.Sqrt(share), "parts=%d part %d", parts, p)
 		}
 		again := make([]int64, parts)
-		require.NoError(t, executor.RouteCounts(r, toks, again))
+		require.NoError(t, route(r, toks, again))
 		assert.Equal(t, counts, again)
 	}
 	// Bad routing is an error, not a panic or a hang.
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 6, TopK: 2}, toks, make([]int64, 4)), "experts = 6: the 4 EP parts must divide it")
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 2, TopK: 1}, toks, make([]int64, 4)), "experts = 2: the 4 EP parts must divide it")
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 9}, toks, make([]int64, 4)), "experts per token = 9: must be in [1, experts (8)]")
-	assert.ErrorContains(t, executor.RouteCounts(executor.Routing{Experts: 8, TopK: 4, Groups: 4, GroupsPerToken: 1}, toks, make([]int64, 4)), "groups per token = 1")
-	assert.ErrorContains(t, executor.RouteCounts(r, toks, nil), "over 0 parts")
+	assert.ErrorContains(t, route(executor.Routing{Experts: 6, TopK: 2}, toks, make([]int64, 4)), "experts = 6: the 4 EP parts must divide it")
+	assert.ErrorContains(t, route(executor.Routing{Experts: 2, TopK: 1}, toks, make([]int64, 4)), "experts = 2: the 4 EP parts must divide it")
+	assert.ErrorContains(t, route(executor.Routing{Experts: 8, TopK: 9}, toks, make([]int64, 4)), "experts per token = 9: must be in [1, experts (8)]")
+	assert.ErrorContains(t, route(executor.Routing{Experts: 8, TopK: 4, Groups: 4, GroupsPerToken: 1}, toks, make([]int64, 4)), "groups per token = 1")
+	assert.ErrorContains(t, route(r, toks, nil), "over 0 parts")
 }
 
 // dispatchConfig is a run whose CTX and GEN both dispatch: attention-DP

@@ -12,7 +12,7 @@ import (
 // token for token, to the one they were computed from, so ranks whose
 // batches differ compute their own, and the dispatch check sees the
 // difference as before. Counts are a pure function of the tokens
-// (RouteCounts), so taking them is computing them. An entry goes once
+// (SampledRouteCounts), so taking them is computing them. An entry goes once
 // every member has taken it (or when too many lists are waiting: a rank
 // whose batch differs leaves one behind). The zero value is not usable;
 // a nil memo routes every list.
@@ -37,10 +37,11 @@ const routeMemoCap = 1024
 func newRouteMemo() *routeMemo { return &routeMemo{} }
 
 // route adds to counts (one entry per EP part) the counts of toks, as
-// RouteCounts does, for one of members ranks that route the same lists.
+// SampledRouteCounts does, for one of members ranks that route the same
+// lists.
 func (m *routeMemo) route(r Routing, toks []DispatchToken, counts []int64, members int, b *routeBufs) error {
 	if m == nil || members < 2 {
-		return b.route(r, toks, counts)
+		return b.sampled(r, toks, counts)
 	}
 	sum := tokensSum(toks)
 	m.mu.Lock()
@@ -58,7 +59,7 @@ func (m *routeMemo) route(r Routing, toks []DispatchToken, counts []int64, membe
 		return nil
 	}
 	e := &routeEntry{r: r, sum: sum, toks: slices.Clone(toks), counts: make([]int64, len(counts)), taken: 1, members: members}
-	if err := b.route(r, toks, e.counts); err != nil {
+	if err := b.sampled(r, toks, e.counts); err != nil {
 		return err
 	}
 	for p, c := range e.counts {

@@ -19,7 +19,7 @@ func memoTokens(id, n int) []DispatchToken {
 }
 
 // The members of a group that route one list take the counts of the first
-// that routed it, which are what RouteCounts gives; a list that differs by
+// that routed it, which are what SampledRouteCounts gives; a list that differs by
 // one token (a member whose batch differs) gets its own; an entry goes once
 // every member took it, and lists no other member routes never pile up.
 func TestRouteMemo(t *testing.T) {
@@ -28,7 +28,7 @@ func TestRouteMemo(t *testing.T) {
 	var b routeBufs
 	want := func(toks []DispatchToken) []int64 {
 		c := make([]int64, 4)
-		require.NoError(t, RouteCounts(r, toks, c))
+		require.NoError(t, SampledRouteCounts(r, toks, c))
 		return c
 	}
 	a := memoTokens(1, 300)
@@ -53,7 +53,7 @@ func TestRouteMemo(t *testing.T) {
 	require.NotEqual(t, want(a), want(other), "the test needs lists whose counts differ")
 	require.Len(t, m.entries, 2)
 
-	// Counts are added to what counts holds, as RouteCounts does.
+	// Counts are added to what counts holds, as SampledRouteCounts does.
 	got = []int64{1, 1, 1, 1}
 	require.NoError(t, m.route(r, a, got, 2, &b))
 	for p, c := range want(a) {
@@ -77,7 +77,7 @@ func TestRouteMemo(t *testing.T) {
 				if err := m.route(r, memoTokens(id, 50), got, 4, &b); err != nil {
 					t.Error(err)
 				}
-				if err := RouteCounts(r, memoTokens(id, 50), want); err != nil || !slices.Equal(got, want) {
+				if err := SampledRouteCounts(r, memoTokens(id, 50), want); err != nil || !slices.Equal(got, want) {
 					t.Errorf("list %d: counts %v, RouteCounts %v (%v)", id, got, want, err)
 				}
 			}
