@@ -97,7 +97,7 @@ type loop struct {
 	tokensBuf  []int64             // the waiting prompts' tokens (schedule), reused
 	dpBuf      []int               // their DP indices (schedule, decode), reused
 	stepBuf    []bool              // which ready requests a decode step takes (DecodeCap), reused
-	dispBuf    []DispatchToken     // a step's tokens for the EP dispatch counts, reused
+	dispBuf    []dispatchSpan      // a step's tokens for the EP dispatch counts, reused
 	stalled    map[request.ID]bool // injected stalls already served
 	progressAt time.Time           // last admission, reap or completion (stall detection)
 	checksAt   int                 // status checks this rank had entered at progressAt

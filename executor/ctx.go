@@ -95,15 +95,13 @@ type unfinished struct {
 	done int64
 }
 
-// chunkTokens is the tokens a step's chunks dispatch (the EP counts),
-// each at its own position in its prompt: a chunk of n after past covers
+// chunkSpans is the tokens a step's chunks dispatch (the EP counts), each
+// at its own position in its prompt: a chunk of n after past covers
 // positions [past, past+n).
-func chunkTokens(batch []chunk, buf []DispatchToken) []DispatchToken {
+func chunkSpans(batch []chunk, buf []dispatchSpan) []dispatchSpan {
 	buf = buf[:0]
 	for _, k := range batch {
-		for p := k.past; p < k.past+k.n; p++ {
-			buf = append(buf, DispatchToken{ID: k.r.ID, Pos: int(p), DP: int(k.r.CtxDP)})
-		}
+		buf = append(buf, dispatchSpan{ID: k.r.ID, Pos: int(k.past), N: int(k.n), DP: int(k.r.CtxDP)})
 	}
 	return buf
 }
@@ -147,7 +145,7 @@ func (c *ctxLoop) prefill(ctx context.Context, batch []chunk) error {
 	var d time.Duration
 	d, c.seqBuf = c.cfg.prefillTime(batch, c.seqBuf, c.g.exec.Size())
 	if c.g.ep != nil {
-		c.dispBuf = chunkTokens(batch, c.dispBuf)
+		c.dispBuf = chunkSpans(batch, c.dispBuf)
 		if err := c.dispatch(ctx); err != nil {
 			return err
 		}

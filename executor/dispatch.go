@@ -69,28 +69,74 @@ func SampledRouteCounts(r Routing, toks []DispatchToken, counts []int64) error {
 	return b.sampled(r, toks, counts)
 }
 
-// sampled is SampledRouteCounts with b's buffers. A routing that is not
-// grouped routes exactly: Pick draws its experts as cheaply as a table.
+// sampled is SampledRouteCounts with b's buffers.
 func (b *routeBufs) sampled(r Routing, toks []DispatchToken, counts []int64) error {
-	if !r.Grouped() {
-		return b.route(r, toks, counts)
+	spans := make([]dispatchSpan, len(toks))
+	for i, t := range toks {
+		spans[i] = dispatchSpan{ID: t.ID, Pos: t.Pos, N: 1, DP: t.DP}
 	}
+	return b.sampledSpans(r, spans, cpFilter{}, counts)
+}
+
+// dispatchSpan is a run of a step's tokens: positions [Pos, Pos+N) of
+// request ID, held by DP index DP. A prefill chunk is one; a decode step
+// has one of one token a request.
+type dispatchSpan struct {
+	ID         request.ID
+	Pos, N, DP int
+}
+
+// cpFilter picks the tokens a CP rank holds: those of every CP-th KV block
+// (of tpb tokens) from block rem; all of them when CP is 0 or 1.
+type cpFilter struct{ tpb, cp, rem int }
+
+func (f cpFilter) holds(pos int) bool { return f.cp <= 1 || (pos/f.tpb)%f.cp == f.rem }
+
+// sampledSpans adds to counts the dispatch counts of the tokens of spans
+// that f picks, as SampledRouteCounts does for them one by one. A routing
+// that is not grouped routes exactly: Pick draws its experts as cheaply
+// as a table.
+func (b *routeBufs) sampledSpans(r Routing, spans []dispatchSpan, f cpFilter, counts []int64) error {
 	parts := len(counts)
 	if err := r.Validate(parts); err != nil {
 		return fmt.Errorf("executor: route over %d parts: %w", parts, err)
 	}
 	per := r.Experts / parts
-	table := r.Table()
 	if cap(b.touched) < parts {
 		b.touched = make([]uint32, parts)
 	}
 	touched := b.touched[:parts]
 	clear(touched)
-	for k, t := range toks {
-		for _, e := range table.Experts(uint64(t.ID)<<32 ^ uint64(t.Pos)) {
-			if p := int(e) / per; touched[p] != uint32(k+1) {
-				touched[p] = uint32(k + 1)
-				counts[p]++
+	var table *topology.RouteTable
+	if r.Grouped() {
+		table = r.Table()
+	} else if cap(b.picked) < r.TopK {
+		b.picked = make([]int, r.TopK)
+	}
+	k := uint32(0) // tokens counted so far: touched[p] == k marks this token's parts
+	for _, sp := range spans {
+		for pos := sp.Pos; pos < sp.Pos+sp.N; pos++ {
+			if !f.holds(pos) {
+				continue
+			}
+			k++
+			key := uint64(sp.ID)<<32 ^ uint64(pos)
+			if table == nil {
+				picked := b.picked[:r.TopK]
+				r.Pick(key, picked, nil)
+				for _, e := range picked {
+					if p := e / per; touched[p] != k {
+						touched[p] = k
+						counts[p]++
+					}
+				}
+				continue
+			}
+			for _, e := range table.Experts(key) {
+				if p := int(e) / per; touched[p] != k {
+					touched[p] = k
+					counts[p]++
+				}
 			}
 		}
 	}
@@ -99,9 +145,10 @@ func (b *routeBufs) sampled(r Routing, toks []DispatchToken, counts []int64) err
 
 // routeBufs are RouteCounts' scratch buffers, kept by a dispatcher.
 type routeBufs struct {
-	picked  []int    // one token's experts
-	scratch []uint64 // Routing.Pick's scores
-	touched []uint32 // touched[p] == k+1: token k counted part p
+	picked  []int          // one token's experts
+	scratch []uint64       // Routing.Pick's scores
+	touched []uint32       // touched[p] == k+1: token k counted part p
+	sel     []dispatchSpan // one DP index's spans
 }
 
 func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error {
@@ -146,20 +193,19 @@ func (b *routeBufs) route(r Routing, toks []DispatchToken, counts []int64) error
 
 // dispatcher is one rank's EP group and buffers.
 type dispatcher struct {
-	c                      comm.Comm // the EP group, member i holding part i
-	routing                Routing
-	layout                 topology.Layout
-	tpb                    int        // tokens per KV block: CP splits a request's blocks round robin
-	members                []int      // instance ranks of the group, by part
-	dps                    []int      // their DP indices
-	cp                     int        // this rank's CP index (the group's)
-	misroute               request.ID // fault: counts are off by one on the first step with this request
-	send, recv, want, zero []int64
-	byDP                   map[int][]int64
-	toks                   []DispatchToken
-	steps                  int
-	bufs                   routeBufs
-	memo                   *routeMemo // shared with the group's other members in this process (nil: none)
+	c                comm.Comm // the EP group, member i holding part i
+	routing          Routing
+	layout           topology.Layout
+	tpb              int        // tokens per KV block: CP splits a request's blocks round robin
+	members          []int      // instance ranks of the group, by part
+	dps              []int      // their DP indices
+	cp               int        // this rank's CP index (the group's)
+	misroute         request.ID // fault: counts are off by one on the first step with this request
+	send, recv, want []int64
+	rows             stepRows // the step's counts when no other member shares them
+	steps            int
+	bufs             routeBufs
+	memo             *routeMemo // shared with the group's other members in this process (nil: none)
 }
 
 // newDispatcher builds rank's EP group over inst when l needs one: a
@@ -178,12 +224,12 @@ func newDispatcher(ctx context.Context, inst comm.Comm, l topology.Layout, rank 
 		c.Close()
 		return nil, fmt.Errorf("executor: the EP group of rank %d has %d ranks, want %d", rank, c.Size(), len(members))
 	}
-	d := &dispatcher{c: c, routing: r, layout: l, tpb: max(1, tokensPerBlock), members: members, cp: l.Coord(rank).CP, byDP: map[int][]int64{}, memo: memo}
+	d := &dispatcher{c: c, routing: r, layout: l, tpb: max(1, tokensPerBlock), members: members, cp: l.Coord(rank).CP, memo: memo}
 	for _, m := range members {
 		d.dps = append(d.dps, l.Coord(m).DP)
 	}
 	n := len(members)
-	d.send, d.recv, d.want, d.zero = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	d.send, d.recv, d.want = make([]int64, n), make([]int64, n), make([]int64, n)
 	return d, nil
 }
 
@@ -193,36 +239,20 @@ func (d *dispatcher) close() {
 	}
 }
 
-// exchange is one step's dispatch counts: toks is the step's tokens of
+// exchange is one step's dispatch counts: spans are the step's tokens of
 // every DP index (agreed), who names this rank in errors and peer names an
 // instance rank. Every member enters it in the same iteration.
-func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who string, peer func(int) string) error {
+func (d *dispatcher) exchange(ctx context.Context, spans []dispatchSpan, who string, peer func(int) string) error {
 	d.steps++
-	n := len(d.members)
-	for _, c := range d.byDP {
-		clear(c)
-	}
-	// Only the DP indices of this group's members matter to it.
-	for _, dp := range d.dps {
-		if d.byDP[dp] == nil {
-			d.byDP[dp] = make([]int64, n)
-		}
-	}
-	for dp, counts := range d.byDP {
-		d.toks = d.toks[:0]
-		for _, t := range toks {
-			// A CP rank holds the tokens of every CP-th block.
-			if t.DP == dp && (t.Pos/d.tpb)%max(1, d.layout.CP) == d.cp {
-				d.toks = append(d.toks, t)
-			}
-		}
-		if err := d.memo.route(d.routing, d.toks, counts, len(d.members), &d.bufs); err != nil {
-			return err
-		}
+	// A CP rank holds the tokens of every CP-th block.
+	f := cpFilter{tpb: d.tpb, cp: d.layout.CP, rem: d.cp}
+	rows, err := d.memo.step(d.routing, spans, f, d.dps, &d.rows, &d.bufs)
+	if err != nil {
+		return err
 	}
 	me := d.c.Rank()
-	copy(d.send, d.counts(d.dps[me]))
-	if d.misroute != 0 && containsID(toks, d.misroute) {
+	copy(d.send, rows[me])
+	if d.misroute != 0 && containsID(spans, d.misroute) {
 		d.misroute = 0 // once
 		for j := range d.send {
 			if j != me {
@@ -231,7 +261,7 @@ func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who str
 		}
 	}
 	for i := range d.want {
-		d.want[i] = d.counts(d.dps[i])[me]
+		d.want[i] = rows[i][me]
 	}
 	if err := comm.Alltoall(ctx, d.c, d.send, d.recv); err != nil {
 		return fmt.Errorf("executor: %s: ep dispatch counts: %w", who, err)
@@ -245,16 +275,8 @@ func (d *dispatcher) exchange(ctx context.Context, toks []DispatchToken, who str
 	return nil
 }
 
-// counts is a DP index's counts this step (zero when it has no tokens).
-func (d *dispatcher) counts(dp int) []int64 {
-	if c := d.byDP[dp]; c != nil {
-		return c
-	}
-	return d.zero
-}
-
-func containsID(toks []DispatchToken, id request.ID) bool {
-	for _, t := range toks {
+func containsID(spans []dispatchSpan, id request.ID) bool {
+	for _, t := range spans {
 		if t.ID == id {
 			return true
 		}

@@ -293,7 +293,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 			g.dispBuf = g.dispBuf[:0]
 			for _, id := range g.order {
 				if q := g.gen[id]; q.received && q.status == request.Pending && q.inStep {
-					g.dispBuf = append(g.dispBuf, DispatchToken{ID: id, Pos: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
+					g.dispBuf = append(g.dispBuf, dispatchSpan{ID: id, Pos: int(q.r.Tokens) + q.generated, N: 1, DP: int(q.r.GenDP)})
 				}
 			}
 			if err := g.dispatch(ctx); err != nil {

@@ -221,9 +221,10 @@ func TestChunkPlan(t *testing.T) {
 	}
 }
 
-// A step's chunks dispatch each token at its own position in its prompt.
-func TestChunkTokens(t *testing.T) {
+// A step's chunks dispatch each token at its own position in its prompt:
+// a chunk of n after past is positions [past, past+n).
+func TestChunkSpans(t *testing.T) {
 	batch := []chunk{{r: rec{ID: 3, Tokens: 10, CtxDP: 1}, past: 7, n: 3}, {r: rec{ID: 4, Tokens: 5}, n: 2}}
-	assert.Equal(t, []DispatchToken{{ID: 3, Pos: 7, DP: 1}, {ID: 3, Pos: 8, DP: 1}, {ID: 3, Pos: 9, DP: 1}, {ID: 4, Pos: 0}, {ID: 4, Pos: 1}},
-		chunkTokens(batch, make([]DispatchToken, 9)))
+	assert.Equal(t, []dispatchSpan{{ID: 3, Pos: 7, N: 3, DP: 1}, {ID: 4, Pos: 0, N: 2}},
+		chunkSpans(batch, make([]dispatchSpan, 9)))
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -10,75 +11,148 @@ import (
 	"github.com/rankrun/rankrun/request"
 )
 
-func memoTokens(id, n int) []DispatchToken {
-	toks := make([]DispatchToken, n)
-	for i := range toks {
-		toks[i] = DispatchToken{ID: request.ID(id), Pos: i, DP: id % 3}
+// memoSpans is a DP index's step: n prompts of 40 tokens from request id.
+func memoSpans(id, n int) []dispatchSpan {
+	spans := make([]dispatchSpan, n)
+	for i := range spans {
+		spans[i] = dispatchSpan{ID: request.ID(id + i), Pos: 0, N: 40, DP: id % 3}
+	}
+	return spans
+}
+
+// expand is the tokens of spans that f picks, one by one.
+func expand(spans []dispatchSpan, f cpFilter) []DispatchToken {
+	var toks []DispatchToken
+	for _, sp := range spans {
+		for pos := sp.Pos; pos < sp.Pos+sp.N; pos++ {
+			if f.holds(pos) {
+				toks = append(toks, DispatchToken{ID: sp.ID, Pos: pos, DP: sp.DP})
+			}
+		}
 	}
 	return toks
 }
 
-// The members of a group that route one list take the counts of the first
-// that routed it, which are what SampledRouteCounts gives; a list that differs by
-// one token (a member whose batch differs) gets its own; an entry goes once
-// every member took it, and lists no other member routes never pile up.
+// A list of spans routes as its tokens, those the CP filter picks, do one
+// by one (SampledRouteCounts), for grouped and ungrouped routings, with
+// and without CP, spans of one token and of many.
+func TestSpansRouteAsTheirTokens(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, r := range []Routing{{Experts: 256, TopK: 8, Groups: 8, GroupsPerToken: 4}, {Experts: 64, TopK: 6}} {
+		for _, f := range []cpFilter{{}, {tpb: 16, cp: 1}, {tpb: 16, cp: 4, rem: 0}, {tpb: 16, cp: 4, rem: 3}, {tpb: 8, cp: 3, rem: 1}} {
+			for range 20 {
+				spans := make([]dispatchSpan, 1+rng.IntN(6))
+				for i := range spans {
+					spans[i] = dispatchSpan{ID: request.ID(1 + rng.IntN(1000)), Pos: rng.IntN(300), N: 1 + rng.IntN(70), DP: rng.IntN(4)}
+				}
+				for _, parts := range []int{1, 4, 8} {
+					got, want := make([]int64, parts), make([]int64, parts)
+					var b routeBufs
+					require.NoError(t, b.sampledSpans(r, spans, f, got))
+					require.NoError(t, SampledRouteCounts(r, expand(spans, f), want))
+					require.Equal(t, want, got, "%+v %+v parts %d spans %+v", r, f, parts, spans)
+				}
+			}
+		}
+	}
+}
+
+// wantRows is a step's counts over DP indices dps, token by token.
+func wantRows(t *testing.T, r Routing, spans []dispatchSpan, f cpFilter, dps []int) stepRows {
+	rows := make(stepRows, len(dps))
+	for i, dp := range dps {
+		rows[i] = make([]int64, len(dps))
+		var mine []dispatchSpan
+		for _, sp := range spans {
+			if sp.DP == dp {
+				mine = append(mine, sp)
+			}
+		}
+		require.NoError(t, SampledRouteCounts(r, expand(mine, f), rows[i]))
+	}
+	return rows
+}
+
+// The members of a group take the step's counts of the first that
+// computed them, which are what its tokens route to, a row for each
+// member's DP index (TP siblings share theirs); a step that differs by one
+// token (a member whose batch differs), or whose CP index picks other
+// tokens, gets its own; an entry goes once every member took it, and
+// steps no other member takes never pile up.
 func TestRouteMemo(t *testing.T) {
 	r := Routing{Experts: 256, TopK: 8, Groups: 8, GroupsPerToken: 4}
 	m := newRouteMemo()
 	var b routeBufs
-	want := func(toks []DispatchToken) []int64 {
-		c := make([]int64, 4)
-		require.NoError(t, SampledRouteCounts(r, toks, c))
-		return c
+	dps := []int{0, 1, 1, 2} // member 1 and 2 are TP siblings
+	a := append(memoSpans(3, 4), memoSpans(1, 3)...)
+	for i := range a {
+		a[i].DP = i % 3
 	}
-	a := memoTokens(1, 300)
-	for member := range 3 {
-		got := make([]int64, 4)
-		require.NoError(t, m.route(r, a, got, 3, &b))
-		require.Equal(t, want(a), got, "member %d", member)
-		if member < 2 {
-			require.Len(t, m.entries, 1, "the list waits for the members still to route it")
+	for member := range 4 {
+		var own stepRows
+		rows, err := m.step(r, a, cpFilter{}, dps, &own, &b)
+		require.NoError(t, err)
+		require.Equal(t, wantRows(t, r, a, cpFilter{}, dps), rows, "member %d", member)
+		require.NotZero(t, rows[1][0]+rows[1][1]+rows[1][2]+rows[1][3], "the test needs tokens on DP 1")
+		if member < 3 {
+			require.Len(t, m.entries, 1, "the step waits for the members still to take it")
 		}
 	}
 	require.Empty(t, m.entries, "every member took it")
 
-	// One token apart: its own counts, not the first list's.
-	other := memoTokens(1, 300)
-	other[299].Pos = 5000
-	got := make([]int64, 4)
-	require.NoError(t, m.route(r, a, got, 2, &b))
-	got = make([]int64, 4)
-	require.NoError(t, m.route(r, other, got, 2, &b))
-	require.Equal(t, want(other), got)
-	require.NotEqual(t, want(a), want(other), "the test needs lists whose counts differ")
-	require.Len(t, m.entries, 2)
+	// One token apart: its own counts, not the first step's.
+	other := slices.Clone(a)
+	other[5].N++
+	var own stepRows
+	_, err := m.step(r, a, cpFilter{}, dps, &own, &b)
+	require.NoError(t, err)
+	rows, err := m.step(r, other, cpFilter{}, dps, &own, &b)
+	require.NoError(t, err)
+	require.Equal(t, wantRows(t, r, other, cpFilter{}, dps), rows)
+	require.NotEqual(t, wantRows(t, r, a, cpFilter{}, dps), rows, "the test needs steps whose counts differ")
+	// Another CP index: other tokens of the same spans.
+	cp := cpFilter{tpb: 8, cp: 2, rem: 1}
+	rows, err = m.step(r, a, cp, dps, &own, &b)
+	require.NoError(t, err)
+	require.Equal(t, wantRows(t, r, a, cp, dps), rows)
+	require.Len(t, m.entries, 3)
 
-	// Counts are added to what counts holds, as SampledRouteCounts does.
-	got = []int64{1, 1, 1, 1}
-	require.NoError(t, m.route(r, a, got, 2, &b))
-	for p, c := range want(a) {
-		require.Equal(t, c+1, got[p])
-	}
+	// Without a memo, or alone in its group, a rank computes into its own.
+	rows, err = (*routeMemo)(nil).step(r, a, cpFilter{}, dps, &own, &b)
+	require.NoError(t, err)
+	require.Equal(t, wantRows(t, r, a, cpFilter{}, dps), rows)
 
-	// Lists no other member routes: bounded.
+	// Steps no other member takes: bounded.
 	for id := range routeMemoCap + 10 {
-		require.NoError(t, m.route(r, memoTokens(id+10, 3), make([]int64, 4), 2, &b))
+		_, err := m.step(r, memoSpans(id+10, 1), cpFilter{}, dps, &own, &b)
+		require.NoError(t, err)
 	}
 	require.Len(t, m.entries, routeMemoCap)
 
-	// In-process ranks route at once (run under -race).
+	// In-process ranks take steps at once (run under -race).
 	m = newRouteMemo()
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			var b routeBufs
+			var own stepRows
 			for id := range 20 {
-				got, want := make([]int64, 4), make([]int64, 4)
-				if err := m.route(r, memoTokens(id, 50), got, 4, &b); err != nil {
+				spans := memoSpans(id, 3)
+				rows, err := m.step(r, spans, cpFilter{}, dps, &own, &b)
+				if err != nil {
 					t.Error(err)
 				}
-				if err := SampledRouteCounts(r, memoTokens(id, 50), want); err != nil || !slices.Equal(got, want) {
-					t.Errorf("list %d: counts %v, RouteCounts %v (%v)", id, got, want, err)
+				for i, dp := range dps {
+					var mine []dispatchSpan
+					for _, sp := range spans {
+						if sp.DP == dp {
+							mine = append(mine, sp)
+						}
+					}
+					want := make([]int64, len(dps))
+					if err := SampledRouteCounts(r, expand(mine, cpFilter{}), want); err != nil || !slices.Equal(rows[i], want) {
+						t.Errorf("step %d member %d: counts %v, SampledRouteCounts %v (%v)", id, i, rows[i], want, err)
+					}
 				}
 			}
 		})

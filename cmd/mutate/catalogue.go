@@ -352,9 +352,9 @@ var catalogue = []mutant{
 	// Expert routing: exact, four tokens' hash chains at a time, and once
 	// per EP group in a process.
 	{name: "route-memo-ignores-tokens", file: "executor/routememo.go",
-		old: "\t\tif e.sum != sum || e.r != r || len(e.counts) != len(counts) || !slices.Equal(e.toks, toks) {\n",
-		new: "\t\tif e.r != r || len(e.counts) != len(counts) {\n",
-		why: "a member takes the counts of another list than its own: DP indices get each other's counts, and a member whose batch differs is never caught", pkgs: []string{"./executor"}},
+		old: "\t\tif e.sum != sum || e.r != r || e.f != f || !slices.Equal(e.dps, dps) || !slices.Equal(e.spans, spans) {\n",
+		new: "\t\tif e.r != r || !slices.Equal(e.dps, dps) {\n",
+		why: "a member takes the counts of another step than its own: a member whose batch differs is never caught, and every step after the first takes stale counts", pkgs: []string{"./executor"}},
 	{name: "routing-drops-an-expert", file: "executor/dispatch.go",
 		old: "\t\t\tfor _, e := range picked[j*r.TopK : (j+1)*r.TopK] {\n", new: "\t\t\tfor _, e := range picked[j*r.TopK+1 : (j+1)*r.TopK] {\n",
 		why: "a token's best expert is never dispatched: the counts every member agrees on are not the routing's", pkgs: []string{"./executor"}},
@@ -368,7 +368,7 @@ var catalogue = []mutant{
 		old: "\treturn t.experts[i*t.topK : (i+1)*t.topK]\n", new: "\treturn t.experts[i*t.topK+1 : (i+1)*t.topK]\n",
 		why: "a grouped routing's table routes each token without its best expert: its loads are no longer Pick's", pkgs: []string{"./topology", "./executor"}},
 	{name: "sampled-routing-drops-an-expert", file: "executor/dispatch.go",
-		old: "\t\tfor _, e := range table.Experts(uint64(t.ID)<<32 ^ uint64(t.Pos)) {\n", new: "\t\tfor _, e := range table.Experts(uint64(t.ID)<<32 ^ uint64(t.Pos))[1:] {\n",
+		old: "\t\t\tfor _, e := range table.Experts(key) {\n", new: "\t\t\tfor _, e := range table.Experts(key)[1:] {\n",
 		why: "the dispatch counts every member agrees on leave out each token's best expert", pkgs: []string{"./executor"}},
 	{name: "sampled-check-skips-last-block", file: "transceiver/kvbytes.go",
 		old: "\tfor b := f.BlockRem; b < totalBlocks; b += f.BlockMod {\n\t\tlocal, ok := t.shard.LocalBlock(b)\n\t\tif !ok {\n\t\t\treturn fmt.Errorf(\"fragment %s covers block %d that gen rank %d does not hold\", f, b, t.cfg.Rank)\n\t\t}\n\t\tblk := t.cfg.Pool.Block(s.blocks[local])\n\t\tat :=",
