@@ -28,6 +28,8 @@ type genLoop struct {
 	tally      outcomeTally // reports of each request's holders, until all are in
 	holders    int          // the ranks that hold each request (what the tally needs, replays aside)
 	readyBuf   []*genReq    // the requests ready to decode, running first (decode), reused
+	capBuf     []int        // decodeCap's counts, reused
+	orderBuf   []*genReq    // decode's look-up of order, reused
 }
 
 // genReq is a request between its admission and its end on the group. Its
@@ -263,22 +265,26 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	// so a request that started is never paused for one admitted before
 	// it whose KV arrived later, then the rest in admission order. Every
 	// input (order, receipts, tokens generated) is agreed.
+	g.orderBuf = g.orderBuf[:0] // g.order's requests, looked up once
+	for _, id := range g.order {
+		g.orderBuf = append(g.orderBuf, g.gen[id])
+	}
 	g.readyBuf, g.dpBuf = g.readyBuf[:0], g.dpBuf[:0]
 	for _, running := range []bool{true, false} {
-		for _, id := range g.order {
-			if q := g.gen[id]; q.received && q.status == request.Pending && (q.generated > 0) == running {
+		for _, q := range g.orderBuf {
+			if q.received && q.status == request.Pending && (q.generated > 0) == running {
 				g.readyBuf, g.dpBuf = append(g.readyBuf, q), append(g.dpBuf, int(q.r.GenDP))
 			}
 		}
 	}
-	g.stepBuf = DecodeCap(g.dpBuf, g.cfg.MaxBatch, g.stepBuf)
+	g.stepBuf, g.capBuf = decodeCap(g.dpBuf, g.cfg.MaxBatch, g.stepBuf, g.capBuf)
 	for i, q := range g.readyBuf {
 		q.inStep = g.stepBuf[i]
 	}
 	ready := len(g.readyBuf)
 	g.seqBuf = g.seqBuf[:0]
-	for _, id := range g.order { // the batch in admission order, as before the cap
-		if q := g.gen[id]; q.received && q.status == request.Pending && q.inStep {
+	for _, q := range g.orderBuf { // the batch in admission order, as before the cap
+		if q.received && q.status == request.Pending && q.inStep {
 			g.seqBuf = append(g.seqBuf, Seq{Tokens: int(q.r.Tokens) + q.generated, DP: int(q.r.GenDP)})
 		}
 	}
@@ -291,9 +297,9 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 		start := g.now()
 		if g.g.ep != nil {
 			g.dispBuf = g.dispBuf[:0]
-			for _, id := range g.order {
-				if q := g.gen[id]; q.received && q.status == request.Pending && q.inStep {
-					g.dispBuf = append(g.dispBuf, dispatchSpan{ID: id, Pos: int(q.r.Tokens) + q.generated, N: 1, DP: int(q.r.GenDP)})
+			for _, q := range g.orderBuf {
+				if q.received && q.status == request.Pending && q.inStep {
+					g.dispBuf = append(g.dispBuf, dispatchSpan{ID: q.r.ID, Pos: int(q.r.Tokens) + q.generated, N: 1, DP: int(q.r.GenDP)})
 				}
 			}
 			if err := g.dispatch(ctx); err != nil {
@@ -311,9 +317,8 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	now := g.now()
 	keep := g.order[:0]
 	var finished []request.ID
-	for _, id := range g.order {
-		q := g.gen[id]
-		rr := g.recs[id]
+	for i, id := range g.order {
+		q, rr := g.orderBuf[i], g.recs[id]
 		switch {
 		case q.status != request.Pending:
 			rr.State, rr.Reason, rr.Done = q.status, q.reason, now

@@ -290,16 +290,37 @@ func ChunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBa
 // index (0: all). The rest wait, their KV held, for a later step. Its
 // inputs are agreed (the group's order and agreed receipts).
 func DecodeCap(dps []int, maxBatch int, in []bool) []bool {
+	in, _ = decodeCap(dps, maxBatch, in, nil)
+	return in
+}
+
+// decodeCap is DecodeCap counting in count (one entry a DP index, reused;
+// returned grown as needed).
+func decodeCap(dps []int, maxBatch int, in []bool, count []int) ([]bool, []int) {
 	in = in[:0]
-	count := map[int]int{}
+	if maxBatch <= 0 {
+		for range dps {
+			in = append(in, true)
+		}
+		return in, count
+	}
+	n := 0
 	for _, d := range dps {
-		ok := maxBatch <= 0 || count[d] < maxBatch
+		n = max(n, d+1)
+	}
+	if cap(count) < n {
+		count = make([]int, n)
+	}
+	count = count[:n]
+	clear(count)
+	for _, d := range dps {
+		ok := count[d] < maxBatch
 		if ok {
 			count[d]++
 		}
 		in = append(in, ok)
 	}
-	return in
+	return in, count
 }
 
 // LocalFit is how many of needs, taken in order, fit in free blocks.
