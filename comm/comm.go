@@ -92,7 +92,14 @@ type Gathered struct {
 	Flat   []int64 // every rank's values, rank 0 first
 	offs   []int
 	shared bool // the buffers are another Gathered's (Share): read only
+	// agreed caches checked mode's verdict on the stamps of a shared
+	// result, for every member that shares it (nil: not shared).
+	agreed *stampVerdict
 }
+
+// stampVerdict is whether a shared gathered result's stamps agree, once
+// one member has looked.
+type stampVerdict struct{ known, agree bool }
 
 // Of returns rank r's contribution (a view into Flat).
 func (g *Gathered) Of(r int) []int64 {
@@ -105,14 +112,17 @@ func (g *Gathered) Of(r int) []int64 {
 // own again; until then its Counts and Flat are read only. Backends call
 // it.
 func (g *Gathered) Share(from *Gathered) {
-	g.Counts, g.Flat, g.offs, g.shared = from.Counts, from.Flat, from.offs, true
+	if from.agreed == nil {
+		from.agreed = &stampVerdict{}
+	}
+	g.Counts, g.Flat, g.offs, g.shared, g.agreed = from.Counts, from.Flat, from.offs, true, from.agreed
 }
 
 // unshare drops buffers g shares with another Gathered before g is
 // written.
 func (g *Gathered) unshare() {
 	if g.shared {
-		g.Counts, g.Flat, g.offs, g.shared = nil, nil, nil, false
+		g.Counts, g.Flat, g.offs, g.shared, g.agreed = nil, nil, nil, false, nil
 	}
 }
 

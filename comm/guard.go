@@ -319,7 +319,7 @@ func (r *Recorder) guardsOf(id uint64) guardSet {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s := &r.ring[id%uint64(len(r.ring))]; s.gen == id {
+	if s := &r.ring[id%uint64(len(r.ring))]; s.gen == id && s.guards != nil {
 		return *s.guards
 	}
 	return guardSet{}

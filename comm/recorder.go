@@ -109,12 +109,14 @@ type slot struct {
 	done   bool
 	err    string
 	gen    uint64
-	guards *guardSet // recorded before a collective began (swapped in, not copied)
+	guards *guardSet // recorded before a collective began (swapped in, not copied; nil: none yet)
 }
 
 // Recorder is a rank's flight recorder: a ring of its last operations across
-// all of its communicators. Recording does not allocate; call sites are
-// resolved only when a snapshot is taken. Safe for concurrent use.
+// all of its communicators. Recording does not allocate once each slot of
+// the ring has held an operation with guards (its guard set is recycled
+// from then on); call sites are resolved only when a snapshot is taken.
+// Safe for concurrent use.
 type Recorder struct {
 	mu   sync.Mutex
 	clk  clock.Clock
@@ -139,12 +141,10 @@ func NewRecorderOn(depth int, clk clock.Clock) *Recorder {
 		depth = DefaultRecorderDepth
 	}
 	c := clock.Or(clk)
-	r := &Recorder{ring: make([]slot, depth), clk: c, base: c.Now(), pending: &guardSet{}}
-	sets := make([]guardSet, depth)
-	for i := range r.ring {
-		r.ring[i].guards = &sets[i]
-	}
-	return r
+	// A slot's guard set comes the first time an operation with guards
+	// takes it (a rank of 4096 in a simulated world keeps only what it
+	// records).
+	return &Recorder{ring: make([]slot, depth), clk: c, base: c.Now(), pending: &guardSet{}}
 }
 
 // Begin records the start of an operation and returns a handle for End.
@@ -174,7 +174,15 @@ func (r *Recorder) BeginAt(group string, seq uint64, kind Kind, path *Path) uint
 	sl.group, sl.seq, sl.kind, sl.path, sl.peer, sl.tag, sl.start, sl.end, sl.done, sl.err, sl.gen = group, seq, kind, *path, -1, 0, now, 0, false, "", id
 	// The pending set becomes the record's; the record's old set, free
 	// now that its operation left the ring, collects the next guards.
-	sl.guards, r.pending = r.pending, sl.guards
+	if r.pending.n > 0 {
+		old := sl.guards
+		if old == nil {
+			old = new(guardSet)
+		}
+		sl.guards, r.pending = r.pending, old
+	} else if sl.guards != nil {
+		sl.guards.n = 0
+	}
 	r.pending.n, r.published.n = 0, 0
 	r.mu.Unlock()
 	return id
@@ -197,7 +205,9 @@ func (r *Recorder) BeginP2PAt(group string, kind Kind, peer, tag int, path *Path
 	r.next++
 	sl := &r.ring[id%uint64(len(r.ring))]
 	sl.group, sl.seq, sl.kind, sl.path, sl.peer, sl.tag, sl.start, sl.end, sl.done, sl.err, sl.gen = group, 0, kind, *path, peer, tag, now, 0, false, "", id
-	sl.guards.n = 0 // a point-to-point operation keeps no guards
+	if sl.guards != nil {
+		sl.guards.n = 0 // a point-to-point operation keeps no guards
+	}
 	// A point-to-point wait may be where the rank stays: what it recorded
 	// since its last collective becomes visible to a stall inspector.
 	r.pending.copyTo(&r.published)
@@ -238,7 +248,11 @@ func (r *Recorder) Snapshot() []OpRecord {
 	for i := r.next - n; i < r.next; i++ {
 		sl := r.ring[i%uint64(len(r.ring))]
 		slots = append(slots, sl)
-		guards = append(guards, *sl.guards)
+		var g guardSet
+		if sl.guards != nil {
+			g = *sl.guards
+		}
+		guards = append(guards, g)
 	}
 	r.mu.Unlock()
 	out := make([]OpRecord, len(slots))

@@ -294,29 +294,22 @@ func DecodeCap(dps []int, maxBatch int, in []bool) []bool {
 	return in
 }
 
-// decodeCap is DecodeCap counting in count (one entry a DP index, reused;
-// returned grown as needed).
+// decodeCap is DecodeCap counting in count (reused; returned grown as
+// needed): the DP indices seen, each followed by its count.
 func decodeCap(dps []int, maxBatch int, in []bool, count []int) ([]bool, []int) {
 	in = in[:0]
-	if maxBatch <= 0 {
-		for range dps {
-			in = append(in, true)
+	count = count[:0]
+	for _, d := range dps {
+		i := 0
+		for i < len(count) && count[i] != d {
+			i += 2
 		}
-		return in, count
-	}
-	n := 0
-	for _, d := range dps {
-		n = max(n, d+1)
-	}
-	if cap(count) < n {
-		count = make([]int, n)
-	}
-	count = count[:n]
-	clear(count)
-	for _, d := range dps {
-		ok := count[d] < maxBatch
+		if i == len(count) {
+			count = append(count, d, 0)
+		}
+		ok := maxBatch <= 0 || count[i+1] < maxBatch
 		if ok {
-			count[d]++
+			count[i+1]++
 		}
 		in = append(in, ok)
 	}

@@ -308,7 +308,7 @@ var catalogue = []mutant{
 		why: "a CTX prefill runs its batch one request at a time: the batch costs the sum of single-request prefills", pkgs: []string{"./cmd/rankrun"}},
 	// Guard values and failure dumps (issue 29).
 	{name: "guards-not-kept-with-collective", file: "comm/recorder.go",
-		old: "\tsl.guards, r.pending = r.pending, sl.guards\n", new: "\tsl.guards.n = 0\n",
+		old: "\t\tsl.guards, r.pending = r.pending, old\n", new: "\t\t_ = old\n",
 		why: "a desync names where each side's path parted but not the rank-local value that sent it there", pkgs: []string{"./comm/local", "./tests/multirank"}},
 	{name: "guards-not-cleared", file: "comm/recorder.go",
 		old: "\tr.pending.n, r.published.n = 0, 0\n", new: "\tr.published.n = 0\n",
@@ -491,7 +491,7 @@ var catalogue = []mutant{
 		old: "\tg.stepBuf, g.capBuf = decodeCap(g.dpBuf, g.cfg.MaxBatch, g.stepBuf, g.capBuf)\n", new: "\tg.stepBuf, g.capBuf = decodeCap(g.dpBuf, 0, g.stepBuf, g.capBuf)\n",
 		why: "a GEN step decodes every ready request whatever --max-batch says", pkgs: []string{"./executor"}},
 	{name: "decode-cap-group-wide", file: "executor/policy.go",
-		old: "\tfor _, d := range dps {\n\t\tok := count[d] < maxBatch\n", new: "\tfor range dps {\n\t\td := 0\n\t\tok := count[d] < maxBatch\n",
+		old: "\tfor _, d := range dps {\n\t\ti := 0\n", new: "\tfor range dps {\n\t\td, i := 0, 0\n",
 		why: "under attention-DP max_batch caps the whole GEN group, not each DP index: half the decode capacity of two indices", pkgs: []string{"./executor"}},
 	{name: "schedule-cap-group-wide", file: "executor/policy.go",
 		old: "\t\td := dps[i]\n\t\tif maxBatch > 0 && count[d] >= maxBatch || maxTokens", new: "\t\td := 0 * dps[i]\n\t\tif maxBatch > 0 && count[d] >= maxBatch || maxTokens",
