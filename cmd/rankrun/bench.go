@@ -106,6 +106,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	cpN := fs.Int("cp-requests", 3000, "requests of each control-plane throughput run (>= 1)")
 	perfPath := fs.String("perf", perfFile, "the committed perf-regression figures: each case is run and shown beside them ('' : not)")
 	seed001 := fs.Bool("seed001", true, "with seed 000's table, seed 001's stall in virtual time (its job: ~100 s and 6 GB)")
+	simReps := fs.Int("simspeed-reps", 3, "runs of each simulation-speed figure, the best kept (0: none)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -116,6 +117,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if n.v < 1 {
 			return usagef("--%s %d: must be at least 1", n.flag, n.v)
 		}
+	}
+	if *simReps < 0 {
+		return usagef("--simspeed-reps %d: must be at least 0", *simReps)
 	}
 	// The outputs are written after minutes of measuring: a path that
 	// cannot be written is refused now (it was found after the work).
@@ -160,6 +164,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		perfRows(*perfPath, add, missing)
 	}
 	seedRows(*seed001, add, missing)
+	if *simReps > 0 {
+		simSpeedRows(*simReps, add, missing)
+	}
 	printBenchTable(stdout, out)
 	if *jsonPath != "" {
 		b, err := json.MarshalIndent(out, "", "  ")
