@@ -67,11 +67,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	var parts [][]byte
 	if lend {
 		msg = t.bufs.get(HeaderSize)
-		runs := 0
-		if run > 0 {
-			runs = payload / run
-		}
-		parts = append(t.bufs.getParts(1+runs), msg)
+		parts = append(t.bufs.getParts(1+t.partsOf(fs.f, fs.f.BlockCount(totalBlocks))), msg)
 	} else {
 		msg = t.bufs.get(HeaderSize + payload)
 	}
@@ -209,7 +205,6 @@ func (t *Transceiver) corruptOffset(f topology.Fragment, nb, payload int, c Corr
 // postReceive posts the receive of fragment fs: a loan where the backend
 // lends bytes, else a buffer for the whole message.
 func (t *Transceiver) postReceive(s *session, fs *fragState) error {
-	run := t.shard.RunBytes(fs.f.HeadLo, fs.f.HeadHi)
 	if t.lender != nil {
 		l, err := t.lender.IrecvLoan(fs.peer, fs.dataTag)
 		if err != nil {
@@ -222,7 +217,8 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 		// Straight into the destination blocks; checked there once the
 		// message is in (acceptFragment, in place).
 		fs.msg = t.bufs.get(HeaderSize)
-		parts, err := t.appendRuns(append(t.bufs.getParts(1+fs.payload/max(run, 1)), fs.msg), s, fs.f, "gen")
+		nb := fs.f.BlockCount(t.cfg.Model.Blocks(s.req.Tokens))
+		parts, err := t.appendRuns(append(t.bufs.getParts(1+t.partsOf(fs.f, nb)), fs.msg), s, fs.f, "gen")
 		var q comm.Request
 		if err == nil {
 			q, err = t.vector.IrecvParts(parts, fs.peer, fs.dataTag)
@@ -289,6 +285,16 @@ func (t *Transceiver) appendRuns(parts [][]byte, s *session, f topology.Fragment
 		}
 	}
 	return parts, nil
+}
+
+// partsOf is how many parts appendRuns makes, at most, of fragment f's nb
+// blocks: one a block where the fragment holds every head of the shard,
+// one a (block, layer, K/V) otherwise.
+func (t *Transceiver) partsOf(f topology.Fragment, nb int) int {
+	if f.HeadLo == t.shard.HeadLo && f.HeadHi == t.shard.HeadHi {
+		return nb
+	}
+	return nb * 2 * (f.LayerHi - f.LayerLo)
 }
 
 func partsLen(parts [][]byte) int {
