@@ -36,20 +36,26 @@ func (r Routing) Table() *RouteTable {
 		return t.(*RouteTable)
 	}
 	t := &RouteTable{topK: r.TopK, experts: make([]uint16, TableSize*r.TopK)}
+	r.fillTable(t.experts, 0, TableSize)
+	got, _ := tables.LoadOrStore(r, t)
+	return got.(*RouteTable)
+}
+
+// fillTable routes keys [lo, hi) into experts (TopK a key).
+func (r Routing) fillTable(experts []uint16, lo, hi int) {
 	const chunk = 256
 	keys := make([]uint64, chunk)
 	picked, scratch := make([]int, chunk*r.TopK), make([]uint64, r.PickEachScratchLen())
-	for k0 := 0; k0 < TableSize; k0 += chunk {
-		for j := range keys {
+	for k0 := lo; k0 < hi; k0 += chunk {
+		m := min(chunk, hi-k0)
+		for j := range m {
 			keys[j] = uint64(k0 + j)
 		}
-		r.PickEach(keys, picked, scratch)
-		for j, e := range picked {
-			t.experts[k0*r.TopK+j] = uint16(e)
+		r.PickEach(keys[:m], picked[:m*r.TopK], scratch)
+		for j, e := range picked[:m*r.TopK] {
+			experts[k0*r.TopK+j] = uint16(e)
 		}
 	}
-	got, _ := tables.LoadOrStore(r, t)
-	return got.(*RouteTable)
 }
 
 // Experts returns the experts of the token with routing key key (the

@@ -293,15 +293,24 @@ func (r Routing) Parts(parts int) float64 {
 	size := r.Experts / r.Groups
 	step := 2*r.Experts + r.Groups*r.GroupsPerToken + r.GroupsPerToken*size // one Pick
 	n := max(256, min(partSample, partWork/step))
-	experts, scratch := make([]int, r.TopK), make([]uint64, r.ScratchLen())
+	const chunk = 256
+	keys := make([]uint64, chunk)
+	experts, scratch := make([]int, chunk*r.TopK), make([]uint64, r.PickEachScratchLen())
 	seen := make([]int, parts) // seen[p] == key+1: the token reached p
 	var sum int
-	for key := range n {
-		r.Pick(uint64(key), experts, scratch)
-		for _, e := range experts {
-			if p := e / per; seen[p] != key+1 {
-				seen[p] = key + 1
-				sum++
+	for k0 := 0; k0 < n; k0 += chunk {
+		m := min(chunk, n-k0)
+		for j := range m {
+			keys[j] = uint64(k0 + j)
+		}
+		r.PickEach(keys[:m], experts[:m*r.TopK], scratch)
+		for j := range m {
+			key := k0 + j
+			for _, e := range experts[j*r.TopK : (j+1)*r.TopK] {
+				if p := e / per; seen[p] != key+1 {
+					seen[p] = key + 1
+					sum++
+				}
 			}
 		}
 	}
