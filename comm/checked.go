@@ -140,6 +140,7 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 		return id, tctx, cancel, nil
 	}
 	c.send = append(append(c.send[:0], s[:]...), payload...)
+	c.gather.readOnly = true // read here and copied out: a backend may share it
 	if err := c.raw.AllgatherInt64s(tctx, c.send, &c.gather); err != nil {
 		return id, tctx, cancel, c.fail(ctx, tctx, id, c.entry(kind, shape), err)
 	}

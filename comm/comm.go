@@ -92,6 +92,9 @@ type Gathered struct {
 	Flat   []int64 // every rank's values, rank 0 first
 	offs   []int
 	shared bool // the buffers are another Gathered's (Share): read only
+	// readOnly: the caller only reads the result (checked mode's stamp
+	// exchange), so a backend may share one among its ranks (Shareable).
+	readOnly bool
 	// agreed caches checked mode's verdict on the stamps of a shared
 	// result, for every member that shares it (nil: not shared).
 	agreed *stampVerdict
@@ -106,11 +109,16 @@ func (g *Gathered) Of(r int) []int64 {
 	return g.Flat[g.offs[r] : g.offs[r]+g.Counts[r]]
 }
 
-// Share makes g a view of from's result: a backend whose ranks share one
-// process may hand every rank of a large group the one result instead of
-// a copy each (the simulator does). g's next Reset gives it buffers of its
-// own again; until then its Counts and Flat are read only. Backends call
-// it.
+// Shareable reports whether g's owner only reads what it gathers, so that
+// a backend whose ranks share one process may hand it a result shared with
+// the other ranks (Share) instead of a copy. Only this package's checked
+// mode marks its own: a caller's Gathered always gets a copy of its own.
+func (g *Gathered) Shareable() bool { return g.readOnly }
+
+// Share makes g a view of from's result, for a g that is Shareable: a
+// backend whose ranks share one process may hand every rank of a large
+// group the one result instead of a copy each (the simulator does). g's
+// next Reset gives it buffers of its own again. Backends call it.
 func (g *Gathered) Share(from *Gathered) {
 	if from.agreed == nil {
 		from.agreed = &stampVerdict{}

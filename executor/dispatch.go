@@ -95,7 +95,7 @@ func (f cpFilter) holds(pos int) bool { return f.cp <= 1 || (pos/f.tpb)%f.cp == 
 // sampledSpans adds to counts the dispatch counts of the tokens of spans
 // that f picks, as SampledRouteCounts does for them one by one. A routing
 // that is not grouped routes exactly: Pick draws its experts as cheaply
-// as a table.
+// as a table (and so does one of more experts than a table holds).
 func (b *routeBufs) sampledSpans(r Routing, spans []dispatchSpan, f cpFilter, counts []int64) error {
 	parts := len(counts)
 	if err := r.Validate(parts); err != nil {
@@ -108,7 +108,7 @@ func (b *routeBufs) sampledSpans(r Routing, spans []dispatchSpan, f cpFilter, co
 	touched := b.touched[:parts]
 	clear(touched)
 	var table *topology.RouteTable
-	if r.Grouped() {
+	if r.Grouped() && r.Experts <= topology.MaxTableExperts {
 		table = r.Table()
 	} else if cap(b.picked) < r.TopK {
 		b.picked = make([]int, r.TopK)

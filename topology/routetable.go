@@ -28,12 +28,19 @@ const tableBits = 15
 // keys: tens of milliseconds for DeepSeek-R1's routing).
 var tables sync.Map // Routing -> *RouteTable
 
+// MaxTableExperts is the most experts a RouteTable holds (they are kept
+// as 16-bit numbers).
+const MaxTableExperts = 1 << 16
+
 // Table returns r's route table. r must be valid (Validate with 1 part)
-// and have at most 65536 experts. A routing that is not Grouped needs none:
+// and have at most MaxTableExperts experts (it panics otherwise). A routing that is not Grouped needs none:
 // Pick draws its experts directly, as cheaply as a table would.
 func (r Routing) Table() *RouteTable {
 	if t, ok := tables.Load(r); ok {
 		return t.(*RouteTable)
+	}
+	if r.Experts > MaxTableExperts {
+		panic("topology: a route table of more than 65536 experts")
 	}
 	t := &RouteTable{topK: r.TopK, experts: make([]uint16, TableSize*r.TopK)}
 	r.fillTable(t.experts, 0, TableSize)

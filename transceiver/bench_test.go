@@ -676,7 +676,7 @@ func BenchmarkTransferParts(b *testing.B) {
 						for kv := topology.K; kv <= topology.V; kv++ {
 							src := ctxBlocks[j][ctxShard.Offset(layer, kv, s.HeadLo, 0):][:run]
 							off := s.Offset(layer, kv, s.HeadLo, 0)
-							if _, _, ok := transceiver.CopyCheckRun(blk[off:off+run], src, hb, 1, layer, kv, s.HeadLo, s.HeadHi, tpb, j*tpb); !ok {
+							if _, _, ok := transceiver.CopyCheckRun(blk[off:off+run], src, hb, 1, layer, kv, s.HeadLo, s.HeadHi, tpb, j*tpb, false); !ok {
 								b.Fatalf("gen rank %d block %d does not check", g, j)
 							}
 						}

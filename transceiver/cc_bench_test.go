@@ -22,7 +22,7 @@ func benchCopyCheck(b *testing.B, hb, heads, tpb int) {
 	}
 	b.SetBytes(int64(n))
 	for b.Loop() {
-		if _, _, ok := copyCheckRun(dst, src, hb, 1, 0, topology.K, 0, heads, tpb, 0); !ok {
+		if _, _, ok := copyCheckRun(dst, src, hb, 1, 0, topology.K, 0, heads, tpb, 0, false); !ok {
 			b.Fatal("bad")
 		}
 	}

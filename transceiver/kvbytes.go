@@ -362,7 +362,7 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 		d = newDigest(s.req.ID, f)
 	}
 	inPlace := t.vector != nil // the payload went straight into the blocks
-	if t.cfg.Verify == VerifyFull && t.cfg.Model.HeadBytes() < 8 {
+	if t.cfg.Verify == VerifyFull && sampledGrid(t.cfg.Model) {
 		err = t.acceptSampled(s, f, &in, inPlace)
 	} else {
 		err = t.acceptRuns(s, f, &in, inPlace, &d)
@@ -381,7 +381,8 @@ func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, 
 }
 
 // acceptRuns copies (unless inPlace) and checks fragment f's runs one at
-// a time, as Config.Verify asks, adding them to d for VerifyChecksum.
+// a time, as Config.Verify asks, adding them to d for VerifyChecksum (a
+// sampled cache that holds the lane grid goes to acceptSampled).
 func (t *Transceiver) acceptRuns(s *session, f topology.Fragment, in *partReader, inPlace bool, d *digest) error {
 	run := t.shard.RunBytes(f.HeadLo, f.HeadHi)
 	hbytes, tpb := t.cfg.Model.HeadBytes(), t.cfg.Model.TokensPerBlock
@@ -397,9 +398,9 @@ func (t *Transceiver) acceptRuns(s *session, f topology.Fragment, in *partReader
 			var head, tok int
 			var ok bool
 			if inPlace {
-				head, tok, ok = checkRun(dst, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb)
+				head, tok, ok = checkRun(dst, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb, false)
 			} else {
-				head, tok, ok = copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb)
+				head, tok, ok = copyCheckRun(dst, src, hbytes, uint64(s.req.ID), layer, kv, f.HeadLo, f.HeadHi, tpb, b*tpb, false)
 			}
 			if !ok {
 				return fmt.Errorf("request %d block %d from ctx rank %d: layer %d %v head %d token %d of the block (request token %d) does not hold the expected bytes",

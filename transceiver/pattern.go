@@ -19,18 +19,28 @@ import (
 // ... from a seed mixed from all five (patternSeed). A head shorter than a
 // word is a sampled KV cache (--kv-sample: one element of each head by
 // default in simulation), whose bytes exist to prove where each (request,
-// block, layer, K/V, head, token) lands; it holds the low HeadBytes bytes
-// of an arithmetic sequence over its block (shortLane):
+// block, layer, K/V, head, token) lands. Where its lanes are 2 bytes or
+// more and a block's KVHeads*TokensPerBlock lanes of one (layer, K/V) fit
+// in a lane's values (sampledGrid: bf16's 2 bytes hold 65536), it holds
+// the low HeadBytes bytes of an arithmetic sequence over its block
+// (shortLane):
 //
 //	mix(request, block) + (2*layer + kv)*shortRunStep + (head*tpb + token%tpb)*shortStep
 //
 // so the (head, token) lanes of one (layer, K/V) of a block run up by
 // shortStep and each (layer, K/V) starts shortRunStep further: a lane
 // grid (wordseq.Grid), filled and checked a word of lanes at a time with
-// no per-lane work but an add. Both steps are odd, so a value read one to
-// 2^15 lanes or (layer, K/V) runs away from where it belongs differs from
-// the one expected there in its low 16 bits, and another block's or
-// request's bytes differ in the mixed start.
+// no per-lane work but an add. Both steps are odd, so a value read from
+// another lane of the same (layer, K/V) (another head or token) or from
+// the same lane of another of fewer than 2^(8*HeadBytes) (layer, K/V)
+// runs differs from the one expected there; a value from another block or
+// request differs in the mixed start (one chance in 2^(8*HeadBytes) a
+// block that it does not); and shortRunStep is chosen so that a read off
+// by both a run and a lane aliases only far away (off by at most 16 runs:
+// 3843 lanes or more; at most 256: 205 or more, for 2-byte lanes). Other
+// short heads (1-byte lanes; more lanes than their values) hold the low
+// HeadBytes bytes of patternSeed, a mixed value a segment, checked a
+// segment at a time.
 func patternSeed(req uint64, layer int, kv topology.KV, head, token int) uint64 {
 	return patternMix(patternBase(req, layer, kv, head) ^ uint64(token))
 }
@@ -121,7 +131,7 @@ func checkSegment(seg []byte, seed uint64) bool {
 // compute model: it makes every byte a CTX rank will send checkable.
 func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 	m := s.Model
-	if hb := m.HeadBytes(); hb < 8 {
+	if hb := m.HeadBytes(); sampledGrid(m) {
 		// The block's (layer, K/V) runs lie back to back: one grid.
 		tpb := m.TokensPerBlock
 		g := shortGrid(hb, req, s.LayerLo, topology.K, s.HeadLo, s.HeadHi, tpb, blockIdx*tpb, 2*s.Layers())
@@ -132,7 +142,7 @@ func FillBlock(block []byte, s topology.Shard, req uint64, blockIdx int) {
 	for layer := s.LayerLo; layer < s.LayerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
 			off := s.Offset(layer, kv, s.HeadLo, 0)
-			runPattern(opFill, block[off:off+run], nil, m.HeadBytes(), req, layer, kv, s.HeadLo, s.HeadHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock)
+			runPattern(opFill, block[off:off+run], nil, m.HeadBytes(), req, layer, kv, s.HeadLo, s.HeadHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock, false)
 		}
 	}
 }
@@ -148,7 +158,7 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 		panic(fmt.Sprintf("transceiver: VerifyBlock of heads [%d,%d) outside shard heads [%d,%d)", headLo, headHi, s.HeadLo, s.HeadHi))
 	}
 	m := s.Model
-	if hb := m.HeadBytes(); hb < 8 && layerLo < layerHi {
+	if hb := m.HeadBytes(); sampledGrid(m) && layerLo < layerHi {
 		tpb := m.TokensPerBlock
 		g := shortGrid(hb, req, layerLo, topology.K, headLo, headHi, tpb, blockIdx*tpb, 2*(layerHi-layerLo))
 		off := s.Offset(layerLo, topology.K, headLo, 0)
@@ -162,7 +172,7 @@ func VerifyBlock(block []byte, s topology.Shard, req uint64, blockIdx, layerLo, 
 	for layer := layerLo; layer < layerHi; layer++ {
 		for kv := topology.K; kv <= topology.V; kv++ {
 			off := s.Offset(layer, kv, headLo, 0)
-			if head, t, ok := checkRun(block[off:off+run], m.HeadBytes(), req, layer, kv, headLo, headHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock); !ok {
+			if head, t, ok := checkRun(block[off:off+run], m.HeadBytes(), req, layer, kv, headLo, headHi, m.TokensPerBlock, blockIdx*m.TokensPerBlock, false); !ok {
 				return layer, kv, head, t, false
 			}
 		}
@@ -189,14 +199,14 @@ func (t *Transceiver) Prefill(id request.ID) {
 // that every segment holds its pattern. On a mismatch it returns that
 // head and token (within the block) with ok false, and dst may hold only
 // part of src.
-func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	return runPattern(opCopyCheck, dst[:len(src)], src, hb, req, layer, kv, headLo, headHi, tpb, token0)
+func copyCheckRun(dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int, grid bool) (head, tok int, ok bool) {
+	return runPattern(opCopyCheck, dst[:len(src)], src, hb, req, layer, kv, headLo, headHi, tpb, token0, grid)
 }
 
 // checkRun is copyCheckRun's check without the copy: the run is already
 // where it belongs (received straight into the blocks).
-func checkRun(run []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	return runPattern(opCheck, run, nil, hb, req, layer, kv, headLo, headHi, tpb, token0)
+func checkRun(run []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int, grid bool) (head, tok int, ok bool) {
+	return runPattern(opCheck, run, nil, hb, req, layer, kv, headLo, headHi, tpb, token0, grid)
 }
 
 // patternOp is what runPattern does to a run.
@@ -214,12 +224,12 @@ const seedBatch = 64
 
 // runPattern does op to a run a head at a time: the seeds of up to
 // seedBatch tokens, then one wordseq call over their segments (vectorised
-// where the machine can). Segments shorter than a word go to
-// runPatternShort (on a little-endian machine); others that are not whole
-// words, or a run not word-aligned, go a segment at a time. A failed
+// where the machine can). Segments shorter than a word that hold the lane
+// grid (grid: sampledGrid of the model) go to runPatternShort; others that
+// are not whole words, or a run not word-aligned, go a segment at a time. A failed
 // check is located by checking the batch's segments one by one.
-func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int) (head, tok int, ok bool) {
-	if hb > 0 && hb < 8 {
+func runPattern(op patternOp, dst, src []byte, hb int, req uint64, layer int, kv topology.KV, headLo, headHi, tpb, token0 int, grid bool) (head, tok int, ok bool) {
+	if grid && hb > 0 && hb < 8 {
 		return runPatternShort(op, dst, src, hb, req, layer, kv, headLo, headHi, tpb, token0)
 	}
 	dw, sw := words(dst), words(src)
@@ -283,8 +293,16 @@ func runPatternSegments(op patternOp, dst, src []byte, hb int, req uint64, layer
 // Steps of the sampled pattern (odd: see Pattern).
 const (
 	shortStep    = 0x9E3779B97F4A7C15
-	shortRunStep = 0xC2B2AE3D27D4EB4F
+	shortRunStep = 0xC2B2AE3D27D450C1
 )
+
+// sampledGrid reports whether m's heads hold the lane grid (Pattern):
+// lanes of 2 to 7 bytes, and a (layer, K/V)'s KVHeads*TokensPerBlock
+// lanes of a block no more than a lane's values.
+func sampledGrid(m topology.Model) bool {
+	hb := m.HeadBytes()
+	return hb >= 2 && hb < 8 && m.KVHeads*m.TokensPerBlock <= 1<<(8*hb)
+}
 
 // shortGrid is the lane grid of the sampled pattern for heads [headLo,
 // headHi) of runs (layer, K/V) runs from (layer, kv) on, of request req's

@@ -1,7 +1,9 @@
 package transceiver
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,8 +49,8 @@ func TestPatternFastPathMatchesBytePath(t *testing.T) {
 // first token is token0, by its definition (Pattern): words from a mixed
 // seed for a head of a word or more, a lane of the sampled grid for one
 // shorter.
-func fillRef(seg []byte, req uint64, layer int, kv topology.KV, head, tpb, token0, t int) {
-	if len(seg) >= 8 {
+func fillRef(seg []byte, req uint64, layer int, kv topology.KV, head, tpb, token0, t int, grid bool) {
+	if len(seg) >= 8 || !grid {
 		fillSegment(seg, patternSeed(req, layer, kv, head, token0+t))
 		return
 	}
@@ -66,13 +68,22 @@ func fillRef(seg []byte, req uint64, layer int, kv topology.KV, head, tpb, token
 // segments shorter than a word (runPatternShort).
 func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 	const req, layer, headLo, headHi, token0 = 7, 3, 2, 5, 8
-	for _, tc := range []struct {
+	type shape struct {
 		name   string
 		hb     int
 		offset int
 		tpb    int
-	}{{"words", 40, 0, 4}, {"vectors", 256, 0, 4}, {"batches", 64, 0, seedBatch + 6}, {"unaligned", 40, 3, 4}, {"odd-segment", 13, 0, 4},
-		{"short", 2, 0, 4}, {"short-unaligned", 2, 3, 4}, {"short-chunks", 2, 0, 300}, {"short-odd", 3, 0, 200}, {"short-1", 1, 0, 600}, {"short-7", 7, 1, 100}} {
+		grid   bool
+	}
+	shapes := []shape{{"words", 40, 0, 4, false}, {"vectors", 256, 0, 4, false}, {"batches", 64, 0, seedBatch + 6, false}, {"unaligned", 40, 3, 4, false}, {"odd-segment", 13, 0, 4, false}}
+	for _, sh := range []shape{{"short", 2, 0, 4, false}, {"short-unaligned", 2, 3, 4, false}, {"short-chunks", 2, 0, 300, false}, {"short-odd", 3, 0, 200, false}, {"short-1", 1, 0, 600, false}, {"short-7", 7, 1, 100, false}} {
+		// A short head holds the lane grid or, where it does not fit
+		// one, a mixed value a segment (sampledGrid).
+		shapes = append(shapes, sh)
+		sh.name, sh.grid = sh.name+"-grid", true
+		shapes = append(shapes, sh)
+	}
+	for _, tc := range shapes {
 		t.Run(tc.name, func(t *testing.T) {
 			tpb := tc.tpb
 			n := (headHi - headLo) * tpb * tc.hb
@@ -81,27 +92,27 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 			for h := headLo; h < headHi; h++ {
 				for tok := range tpb {
 					at := ((h-headLo)*tpb + tok) * tc.hb
-					fillRef(src[at:at+tc.hb], req, layer, topology.V, h, tpb, token0, tok)
+					fillRef(src[at:at+tc.hb], req, layer, topology.V, h, tpb, token0, tok, tc.grid)
 				}
 			}
 			filled := make([]byte, n+8)[tc.offset : tc.offset+n]
-			if runPattern(opFill, filled, nil, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); string(filled) != string(src) {
+			if runPattern(opFill, filled, nil, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0, tc.grid); string(filled) != string(src) {
 				t.Fatal("the run's fill differs from its segments filled one by one")
 			}
 			dst := make([]byte, n)
-			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); !ok {
+			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0, tc.grid); !ok {
 				t.Fatal("a run holding the pattern does not check")
 			}
 			if string(dst) != string(src) {
 				t.Fatal("the run was not copied")
 			}
-			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0); !ok {
+			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0, tc.grid); !ok {
 				t.Fatal("a run holding the pattern does not check in place")
 			}
 			for i := range n {
 				src[i] ^= 0x01
-				head, tok, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0)
-				ihead, itok, iok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0)
+				head, tok, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0, tc.grid)
+				ihead, itok, iok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0, tc.grid)
 				copied := dst[i] == src[i]
 				src[i] ^= 0x01
 				seg := i / tc.hb
@@ -115,10 +126,10 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 				}
 			}
 			// The right bytes under the wrong coordinates do not check.
-			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.K, headLo, headHi, tpb, token0); ok {
+			if _, _, ok := copyCheckRun(dst, src, tc.hb, req, layer, topology.K, headLo, headHi, tpb, token0, tc.grid); ok {
 				t.Fatal("V bytes checked as K")
 			}
-			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0+1); ok {
+			if _, _, ok := checkRun(src, tc.hb, req, layer, topology.V, headLo, headHi, tpb, token0+1, tc.grid); ok {
 				t.Fatal("token 8's bytes checked as token 9's")
 			}
 		})
@@ -130,6 +141,12 @@ func TestCopyCheckRunCatchesEveryByte(t *testing.T) {
 // last word is left holding each of 0-7 bytes, fill as the segments
 // filled one by one do, check, and name the segment of any flipped byte.
 func TestShortSegmentsEveryLastWord(t *testing.T) {
+	for _, grid := range []bool{true, false} {
+		t.Run(fmt.Sprintf("grid=%v", grid), func(t *testing.T) { testShortSegments(t, grid) })
+	}
+}
+
+func testShortSegments(t *testing.T, grid bool) {
 	const req, layer, headLo, headHi, token0 = 5, 1, 1, 3, 30
 	for hb := 1; hb < 8; hb++ {
 		for tpb := 1; tpb <= 17; tpb++ {
@@ -138,21 +155,21 @@ func TestShortSegmentsEveryLastWord(t *testing.T) {
 			for h := headLo; h < headHi; h++ {
 				for tok := range tpb {
 					at := ((h-headLo)*tpb + tok) * hb
-					fillRef(want[at:at+hb], req, layer, topology.K, h, tpb, token0, tok)
+					fillRef(want[at:at+hb], req, layer, topology.K, h, tpb, token0, tok, grid)
 				}
 			}
 			got := make([]byte, n+1)[1:] // unaligned
-			runPattern(opFill, got, nil, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+			runPattern(opFill, got, nil, hb, req, layer, topology.K, headLo, headHi, tpb, token0, grid)
 			require.Equal(t, want, got, "hb %d tpb %d: fill", hb, tpb)
 			for i := range n {
 				got[i] ^= 0x80
-				head, tok, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+				head, tok, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0, grid)
 				got[i] ^= 0x80
 				seg := i / hb
 				require.False(t, ok, "hb %d tpb %d: byte %d flipped checks", hb, tpb, i)
 				require.Equal(t, [2]int{headLo + seg/tpb, seg % tpb}, [2]int{head, tok}, "hb %d tpb %d: byte %d", hb, tpb, i)
 			}
-			_, _, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0)
+			_, _, ok := checkRun(got, hb, req, layer, topology.K, headLo, headHi, tpb, token0, grid)
 			require.True(t, ok, "hb %d tpb %d: check", hb, tpb)
 		}
 	}
@@ -219,5 +236,59 @@ func TestCorruptOffsetReachesBothEnds(t *testing.T) {
 				t.Errorf("%s -> %s %s: last at %d, want %d", tc.ctx, tc.gen, f, got, payload-1)
 			}
 		}
+	}
+}
+
+// Right bytes in the wrong place do not verify: a block holding another
+// head's, token's, layer's, K/V's, block's or request's pattern fails its
+// check, for sampled heads of 2 and 4 bytes (the lane grid), of 1 byte and
+// of 2 bytes in blocks too large for a lane (a mixed value a segment), and
+// whole heads. Each misplacement moves the bytes of one whole (layer, K/V)
+// run, or of one head or token in it.
+func TestMisplacedBytesDoNotVerify(t *testing.T) {
+	for _, m := range []topology.Model{
+		{Layers: 4, KVHeads: 8, HeadDim: 1, TokensPerBlock: 16, ElemBytes: 2},
+		{Layers: 4, KVHeads: 8, HeadDim: 2, TokensPerBlock: 64, ElemBytes: 2},
+		{Layers: 4, KVHeads: 8, HeadDim: 1, TokensPerBlock: 64, ElemBytes: 1},
+		{Layers: 3, KVHeads: 8, HeadDim: 1, TokensPerBlock: 16384, ElemBytes: 2},
+		{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2},
+	} {
+		t.Run(fmt.Sprintf("hb=%d/tpb=%d/grid=%v", m.HeadBytes(), m.TokensPerBlock, sampledGrid(m)), func(t *testing.T) {
+			s, err := topology.MustParseLayout("tp=1").Shard(m, 0)
+			require.NoError(t, err)
+			hb, tpb := m.HeadBytes(), m.TokensPerBlock
+			fill := func(req uint64, blk int) []byte {
+				b := make([]byte, s.BlockBytes())
+				FillBlock(b, s, req, blk)
+				return b
+			}
+			const req, blk = 11, 2
+			good := fill(req, blk)
+			verify := func(b []byte) bool {
+				_, _, _, _, ok := VerifyBlock(b, s, req, blk, 0, m.Layers, 0, m.KVHeads)
+				return ok
+			}
+			require.True(t, verify(good))
+			run := s.RunBytes(0, m.KVHeads)
+			headBytes := tpb * hb
+			cases := map[string][]byte{}
+			move := func(name string, from []byte, dstOff, srcOff, n int) {
+				b := bytes.Clone(good)
+				copy(b[dstOff:dstOff+n], from[srcOff:srcOff+n])
+				cases[name] = b
+			}
+			l1 := s.Offset(1, topology.K, 0, 0)
+			move("another block's run", fill(req, blk+1), l1, l1, run)
+			move("another request's run", fill(req+1, blk), l1, l1, run)
+			move("the next layer's run", good, l1, s.Offset(2, topology.K, 0, 0), run)
+			move("V's run as K's", good, l1, s.Offset(1, topology.V, 0, 0), run)
+			for _, dh := range []int{1, 2, 4, 7} {
+				move(fmt.Sprintf("head %d's tokens as head 0's", dh), good, l1, l1+dh*headBytes, headBytes)
+			}
+			move("a token's value a token early", good, l1, l1+hb, hb)
+			for name, b := range cases {
+				require.False(t, verify(b), "%s: verifies", name)
+			}
+		})
 	}
 }

@@ -36,9 +36,10 @@ type group struct {
 }
 
 // shareFrom is the group size from which an allgather hands every member
-// one copy of its result (comm.Gathered.Share) instead of a copy each: at
-// 4096 ranks a copy each is 4096 times the result, which checked mode's
-// stamp exchange pays on every world collective.
+// that only reads its result (checked mode's stamp exchange:
+// comm.Gathered.Shareable) one copy of it (Share) instead of a copy each:
+// at 4096 ranks a copy each is 4096 times the result, on every world
+// collective. A caller's own Gathered always gets a copy.
 const shareFrom = 64
 
 // gathered is the completed allgather's result, copied out of the round

@@ -94,7 +94,7 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	if err != nil {
 		return err
 	}
-	if len(g.members) >= shareFrom {
+	if len(g.members) >= shareFrom && out.Shareable() {
 		out.Share(g.gathered())
 		return nil
 	}

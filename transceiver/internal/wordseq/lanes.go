@@ -64,23 +64,28 @@ func CheckGrid(buf []byte, stride int, g Grid) int {
 	stride = g.need(len(buf), stride, "CheckGrid buf")
 	n := g.RunBytes()
 	s, ok := g.swar(buf, stride)
+	vecBad := g.Runs // the first run whose vector chunks fail (Runs: none)
 	if ok && s.nvec > 0 {
 		raceRuns(buf, stride, g.Runs, s.nvec*32, false)
 		if r := gridCheckAVX2(unsafe.SliceData(buf), stride, g.Runs, s.nvec, &s.first, &s.inc, &s.runInc, g.W); r >= 0 {
-			return r*g.N + g.firstBad(buf[r*stride:r*stride+n], g.Start+uint64(r)*g.RunStep)
-		}
-		if s.tail == 0 {
-			return -1
+			vecBad = r
 		}
 	}
 	base := g.Start
 	x0 := s.pack(base, g.Step)
 	for r := 0; r < g.Runs; r++ {
 		run := buf[r*stride : r*stride+n]
-		if !ok || !s.check(asWords(run[s.done:]), s.skip(x0)) {
-			if i := g.firstBad(run, base); i >= 0 {
-				return r*g.N + i
-			}
+		var bad bool
+		switch {
+		case !ok:
+			bad = g.firstBad(run, base) >= 0
+		case r == vecBad:
+			bad = true
+		case s.done < n: // the words past the vector chunks (all of them without)
+			bad = !s.check(asWords(run[s.done:]), s.skip(x0))
+		}
+		if bad {
+			return r*g.N + g.lane(run, base)
 		}
 		x0 = s.next(x0)
 		base += g.RunStep
@@ -99,35 +104,43 @@ func CopyCheckGrid(dst []byte, dstStride int, src []byte, srcStride int, g Grid)
 	if _, okd := g.swar(dst, dstStride); !okd {
 		ok = false
 	}
-	bad := -1
+	vecBad := g.Runs // the first run whose vector chunks fail (Runs: none)
 	if ok && s.nvec > 0 {
 		raceRuns(src, srcStride, g.Runs, s.nvec*32, false)
 		raceRuns(dst, dstStride, g.Runs, s.nvec*32, true)
 		if r := gridCopyCheckAVX2(unsafe.SliceData(dst), dstStride, unsafe.SliceData(src), srcStride, g.Runs, s.nvec, &s.first, &s.inc, &s.runInc, g.W); r >= 0 {
-			bad = r*g.N + g.firstBad(src[r*srcStride:r*srcStride+n], g.Start+uint64(r)*g.RunStep)
-		}
-		if s.tail == 0 {
-			return bad
+			vecBad = r
 		}
 	}
+	bad := -1
 	base := g.Start
 	x0 := s.pack(base, g.Step)
 	for r := 0; r < g.Runs; r++ {
 		d, sr := dst[r*dstStride:r*dstStride+n], src[r*srcStride:r*srcStride+n]
+		var runBad bool
 		if ok {
-			if !s.copyCheck(asWords(d[s.done:]), asWords(sr[s.done:]), s.skip(x0)) && bad < 0 {
-				bad = r*g.N + g.firstBad(sr, base)
+			if s.done < n { // the words past the vector chunks (all of them without)
+				runBad = !s.copyCheck(asWords(d[s.done:]), asWords(sr[s.done:]), s.skip(x0))
 			}
+			runBad = runBad || r == vecBad
 			x0 = s.next(x0)
 		} else {
 			copy(d, sr)
-			if i := g.firstBad(sr, base); i >= 0 && bad < 0 {
-				bad = r*g.N + i
-			}
+			runBad = g.firstBad(sr, base) >= 0
+		}
+		if runBad && bad < 0 {
+			bad = r*g.N + g.lane(sr, base)
 		}
 		base += g.RunStep
 	}
 	return bad
+}
+
+// lane is the first lane of a run found bad that does not hold its value:
+// its first lane when none is found (the bytes changed under the check:
+// still a mismatch).
+func (g Grid) lane(run []byte, base uint64) int {
+	return max(0, g.firstBad(run, base))
 }
 
 // need panics unless g is a grid and a buffer of have bytes holds it with

@@ -203,3 +203,30 @@ func BenchmarkCopyCheckGrid(b *testing.B) {
 		}
 	})
 }
+
+// The lane named is the first bad one in run order, where the vector loops
+// take each run's whole 32-byte chunks first and the words loops the
+// tails after: run 0's tail before run 1's chunks.
+func TestCheckGridNamesTheFirstBadLane(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		g := Grid{W: 2, N: 20, Runs: 3, Start: 5, Step: 0x9E37, RunStep: 0x7F4B} // 40-byte runs: a chunk and 8 bytes
+		src := make([]byte, g.Runs*g.RunBytes())
+		FillGrid(src, 0, g)
+		src[36] ^= 1   // run 0, lane 18: in the tail
+		src[40+2] ^= 1 // run 1, lane 1: in the chunk
+		if bad := CheckGrid(src, 0, g); bad != 18 {
+			t.Fatalf("check names lane %d, want 18", bad)
+		}
+		dst := make([]byte, len(src))
+		if bad := CopyCheckGrid(dst, 0, src, 0, g); bad != 18 {
+			t.Fatalf("copy-check names lane %d, want 18", bad)
+		}
+		if string(dst) != string(src) {
+			t.Fatal("not every run was copied")
+		}
+		src[36] ^= 1
+		if bad := CheckGrid(src, 0, g); bad != 21 {
+			t.Fatalf("check names lane %d, want 21 (run 1, lane 1)", bad)
+		}
+	})
+}
