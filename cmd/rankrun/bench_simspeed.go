@@ -60,13 +60,13 @@ func timeSimRun(exe, args string) (simTiming, error) {
 	}
 	var rep struct {
 		Duration float64 `json:"duration_s"`
+		PeakRSS  int64   `json:"wall_peak_rss_bytes"` // the child's own (VmHWM)
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		return simTiming{}, fmt.Errorf("its report: %w", err)
 	}
-	t := simTiming{virtual: rep.Duration, wall: wall, user: cmd.ProcessState.UserTime().Seconds(), sys: cmd.ProcessState.SystemTime().Seconds()}
-	t.rss = childPeakRSS(cmd.ProcessState)
-	return t, nil
+	return simTiming{virtual: rep.Duration, wall: wall, user: cmd.ProcessState.UserTime().Seconds(), sys: cmd.ProcessState.SystemTime().Seconds(),
+		rss: rep.PeakRSS}, nil
 }
 
 // simSpeedRows times each of simSpeedRuns reps times (best wall time

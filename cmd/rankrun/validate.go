@@ -152,9 +152,20 @@ func readHostMemory() int64 {
 	return 0
 }
 
-// peakRSS is this process's peak resident memory in bytes (getrusage's
-// ru_maxrss, which Linux gives in KiB); 0 where unknown.
+// peakRSS is this process's peak resident memory in bytes: Linux's VmHWM
+// (/proc/self/status), else getrusage's ru_maxrss (KiB on Linux); 0 where
+// unknown. VmHWM first: ru_maxrss of a process started by one that
+// spawns with vfork (Go's os/exec) can be its parent's, taken over at exec.
 func peakRSS() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return kb * 1024
+				}
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil || ru.Maxrss <= 0 {
 		return 0
