@@ -174,7 +174,6 @@ type swar struct {
 	rl, rh         uint64 // + RunStep: from one run's first word to the next's
 	per            int    // lanes a word
 	mask, laneBits uint64
-	step           uint64 // the grid's Step
 	// The vector loops (where the machine has them) take each run's first
 	// nvec chunks of 32 bytes; the words loops the rest, from byte done of
 	// each run (0 without vector loops), tail words.
@@ -213,7 +212,6 @@ func (g Grid) swar(buf []byte, stride int) (swar, bool) {
 	d4 := s.replicate(uint64(4*per) * g.Step)
 	r := s.replicate(g.RunStep)
 	s.d1l, s.d1h, s.d4l, s.d4h, s.rl, s.rh = d1&^top, d1&top, d4&^top, d4&top, r&^top, r&top
-	s.step = g.Step
 	if hasAVX2 && g.RunBytes() >= 32 {
 		s.nvec = g.RunBytes() / 32
 		s.done, s.tail = 32*s.nvec, g.RunBytes()%32
