@@ -73,3 +73,28 @@ func Unreachable(c Comm) (missing []int, peers []PeerRecords) {
 	}
 	return missing, peers
 }
+
+// graceKey carries a collective's grace (WithGrace) in its context.
+type graceKey struct{}
+
+// WithGrace returns ctx carrying a grace of d for the collectives entered
+// with it: each waits its backend's bound plus d before it times out.
+// A caller that knows a peer may still be inside rank-local blocking work
+// with a deadline of its own (a synchronous receive bounded by the
+// transfer deadline) gives the collective that follows that work the time
+// left to the deadline: a bound shorter than the wait it must sit out
+// would time out ranks that are only slow, never stuck. d <= 0 leaves
+// ctx as it is.
+func WithGrace(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, graceKey{}, d)
+}
+
+// GraceOf returns the grace WithGrace put in ctx (0 when none). Backends
+// that bound their collectives add it to their bound.
+func GraceOf(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(graceKey{}).(time.Duration)
+	return d
+}

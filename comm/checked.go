@@ -123,7 +123,7 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 	c.cur = id
 	tctx, cancel := ctx, context.CancelFunc(noCancel)
 	if !c.bounded {
-		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+GraceOf(ctx))
 	}
 	inner, hash := int64(0), int64(0)
 	if !c.cfg.AnySite {

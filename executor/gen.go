@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/gpu"
@@ -78,9 +79,11 @@ func (g *genLoop) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		recvStart := g.now()
 		if err := g.startReceives(ctx, adm.recs, sync); err != nil {
 			return err
 		}
+		ctx := g.afterSyncReceives(ctx, adm.recs, sync, recvStart)
 		in := ProgressInput{Role: g.g.role, Sync: sync, GroupRanks: g.g.exec.Size(), Busy: len(adm.recs) > 0 || g.decoding() > 0,
 			ScopeHolds: g.tr.Sessions() > 0, AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
 		if g.cfg.Replays.On(LocalErrorCollective) {
@@ -126,6 +129,25 @@ func (g *genLoop) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// afterSyncReceives is the context of the rest of a sync iteration that
+// admitted work. Each rank of the group admitted the same requests (the
+// admission is agreed) and has just left its rank-local blocking receives;
+// a peer may still be inside its own, each bounded by the transfer
+// deadline (counted from its session's start, this iteration). The next
+// collective waits that out: its bound gets the time left to the
+// deadline as grace (comm.WithGrace), so a peer that is only slow, within
+// its deadline, is never timed out by a rank that finished first
+// (DESIGN.md §6: no rank waits in a collective on a peer inside rank-local
+// work bounded by a longer deadline, with a shorter bound). A peer stuck
+// past both is still named, at the deadline plus the collective bound.
+func (g *genLoop) afterSyncReceives(ctx context.Context, admitted []rec, sync bool, start int64) context.Context {
+	if !sync || len(admitted) == 0 {
+		return ctx
+	}
+	left := g.cfg.TransferTimeout - time.Duration(g.now()-start)
+	return comm.WithGrace(ctx, left)
 }
 
 // startReceives opens a record for every admitted request and a receive

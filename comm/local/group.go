@@ -88,7 +88,8 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 	myGen := g.gen
 	g.mu.Unlock()
 
-	deadline := g.w.cfg.Clock.Now().Add(g.w.cfg.Timeout)
+	bound := g.w.cfg.Timeout + comm.GraceOf(ctx)
+	deadline := g.w.cfg.Clock.Now().Add(bound)
 	for {
 		werr := wt.Wait(ctx, g.wake[r], deadline)
 		g.mu.Lock()
@@ -116,7 +117,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 		case !g.w.cfg.Clock.Now().Before(deadline):
 			te := &comm.TimeoutError{Group: g.name, Self: r,
 				Waiting: comm.Entry{Rank: r, Seq: g.gen + 1, Kind: kind},
-				Bound:   g.w.cfg.Timeout, WorldRanks: slices.Clone(g.members)}
+				Bound:   bound, WorldRanks: slices.Clone(g.members)}
 			for i, arrived := range g.waiting {
 				if !arrived {
 					te.Missing = append(te.Missing, i)

@@ -194,7 +194,8 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 	if w.start.IsZero() {
 		w.start = waitStart
 	}
-	deadline := w.start.Add(c.timeout)
+	bound := c.timeout + comm.GraceOf(ctx)
+	deadline := w.start.Add(bound)
 	for i := 0; ; i++ {
 		e.mu.Lock()
 		long := e.sleepy() || time.Since(waitStart) >= sleepAfter
@@ -235,7 +236,7 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 			return c.abandon(op, comm.ErrClosed)
 		}
 		if !time.Now().Before(deadline) {
-			return c.timedOut(w.kind)
+			return c.timedOut(w.kind, bound)
 		}
 		backoff(long)
 	}

@@ -118,16 +118,17 @@ func inspectBudget(bound time.Duration) time.Duration {
 
 const inspectMax = 2 * time.Second
 
-// timedOut ends the collective in flight on c after its bound passed: the
+// timedOut ends the collective in flight on c after its bound (the
+// communicator's, plus the caller's grace) passed: the
 // collective is orphaned, the stall inspector asks every peer how far it
 // got, and the *comm.TimeoutError (which also breaks c) names the ranks
 // that never arrived: those that answered with fewer collectives entered
 // here than this one's number, and those that did not answer. collMu held.
-func (c *mpiComm) timedOut(kind comm.Kind) error {
+func (c *mpiComm) timedOut(kind comm.Kind, bound time.Duration) error {
 	c.e.mu.Lock()
 	seq := c.entered
 	c.e.mu.Unlock()
-	te := &comm.TimeoutError{Group: c.name, Self: c.rank, Bound: c.timeout, WorldRanks: c.worlds,
+	te := &comm.TimeoutError{Group: c.name, Self: c.rank, Bound: bound, WorldRanks: c.worlds,
 		Waiting: comm.Entry{Rank: c.rank, Seq: seq, Kind: kind, Site: callerSite()}}
 	c.orphan(te)
 	ctx, cancel := context.WithTimeout(context.Background(), inspectBudget(c.timeout))

@@ -115,7 +115,8 @@ func (g *group) round(ctx context.Context, r int, kind comm.Kind, bytes int, dep
 			w.at(w.now.Add(cost), true, finish)
 		}
 	}
-	deadline := w.now.Add(w.cfg.Timeout)
+	bound := w.cfg.Timeout + comm.GraceOf(ctx)
+	deadline := w.now.Add(bound)
 	for g.done < mine {
 		if g.broken != nil && g.opened < mine {
 			return g.brokenFor(r)
@@ -129,7 +130,7 @@ func (g *group) round(ctx context.Context, r int, kind comm.Kind, bytes int, dep
 		}
 		if g.opened < mine && !w.now.Before(deadline) {
 			te := &comm.TimeoutError{Group: g.name, Self: r, Waiting: comm.Entry{Rank: r, Seq: mine, Kind: kind},
-				Bound: w.cfg.Timeout, WorldRanks: slices.Clone(g.members)}
+				Bound: bound, WorldRanks: slices.Clone(g.members)}
 			for i, in := range g.waiting {
 				if !in {
 					te.Missing = append(te.Missing, i)
