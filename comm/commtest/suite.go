@@ -97,6 +97,8 @@ func cases() []testCase {
 		{"DesyncNamesGuards", 2, Options{Checked: true, Timeout: 10 * time.Second}, desyncGuards},
 		{"TimeoutNamesMissingRank", 2, Options{Checked: true, Timeout: 500 * time.Millisecond}, timeoutMissing},
 		{"UncheckedTimeoutNamesMissingRank", 2, Options{Timeout: 500 * time.Millisecond}, uncheckedTimeoutMissing},
+		{"GraceExtendsTheBound", 2, Options{Timeout: 300 * time.Millisecond}, graceExtends},
+		{"GraceExtendsTheBoundChecked", 2, Options{Checked: true, Timeout: 300 * time.Millisecond}, graceExtends},
 	}
 }
 
@@ -1027,4 +1029,33 @@ func p2pRecv(ctx context.Context, c comm.Comm, src, tag int) error {
 	}
 	_, err = q.Wait(ctx)
 	return err
+}
+
+// graceExtends: the last rank does rank-local work for twice the
+// collective bound before it enters an allreduce; its peers enter at
+// once, with a grace of four bounds (comm.WithGrace): the allreduce
+// completes on every rank, where without the grace they would time out
+// (UncheckedTimeoutNamesMissingRank). The sync GEN receive (a peer inside
+// its blocking receive, bounded by the transfer deadline) is this shape.
+// Backends that do not bound their collectives pass trivially.
+func graceExtends(n int) RankFunc {
+	return func(ctx context.Context, c comm.Comm) error {
+		bound := comm.TimeoutOf(c)
+		if bound <= 0 {
+			return nil
+		}
+		if c.Rank() == n-1 {
+			if err := clock.Sleep(ctx, comm.ClockOf(c), 2*bound); err != nil {
+				return err
+			}
+		}
+		out := []int64{0}
+		if err := c.AllreduceInt64(comm.WithGrace(ctx, 4*bound), comm.Sum, []int64{1}, out); err != nil {
+			return errorf(c, "allreduce with a grace of %v over a bound of %v, the last rank %v late: %v", 4*bound, bound, 2*bound, err)
+		}
+		if out[0] != int64(n) {
+			return errorf(c, "sum %d, want %d", out[0], n)
+		}
+		return nil
+	}
 }
