@@ -255,7 +255,10 @@ func TestPointToPointWaitsAreBounded(t *testing.T) {
 // returned, whichever rank it is, checked or not (in-process: its rank
 // function returned;
 // under mpirun scripts/test-examples.sh step 4 checks the same, with the
-// rank in Finalize), never as a desync.
+// rank in Finalize), never as a desync. Its peers fail at once: the
+// collective bound is an hour, and the error says no bound ran out
+// (before, they waited the whole bound for a rank that enters nothing
+// more; this test's own deadline would end such a run).
 func TestAnEarlyReturnIsNamed(t *testing.T) {
 	clearMPI(t)
 	const n = 4
@@ -263,7 +266,7 @@ func TestAnEarlyReturnIsNamed(t *testing.T) {
 		unchecked := i >= 3 // unchecked: no flight records, still named
 		got := make(chan error, 1)
 		go func() {
-			got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: 300 * time.Millisecond, Unchecked: unchecked},
+			got <- launch.Run(context.Background(), launch.Options{Ranks: n, Backend: "local", Timeout: time.Hour, Unchecked: unchecked},
 				func(ctx context.Context, c comm.Comm) error {
 					if c.Rank() == early {
 						return nil
@@ -280,6 +283,9 @@ func TestAnEarlyReturnIsNamed(t *testing.T) {
 		require.ErrorIs(t, err, comm.ErrCollectiveTimeout, "rank %d returned early (unchecked %v)", early, unchecked)
 		require.NotErrorIs(t, err, comm.ErrDesync, "rank %d returned early (unchecked %v)", early, unchecked)
 		require.ErrorContains(t, err, fmt.Sprintf("ranks [%d] never arrived; rank %d has returned from its program: it enters nothing more", early, early), "unchecked %v", unchecked)
+		var te *comm.TimeoutError
+		require.ErrorAs(t, err, &te)
+		require.Zero(t, te.Bound, "rank %d returned early (unchecked %v): its peers waited out the bound: %v", early, unchecked, err)
 	}
 }
 

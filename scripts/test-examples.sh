@@ -119,14 +119,20 @@ for fault in panic unmatched; do
 	done
 done
 # A rank that returns while its peers wait in a barrier: the ranks that
-# wait name it as returned (each that prints before the job ends), and
-# its own Finalize never pairs with their barrier (no desync).
+# wait name it as returned (each that prints before the job ends), at once
+# (their bound is an hour, and no bound ran out: the returning rank said
+# so before it finalized), and its own Finalize never pairs with their
+# barrier (no desync).
 for np_r in 4:0 4:2 4:3 2:1; do
 	np=${np_r%:*} r=${np_r#*:}
 	say "mpirun -np $np faulty: world rank $r returns early: named as returned, no desync"
 	faulty early "$r" "$np"
 	n=$(grep -cF "ranks [$r] never arrived; rank $r has returned from its program: it enters nothing more" "$tmp/out" || true)
 	[ "$n" -ge 1 ] || { cat "$tmp/out" >&2; die "faulty (rank $r returns early, np $np): no rank named it as returned"; }
+	if grep -qF "after 1h0m0s" "$tmp/out"; then
+		cat "$tmp/out" >&2
+		die "faulty (rank $r returns early, np $np): its peers waited out their bound"
+	fi
 	if grep -qiE 'desync|could not agree' "$tmp/out"; then
 		cat "$tmp/out" >&2
 		die "faulty (rank $r returns early, np $np): reported as a desync or a failed Finalize"

@@ -50,6 +50,10 @@ var catalogue = []mutant{
 		old: "bound := c.timeout + comm.GraceOf(ctx)", new: "bound := c.timeout",
 		why: "the MPI backend bounds a collective by its timeout alone, ignoring the caller's grace",
 		mpi: &mpiSuite{nps: []int{2, 4}, pattern: "^TestConformance$/^GraceExtendsTheBound$"}},
+	// A rank that returned is named at once (issue 56, bug 2).
+	{name: "returned-rank-waited-out", file: "comm/local/group.go",
+		old: "\tif !gone {\n\t\treturn nil\n\t}", new: "\tif true || !gone {\n\t\treturn nil\n\t}",
+		why: "in-process, peers of a rank that returned wait out the collective bound for it", pkgs: []string{"./launch"}},
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},

@@ -86,6 +86,10 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 		return err
 	}
 	myGen := g.gen
+	if te := g.leftByReturnedLocked(ctx, r, kind); te != nil {
+		g.mu.Unlock()
+		return te
+	}
 	g.mu.Unlock()
 
 	bound := g.w.cfg.Timeout + comm.GraceOf(ctx)
@@ -134,7 +138,63 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 			g.mu.Unlock()
 			return te
 		}
+		if te := g.leftByReturnedLocked(ctx, r, kind); te != nil {
+			g.mu.Unlock()
+			return te
+		}
 		g.mu.Unlock() // woken without the round done: wait on
+	}
+}
+
+// leftByReturnedLocked breaks the round rank r waits in, at once, when a
+// member that has not arrived has returned from its program: it enters
+// nothing more, so waiting out the collective bound for it only delays
+// the same verdict (and names the same rank). The error is the timeout's,
+// with no bound run out, so that every caller that tells a missing peer
+// from a desync reads it as before. nil when no such member, or when ctx
+// has ended (a rank that failed cancels the run as it returns: its
+// peers leave with its error, not this one). Caller holds g.mu.
+func (g *group) leftByReturnedLocked(ctx context.Context, r int, kind comm.Kind) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	gone := false
+	for i, arrived := range g.waiting {
+		if !arrived && g.w.returned[g.members[i]].Load() {
+			gone = true
+		}
+	}
+	if !gone {
+		return nil
+	}
+	te := &comm.TimeoutError{Group: g.name, Self: r, Waiting: comm.Entry{Rank: r, Seq: g.gen + 1, Kind: kind},
+		WorldRanks: slices.Clone(g.members)}
+	for i, arrived := range g.waiting {
+		// Only the returned are missing for good: a member still running
+		// may only be late, and gets the broken group's error when it
+		// arrives.
+		if !arrived && g.w.returned[g.members[i]].Load() {
+			te.Missing = append(te.Missing, i)
+			te.Peers = append(te.Peers, comm.PeerRecords{Rank: i, Returned: true})
+		}
+	}
+	g.breakLocked(te)
+	g.waiting[r] = false
+	return te
+}
+
+// wakeWaiting wakes every rank waiting in a round of g, so that it sees
+// what changed (a member returned). It takes g.mu.
+func (g *group) wakeWaiting() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, wt := range g.waiting {
+		if wt {
+			select {
+			case g.wake[i] <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

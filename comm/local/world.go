@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,10 @@ func run(ctx context.Context, n int, cfg Config, fn RankFunc) ([]error, int) {
 	for r := range n {
 		wg.Go(func() {
 			err := runRank(ctx, w.rankComm(r), fn)
-			w.returned[r].Store(true)
+			// A failure is recorded (and the others cancelled) before the
+			// ranks waiting on this one are told it returned: its own error
+			// comes first, not theirs.
+			defer w.rankReturned(r)
 			if err == nil {
 				return
 			}
@@ -151,6 +155,25 @@ func (w *world) rankComm(r int) comm.Comm {
 		return comm.NewChecked(rc, comm.CheckConfig{Timeout: w.cfg.Timeout, Recorder: w.recorders[r], AnySite: w.cfg.AnySite})
 	}
 	return rc
+}
+
+// rankReturned notes that world rank r's function returned and wakes the
+// ranks waiting in a round of any group r belongs to: r enters nothing
+// more, and they fail at once naming it (group.leftByReturnedLocked)
+// instead of waiting out the collective bound.
+func (w *world) rankReturned(r int) {
+	w.returned[r].Store(true)
+	w.mu.Lock()
+	var of []*group
+	for _, g := range w.groups {
+		if slices.Contains(g.members, r) {
+			of = append(of, g)
+		}
+	}
+	w.mu.Unlock()
+	for _, g := range of {
+		g.wakeWaiting()
+	}
 }
 
 // groupFor returns the shared group object named name, creating it with

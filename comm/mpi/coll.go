@@ -196,8 +196,10 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 	}
 	bound := c.timeout + comm.GraceOf(ctx)
 	deadline := w.start.Add(bound)
+	asked := 0 // the "returned" notices already followed up
 	for i := 0; ; i++ {
 		e.mu.Lock()
+		gone := c.gone
 		long := e.sleepy() || time.Since(waitStart) >= sleepAfter
 		budget := C.int64_t(spinBudgetNs)
 		if long {
@@ -237,6 +239,12 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 		}
 		if !time.Now().Before(deadline) {
 			return c.timedOut(w.kind, bound)
+		}
+		if gone > asked {
+			asked = gone
+			if err := c.leftByReturned(w.kind); err != nil {
+				return err
+			}
 		}
 		backoff(long)
 	}

@@ -40,6 +40,10 @@ type mpiComm struct {
 	// of the one in progress); the stall inspector's answer carries it.
 	// Counted where the collective is posted, under e.mu already: no cost.
 	entered uint64
+	// gone counts the "returned" notices received here (returnedNonce): a
+	// peer whose program returned says so before it finalizes, and a
+	// collective waiting here asks at once whether it entered this one.
+	gone int
 
 	// collMu serialises this communicator's collectives and guards the
 	// fields below it.

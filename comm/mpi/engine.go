@@ -206,9 +206,45 @@ func (e *engine) serviceLocked() {
 		src := int(C.rr_insp_source(in))
 		nonce := int64(in.nonce)
 		C.rr_insp_post(in)
+		if nonce == returnedNonce {
+			c.gone++ // a notice, not a question: nothing to answer
+			continue
+		}
 		e.replyLocked(in, src, reply{nonce: nonce, entered: c.entered, returned: e.returned})
 	}
 	e.reapLocked()
+}
+
+// returnedNonce is the word of a "returned" notice on an inspection
+// channel: the sender's program has returned and it enters nothing more
+// (inspection nonces count up from 1).
+const returnedNonce = -1
+
+// noticeReturnedLocked tells every peer on every live communicator that
+// this rank's program returned (World.Finalize, before it waits for its
+// peers): a peer waiting in a collective this rank never entered fails at
+// once, naming it, instead of at its bound. Open MPI cannot tell it: the
+// process is alive, in Finalize. Finalize's own communicator (skip) is
+// left out: its reduction is the one collective every rank enters after
+// its notice. mu held.
+func (e *engine) noticeReturnedLocked(skip *mpiComm) {
+	for c := range e.live {
+		if c.insp == nil || c == skip {
+			continue
+		}
+		for p := range c.size {
+			if p == c.rank {
+				continue
+			}
+			req := C.rr_p2p_new()
+			req.word = C.int64_t(returnedNonce)
+			if C.rr_insp_request(c.insp, req, C.int(p)) != C.MPI_SUCCESS {
+				C.rr_p2p_free(req)
+				continue
+			}
+			e.sends = append(e.sends, req)
+		}
+	}
 }
 
 // replyLocked sends rp, with this rank's flight records, to src.

@@ -142,6 +142,34 @@ func (c *mpiComm) timedOut(kind comm.Kind, bound time.Duration) error {
 	return te
 }
 
+// leftByReturned follows up a "returned" notice while a collective waits
+// on c: it asks every peer how far it got, and where a peer whose program
+// returned never entered this collective, the collective ends at once
+// with the *comm.TimeoutError timedOut would give at the bound, naming
+// that peer as returned (no bound ran out: Bound 0). A peer that returned
+// after entering it (its part is on its way) is waited for as before: nil.
+// collMu held.
+func (c *mpiComm) leftByReturned(kind comm.Kind) error {
+	c.e.mu.Lock()
+	seq := c.entered
+	c.e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), inspectBudget(c.timeout))
+	defer cancel()
+	peers := c.InspectPeers(ctx)
+	te := &comm.TimeoutError{Group: c.name, Self: c.rank, WorldRanks: c.worlds, Peers: peers,
+		Waiting: comm.Entry{Rank: c.rank, Seq: seq, Kind: kind, Site: callerSite()}}
+	for _, p := range peers {
+		if p.Rank != c.rank && p.Returned && p.Counted && p.Entered < seq {
+			te.Missing = append(te.Missing, p.Rank)
+		}
+	}
+	if len(te.Missing) == 0 {
+		return nil
+	}
+	c.orphan(te)
+	return te
+}
+
 // callerSite names the first caller outside the comm packages (this one,
 // the checked layer): the code that entered the collective.
 func callerSite() string {

@@ -210,6 +210,7 @@ func (w *World) finalize(exitCode int) int {
 	// that times out waiting for it is told so by the stall inspector.
 	w.e.mu.Lock()
 	w.e.returned = true
+	w.e.noticeReturnedLocked(w.fin)
 	w.e.mu.Unlock()
 	// The reduction waits for the slowest rank to finish its work: it is
 	// bounded by FinalizeTimeout, not by the collective timeout.
