@@ -73,7 +73,10 @@ func (c *ctxLoop) progress(ctx context.Context, in ProgressInput) error {
 	if !a.Check {
 		return nil
 	}
-	_, err := c.check(ctx, a)
+	res, err := c.check(ctx, a)
+	if in.Draining && len(res.Reaped) > 0 {
+		c.drained = true
+	}
 	return err
 }
 

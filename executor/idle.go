@@ -19,7 +19,12 @@ type idleState struct {
 	// heldSeen is how many sessions were over-but-unreaped after the last
 	// status check: more than that means a transfer ended since, and an
 	// idle rank should get the group to iterate and reap it.
-	heldSeen  int
+	heldSeen int
+	// drained: this iteration's coordinated drain reaped sends (sync CTX,
+	// at the termination point): the group may be done, and the next
+	// iteration's agreement says so at once, not a tick later. Each such
+	// iteration ends at least one session, so it cannot spin.
+	drained   bool
 	wakesSent int64 // member: wakes sent to the leader
 	wakesRecv int64 // leader: wakes received
 	wakeSum   [1]int64
@@ -64,12 +69,17 @@ func (l *loop) leaderWait(ctx context.Context) (time.Duration, error) {
 		}
 		l.wakeReq = q
 	}
+	// The end of the workload ends the wait as any event does: the last
+	// finish the router hears, or a drain that reaped, makes the group's
+	// termination decidable.
+	routerDone := l.router.allDone()
+	defer func() { l.drained = false }()
 	for {
 		if err := l.pumpCtl(); err != nil {
 			return 0, err
 		}
 		l.tr.Pump()
-		woken := false
+		woken := !routerDone && l.router.allDone() || l.drained
 		if l.wakeReq != nil {
 			if _, done, err := l.wakeReq.Test(); done {
 				l.wakeReq, woken = nil, true

@@ -54,6 +54,13 @@ var catalogue = []mutant{
 	{name: "returned-rank-waited-out", file: "comm/local/group.go",
 		old: "\tif !gone {\n\t\treturn nil\n\t}", new: "\tif true || !gone {\n\t\treturn nil\n\t}",
 		why: "in-process, peers of a rank that returned wait out the collective bound for it", pkgs: []string{"./launch"}},
+	// The end of the workload ends the idle wait (issue 56, bug 3).
+	{name: "idle-wait-ignores-workload-end", file: "executor/idle.go",
+		old: "woken := !routerDone && l.router.allDone() || l.drained", new: "woken := false && !routerDone && l.router.allDone() || l.drained",
+		why: "the router's rank sleeps out an idle tick after the last finish it hears: every run ends a tick late"},
+	{name: "idle-wait-ignores-drain", file: "executor/idle.go",
+		old: "woken := !routerDone && l.router.allDone() || l.drained", new: "woken := !routerDone && l.router.allDone()",
+		why: "a sync CTX group sleeps out an idle tick after the drain that reaped its last sends"},
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},
