@@ -5,8 +5,9 @@
 // stops at the first schedule whose outcome breaks the scenario's
 // expectations or one of the oracles: a desync, a collective timeout, a
 // deadlock, a stall, a leaked or pinned block, a byte that does not
-// verify, a pool invariant, a lost request, or a status check that slept
-// out its whole poll interval (seed 000's symptom). The failing schedule
+// verify, a pool invariant, a lost request, a status check that slept
+// out its whole poll interval (seed 000's symptom), or one that waited in
+// its local poll at all (#15139's blocking outcomes). The failing schedule
 // replays exactly (one seed, one run); explore then shrinks the case
 // (fewer requests, smaller layouts) and reports the smallest reproducer.
 //
@@ -177,9 +178,22 @@ func oracles(s *scenario.Scenario, o scenario.Outcome) []string {
 	// poll (at_least is 0 on the idle path, and a target is never above
 	// the sessions held); a poll that waited a whole sender wait slice
 	// waited for a session that could not exist.
+	sleptOut := false
 	if len(o.Report.Instances) > 0 && s.SenderWaitSlice > 0 {
 		if w := o.Report.Instances[0].MaxPollWaitMs; w >= float64(s.SenderWaitSlice)/float64(time.Millisecond) {
 			why = append(why, fmt.Sprintf("a CTX status check's local poll waited %.0f ms, the whole sender wait slice (seed 000's symptom)", w))
+			sleptOut = true
+		}
+	}
+	// TensorRT-LLM #15139 (the blocking-outcomes replay): no row of the
+	// progress policy waits for an outcome in its local poll (every check
+	// is at_least 0: the poll makes one pass and reads no clock), so in
+	// virtual time every poll wait is exactly zero. A poll that waited at
+	// all held its rank back from its next step for transfers in flight:
+	// an async CTX no longer overlaps its sends with its next prefill.
+	for _, in := range o.Report.Instances {
+		if in.MaxPollWaitMs > 0 && !sleptOut {
+			why = append(why, fmt.Sprintf("a %s status check's local poll waited %.3f ms for transfers in flight: a check that blocks on outcomes (#15139's symptom; every row of the policy polls at_least 0)", in.Role, in.MaxPollWaitMs))
 		}
 	}
 	return why

@@ -35,6 +35,19 @@ var replayCases = []replayCase{
 	}},
 	// The attention-DP + TP layout that deadlocked before the fix.
 	{executor.AdpEarlyOutcome, func(s *scenario.Scenario) { s.Gen = "tp=2,dp=2,adp" }},
+	// A time-only replay: the invariant that no status check waits in
+	// its local poll finds it (explore's oracles).
+	{executor.BlockingOutcomes, func(s *scenario.Scenario) {}},
+}
+
+// Every replay has a case above: a replay added without one is a replay
+// the search is not shown to find.
+func TestEveryReplayHasACase(t *testing.T) {
+	var got []executor.Replay
+	for _, rc := range replayCases {
+		got = append(got, rc.replay)
+	}
+	require.ElementsMatch(t, executor.Replays, got)
 }
 
 // base is a healthy scenario: every request completes, nothing leaks.
