@@ -33,6 +33,11 @@ type Options struct {
 	Strategy sim.Strategy
 	Depth    int           // PCT's d (3 when 0)
 	Jitter   time.Duration // message jitter (20 us when 0; negative: none)
+	// FixedArrivals turns off early arrivals (on by default: a message in
+	// flight may arrive at any point before its receiver's blocking wait,
+	// so what ranks observe locally differs between schedules; see
+	// sim.Config.EarlyArrivals).
+	FixedArrivals bool
 	// Shrink looks for a smaller reproducer after a failure, trying up to
 	// ShrinkSeeds schedules per smaller case (20 when 0).
 	Shrink      bool
@@ -137,7 +142,7 @@ func Run(ctx context.Context, s scenario.Scenario, withReplay bool, o Options) R
 func Try(ctx context.Context, s scenario.Scenario, withReplay bool, seed uint64, o Options) *Failure {
 	o.fill()
 	s.Backend = "sim"
-	s.ScheduleSeed, s.Strategy, s.MsgJitter = seed, o.Strategy, o.Jitter
+	s.ScheduleSeed, s.Strategy, s.MsgJitter, s.EarlyArrivals = seed, o.Strategy, o.Jitter, !o.FixedArrivals
 	if o.Strategy == sim.PCT {
 		s.PCTDepth = o.Depth
 	}

@@ -35,7 +35,8 @@ var (
 
 // ProgramOptions configures a search over a program's schedules. The zero
 // value tries 200 schedules, half random walks and half PCT, with 20 us of
-// message jitter, checked collectives bounded at 10 s of virtual time.
+// message jitter and early arrivals, checked collectives bounded at 10 s
+// of virtual time.
 type ProgramOptions struct {
 	Seeds  int           // schedules to try (200 when 0)
 	Start  uint64        // the first schedule seed (1 when 0)
@@ -44,6 +45,13 @@ type ProgramOptions struct {
 	Strategy *sim.Strategy
 	Depth    int           // PCT's d (3 when 0)
 	Jitter   time.Duration // message jitter (20 us when 0; negative: none)
+	// FixedArrivals turns off early arrivals (sim.Config.EarlyArrivals):
+	// by default a message in flight may arrive at any point between its
+	// send and its receiver's blocking wait, so a rank-local Test, a
+	// bounded poll or a queue length sees it arrived on one rank and not
+	// on another, in some schedule, as ranks' speeds make it on a real
+	// machine.
+	FixedArrivals bool
 	// Timeout bounds every collective (virtual; 10 s when 0), Deadline
 	// the whole run (virtual; 1 h when 0): past it the run is a hang.
 	Timeout, Deadline time.Duration
@@ -232,7 +240,7 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 	before := goleak.IgnoreCurrent()
 	prog := new(sim.Progress)
 	cfg := sim.Config{Seed: seed, Strategy: st, Depth: o.Depth, Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, Jitter: o.Jitter,
-		Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
+		EarlyArrivals: !o.FixedArrivals, Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done, root := make(chan sim.Result, 1), make(chan uint64, 1)

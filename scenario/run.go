@@ -153,7 +153,7 @@ func (s *Scenario) SimConfig() sim.Config {
 		seed = s.Seed
 	}
 	return sim.Config{Seed: seed, Strategy: s.Strategy, Depth: s.PCTDepth, Checked: true, Timeout: s.CollectiveTimeout, Fabric: f, Jitter: s.MsgJitter,
-		Deadline: s.Timeout}
+		EarlyArrivals: s.EarlyArrivals, Deadline: s.Timeout}
 }
 
 // runOnce runs one configuration under s.Timeout: virtual in simulation,

@@ -72,6 +72,10 @@ type Scenario struct {
 	Strategy     sim.Strategy
 	PCTDepth     int // PCT's d (3 when 0)
 	MsgJitter    time.Duration
+	// EarlyArrivals: a message in flight may arrive at any point before its
+	// receiver's blocking wait, a choice of the schedule
+	// (sim.Config.EarlyArrivals; explore's default).
+	EarlyArrivals bool
 	// ExpectSim and ExpectSimWithReplay add bounds that hold in simulation
 	// only, where every time figure is virtual and exact.
 	ExpectSim           Expectation
@@ -241,6 +245,9 @@ func (s *Scenario) SimArgs() []string {
 	if s.MsgJitter != 0 {
 		args = append(args, "--msg-jitter", FormatDuration(s.MsgJitter))
 	}
+	if s.EarlyArrivals {
+		args = append(args, "--early-arrivals")
+	}
 	return args
 }
 
@@ -408,7 +415,15 @@ var keys = map[string]setter{
 		return err
 	},
 	"msg-jitter": durKey(func(s *Scenario) *time.Duration { return &s.MsgJitter }),
-	"pct-depth":  intKey(func(s *Scenario) *int { return &s.PCTDepth }, 1),
+	"early-arrivals": func(s *Scenario, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
+		s.EarlyArrivals = b
+		return nil
+	},
+	"pct-depth": intKey(func(s *Scenario) *int { return &s.PCTDepth }, 1),
 	"hardware": func(s *Scenario, v string) error {
 		if _, err := sim.ParseFabric(v); err != nil {
 			return err
@@ -591,6 +606,9 @@ func (s *Scenario) Format() string {
 	}
 	if s.MsgJitter != 0 {
 		fmt.Fprintf(&b, "msg-jitter: %s\n", s.MsgJitter)
+	}
+	if s.EarlyArrivals {
+		b.WriteString("early-arrivals: true\n")
 	}
 	if s.ReplayUnderTest != "" {
 		fmt.Fprintf(&b, "replay-under-test: %s\n", s.ReplayUnderTest)

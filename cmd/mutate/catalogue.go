@@ -64,6 +64,13 @@ var catalogue = []mutant{
 	{name: "poll-wait-oracle-off", file: "explore/explore.go",
 		old: "if in.MaxPollWaitMs > 0 && !sleptOut {", new: "if false && in.MaxPollWaitMs > 0 && !sleptOut {",
 		why: "the search has no oracle for a status check that blocks on outcomes: blocking-outcomes is never found (issue 56, bug 4)", pkgs: []string{"./explore"}},
+	// The search explores what ranks observe locally (issue 56).
+	{name: "early-arrivals-never", file: "comm/sim/p2p.go",
+		old: "\tif i >= len(pairs) {\n\t\treturn // not arrived yet", new: "\tif true || i >= len(pairs) {\n\t\treturn // not arrived yet",
+		why: "a message in flight never arrives before its link-model time: every rank's local poll sees the same, and a branch on it is never found", pkgs: []string{"./explore"}},
+	{name: "early-arrivals-overtake", file: "comm/sim/p2p.go",
+		old: "\tf := w.inflight[key][0]\n", new: "\tf := w.inflight[key][len(w.inflight[key])-1]\n",
+		why: "an early arrival may take a pair's last message in flight, overtaking the earlier ones (MPI's non-overtaking rule)", pkgs: []string{"./comm/sim", "./explore"}},
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},

@@ -44,6 +44,7 @@ type runFlags struct {
 	strategy     string
 	pctDepth     int
 	msgJitter    time.Duration
+	earlyArrive  bool
 	// The cost model (model.go).
 	model                        string
 	computeEff, memoryEff, kvEff float64
@@ -106,6 +107,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
 	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d >= 1 (d-1 priority change points)")
 	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order; 0: none)")
+	fs.BoolVar(&f.earlyArrive, "early-arrivals", false, "sim: a message in flight may arrive at any point before its receiver's blocking wait, a seeded choice at each poll (explore's default)")
 }
 
 // simConfig is the simulation's configuration from the flags.
@@ -131,7 +133,7 @@ func (f *runFlags) simConfig() (sim.Config, error) {
 	}
 	// The run's --timeout is virtual in simulation.
 	return sim.Config{Seed: seed, Strategy: st, Depth: f.pctDepth, Checked: f.collChecked(), Timeout: f.collTimeout, Fabric: fab, Jitter: f.msgJitter,
-		Deadline: f.timeout, PayloadScale: f.payloadScale(), PayloadTagsFrom: transceiver.DataTagLow,
+		EarlyArrivals: f.earlyArrive, Deadline: f.timeout, PayloadScale: f.payloadScale(), PayloadTagsFrom: transceiver.DataTagLow,
 		PayloadHeader: transceiver.HeaderSize}, nil
 }
 

@@ -27,7 +27,7 @@ const exploreExamples = `  rankrun explore --ctx tp=2 --gen tp=2,dp=2,adp --seed
 // ones --scenario takes.
 var searchFlags = map[string]bool{
 	"scenario": true, "with-replay": true, "seeds": true, "budget": true, "start": true, "shrink": true,
-	"strategy": true, "pct-depth": true, "msg-jitter": true, "log-level": true, "backend": true,
+	"strategy": true, "pct-depth": true, "msg-jitter": true, "early-arrivals": true, "log-level": true, "backend": true,
 }
 
 // exploreCmd searches simulated schedules of one run (or one scenario) for a
@@ -113,13 +113,17 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	// Explore jitters messages by default (20 us); --msg-jitter 0 turns it off.
-	jitter := f.msgJitter
+	// So are early arrivals; --early-arrivals=false turns them off.
+	jitter, fixed := f.msgJitter, false
 	fs.Visit(func(fl *flag.Flag) {
 		if fl.Name == "msg-jitter" && jitter == 0 {
 			jitter = -1
 		}
+		if fl.Name == "early-arrivals" {
+			fixed = !f.earlyArrive
+		}
 	})
-	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.pctDepth, Jitter: jitter, Shrink: *shrink}
+	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.pctDepth, Jitter: jitter, FixedArrivals: fixed, Shrink: *shrink}
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {
 		return err

@@ -174,7 +174,7 @@ func peakRSS() int64 {
 }
 
 // simOnlyFlags are the flags only the simulation backend reads.
-var simOnlyFlags = []string{"strategy", "pct-depth", "msg-jitter", "schedule-seed"}
+var simOnlyFlags = []string{"strategy", "pct-depth", "msg-jitter", "early-arrivals", "schedule-seed"}
 
 // noteSimOnly writes one note line to w for each simulation-only flag the
 // command line set when backend is not sim: the run goes on, and the user

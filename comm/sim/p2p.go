@@ -65,6 +65,9 @@ func (q *request) seen() {
 }
 
 func (q *request) Test() (comm.Status, bool, error) {
+	if !q.done && !q.send && q.g.w.arrRng != nil {
+		q.g.w.arriveEarly(q)
+	}
 	if !q.done {
 		return comm.Status{}, false, nil
 	}
@@ -257,9 +260,14 @@ func (c *rankComm) send(q *request, dest, tag int) *request {
 		arrival = last
 	}
 	w.lastArr[key] = arrival
-	if arrival.Equal(w.now) {
+	switch {
+	case arrival.Equal(w.now):
 		g.arrive(q)
-	} else {
+	case w.inflight != nil:
+		f := flight{q: q}
+		f.ev = w.at(arrival, true, func() { w.landed(key, q); g.arrive(q) })
+		w.inflight[key] = append(w.inflight[key], f)
+	default:
 		w.at(arrival, true, func() { g.arrive(q) })
 	}
 	w.yield(w.ranks[q.owner])
@@ -308,4 +316,59 @@ func (c *rankComm) recv(q *request, src, tag int) *request {
 	}
 	b.recvs = append(b.recvs, q)
 	return q
+}
+
+// flight is a message in flight (EarlyArrivals) and its arrival event.
+type flight struct {
+	q  *request
+	ev *event
+}
+
+// landed takes q off its pair's messages in flight: it arrives now.
+func (w *world) landed(key pairKey, q *request) {
+	fl := w.inflight[key]
+	for i, f := range fl {
+		if f.q == q {
+			fl = append(fl[:i], fl[i+1:]...)
+			break
+		}
+	}
+	if len(fl) == 0 {
+		delete(w.inflight, key)
+		return
+	}
+	w.inflight[key] = fl
+}
+
+// arriveEarly is the choice a Test of receive q makes under EarlyArrivals:
+// of the pairs whose next message in flight q would match (only a pair's
+// next: messages of one pair arrive in order), one has arrived by now, or
+// none has yet, each as likely as the others taken together. The choice
+// is part of the schedule.
+func (w *world) arriveEarly(q *request) {
+	g := q.g
+	var cands [8]pairKey
+	pairs := cands[:0]
+	for s := range g.members {
+		if q.peer != comm.AnySource && s != q.peer {
+			continue
+		}
+		key := pairKey{g, s, q.dst}
+		if fl := w.inflight[key]; len(fl) > 0 && matches(q, fl[0].q.src, fl[0].q.tag) {
+			pairs = append(pairs, key)
+		}
+	}
+	if len(pairs) == 0 {
+		return
+	}
+	i := w.arrRng.IntN(2 * len(pairs))
+	w.schedule = (w.schedule ^ uint64(0x9e37+i)) * 1099511628211
+	if i >= len(pairs) {
+		return // not arrived yet
+	}
+	key := pairs[i]
+	f := w.inflight[key][0]
+	w.cancelEvent(f.ev)
+	w.landed(key, f.q)
+	g.arrive(f.q)
 }

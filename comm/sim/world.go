@@ -66,6 +66,17 @@ type Config struct {
 	// Jitter adds a seeded delay in [0, Jitter) to every message (messages
 	// between one pair on one communicator still arrive in order).
 	Jitter time.Duration
+	// EarlyArrivals lets what a rank observes locally differ between
+	// schedules, as ranks' speeds make it differ on a real machine: a
+	// message in flight may arrive at any point between its send and its
+	// receiver's blocking wait. Each Test of a receive that a message in
+	// flight would match is a choice of the schedule (seeded): the
+	// message has arrived by then, or not yet. Messages of one pair still
+	// arrive in order (MPI's non-overtaking rule), and a Wait still waits
+	// for the link model's arrival. For the schedule search: a run's
+	// timing then no longer follows the link model alone, so the default
+	// (off) keeps every figure.
+	EarlyArrivals bool
 	// Start is the virtual time of the start (DefaultStart when zero).
 	Start time.Time
 	// Deadline ends the run at this much virtual time: every rank's
@@ -181,6 +192,11 @@ type world struct {
 	errs            []error
 	first           int
 	lastArr         map[pairKey]time.Time // per-pair arrival order of messages
+	// With EarlyArrivals: the messages in flight on each pair, in arrival
+	// order, with their arrival events, and the coin that decides whether
+	// one has arrived by a Test.
+	inflight map[pairKey][]flight
+	arrRng   *rand.Rand
 
 	interrupted atomic.Bool
 	parent      context.Context
@@ -235,6 +251,10 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 		w.strat = newPCT(rand.New(rand.NewPCG(base.Uint64(), base.Uint64())), n, cfg.Depth, 1000*n)
 	default:
 		w.strat = &randomWalk{rng: rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))}
+	}
+	if cfg.EarlyArrivals { // drawn last: the other streams stay as they were
+		w.arrRng = rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))
+		w.inflight = map[pairKey][]flight{}
 	}
 	w.ranks = make([]*rankState, n)
 	w.live = n
