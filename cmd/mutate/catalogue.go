@@ -1,5 +1,7 @@
 package main
 
+import "strings"
+
 // fast is the sim- and in-process-backed suite a mutant must fail: the
 // packages whose tests exercise the runtime's decisions (no MPI, no
 // network), each run once per mutant.
@@ -647,3 +649,21 @@ var catalogue = []mutant{
 // typedMPI is the typed conformance cases under mpirun at np 2 and 3
 // (an odd size: the split groups then have sizes 2 and 1).
 var typedMPI = &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^Typed(FloatRankOrder)?$"}
+
+// Agreed values acted on locally (issue 56): for each value a group
+// agrees on, a mutant per rank position (the group's first, a middle and
+// its last rank) in which that one rank acts on its own value instead of
+// the agreed one. TestEveryRankActsOnTheAgreedValues kills each.
+func init() {
+	positions := []struct{ name, expr string }{{"first", "0"}, {"middle", "l.g.exec.Size()/2"}, {"last", "l.g.exec.Size()-1"}}
+	for _, p := range positions {
+		catalogue = append(catalogue,
+			mutant{name: "agreed-admission-" + p.name, file: "executor/intake.go",
+				old: "\t\tfit = int(l.admitBuf[0])\n", new: "\t\tif l.g.exec.Rank() != " + p.expr + " {\n\t\t\tfit = int(l.admitBuf[0])\n\t\t}\n",
+				why: "the " + p.name + " rank of a group admits by its own pool's fit, not the agreed one"},
+			mutant{name: "agreed-outcomes-" + p.name, file: "executor/gen.go",
+				old: "\t\tflat = g.outcomeBuf.Flat\n", new: "\t\tif g.g.exec.Rank() != " + strings.ReplaceAll(p.expr, "l.", "g.") + " {\n\t\t\tflat = g.outcomeBuf.Flat\n\t\t}\n",
+				why: "under GEN attention-DP the " + p.name + " rank decides transfers on its own scope's reports, not the group's"},
+		)
+	}
+}

@@ -1,0 +1,65 @@
+package executor_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/scenario"
+)
+
+// Every rank of a group acts on the values the group agreed, not on its
+// own, in states where the two differ and the difference changes what a
+// rank does: one rank's pool is shrunk (the first, a middle or the last of
+// a group of four, on either side), so the agreed admission fit is that
+// rank's and every other rank's own fit is larger. A rank that admitted by
+// its own fit (cmd/mutate's agreed-admission-* mutants, one per rank
+// position) would take requests its peers did not: their next collectives
+// differ, or its blocks leak. Under attention-DP the GEN ranks agree on
+// how each transfer ended (the outcome set) over the executor group, while
+// each reports its own scope's outcomes: a rank that decided on its own
+// reports (agreed-outcomes-* mutants) decodes a request its peers still
+// wait for, with a transfer failing on a GEN rank at each position.
+func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
+	type tc struct {
+		name          string
+		ctx, gen      string
+		fault         string
+		completed, ok int
+	}
+	var cases []tc
+	for _, role := range []string{"ctx", "gen"} {
+		for _, pos := range []int{0, 2, 3} {
+			cases = append(cases, tc{name: fmt.Sprintf("admission/%s:%d shrunk", role, pos), ctx: "tp=4", gen: "tp=4",
+				fault: fmt.Sprintf("shrink-pool@%s:%d,blocks=8", role, pos), completed: 24})
+		}
+	}
+	// gen tp=2,dp=2,adp: ranks 0..3 of one executor group, DP index 0 on
+	// ranks 0-1 and 1 on ranks 2-3; request r goes to DP index (r-1)%2.
+	for pos, req := range map[int]int{0: 3, 2: 4, 3: 6} {
+		cases = append(cases, tc{name: fmt.Sprintf("outcomes/gen:%d fails one", pos), ctx: "tp=2", gen: "tp=2,dp=2,adp",
+			fault: fmt.Sprintf("fail-transfer@gen:%d,req=%d", pos, req), completed: 23})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := scenario.New(c.name)
+			s.Ctx, s.Gen, s.Transfer = c.ctx, c.gen, "async"
+			s.Requests, s.Input, s.Output = 24, 64, 2
+			s.CtxBlocks, s.GenBlocks = 64, 64
+			s.Faults = []string{c.fault}
+			cfg, err := s.Config(false)
+			require.NoError(t, err)
+			for seed := uint64(1); seed <= 3; seed++ {
+				sc := s.SimConfig()
+				sc.Seed = seed
+				rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+				require.NoError(t, err, "seed %d", seed)
+				require.True(t, rep.OK(), "seed %d: %v", seed, rep.Errors)
+				require.Equal(t, c.completed, rep.RequestsCompleted, "seed %d", seed)
+				require.Zero(t, rep.LeakedBlocks, "seed %d", seed)
+			}
+		})
+	}
+}
