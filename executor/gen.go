@@ -92,6 +92,11 @@ func (g *genLoop) run(ctx context.Context) error {
 		if g.cfg.Replays.On(UnsafeIdleReap) {
 			in.BusyLocally = g.busyLocally(adm.recs)
 		}
+		if g.cfg.Replays.On(IdleMaxPoll) && !sync && g.g.exec.Size() > 1 {
+			if in.SomeRankIdle, err = g.someRankIdle(ctx, !g.busyLocally(adm.recs)); err != nil {
+				return err
+			}
+		}
 		a := DecideProgress(in)
 		g.guardProgress(in, a)
 		if a.ReportFailures > 0 {
@@ -254,6 +259,17 @@ func (g *genLoop) shareOutcomes(ctx context.Context) error {
 // busyLocally reports whether this rank has work of its own: a request it
 // holds admitted now, or one of its requests decoding (the unsafe-idle-reap
 // replay's rank-local notion of idle).
+// someRankIdle is the idle-max-poll replay's collective: the MAX of each
+// rank's own idle flag over the executor group (TensorRT-LLM #17299).
+func (g *genLoop) someRankIdle(ctx context.Context, idle bool) (bool, error) {
+	g.rec.Guard("idle_locally", b2i(idle))
+	buf := [1]int64{b2i(idle)}
+	if err := g.g.exec.AllreduceInt64(ctx, comm.Max, buf[:], buf[:]); err != nil {
+		return false, fmt.Errorf("executor: %s idle flag (replay idle-max-poll): %w", g.g.who(), err)
+	}
+	return buf[0] != 0, nil
+}
+
 func (g *genLoop) busyLocally(admitted []rec) bool {
 	for _, r := range admitted {
 		if g.mine(r) {

@@ -46,7 +46,11 @@ type ProgressInput struct {
 	// NewLocalFailures (local): transfers that failed on this rank since
 	// the last iteration. Only the local-error-collective replay reads it.
 	NewLocalFailures int
-	Replays          ReplaySet
+	// SomeRankIdle (agreed: an allreduce(MAX) of each rank's own idle
+	// flag over the executor group): some rank of the group has nothing
+	// of its own. Only the idle-max-poll replay computes and reads it.
+	SomeRankIdle bool
+	Replays      ReplaySet
 }
 
 // CheckScope says over which communicators a status check agrees.
@@ -124,6 +128,8 @@ func decideCheck(in ProgressInput) ProgressAction {
 	idle := !in.Busy
 	if in.Role == topology.Generation {
 		switch {
+		case !in.Sync && in.SomeRankIdle && in.Replays.On(IdleMaxPoll):
+			return ProgressAction{Check: true, AtLeast: 1, Idle: idle, Row: "replay idle-max-poll: a rank is idle, so every rank's check waits for at_least 1"}
 		case !in.Sync:
 			return ProgressAction{Check: true, Idle: idle, Row: "gen async: every iteration, on every rank"}
 		case in.ScopeHolds:

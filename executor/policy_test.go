@@ -54,6 +54,10 @@ func TestDecideProgressCoversTheDesignTable(t *testing.T) {
 		{"replay blocking-outcomes: nothing held, nothing waits", ProgressInput{Role: ctx, GroupRanks: 1, Replays: replay(BlockingOutcomes)}, true, 0, true, OwnScope},
 		{"replay blocking-outcomes: sync unchanged", ProgressInput{Role: ctx, Sync: true, GroupRanks: 1, Busy: true, SendsHeld: true, Sessions: 3, Replays: replay(BlockingOutcomes)}, false, 0, false, OwnScope},
 		{"replay blocking-outcomes: async draining unchanged", ProgressInput{Role: ctx, GroupRanks: 4, Draining: true, SendsHeld: true, Sessions: 3, Replays: replay(BlockingOutcomes)}, false, 0, false, OwnScope},
+		{"replay idle-max-poll: some rank idle, a busy one waits for 1", ProgressInput{Role: gen, GroupRanks: 4, Busy: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 1, false, OwnScope},
+		{"replay idle-max-poll: none idle, unchanged", ProgressInput{Role: gen, GroupRanks: 4, Busy: true, Replays: replay(IdleMaxPoll)}, true, 0, false, OwnScope},
+		{"replay idle-max-poll: sync unchanged", ProgressInput{Role: gen, Sync: true, GroupRanks: 4, ScopeHolds: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 0, true, OwnScope},
+		{"replay idle-max-poll: ctx unchanged", ProgressInput{Role: ctx, GroupRanks: 4, Busy: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 0, false, OwnScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := DecideProgress(tc.in)

@@ -52,10 +52,24 @@ const (
 	// agreement over TP then PP is already that synchronous rendezvous,
 	// and free.
 	BlockingOutcomes Replay = "blocking-outcomes"
+	// IdleMaxPoll: every async GEN iteration combines each rank's own idle
+	// flag (nothing of its own to receive or decode) over the executor
+	// group with an allreduce(MAX), and when some rank is idle every rank,
+	// busy ones too, checks status with at_least 1: a busy rank's poll
+	// then waits for one of its transfers to end before it decodes (up to
+	// the GEN poll interval). The shape of TensorRT-LLM #17299 (nvbugs
+	// 6527301), where the MAX of one rank's idle flag sent every rank into
+	// the GEN status check's full 5 s poll; its fix packs the status bits
+	// into one allreduce(BOR). Here the fixed build has no such collective
+	// at all: an async GEN check polls at_least 0 on every rank, every
+	// iteration. Only under attention-DP do one group's ranks hold
+	// different requests, so only there can one be idle while another is
+	// busy.
+	IdleMaxPoll Replay = "idle-max-poll"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

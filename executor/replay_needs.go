@@ -92,6 +92,18 @@ var replayShows = map[Replay]replayShow{
 		example: "--backend sim --msg-jitter 20us --ctx tp=1 --gen tp=4,dp=2,adp --requests 16 --input 64 --output 2 --arrival closed=4 --collective-timeout 2s",
 		symptom: "ErrPinned: blocks a sibling still receives into are released (it needs schedule jitter: --backend sim --msg-jitter)",
 	},
+	IdleMaxPoll: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Async, "--transfer async (the idle flag's allreduce is in the async GEN's per-iteration status check)",
+				c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2 or more with adp (only then can one rank of a GEN group be idle while another is busy)")
+		},
+		// One GEN DP index holds a receive wedged until its deadline while
+		// the other is often idle (tests/multirank/testdata/replay-idle-max-poll.txt).
+		example: "--backend sim --ctx tp=1 --gen dp=2,adp --requests 8 --input 64 --output 32 --arrival closed=4 --decode-per-step 1ms " +
+			"--fault timeout-transfer@ctx:0,req=1 --transfer-timeout 2s --gen-poll-interval 200ms",
+		symptom:  "max poll wait (gen) grows from 0 to --gen-poll-interval, and throughput falls: a busy GEN rank sleeps out its poll interval whenever another rank of its group is idle",
+		timeNote: "its bug shows as time",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")
@@ -159,7 +171,7 @@ func (c *Config) smallestPool(role topology.Role) int {
 // TimeReplays are the replays whose bugs show as time: unclamped-poll
 // fails no run; blocking-outcomes fails one only where a rank's wait
 // outlasts the collective timeout.
-var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes}
+var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes, IdleMaxPoll}
 
 // ReplayNotes says, for each replay switched on in c that c's run cannot
 // show, what it lacks and a run that shows it (ReplayGaps); and for the

@@ -198,7 +198,7 @@ func oracles(s *scenario.Scenario, o scenario.Outcome) []string {
 	// an async CTX no longer overlaps its sends with its next prefill.
 	for _, in := range o.Report.Instances {
 		if in.MaxPollWaitMs > 0 && !sleptOut {
-			why = append(why, fmt.Sprintf("a %s status check's local poll waited %.3f ms for transfers in flight: a check that blocks on outcomes (#15139's symptom; every row of the policy polls at_least 0)", in.Role, in.MaxPollWaitMs))
+			why = append(why, fmt.Sprintf("a %s status check's local poll waited %.3f ms for transfers in flight: a check that blocks on outcomes (the symptom of TensorRT-LLM #15139 and #17299; every row of the policy polls at_least 0)", in.Role, in.MaxPollWaitMs))
 		}
 	}
 	return why

@@ -38,6 +38,9 @@ var replayCases = []replayCase{
 	// A time-only replay: the invariant that no status check waits in
 	// its local poll finds it (explore's oracles).
 	{executor.BlockingOutcomes, func(s *scenario.Scenario) {}},
+	// Another: a GEN rank's poll waits for a transfer whenever another
+	// rank of its attention-DP group is idle (TensorRT-LLM #17299).
+	{executor.IdleMaxPoll, func(s *scenario.Scenario) { s.Gen = "dp=2,adp" }},
 }
 
 // Every replay has a case above: a replay added without one is a replay

@@ -26,6 +26,9 @@ type replayReport struct {
 	TTFTMs     struct {
 		P50 float64 `json:"p50"`
 	} `json:"ttft_ms"`
+	Instances []struct {
+		MaxPollWaitMs float64 `json:"max_poll_wait_ms"`
+	} `json:"instances"`
 }
 
 // The run each replay's note names shows that replay's bug, and passes
@@ -56,6 +59,11 @@ func TestReplayExamplesShowTheBug(t *testing.T) {
 				require.Equal(t, 0, code, errOut)
 				assert.Less(t, rep.Throughput, 0.8*fixed.Throughput, "the blocking wait costs a fifth of the throughput or more: %s", symptom)
 				assert.Greater(t, rep.TTFTMs.P50, 1.2*fixed.TTFTMs.P50, "and TTFT with it: %s", symptom)
+			case executor.IdleMaxPoll:
+				require.Equal(t, 0, code, errOut)
+				assert.Zero(t, fixed.Instances[1].MaxPollWaitMs, "the fixed build's GEN poll never waits")
+				assert.Equal(t, 200.0, rep.Instances[1].MaxPollWaitMs, "a GEN poll sleeps out the whole 200ms interval: %s", symptom)
+				assert.Less(t, rep.Throughput, 0.2*fixed.Throughput, "%s", symptom)
 			}
 			if slices.Contains(executor.TimeReplays, r) {
 				require.Len(t, rep.ReplayNotes, 1)
