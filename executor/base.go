@@ -307,7 +307,7 @@ func (l *loop) progressed() {
 
 // stallCheck ends the run with ErrStalled when DecideStall says so.
 func (l *loop) stallCheck() error {
-	if len(l.waiting) == 0 {
+	if len(l.waiting) == 0 && l.tr.Sessions() == 0 {
 		return nil
 	}
 	in := StallInput{Waiting: len(l.waiting), Quiet: clock.Since(l.clk, l.progressAt), StallTimeout: l.cfg.StallTimeout,
@@ -319,10 +319,17 @@ func (l *loop) stallCheck() error {
 	if in.Over > 0 {
 		in.OverFor = clock.Since(l.clk, l.tr.OldestTerminal())
 	}
+	if since := l.tr.OverdueSince(); !since.IsZero() {
+		in.OverdueFor = clock.Since(l.clk, since)
+	}
 	if !DecideStall(in) {
 		return nil
 	}
 	st := l.pool.Stats()
+	if in.OverdueFor >= in.StallTimeout {
+		return fmt.Errorf("%w: %s: a transfer held %v past its deadline with no cancel begun: its deadline was never checked%s",
+			ErrStalled, l.g.who(), in.OverdueFor.Round(time.Millisecond), l.lastDecisionText("progress"))
+	}
 	return fmt.Errorf("%w: %s: %d requests waiting, none admitted for %v; KV pool %d/%d blocks used, %d pinned, %d transfers over but never reaped%s",
 		ErrStalled, l.g.who(), len(l.waiting), in.Quiet.Round(time.Millisecond), st.Used, st.Total, st.Pinned, in.Over, l.lastDecisionText("progress"))
 }
@@ -337,6 +344,9 @@ type StallInput struct {
 	// OverFor is how long the oldest session over has been over.
 	OverFor         time.Duration
 	TransferTimeout time.Duration
+	// OverdueFor is how long a live transfer has been past its deadline
+	// with no cancel begun (Transceiver.OverdueSince; 0: none).
+	OverdueFor time.Duration
 }
 
 // DecideStall is the stall verdict, a pure function of the rank's state,
@@ -352,8 +362,15 @@ type StallInput struct {
 //   - What is left is a stall: seed 001's shape (transfers over, never
 //     offered to a check that would reap them), blocks held with no
 //     transfer at all, and outcomes that are never applied.
+//   - Whatever waits: a transfer past its deadline by the stall timeout
+//     with no cancel begun is a stall, since its own bound never fired
+//     (TensorRT-LLM #17124's wedged transfer; the deadlines-when-busy
+//     replay). A pump past a deadline begins the cancel, so a healthy
+//     run never holds one that long.
 func DecideStall(in StallInput) bool {
 	switch {
+	case in.OverdueFor >= in.StallTimeout && in.StallTimeout > 0:
+		return true
 	case in.Waiting == 0 || in.Quiet < in.StallTimeout:
 		return false
 	case in.Held > in.Over:
@@ -394,6 +411,9 @@ func (l *loop) samplePool() {
 // iteration.
 func (l *loop) endIteration(ctx context.Context, iterStart int64, busy bool, admitted int) error {
 	step := l.now() - iterStart
+	if l.cfg.Replays.On(DeadlinesWhenBusy) {
+		l.tr.SetIdle(!busy) // until the next iteration that executes a batch
+	}
 	if err := l.auditAgreed(ctx, "busy", busy); err != nil {
 		return err
 	}

@@ -66,10 +66,19 @@ const (
 	// different requests, so only there can one be idle while another is
 	// busy.
 	IdleMaxPoll Replay = "idle-max-poll"
+	// DeadlinesWhenBusy: a rank checks its transfers' deadlines only in
+	// iterations that executed a batch; once idle, a transfer that never
+	// completes is never cancelled, and the run lasts until its own
+	// deadline. The shape of TensorRT-LLM #17124, where a wedged KV
+	// transfer ran to the harness's 10,800 s timeout because the PP loop
+	// reached its transfer-timeout check only when a batch executed; its
+	// fix checks the deadline every iteration, idle or not, as the fixed
+	// build here does on every pump.
+	DeadlinesWhenBusy Replay = "deadlines-when-busy"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

@@ -104,6 +104,18 @@ var replayShows = map[Replay]replayShow{
 		symptom:  "max poll wait (gen) grows from 0 to --gen-poll-interval, and throughput falls: a busy GEN rank sleeps out its poll interval whenever another rank of its group is idle",
 		timeNote: "its bug shows as time",
 	},
+	DeadlinesWhenBusy: {
+		needs: func(c *Config) []string {
+			stuck := slices.ContainsFunc(c.Faults, func(f Fault) bool {
+				return f.Kind == FaultTimeoutTransfer || f.Kind == FaultDropAck || f.Kind == FaultStall
+			})
+			return need(stuck, "a transfer that never completes: --fault timeout-transfer@ctx:N,req=R (or drop-ack, or a stall); without one no deadline is ever needed")
+		},
+		// The last request's transfer is withheld: every rank is idle from
+		// then on (tests/multirank/testdata/replay-deadlines-when-busy.txt).
+		example: "--backend sim --ctx tp=1 --gen tp=2 --requests 4 --input 64 --output 4 --fault timeout-transfer@ctx:0,req=4 --transfer-timeout 2s --stall-timeout 2s",
+		symptom: "ErrStalled: a transfer wedged while its ranks are idle is never cancelled at its transfer deadline; the stall detector names it at the deadline plus --stall-timeout (upstream, the run lasted until the harness's timeout)",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")

@@ -21,6 +21,8 @@ func TestDecideStall(t *testing.T) {
 		{"seed 001: over, never offered to a check", StallInput{Waiting: 3, Quiet: st, StallTimeout: st, Held: 2, Over: 2, OverFor: st, TransferTimeout: tt}, true},
 		{"over and offered: a peer may still hold it", StallInput{Waiting: 3, Quiet: st, StallTimeout: st, Held: 2, Over: 2, Checked: true, OverFor: tt, TransferTimeout: tt}, false},
 		{"offered, never applied past the transfer deadline", StallInput{Waiting: 3, Quiet: time.Hour, StallTimeout: st, Held: 2, Over: 2, Checked: true, OverFor: tt + st, TransferTimeout: tt}, true},
+		{"a transfer past its deadline, no cancel begun, nothing waits", StallInput{Quiet: st, StallTimeout: st, Held: 1, OverdueFor: st, TransferTimeout: tt}, true},
+		{"a transfer just past its deadline: its cancel begins at the next pump", StallInput{Quiet: st, StallTimeout: st, Held: 1, OverdueFor: st / 2, TransferTimeout: tt}, false},
 	} {
 		if got := DecideStall(tc.in); got != tc.want {
 			t.Errorf("%s: DecideStall(%+v) = %v, want %v", tc.name, tc.in, got, tc.want)

@@ -3,6 +3,7 @@ package explore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,6 +42,11 @@ var replayCases = []replayCase{
 	// Another: a GEN rank's poll waits for a transfer whenever another
 	// rank of its attention-DP group is idle (TensorRT-LLM #17299).
 	{executor.IdleMaxPoll, func(s *scenario.Scenario) { s.Gen = "dp=2,adp" }},
+	// The last request's transfer withheld: every rank is idle while it
+	// waits for its deadline (TensorRT-LLM #17124).
+	{executor.DeadlinesWhenBusy, func(s *scenario.Scenario) {
+		s.Faults, s.TransferTimeout = []string{"timeout-transfer@ctx:0,req=24"}, 2e9
+	}},
 }
 
 // Every replay has a case above: a replay added without one is a replay
@@ -62,6 +68,9 @@ func base(t *testing.T, name string, setup func(*scenario.Scenario)) scenario.Sc
 	want := []string{"ok", fmt.Sprintf("completed == %d", s.Requests)}
 	if len(s.Faults) > 0 && s.Faults[0][:4] == "fail" {
 		want = []string{"ok", fmt.Sprintf("completed == %d", s.Requests-1), "failed == 1"}
+	}
+	if len(s.Faults) > 0 && strings.HasPrefix(s.Faults[0], "timeout-transfer") {
+		want = []string{"ok", fmt.Sprintf("completed == %d", s.Requests-1), "cancelled == 1"}
 	}
 	for _, l := range want {
 		require.NoError(t, s.Expect.Add(l))

@@ -109,6 +109,11 @@ type Replays struct {
 	// the sessions held (an empty table and at_least 1) waits out the whole
 	// interval (seed 000).
 	UnclampedPoll bool
+	// DeadlinesWhenBusy checks transfer deadlines only while the executor
+	// says its iteration executed a batch (Transceiver.SetIdle): an idle
+	// rank's wedged transfer never times out (TensorRT-LLM #17124, whose
+	// PP loop reached its transfer-timeout check only after a batch).
+	DeadlinesWhenBusy bool
 }
 
 // Config configures one rank's transceiver.

@@ -91,7 +91,7 @@ func (t *Transceiver) progressRecv(s *session) {
 		return
 	}
 	all, withdrawn := true, false
-	late := t.clk.Now().After(s.deadline)
+	late := t.deadlinePassed(s)
 	for i := range s.frags {
 		fs := &s.frags[i]
 		if fs.posted && !fs.done {

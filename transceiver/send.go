@@ -114,7 +114,7 @@ func (t *Transceiver) progressSend(s *session) {
 		t.setTerminal(s, StateCancelled, s.cancelReason)
 	case resolved:
 		t.setTerminal(s, StateTransferred, "")
-	case t.clk.Now().After(s.deadline):
+	case t.deadlinePassed(s):
 		t.tryCancel(s, "transfer deadline passed")
 	}
 }

@@ -32,6 +32,7 @@ const DataTagLow = 16
 // Transceiver is one rank's transfer engine. See the package doc.
 type Transceiver struct {
 	cfg      Config
+	idle     bool   // the executor's last iteration executed no batch (SetIdle; read only by Replays.DeadlinesWhenBusy)
 	yield    func() // between KV blocks (New says when it yields)
 	mapping  *topology.Mapping
 	shard    topology.Shard
@@ -205,4 +206,35 @@ func (t *Transceiver) Close() error {
 	}
 	t.waiter.Stop()
 	return errors.Join(errs...)
+}
+
+// SetIdle tells the transceiver whether the executor's last iteration
+// executed no batch. Only the deadlines-when-busy replay reads it: there
+// an idle rank checks no transfer deadline.
+func (t *Transceiver) SetIdle(idle bool) { t.idle = idle }
+
+// deadlinePassed reports whether s's transfer deadline has passed, as this
+// rank checks it (never while idle under Replays.DeadlinesWhenBusy).
+func (t *Transceiver) deadlinePassed(s *session) bool {
+	if t.cfg.Replays.DeadlinesWhenBusy && t.idle {
+		return false
+	}
+	return t.clk.Now().After(s.deadline)
+}
+
+// OverdueSince is the earliest transfer deadline that passed with nothing
+// done about it: a live session past its deadline that no cancel has
+// begun for (a pump past the deadline begins one), or the zero time when
+// none is. In a healthy run such a session lasts one pump at most; one
+// that lasts longer had its deadline never checked (the stall detector's
+// last line of defence: executor.DecideStall).
+func (t *Transceiver) OverdueSince() time.Time {
+	var since time.Time
+	now := t.clk.Now()
+	for _, s := range t.live {
+		if !s.state.terminal() && !s.cancelling && !s.refused && now.After(s.deadline) && (since.IsZero() || s.deadline.Before(since)) {
+			since = s.deadline
+		}
+	}
+	return since
 }
