@@ -21,6 +21,7 @@ const (
 	FaultCorrupt         FaultKind = "corrupt"          // CTX rank flips a byte of a request's fragments
 	FaultDropAck         FaultKind = "drop-ack"         // GEN rank never acknowledges a request
 	FaultTimeoutTransfer FaultKind = "timeout-transfer" // CTX rank never sends a request's fragments
+	FaultFailStart       FaultKind = "fail-start"       // CTX rank cannot start a request's transfer: before any byte moves
 	FaultCancel          FaultKind = "cancel"           // rank cancels a request as soon as its session starts
 	FaultStall           FaultKind = "stall"            // rank stalls once, for a duration, when it first sees the request
 	FaultDelay           FaultKind = "delay"            // rank sleeps a duration at the start of every iteration
@@ -30,7 +31,7 @@ const (
 )
 
 // FaultKinds lists every fault.
-var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultCancel,
+var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultFailStart, FaultCancel,
 	FaultStall, FaultDelay, FaultExit, FaultShrinkPool, FaultMisroute}
 
 // Fault is one injected fault: Kind on rank Rank of instance Role.
@@ -165,7 +166,7 @@ func (f Fault) validate(c *Config) error {
 		if f.Role != topology.Generation {
 			return fmt.Errorf("%s applies to gen ranks", f.Kind)
 		}
-	case FaultCorrupt, FaultTimeoutTransfer:
+	case FaultCorrupt, FaultTimeoutTransfer, FaultFailStart:
 		if f.Role != topology.Context {
 			return fmt.Errorf("%s applies to ctx ranks", f.Kind)
 		}
@@ -262,7 +263,7 @@ type rankFaults struct {
 func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 	rf := rankFaults{stall: map[request.ID]time.Duration{}, exit: map[request.ID]bool{}}
 	tx := &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{}, DropAck: map[request.ID]bool{},
-		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}}
+		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}, FailStart: map[request.ID]bool{}}
 	any := false
 	for _, f := range all {
 		if f.Role != role || f.Rank != rank {
@@ -278,6 +279,8 @@ func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 			tx.DropAck[id], any = true, true
 		case FaultTimeoutTransfer:
 			tx.Withhold[id], any = true, true
+		case FaultFailStart:
+			tx.FailStart[id], any = true, true
 		case FaultCancel:
 			tx.Cancel[id], any = true, true
 		case FaultStall:

@@ -75,10 +75,21 @@ const (
 	// fix checks the deadline every iteration, idle or not, as the fixed
 	// build here does on every pump.
 	DeadlinesWhenBusy Replay = "deadlines-when-busy"
+	// SilentStartFailure: a CTX rank that cannot start a transfer fails
+	// its send session without telling its GEN peers, who wait for bytes
+	// that never come until their transfer deadline, holding the
+	// request's blocks. The shape of vLLM #50754: in push mode the decode
+	// side counts the notifications of the writes, and when the prefill
+	// side could not start one it logged and moved on, so the count was
+	// never reached and the request hung until its lease expired; the fix
+	// has the sender report a transfer it could not start, as the fixed
+	// build here tells every GEN peer of a failed send (a Cancel with the
+	// failure, stopAll), so the GEN side applies its policy at once.
+	SilentStartFailure Replay = "silent-start-failure"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

@@ -116,6 +116,15 @@ var replayShows = map[Replay]replayShow{
 		example: "--backend sim --ctx tp=1 --gen tp=2 --requests 4 --input 64 --output 4 --fault timeout-transfer@ctx:0,req=4 --transfer-timeout 2s --stall-timeout 2s",
 		symptom: "ErrStalled: a transfer wedged while its ranks are idle is never cancelled at its transfer deadline; the stall detector names it at the deadline plus --stall-timeout (upstream, the run lasted until the harness's timeout)",
 	},
+	SilentStartFailure: {
+		needs: func(c *Config) []string {
+			return need(slices.ContainsFunc(c.Faults, func(f Fault) bool { return f.Kind == FaultFailStart }),
+				"a transfer a CTX rank cannot start: --fault fail-start@ctx:N,req=R")
+		},
+		example:  "--backend sim --ctx tp=1 --gen tp=2 --requests 4 --input 64 --output 4 --fault fail-start@ctx:0,req=2 --transfer-timeout 2s --stall-timeout 2s",
+		symptom:  "the GEN side waits for a transfer that never started until its deadline, holding the request's blocks: the request fails at the transfer deadline, not at once",
+		timeNote: "its bug shows as time",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")
@@ -183,7 +192,7 @@ func (c *Config) smallestPool(role topology.Role) int {
 // TimeReplays are the replays whose bugs show as time: unclamped-poll
 // fails no run; blocking-outcomes fails one only where a rank's wait
 // outlasts the collective timeout.
-var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes, IdleMaxPoll}
+var TimeReplays = []Replay{UnclampedPoll, BlockingOutcomes, IdleMaxPoll, SilentStartFailure}
 
 // ReplayNotes says, for each replay switched on in c that c's run cannot
 // show, what it lacks and a run that shows it (ReplayGaps); and for the

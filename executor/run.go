@@ -147,7 +147,8 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 	tr, err := transceiver.New(transceiver.Config{Role: g.role, Ctx: cfg.Ctx, Gen: cfg.Gen, Model: cfg.Model, Rank: g.rank,
 		World: world, Scope: g.scope, Pool: pool, SenderWaitSlice: cfg.SenderWaitSlice, Clock: cfg.Clock,
 		GenPollInterval: cfg.GenPollInterval, TransferTimeout: cfg.TransferTimeout, Verify: cfg.Verify,
-		Replays: transceiver.Replays{UnclampedPoll: cfg.Replays.On(UnclampedPoll), DeadlinesWhenBusy: cfg.Replays.On(DeadlinesWhenBusy)}, Log: log, Faults: faults.tx})
+		Replays: transceiver.Replays{UnclampedPoll: cfg.Replays.On(UnclampedPoll), DeadlinesWhenBusy: cfg.Replays.On(DeadlinesWhenBusy),
+			SilentStartFailure: cfg.Replays.On(SilentStartFailure)}, Log: log, Faults: faults.tx})
 	if err != nil {
 		return RankReport{}, err
 	}

@@ -47,6 +47,11 @@ var replayCases = []replayCase{
 	{executor.DeadlinesWhenBusy, func(s *scenario.Scenario) {
 		s.Faults, s.TransferTimeout = []string{"timeout-transfer@ctx:0,req=24"}, 2e9
 	}},
+	// A transfer CTX rank 0 cannot start: the GEN side must hear of it
+	// (vLLM #50754).
+	{executor.SilentStartFailure, func(s *scenario.Scenario) {
+		s.Faults, s.TransferTimeout = []string{"fail-start@ctx:0,req=5"}, 2e9
+	}},
 }
 
 // Every replay has a case above: a replay added without one is a replay

@@ -109,6 +109,11 @@ type Replays struct {
 	// the sessions held (an empty table and at_least 1) waits out the whole
 	// interval (seed 000).
 	UnclampedPoll bool
+	// SilentStartFailure: a CTX rank that cannot start a transfer fails
+	// its session without telling its GEN peers (vLLM #50754, where the
+	// prefill side logged and moved on): they wait for bytes that never
+	// come, until their transfer deadline.
+	SilentStartFailure bool
 	// DeadlinesWhenBusy checks transfer deadlines only while the executor
 	// says its iteration executed a batch (Transceiver.SetIdle): an idle
 	// rank's wedged transfer never times out (TensorRT-LLM #17124, whose
@@ -186,6 +191,10 @@ type Faults struct {
 	// requests' fragments (--verify checksum): the receiver must give up
 	// on them at the transfer deadline.
 	DropDigest map[request.ID]bool
+	// FailStart makes this CTX rank unable to start these requests'
+	// transfers: posting their first fragment fails, before any byte
+	// moves (the session fails here, and its GEN peers must be told).
+	FailStart map[request.ID]bool
 }
 
 func (c *Config) fill() error {

@@ -130,9 +130,20 @@ func (t *Transceiver) handleAck(s *session, src int, h Header) {
 }
 
 // handleCancel applies a peer's cancel (either role); a cancel for a
-// session not started yet is remembered until it starts.
+// session not started yet is remembered until it starts. A CTX rank whose
+// session is already over answers at once: it will send nothing more, so
+// a GEN peer that asks (its deadline passed) never waits on a session that
+// cannot answer otherwise.
 func (t *Transceiver) handleCancel(s *session, src int, h Header) {
 	id := request.ID(h.RequestID)
+	if t.cfg.Role == topology.Context && (s == nil && t.finished[id] || s != nil && s.state.terminal()) {
+		status := CodeCancelled
+		if s != nil && s.failed {
+			status = CodeFailed
+		}
+		_ = t.sendControl(src, Header{Kind: KindCancelAck, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: status})
+		return
+	}
 	if s == nil {
 		if !t.finished[id] {
 			if t.earlyCancel[id] == nil {

@@ -1,6 +1,7 @@
 package transceiver
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -68,6 +69,11 @@ func (t *Transceiver) progressSend(s *session) {
 		fs := &s.frags[i]
 		if !fs.posted && !fs.cancelled && fs.dataTag >= 0 && !s.failed && !s.cancelling &&
 			(t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
+			if t.cfg.Faults != nil && t.cfg.Faults.FailStart[s.req.ID] {
+				s.fail(fmt.Sprintf("ctx rank %d could not start the transfer (injected)", t.cfg.Rank))
+				s.notStarted = true
+				continue
+			}
 			if err := t.postFragment(s, fs); err != nil {
 				s.fail(err.Error())
 			}
@@ -107,8 +113,12 @@ func (t *Transceiver) progressSend(s *session) {
 		}
 	case s.failed:
 		// Every GEN peer must get its bytes or a Cancel: tell the ones
-		// this rank never sent to before the session ends.
-		t.stopAll(s)
+		// this rank never sent to before the session ends (the
+		// silent-start-failure replay does not, for a transfer it could
+		// not start).
+		if !(s.notStarted && t.cfg.Replays.SilentStartFailure) {
+			t.stopAll(s)
+		}
 		t.setTerminal(s, StateFailed, s.why)
 	case resolved && s.cancelling:
 		t.setTerminal(s, StateCancelled, s.cancelReason)

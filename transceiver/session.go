@@ -73,6 +73,7 @@ type session struct {
 	cancelling   bool
 	cancelReason string
 	refused      bool // a cancel was refused while a write was in flight
+	notStarted   bool // CTX: the transfer could not start (Faults.FailStart)
 }
 
 // fail marks the session failed, keeping the first reason.

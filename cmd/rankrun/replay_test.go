@@ -26,6 +26,11 @@ type replayReport struct {
 	TTFTMs     struct {
 		P50 float64 `json:"p50"`
 	} `json:"ttft_ms"`
+	Failed     int `json:"requests_failed"`
+	Cancelled  int `json:"requests_cancelled"`
+	TransferMs struct {
+		Max float64 `json:"max"`
+	} `json:"transfer_ms"`
 	Instances []struct {
 		MaxPollWaitMs float64 `json:"max_poll_wait_ms"`
 	} `json:"instances"`
@@ -59,6 +64,12 @@ func TestReplayExamplesShowTheBug(t *testing.T) {
 				require.Equal(t, 0, code, errOut)
 				assert.Less(t, rep.Throughput, 0.8*fixed.Throughput, "the blocking wait costs a fifth of the throughput or more: %s", symptom)
 				assert.Greater(t, rep.TTFTMs.P50, 1.2*fixed.TTFTMs.P50, "and TTFT with it: %s", symptom)
+			case executor.SilentStartFailure:
+				require.Equal(t, 0, code, errOut)
+				assert.Equal(t, [2]int{1, 0}, [2]int{fixed.Failed, fixed.Cancelled}, "the fixed build fails the request at once")
+				assert.Equal(t, [2]int{0, 1}, [2]int{rep.Failed, rep.Cancelled}, "with the replay it is cancelled at its deadline: %s", symptom)
+				assert.GreaterOrEqual(t, rep.TransferMs.Max, 2000.0, "%s", symptom)
+				assert.Less(t, fixed.TransferMs.Max, 1.0)
 			case executor.IdleMaxPoll:
 				require.Equal(t, 0, code, errOut)
 				assert.Zero(t, fixed.Instances[1].MaxPollWaitMs, "the fixed build's GEN poll never waits")
