@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -110,6 +111,11 @@ func (g *genLoop) run(ctx context.Context) error {
 				return err
 			}
 			g.noteReaped(res.Reaped, a.Scope)
+		}
+		if g.cfg.Replays.On(FillGateGather) && g.layout.AttentionDP && g.layout.DP > 1 && g.g.exec.Size() > 1 {
+			if err := g.fillGateGather(ctx, !g.busyLocally(adm.recs)); err != nil {
+				return err
+			}
 		}
 		if err := g.shareOutcomes(ctx); err != nil {
 			return err
@@ -259,6 +265,30 @@ func (g *genLoop) shareOutcomes(ctx context.Context) error {
 // busyLocally reports whether this rank has work of its own: a request it
 // holds admitted now, or one of its requests decoding (the unsafe-idle-reap
 // replay's rank-local notion of idle).
+// fillGateGather is the fill-gate-gather replay's exchange (TensorRT-LLM
+// #19435): each rank's fill state, 16 bytes, gathered over the executor
+// group by a collective that a rank-local gate picks: pickled (bytes)
+// when this rank needs a fill, raw int64 otherwise.
+func (g *genLoop) fillGateGather(ctx context.Context, needFill bool) error {
+	g.rec.Guard("needs_fill", b2i(needFill))
+	n := g.g.exec.Size()
+	state := [2]int64{b2i(needFill), int64(g.decoding())}
+	var err error
+	if needFill {
+		var pickled [16]byte
+		for i, v := range state {
+			binary.LittleEndian.PutUint64(pickled[8*i:], uint64(v))
+		}
+		err = comm.Allgather(ctx, g.g.exec, pickled[:], make([]byte, 16*n))
+	} else {
+		err = comm.Allgather(ctx, g.g.exec, state[:], make([]int64, 2*n))
+	}
+	if err != nil {
+		return fmt.Errorf("executor: %s fill state (replay fill-gate-gather): %w", g.g.who(), err)
+	}
+	return nil
+}
+
 // someRankIdle is the idle-max-poll replay's collective: the MAX of each
 // rank's own idle flag over the executor group (TensorRT-LLM #17299).
 func (g *genLoop) someRankIdle(ctx context.Context, idle bool) (bool, error) {

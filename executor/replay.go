@@ -86,10 +86,21 @@ const (
 	// build here tells every GEN peer of a failed send (a Cancel with the
 	// failure, stopAll), so the GEN side applies its policy at once.
 	SilentStartFailure Replay = "silent-start-failure"
+	// FillGateGather: under GEN attention-DP every iteration each rank
+	// shares its fill state (does its DP index need a dummy request) with
+	// the group, and a rank-local gate picks the collective: a rank with
+	// nothing of its own sends it "pickled", a byte allgather, the others
+	// as a raw int64 allgather of the same 16 bytes. The shape of
+	// TensorRT-LLM #19435: MPI matches the two by order on one
+	// communicator, and the payloads mismatch silently. Checked mode names
+	// both call sites and both datatypes; unchecked, the bytes go through.
+	// The fixed build never lets local state choose a collective's kind
+	// or datatype (DESIGN.md §1).
+	FillGateGather Replay = "fill-gate-gather"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure, FillGateGather}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

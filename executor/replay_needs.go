@@ -125,6 +125,13 @@ var replayShows = map[Replay]replayShow{
 		symptom:  "the GEN side waits for a transfer that never started until its deadline, holding the request's blocks: the request fails at the transfer deadline, not at once",
 		timeNote: "its bug shows as time",
 	},
+	FillGateGather: {
+		needs: func(c *Config) []string {
+			return need(c.Gen.AttentionDP && c.Gen.DP > 1, "GEN attention-DP, dp=2 or more with adp (the fill state is attention-DP's, and only there do one group's ranks hold different requests)")
+		},
+		example: "--backend sim --ctx tp=1 --gen dp=2,adp --requests 8 --input 64 --output 8 --arrival closed=1",
+		symptom: "ErrDesync: one rank gathers its fill state as bytes while a peer gathers it as int64 (checked mode names both call sites and both datatypes; unchecked, the payloads mismatch silently)",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")

@@ -52,6 +52,9 @@ var replayCases = []replayCase{
 	{executor.SilentStartFailure, func(s *scenario.Scenario) {
 		s.Faults, s.TransferTimeout = []string{"fail-start@ctx:0,req=5"}, 2e9
 	}},
+	// A gather whose datatype a rank-local fill gate picks (TensorRT-LLM
+	// #19435).
+	{executor.FillGateGather, func(s *scenario.Scenario) { s.Gen = "dp=2,adp" }},
 }
 
 // Every replay has a case above: a replay added without one is a replay

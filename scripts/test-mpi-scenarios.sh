@@ -36,7 +36,7 @@ CASES=(
 	fault-fail-transfer fault-fail-transfer-sync fault-cancel-ctx fault-cancel-gen fault-corrupt
 	fault-corrupt-first-byte-world0 fault-corrupt-last-byte
 	fault-delay fault-timeout-transfer fault-sync-receive-outlasts-bound fault-drop-ack replay-local-error-collective
-	fault-exit-ctx fault-exit-gen fault-stall-long fault-stall-long-ctx fault-stall-long-gen-leader
+	fault-exit-ctx fault-exit-gen fault-stall-long fault-stall-long-ctx fault-stall-long-gen-leader replay-fill-gate-gather+replay
 	replay-no-idle-reap+replay replay-unsafe-idle-reap+replay replay-local-error-collective+replay
 	replay-local-admission-gate+replay
 )
