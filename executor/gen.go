@@ -93,6 +93,9 @@ func (g *genLoop) run(ctx context.Context) error {
 		if g.cfg.Replays.On(UnsafeIdleReap) {
 			in.BusyLocally = g.busyLocally(adm.recs)
 		}
+		if g.cfg.Replays.On(QueueSizedCollective) {
+			in.QueueLen = g.tr.TerminalHeld()
+		}
 		if g.cfg.Replays.On(IdleMaxPoll) && !sync && g.g.exec.Size() > 1 {
 			if in.SomeRankIdle, err = g.someRankIdle(ctx, !g.busyLocally(adm.recs)); err != nil {
 				return err
@@ -103,6 +106,13 @@ func (g *genLoop) run(ctx context.Context) error {
 		if a.ReportFailures > 0 {
 			if err := g.reportLocalFailures(ctx, a.ReportFailures); err != nil {
 				return err
+			}
+		}
+		if a.QueueShape > 0 && g.g.exec.Size() > 1 {
+			g.rec.Guard("queue_len", int64(a.QueueShape))
+			q := make([]int64, a.QueueShape)
+			if err := g.g.exec.AllreduceInt64(ctx, comm.Max, q, q); err != nil {
+				return fmt.Errorf("executor: %s transfer queue (replay queue-sized-collective): %w", g.g.who(), err)
 			}
 		}
 		if a.Check {

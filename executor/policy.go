@@ -50,7 +50,10 @@ type ProgressInput struct {
 	// flag over the executor group): some rank of the group has nothing
 	// of its own. Only the idle-max-poll replay computes and reads it.
 	SomeRankIdle bool
-	Replays      ReplaySet
+	// QueueLen (local): this rank's transfers over but not yet agreed.
+	// Only the queue-sized-collective replay reads it.
+	QueueLen int
+	Replays  ReplaySet
 }
 
 // CheckScope says over which communicators a status check agrees.
@@ -75,6 +78,10 @@ type ProgressAction struct {
 	// Idle: the check is the idle path's (its collectives and reaps are
 	// counted as idle-check figures).
 	Idle bool
+	// QueueShape, when > 0, is the length of the vector reduced over the
+	// executor group before the check (only the queue-sized-collective
+	// replay: a shape taken from the rank's local queue).
+	QueueShape int
 	// ReportFailures is how many rank-local failures to report through a
 	// collective of this rank's own (only the local-error-collective
 	// replay; 0 otherwise).
@@ -128,6 +135,10 @@ func decideCheck(in ProgressInput) ProgressAction {
 	idle := !in.Busy
 	if in.Role == topology.Generation {
 		switch {
+		case !in.Sync && in.Replays.On(QueueSizedCollective) && in.QueueLen == 0:
+			return ProgressAction{Row: "replay queue-sized-collective: an empty local queue skips its collectives"}
+		case !in.Sync && in.Replays.On(QueueSizedCollective):
+			return ProgressAction{Check: true, Idle: idle, QueueShape: in.QueueLen, Row: "replay queue-sized-collective: a reduce shaped by the local queue, then the check"}
 		case !in.Sync && in.SomeRankIdle && in.Replays.On(IdleMaxPoll):
 			return ProgressAction{Check: true, AtLeast: 1, Idle: idle, Row: "replay idle-max-poll: a rank is idle, so every rank's check waits for at_least 1"}
 		case !in.Sync:

@@ -57,6 +57,9 @@ func TestDecideProgressCoversTheDesignTable(t *testing.T) {
 		{"replay idle-max-poll: some rank idle, a busy one waits for 1", ProgressInput{Role: gen, GroupRanks: 4, Busy: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 1, false, OwnScope},
 		{"replay idle-max-poll: none idle, unchanged", ProgressInput{Role: gen, GroupRanks: 4, Busy: true, Replays: replay(IdleMaxPoll)}, true, 0, false, OwnScope},
 		{"replay idle-max-poll: sync unchanged", ProgressInput{Role: gen, Sync: true, GroupRanks: 4, ScopeHolds: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 0, true, OwnScope},
+		{"replay queue-sized-collective: empty local queue skips", ProgressInput{Role: gen, GroupRanks: 2, Busy: true, Replays: replay(QueueSizedCollective)}, false, 0, false, OwnScope},
+		{"replay queue-sized-collective: a queue checks", ProgressInput{Role: gen, GroupRanks: 2, Busy: true, QueueLen: 2, Replays: replay(QueueSizedCollective)}, true, 0, false, OwnScope},
+		{"replay queue-sized-collective: sync unchanged", ProgressInput{Role: gen, Sync: true, GroupRanks: 2, ScopeHolds: true, Replays: replay(QueueSizedCollective)}, true, 0, true, OwnScope},
 		{"replay idle-max-poll: ctx unchanged", ProgressInput{Role: ctx, GroupRanks: 4, Busy: true, SomeRankIdle: true, Replays: replay(IdleMaxPoll)}, true, 0, false, OwnScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

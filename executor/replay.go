@@ -97,10 +97,22 @@ const (
 	// The fixed build never lets local state choose a collective's kind
 	// or datatype (DESIGN.md §1).
 	FillGateGather Replay = "fill-gate-gather"
+	// QueueSizedCollective: an async GEN rank agrees on its transfers
+	// only when its own queue of transfers over is non-empty, and first
+	// reduces a vector shaped by that queue's local length: a rank whose
+	// queue is empty skips both. The shape of SGLang #36928, where a TP
+	// decode worker's preallocation and transfer queues each issued an
+	// all_reduce sized by the local queue and skipped it when the queue
+	// was empty: TP ranks that saw different queue states entered
+	// different collective sequences or shapes and blocked each other for
+	// good. The fixed build, as SGLang's fix, keeps a rank-consistent
+	// sequence of fixed shape: every rank checks every iteration, and the
+	// consensus carries each rank's words in one allgather.
+	QueueSizedCollective Replay = "queue-sized-collective"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure, FillGateGather}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure, FillGateGather, QueueSizedCollective}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

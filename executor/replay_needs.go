@@ -132,6 +132,16 @@ var replayShows = map[Replay]replayShow{
 		example: "--backend sim --ctx tp=1 --gen dp=2,adp --requests 8 --input 64 --output 8 --arrival closed=1",
 		symptom: "ErrDesync: one rank gathers its fill state as bytes while a peer gathers it as int64 (checked mode names both call sites and both datatypes; unchecked, the payloads mismatch silently)",
 	},
+	QueueSizedCollective: {
+		needs: func(c *Config) []string {
+			return need(c.Mode == transceiver.Async, "--transfer async (the replay's collectives are the async GEN's per-iteration check)",
+				execGroup(c.Gen) > 1, "a GEN group of 2 ranks or more (--gen tp=2, or dp=2,adp)")
+		},
+		// The GEN ranks' shards arrive apart (seeded jitter), so their
+		// local queues differ in some iteration.
+		example: "--backend sim --ctx tp=1 --gen tp=2 --requests 8 --input 64 --output 4 --arrival closed=1 --msg-jitter 20us --schedule-seed 1 --collective-timeout 2s",
+		symptom: "ErrDesync or ErrCollectiveTimeout: a GEN rank whose shard arrived first reduces and checks while its peer, queue empty, skips both",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")

@@ -55,6 +55,9 @@ var replayCases = []replayCase{
 	// A gather whose datatype a rank-local fill gate picks (TensorRT-LLM
 	// #19435).
 	{executor.FillGateGather, func(s *scenario.Scenario) { s.Gen = "dp=2,adp" }},
+	// A collective skipped on an empty local queue (SGLang #36928): the
+	// search's jitter and early arrivals make two TP ranks' queues differ.
+	{executor.QueueSizedCollective, func(s *scenario.Scenario) { s.Gen = "tp=2" }},
 }
 
 // Every replay has a case above: a replay added without one is a replay
