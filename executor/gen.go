@@ -299,6 +299,27 @@ func (g *genLoop) fillGateGather(ctx context.Context, needFill bool) error {
 	return nil
 }
 
+// dispatchUnlessEmpty is the step's EP dispatch, which every rank of the
+// group enters in every step the group decodes in, its own DP index's
+// tokens zero or not (a dummy step). The zero-token-skip replay brings
+// back vLLM #43547: a rank whose DP index has no token in the step
+// returns early, one collective behind its peers.
+func (g *genLoop) dispatchUnlessEmpty(ctx context.Context) error {
+	if g.cfg.Replays.On(ZeroTokenSkip) {
+		mine := int64(0)
+		for _, t := range g.dispBuf {
+			if t.DP == g.myDP {
+				mine += int64(t.N)
+			}
+		}
+		g.rec.Guard("step_tokens_here", mine)
+		if mine == 0 {
+			return nil
+		}
+	}
+	return g.dispatch(ctx)
+}
+
 // someRankIdle is the idle-max-poll replay's collective: the MAX of each
 // rank's own idle flag over the executor group (TensorRT-LLM #17299).
 func (g *genLoop) someRankIdle(ctx context.Context, idle bool) (bool, error) {
@@ -380,7 +401,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 					g.dispBuf = append(g.dispBuf, dispatchSpan{ID: q.r.ID, Pos: int(q.r.Tokens) + q.generated, N: 1, DP: int(q.r.GenDP)})
 				}
 			}
-			if err := g.dispatch(ctx); err != nil {
+			if err := g.dispatchUnlessEmpty(ctx); err != nil {
 				return false, err
 			}
 		}

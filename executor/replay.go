@@ -109,10 +109,20 @@ const (
 	// sequence of fixed shape: every rank checks every iteration, and the
 	// consensus carries each rank's words in one allgather.
 	QueueSizedCollective Replay = "queue-sized-collective"
+	// ZeroTokenSkip: under GEN attention-DP with EP, a rank whose DP
+	// index has no token in a decode step skips the step's EP dispatch
+	// instead of joining it with a dummy step. The shape of vLLM #43547,
+	// where a zero-token MoE+DP rank returned early and skipped the
+	// per-step DP coordination collective (the dummy step that would join
+	// it ran for one launcher backend only): each such step left it one
+	// collective behind, until a reduce_scatter deadlocked about an hour
+	// in. The fix (vLLM #44601, #51984), as the fixed build here: every
+	// zero-token rank runs a dummy step, so all ranks stay in lockstep.
+	ZeroTokenSkip Replay = "zero-token-skip"
 )
 
 // Replays lists every replay name.
-var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure, FillGateGather, QueueSizedCollective}
+var Replays = []Replay{UnclampedPoll, NoIdleReap, UnsafeIdleReap, LocalAdmissionGate, LocalErrorCollective, AdpEarlyOutcome, BlockingOutcomes, IdleMaxPoll, DeadlinesWhenBusy, SilentStartFailure, FillGateGather, QueueSizedCollective, ZeroTokenSkip}
 
 // ParseReplay checks a replay name; the error lists the valid ones.
 func ParseReplay(s string) (Replay, error) {

@@ -142,6 +142,14 @@ var replayShows = map[Replay]replayShow{
 		example: "--backend sim --ctx tp=1 --gen tp=2 --requests 8 --input 64 --output 4 --arrival closed=1 --msg-jitter 20us --schedule-seed 1 --collective-timeout 2s",
 		symptom: "ErrDesync or ErrCollectiveTimeout: a GEN rank whose shard arrived first reduces and checks while its peer, queue empty, skips both",
 	},
+	ZeroTokenSkip: {
+		needs: func(c *Config) []string {
+			return need(needsDispatch(c.Gen), "GEN attention-DP with ep (--gen dp=2,ep=2,adp and an MoE: --model, or --experts E/K)")
+		},
+		// One request at a time: in every step one DP index has no token.
+		example: "--backend sim --ctx tp=1 --gen dp=2,ep=2,adp --experts 8/2 --requests 8 --input 64 --output 4 --arrival closed=1 --collective-timeout 2s",
+		symptom: "ErrDesync or ErrCollectiveTimeout: a rank with no token in the step skips the EP dispatch its peer enters",
+	},
 	BlockingOutcomes: {
 		needs: func(c *Config) []string {
 			return need(c.Mode == transceiver.Async, "--transfer async (the blocking wait is in the async CTX's per-iteration status check)")

@@ -12,6 +12,7 @@ import (
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/explore"
 	"github.com/rankrun/rankrun/scenario"
+	"github.com/rankrun/rankrun/topology"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,6 +59,10 @@ var replayCases = []replayCase{
 	// A collective skipped on an empty local queue (SGLang #36928): the
 	// search's jitter and early arrivals make two TP ranks' queues differ.
 	{executor.QueueSizedCollective, func(s *scenario.Scenario) { s.Gen = "tp=2" }},
+	// An MoE step a DP rank with no token skips (vLLM #43547).
+	{executor.ZeroTokenSkip, func(s *scenario.Scenario) {
+		s.Gen, s.Routing = "dp=2,ep=2,adp", topology.Routing{Experts: 8, TopK: 2}
+	}},
 }
 
 // Every replay has a case above: a replay added without one is a replay

@@ -72,6 +72,9 @@ type Scenario struct {
 	Strategy     sim.Strategy
 	PCTDepth     int // PCT's d (3 when 0)
 	MsgJitter    time.Duration
+	// Routing is a synthetic MoE routing (key "experts: E/K"), for layouts
+	// with ep; none when zero.
+	Routing topology.Routing
 	// EarlyArrivals: a message in flight may arrive at any point before its
 	// receiver's blocking wait, a choice of the schedule
 	// (sim.Config.EarlyArrivals; explore's default).
@@ -121,6 +124,7 @@ func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
 		return c, fmt.Errorf("gen: %w", err)
 	}
 	c.Model = s.Model
+	c.Routing = s.Routing
 	arr, err := executor.ParseArrival(s.Arrival)
 	if err != nil {
 		return c, err
@@ -181,6 +185,9 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 		"--max-batch", strconv.Itoa(s.MaxBatch), "--max-tokens", strconv.Itoa(s.MaxTokens)}
 	if s.Chunked {
 		a = append(a, "--chunked")
+	}
+	if s.Routing.Experts > 0 {
+		a = append(a, "--experts", s.Routing.ExpertsString())
 	}
 	if s.InputJitter != 0 {
 		a = append(a, "--input-jitter", strconv.FormatFloat(s.InputJitter, 'g', -1, 64))
@@ -285,13 +292,8 @@ func durKey(field func(*Scenario) *time.Duration) setter {
 
 func layoutKey(field func(*Scenario) *string) setter {
 	return func(s *Scenario, v string) error {
-		l, err := topology.ParseLayout(v)
-		if err != nil {
+		if _, err := topology.ParseLayout(v); err != nil {
 			return err
-		}
-		if l.EP > 1 {
-			// A scenario has no cost model, so no experts to split.
-			return fmt.Errorf("%q: ep needs a mixture-of-experts model, and a scenario has none (run it with rankrun run --model)", v)
 		}
 		*field(s) = v
 		return nil
@@ -415,6 +417,11 @@ var keys = map[string]setter{
 		return err
 	},
 	"msg-jitter": durKey(func(s *Scenario) *time.Duration { return &s.MsgJitter }),
+	"experts": func(s *Scenario, v string) error {
+		r, err := topology.ParseExperts(v)
+		s.Routing = r
+		return err
+	},
 	"early-arrivals": func(s *Scenario, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -540,6 +547,17 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 			return s, bad(n, "missing key %q", k)
 		}
 	}
+	for _, k := range []string{"ctx", "gen"} {
+		v := s.Ctx
+		if k == "gen" {
+			v = s.Gen
+		}
+		if l, err := topology.ParseLayout(v); err == nil && l.EP > 1 && s.Routing.Experts == 0 {
+			// A scenario has no cost model: its experts, if any, are
+			// synthetic (experts: E/K).
+			return s, bad(seen[k], "%s: %q: ep needs a mixture-of-experts model, and a scenario has none: give experts: E/K (E routed experts, K per token)", k, v)
+		}
+	}
 	if err := s.Expect.validate(); err != nil {
 		return s, bad(seen["expect"], "expect: %v", err)
 	}
@@ -609,6 +627,9 @@ func (s *Scenario) Format() string {
 	}
 	if s.EarlyArrivals {
 		b.WriteString("early-arrivals: true\n")
+	}
+	if s.Routing.Experts > 0 {
+		fmt.Fprintf(&b, "experts: %s\n", s.Routing.ExpertsString())
 	}
 	if s.ReplayUnderTest != "" {
 		fmt.Fprintf(&b, "replay-under-test: %s\n", s.ReplayUnderTest)

@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -330,4 +332,28 @@ func missAll(n, m, k int) float64 {
 		q *= float64(n-m-i) / float64(n-i)
 	}
 	return q
+}
+
+// ParseExperts parses a synthetic routing, "E/K": E routed experts, K of
+// them per token, uniform and ungrouped (for runs without a model's own).
+func ParseExperts(s string) (Routing, error) {
+	e, k, ok := strings.Cut(strings.TrimSpace(s), "/")
+	ne, err1 := strconv.Atoi(e)
+	nk, err2 := strconv.Atoi(k)
+	if !ok || err1 != nil || err2 != nil {
+		return Routing{}, fmt.Errorf("%w: experts %q: want E/K (E routed experts, K per token), e.g. 8/2", ErrInvalidModel, s)
+	}
+	r := Routing{Experts: ne, TopK: nk}
+	if err := r.Validate(1); err != nil {
+		return Routing{}, err
+	}
+	return r, nil
+}
+
+// ExpertsString is r as ParseExperts reads it ("" for no routing).
+func (r Routing) ExpertsString() string {
+	if r.Experts == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", r.Experts, r.TopK)
 }

@@ -47,6 +47,7 @@ type runFlags struct {
 	earlyArrive  bool
 	// The cost model (model.go).
 	model                        string
+	experts                      string // --experts E/K: a synthetic MoE routing without --model
 	computeEff, memoryEff, kvEff float64
 	kvSample                     int
 	sampleNote                   string          // the report's note on the default sample

@@ -21,6 +21,7 @@ func (f *runFlags) registerModel(fs *flag.FlagSet) {
 	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in [0.01,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
 	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
 	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
+	fs.StringVar(&f.experts, "experts", "", "without --model: a synthetic mixture of experts, E/K (E routed experts, K per token, routed uniformly), so that layouts with ep exchange dispatch counts")
 	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
 		"(1: every byte; 0: 1 but under --backend sim one element of each head (two of a 1-byte element), which proves where every KV tuple lands; the figures are the same whatever the sample)")
 }
@@ -55,12 +56,19 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 				return usagef("--%s applies to the cost model: give --model too", n)
 			}
 		}
+		if f.experts != "" {
+			r, err := topology.ParseExperts(f.experts)
+			if err != nil {
+				return usagef("--experts: %v", err)
+			}
+			c.Routing = r
+		}
 		for _, side := range []struct {
 			name string
 			l    topology.Layout
 		}{{"ctx", c.Ctx}, {"gen", c.Gen}} {
-			if side.l.EP > 1 {
-				return usagef("--%s %s: ep splits a mixture-of-experts model's experts, and without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...) or drop ep",
+			if side.l.EP > 1 && c.Routing.Experts == 0 {
+				return usagef("--%s %s: ep splits a mixture-of-experts model's experts, and without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...), synthetic --experts E/K, or drop ep",
 					side.name, side.l)
 			}
 		}
@@ -70,6 +78,9 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		if f.set[n] {
 			return usagef("--%s: the model defines the KV geometry; drop --%s or --model", n, n)
 		}
+	}
+	if f.experts != "" {
+		return usagef("--experts: the model defines its experts; drop --experts or --model")
 	}
 	m, err := costmodel.ResolveModel(f.model)
 	if err != nil {

@@ -86,7 +86,7 @@ func TestReplayExamplesShowTheBug(t *testing.T) {
 			assert.Empty(t, rep.ReplayNotes)
 			// The error the symptom names: ErrStalled, ErrDesync (or
 			// ErrCollectiveTimeout), ErrPinned.
-			said := map[string][]string{"ErrStalled": {"stalled"}, "ErrDesync": {"desync", "timed out"}, "ErrPinned": {"pinned by open leases"}}
+			said := map[string][]string{"ErrStalled": {"stalled"}, "ErrDesync": {"desync", "timed out", "collective timeout"}, "ErrPinned": {"pinned by open leases"}}
 			want := said[strings.TrimSuffix(strings.Fields(symptom)[0], ":")]
 			require.NotEmpty(t, want, "symptom %q names no error this test knows", symptom)
 			assert.True(t, slices.ContainsFunc(want, func(w string) bool { return strings.Contains(rep.Error.Message, w) }),

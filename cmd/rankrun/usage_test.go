@@ -120,6 +120,10 @@ func TestRefusedUpFront(t *testing.T) {
 		{[]string{"explore", "--start", "0"}, "--start 0: must be at least 1 (schedule seeds start at 1)"},
 		{[]string{"explore", "--pct-depth", "0"}, "--pct-depth 0: must be at least 1"},
 		{[]string{"explore", "--msg-jitter", "-1ms"}, "--msg-jitter -1ms: must not be negative"},
+		{[]string{"run", "--gen", "dp=2,ep=2,adp"}, "without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...), synthetic --experts E/K, or drop ep"},
+		{[]string{"run", "--gen", "dp=2,ep=2,adp", "--experts", "8"}, `--experts: topology: invalid model: experts "8": want E/K`},
+		{[]string{"run", "--gen", "dp=2,ep=2,adp", "--experts", "8/9"}, "--experts: topology: invalid model: routing: experts per token = 9: must be in [1, experts (8)]"},
+		{[]string{"run", "--model", "gpt-oss-120b", "--experts", "8/2"}, "--experts: the model defines its experts; drop --experts or --model"},
 		// A scenario file is the run: a run flag beside it was ignored and
 		// the search said "no failure" on the file's own run.
 		{[]string{"explore", "--scenario", "../../tests/multirank/testdata/fault-cancel-gen.txt", "--ctx", "tp=0", "--replay", "unclamped-poll", "--seeds", "2"},
