@@ -21,7 +21,8 @@ const (
 	FaultCorrupt         FaultKind = "corrupt"          // CTX rank flips a byte of a request's fragments
 	FaultDropAck         FaultKind = "drop-ack"         // GEN rank never acknowledges a request
 	FaultTimeoutTransfer FaultKind = "timeout-transfer" // CTX rank never sends a request's fragments
-	FaultFailStart       FaultKind = "fail-start"       // CTX rank cannot start a request's transfer: before any byte moves
+	FaultFailSend        FaultKind = "fail-send"        // CTX rank's send of a request fails after after=K of its fragments left (0: before any byte moves)
+	FaultDelayAck        FaultKind = "delay-ack"        // GEN rank delays its acknowledgements of a request's fragments by for=D
 	FaultCancel          FaultKind = "cancel"           // rank cancels a request as soon as its session starts
 	FaultStall           FaultKind = "stall"            // rank stalls once, for a duration, when it first sees the request
 	FaultDelay           FaultKind = "delay"            // rank sleeps a duration at the start of every iteration
@@ -31,7 +32,7 @@ const (
 )
 
 // FaultKinds lists every fault.
-var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultFailStart, FaultCancel,
+var FaultKinds = []FaultKind{FaultFailTransfer, FaultCorrupt, FaultDropAck, FaultTimeoutTransfer, FaultFailSend, FaultDelayAck, FaultCancel,
 	FaultStall, FaultDelay, FaultExit, FaultShrinkPool, FaultMisroute}
 
 // Fault is one injected fault: Kind on rank Rank of instance Role.
@@ -46,6 +47,11 @@ type Fault struct {
 	// mid, first, last, or block/layer/kv/head/token).
 	CorruptAt transceiver.CorruptAt
 	atGiven   bool // at= was given (at=mid is the zero CorruptAt)
+	// after=: fail-send fails once this many of the rank's fragments of
+	// the request have left (0: before any byte moves; at least the
+	// rank's fragment count: after every byte left, before the
+	// acknowledgements).
+	After int
 }
 
 func (f Fault) String() string {
@@ -62,10 +68,13 @@ func (f Fault) String() string {
 	if f.CorruptAt.At {
 		s += ",at=" + f.CorruptAt.String()
 	}
+	if f.After != 0 {
+		s += fmt.Sprintf(",after=%d", f.After)
+	}
 	return s
 }
 
-// ParseFault parses KIND@ROLE:RANK[,req=N][,for=DURATION][,blocks=N][,at=POS],
+// ParseFault parses KIND@ROLE:RANK[,req=N][,for=DURATION][,blocks=N][,at=POS][,after=K],
 // for example "fail-transfer@gen:1,req=3", "stall@ctx:0,req=2,for=2s" or
 // "corrupt@ctx:1,req=4,at=last/first/v/last/first".
 func ParseFault(s string) (Fault, error) {
@@ -142,8 +151,14 @@ func ParseFault(s string) (Fault, error) {
 				}
 				f.CorruptAt = at
 				f.atGiven = true
+			case "after":
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return bad("after=%q: must be a fragment count >= 0", v)
+				}
+				f.After = n
 			default:
-				return bad("unknown option %q: valid options are req, for, blocks, at", k)
+				return bad("unknown option %q: valid options are req, for, blocks, at, after", k)
 			}
 		}
 	}
@@ -162,11 +177,14 @@ func (f Fault) validate(c *Config) error {
 		return err
 	}
 	switch f.Kind {
-	case FaultFailTransfer, FaultDropAck:
+	case FaultFailTransfer, FaultDropAck, FaultDelayAck:
 		if f.Role != topology.Generation {
 			return fmt.Errorf("%s applies to gen ranks", f.Kind)
 		}
-	case FaultCorrupt, FaultTimeoutTransfer, FaultFailStart:
+		if f.Kind == FaultDelayAck && f.Duration <= 0 {
+			return fmt.Errorf("%s needs for=DURATION", f.Kind)
+		}
+	case FaultCorrupt, FaultTimeoutTransfer, FaultFailSend:
 		if f.Role != topology.Context {
 			return fmt.Errorf("%s applies to ctx ranks", f.Kind)
 		}
@@ -192,7 +210,7 @@ func (f Fault) validate(c *Config) error {
 // kind, and that req= is there where the kind needs it.
 func (f Fault) validateOptions(c *Config) error {
 	perRequest := f.Kind != FaultDelay && f.Kind != FaultShrinkPool
-	timed := f.Kind == FaultStall || f.Kind == FaultDelay
+	timed := f.Kind == FaultStall || f.Kind == FaultDelay || f.Kind == FaultDelayAck
 	switch {
 	case perRequest && f.Request == 0:
 		return fmt.Errorf("req=N is required: %s applies to one request (1..%d)", f.Kind, c.Workload.Requests)
@@ -201,11 +219,13 @@ func (f Fault) validateOptions(c *Config) error {
 	case !perRequest && f.Request != 0:
 		return fmt.Errorf("req= does not apply to %s (it acts on every request)", f.Kind)
 	case !timed && f.Duration != 0:
-		return fmt.Errorf("for= does not apply to %s (only to stall and delay)", f.Kind)
+		return fmt.Errorf("for= does not apply to %s (only to stall, delay and delay-ack)", f.Kind)
 	case f.Kind != FaultShrinkPool && f.Blocks != 0:
 		return fmt.Errorf("blocks= does not apply to %s (only to shrink-pool)", f.Kind)
 	case f.Kind != FaultCorrupt && (f.CorruptAt.At || f.atGiven):
 		return fmt.Errorf("at= does not apply to %s (only to corrupt)", f.Kind)
+	case f.Kind != FaultFailSend && f.After != 0:
+		return fmt.Errorf("after= does not apply to %s (only to fail-send)", f.Kind)
 	}
 	return nil
 }
@@ -263,7 +283,8 @@ type rankFaults struct {
 func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 	rf := rankFaults{stall: map[request.ID]time.Duration{}, exit: map[request.ID]bool{}}
 	tx := &transceiver.Faults{CorruptFragment: map[request.ID]transceiver.CorruptAt{}, DropAck: map[request.ID]bool{},
-		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}, FailStart: map[request.ID]bool{}}
+		FailReceive: map[request.ID]bool{}, Withhold: map[request.ID]bool{}, Cancel: map[request.ID]bool{}, FailSend: map[request.ID]int{},
+		DelayAck: map[request.ID]time.Duration{}}
 	any := false
 	for _, f := range all {
 		if f.Role != role || f.Rank != rank {
@@ -279,8 +300,10 @@ func faultsFor(all []Fault, role topology.Role, rank int) rankFaults {
 			tx.DropAck[id], any = true, true
 		case FaultTimeoutTransfer:
 			tx.Withhold[id], any = true, true
-		case FaultFailStart:
-			tx.FailStart[id], any = true, true
+		case FaultFailSend:
+			tx.FailSend[id], any = f.After, true
+		case FaultDelayAck:
+			tx.DelayAck[id], any = f.Duration, true
 		case FaultCancel:
 			tx.Cancel[id], any = true, true
 		case FaultStall:

@@ -141,7 +141,7 @@ func (g *genLoop) run(ctx context.Context) error {
 			return err
 		}
 		if g.seen == g.expected && len(g.waiting) == 0 {
-			none, err := g.agreedNone(ctx, g.tr.Sessions()+len(g.gen))
+			none, err := g.agreedNone(ctx, g.tr.Sessions()+len(g.gen)+g.tr.HeldAcks())
 			if err != nil || none {
 				return err
 			}

@@ -62,6 +62,9 @@ func (l *loop) leaderWait(ctx context.Context) (time.Duration, error) {
 	if at, ok := l.router.nextArrival(); ok && l.t0.Add(at).Before(deadline) {
 		deadline = l.t0.Add(at)
 	}
+	if due, ok := l.tr.NextHeldAck(); ok && due.Before(deadline) {
+		deadline = due // a delay-ack fault's acknowledgement falls due
+	}
 	if l.wakeReq == nil && l.g.exec.Size() > 1 {
 		q, err := l.g.exec.Irecv(l.wakeBuf, comm.AnySource, tagWake)
 		if err != nil {

@@ -118,10 +118,10 @@ var replayShows = map[Replay]replayShow{
 	},
 	SilentStartFailure: {
 		needs: func(c *Config) []string {
-			return need(slices.ContainsFunc(c.Faults, func(f Fault) bool { return f.Kind == FaultFailStart }),
-				"a transfer a CTX rank cannot start: --fault fail-start@ctx:N,req=R")
+			return need(slices.ContainsFunc(c.Faults, func(f Fault) bool { return f.Kind == FaultFailSend }),
+				"a transfer a CTX rank cannot start: --fault fail-send@ctx:N,req=R")
 		},
-		example:  "--backend sim --ctx tp=1 --gen tp=2 --requests 4 --input 64 --output 4 --fault fail-start@ctx:0,req=2 --transfer-timeout 2s --stall-timeout 2s",
+		example:  "--backend sim --ctx tp=1 --gen tp=2 --requests 4 --input 64 --output 4 --fault fail-send@ctx:0,req=2 --transfer-timeout 2s --stall-timeout 2s",
 		symptom:  "the GEN side waits for a transfer that never started until its deadline, holding the request's blocks: the request fails at the transfer deadline, not at once",
 		timeNote: "its bug shows as time",
 	},

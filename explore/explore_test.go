@@ -51,7 +51,7 @@ var replayCases = []replayCase{
 	// A transfer CTX rank 0 cannot start: the GEN side must hear of it
 	// (vLLM #50754).
 	{executor.SilentStartFailure, func(s *scenario.Scenario) {
-		s.Faults, s.TransferTimeout = []string{"fail-start@ctx:0,req=5"}, 2e9
+		s.Faults, s.TransferTimeout = []string{"fail-send@ctx:0,req=5"}, 2e9
 	}},
 	// A gather whose datatype a rank-local fill gate picks (TensorRT-LLM
 	// #19435).

@@ -35,7 +35,8 @@ CASES=(
 	divergent-gen-tp8 divergent-duplicated-heads replay-no-idle-reap replay-unsafe-idle-reap
 	fault-fail-transfer fault-fail-transfer-sync fault-cancel-ctx fault-cancel-gen fault-corrupt
 	fault-corrupt-first-byte-world0 fault-corrupt-last-byte
-	fault-delay fault-timeout-transfer fault-sync-receive-outlasts-bound fault-drop-ack replay-local-error-collective
+	fault-delay fault-timeout-transfer fault-sync-receive-outlasts-bound fault-drop-ack fault-delay-ack fault-delay-ack-past-deadline
+	fault-fail-send-before fault-fail-send-during fault-fail-send-after replay-local-error-collective
 	fault-exit-ctx fault-exit-gen fault-stall-long fault-stall-long-ctx fault-stall-long-gen-leader replay-fill-gate-gather+replay
 	replay-no-idle-reap+replay replay-unsafe-idle-reap+replay replay-local-error-collective+replay
 	replay-local-admission-gate+replay

@@ -191,10 +191,15 @@ type Faults struct {
 	// requests' fragments (--verify checksum): the receiver must give up
 	// on them at the transfer deadline.
 	DropDigest map[request.ID]bool
-	// FailStart makes this CTX rank unable to start these requests'
-	// transfers: posting their first fragment fails, before any byte
-	// moves (the session fails here, and its GEN peers must be told).
-	FailStart map[request.ID]bool
+	// FailSend makes this CTX rank's send of these requests fail once the
+	// given number of its fragments have left (0: it cannot start, before
+	// any byte moves); the session fails here, and its GEN peers must be
+	// told (the fragments that left complete as sent).
+	FailSend map[request.ID]int
+	// DelayAck makes this GEN rank hold its acknowledgements of these
+	// requests' fragments for the given time: the completion
+	// notification comes late.
+	DelayAck map[request.ID]time.Duration
 }
 
 func (c *Config) fill() error {
@@ -296,4 +301,14 @@ func (c CorruptAt) String() string {
 	}
 	return strings.Join([]string{pick(c.LastBlock, "first", "last"), pick(c.LastLayer, "first", "last"), pick(c.V, "k", "v"),
 		pick(c.LastHead, "first", "last"), pick(c.LastToken, "first", "last")}, "/")
+}
+
+// failSend is the fail-send fault for request id: after how many posted
+// fragments the send fails (ok false: none).
+func (f *Faults) failSend(id request.ID) (after int, ok bool) {
+	if f == nil {
+		return 0, false
+	}
+	after, ok = f.FailSend[id]
+	return after, ok
 }

@@ -180,9 +180,56 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id request.ID) error {
 // ackFragment acknowledges a received fragment to its sender (unless an
 // injected fault drops it): the CTX send is complete only then.
 func (t *Transceiver) ackFragment(s *session, fs *fragState, status StatusCode) {
-	if t.cfg.Faults == nil || !t.cfg.Faults.DropAck[s.req.ID] {
-		_ = t.sendControl(fs.peer, Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status})
+	if t.cfg.Faults != nil && t.cfg.Faults.DropAck[s.req.ID] {
+		return
 	}
+	h := Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status}
+	if t.cfg.Faults != nil && t.cfg.Faults.DelayAck[s.req.ID] > 0 {
+		t.delayed = append(t.delayed, delayedAck{due: t.clk.Now().Add(t.cfg.Faults.DelayAck[s.req.ID]), peer: fs.peer, h: h})
+		return
+	}
+	_ = t.sendControl(fs.peer, h)
+}
+
+// delayedAck is an acknowledgement a delay-ack fault holds back until due.
+type delayedAck struct {
+	due  time.Time
+	peer int
+	h    Header
+}
+
+// HeldAcks counts the acknowledgements a delay-ack fault still holds: a
+// GEN rank does not end before it has sent them.
+func (t *Transceiver) HeldAcks() int { return len(t.delayed) }
+
+// NextHeldAck is when the next held acknowledgement falls due (ok false:
+// none is held).
+func (t *Transceiver) NextHeldAck() (time.Time, bool) {
+	var next time.Time
+	for _, d := range t.delayed {
+		if next.IsZero() || d.due.Before(next) {
+			next = d.due
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// sendDelayedAcks sends the held acknowledgements that are due (each
+// Pump: the first pump at or after its time sends it).
+func (t *Transceiver) sendDelayedAcks() {
+	if len(t.delayed) == 0 {
+		return
+	}
+	now := t.clk.Now()
+	keep := t.delayed[:0]
+	for _, d := range t.delayed {
+		if now.Before(d.due) {
+			keep = append(keep, d)
+			continue
+		}
+		_ = t.sendControl(d.peer, d.h)
+	}
+	t.delayed = keep
 }
 
 // settleDigest acknowledges a checksum fragment compareDigest settled (or

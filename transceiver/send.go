@@ -69,9 +69,7 @@ func (t *Transceiver) progressSend(s *session) {
 		fs := &s.frags[i]
 		if !fs.posted && !fs.cancelled && fs.dataTag >= 0 && !s.failed && !s.cancelling &&
 			(t.cfg.Faults == nil || !t.cfg.Faults.Withhold[s.req.ID]) {
-			if t.cfg.Faults != nil && t.cfg.Faults.FailStart[s.req.ID] {
-				s.fail(fmt.Sprintf("ctx rank %d could not start the transfer (injected)", t.cfg.Rank))
-				s.notStarted = true
+			if t.injectSendFailure(s) {
 				continue
 			}
 			if err := t.postFragment(s, fs); err != nil {
@@ -96,6 +94,7 @@ func (t *Transceiver) progressSend(s *session) {
 			resolved = false
 		}
 	}
+	t.injectSendFailure(s) // after=K at or past the fragments this rank sends
 	// Digests follow their fragments, once every fragment that could
 	// leave has left.
 	for i := range s.frags {
@@ -127,4 +126,21 @@ func (t *Transceiver) progressSend(s *session) {
 	case t.deadlinePassed(s):
 		t.tryCancel(s, "transfer deadline passed")
 	}
+}
+
+// injectSendFailure fails s as a fail-send fault says: once after=K of
+// this rank's fragments have left (0: before any byte moves). It reports
+// whether s failed.
+func (t *Transceiver) injectSendFailure(s *session) bool {
+	after, ok := t.cfg.Faults.failSend(s.req.ID)
+	if !ok || s.failed || s.postedFrags() < min(after, len(s.frags)) {
+		return s.failed
+	}
+	if after == 0 {
+		s.fail(fmt.Sprintf("ctx rank %d could not start the transfer (injected)", t.cfg.Rank))
+		s.notStarted = true
+	} else {
+		s.fail(fmt.Sprintf("ctx rank %d's send failed after %d fragments left (injected)", t.cfg.Rank, s.postedFrags()))
+	}
+	return true
 }

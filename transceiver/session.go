@@ -73,7 +73,7 @@ type session struct {
 	cancelling   bool
 	cancelReason string
 	refused      bool // a cancel was refused while a write was in flight
-	notStarted   bool // CTX: the transfer could not start (Faults.FailStart)
+	notStarted   bool // CTX: the transfer could not start (Faults.FailSend)
 }
 
 // fail marks the session failed, keeping the first reason.
@@ -295,4 +295,15 @@ func (t *Transceiver) Snapshot() []SessionInfo {
 		out = append(out, si)
 	}
 	return out
+}
+
+// postedFrags counts the fragments of s this rank has posted.
+func (s *session) postedFrags() int {
+	n := 0
+	for i := range s.frags {
+		if s.frags[i].posted {
+			n++
+		}
+	}
+	return n
 }

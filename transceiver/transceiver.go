@@ -31,8 +31,11 @@ const DataTagLow = 16
 
 // Transceiver is one rank's transfer engine. See the package doc.
 type Transceiver struct {
-	cfg      Config
-	idle     bool   // the executor's last iteration executed no batch (SetIdle; read only by Replays.DeadlinesWhenBusy)
+	cfg  Config
+	idle bool // the executor's last iteration executed no batch (SetIdle; read only by Replays.DeadlinesWhenBusy)
+	// delayed holds the acknowledgements a delay-ack fault holds back
+	// (Faults.DelayAck), until they are due.
+	delayed  []delayedAck
 	yield    func() // between KV blocks (New says when it yields)
 	mapping  *topology.Mapping
 	shard    topology.Shard
@@ -150,6 +153,7 @@ func (t *Transceiver) genWorld(r int) int { return t.nCtx + r }
 // channel. It never enters a collective.
 func (t *Transceiver) Pump() {
 	t.pumpControl()
+	t.sendDelayedAcks()
 	for _, s := range t.live {
 		if t.cfg.Role == topology.Context {
 			t.progressSend(s)
