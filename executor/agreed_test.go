@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/scenario"
+	"github.com/rankrun/rankrun/topology"
 )
 
 // Every rank of a group acts on the values the group agreed, not on its
@@ -21,7 +22,11 @@ import (
 // how each transfer ended (the outcome set) over the executor group, while
 // each reports its own scope's outcomes: a rank that decided on its own
 // reports (agreed-outcomes-* mutants) decodes a request its peers still
-// wait for, with a transfer failing on a GEN rank at each position.
+// wait for, with a transfer failing on a GEN rank at each position. Under
+// attention-DP with EP, each step's prefill or decode batch is the
+// group's: a rank that dispatched only its own DP index's tokens
+// (agreed-prefill-batch-*, agreed-decode-batch-*) sends counts its peers
+// do not expect.
 func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 	type tc struct {
 		name          string
@@ -42,13 +47,23 @@ func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 		cases = append(cases, tc{name: fmt.Sprintf("outcomes/gen:%d fails one", pos), ctx: "tp=2", gen: "tp=2,dp=2,adp",
 			fault: fmt.Sprintf("fail-transfer@gen:%d,req=%d", pos, req), completed: 23})
 	}
+	// The step's batch under attention-DP with EP: every rank dispatches
+	// the tokens of the whole agreed batch (its DP indices' queues are
+	// uneven: three requests in flight over four DP indices), not its own.
+	cases = append(cases,
+		tc{name: "prefill-batch/ctx dp=4,ep=4,adp", ctx: "dp=4,ep=4,adp", gen: "tp=1", completed: 24},
+		tc{name: "decode-batch/gen dp=4,ep=4,adp", ctx: "tp=1", gen: "dp=4,ep=4,adp", completed: 24})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := scenario.New(c.name)
 			s.Ctx, s.Gen, s.Transfer = c.ctx, c.gen, "async"
+			s.Routing = topology.Routing{Experts: 8, TopK: 2}
+			s.Arrival = "closed=3"
 			s.Requests, s.Input, s.Output = 24, 64, 2
 			s.CtxBlocks, s.GenBlocks = 64, 64
-			s.Faults = []string{c.fault}
+			if c.fault != "" {
+				s.Faults = []string{c.fault}
+			}
 			cfg, err := s.Config(false)
 			require.NoError(t, err)
 			for seed := uint64(1); seed <= 3; seed++ {
