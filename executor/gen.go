@@ -84,7 +84,11 @@ func (g *genLoop) run(ctx context.Context) error {
 		if err := g.startReceives(ctx, adm.recs, sync); err != nil {
 			return err
 		}
-		ctx := g.afterSyncReceives(ctx, adm.recs, sync, recvStart)
+		// gctx: the collectives up to the first the whole executor group
+		// enters (the check, then the outcomes' allgather under
+		// attention-DP) wait out a peer's sync receive; the rest of the
+		// iteration has the plain bound (afterSyncReceives).
+		gctx := g.afterSyncReceives(ctx, adm.recs, sync, recvStart)
 		in := ProgressInput{Role: g.g.role, Sync: sync, GroupRanks: g.g.exec.Size(), Busy: len(adm.recs) > 0 || g.decoding() > 0,
 			ScopeHolds: g.tr.Sessions() > 0, AdmissionBlocked: adm.blocked, Replays: g.cfg.Replays}
 		if g.cfg.Replays.On(LocalErrorCollective) {
@@ -97,37 +101,37 @@ func (g *genLoop) run(ctx context.Context) error {
 			in.QueueLen = g.tr.TerminalHeld()
 		}
 		if g.cfg.Replays.On(IdleMaxPoll) && !sync && g.g.exec.Size() > 1 {
-			if in.SomeRankIdle, err = g.someRankIdle(ctx, !g.busyLocally(adm.recs)); err != nil {
+			if in.SomeRankIdle, err = g.someRankIdle(gctx, !g.busyLocally(adm.recs)); err != nil {
 				return err
 			}
 		}
 		a := DecideProgress(in)
 		g.guardProgress(in, a)
 		if a.ReportFailures > 0 {
-			if err := g.reportLocalFailures(ctx, a.ReportFailures); err != nil {
+			if err := g.reportLocalFailures(gctx, a.ReportFailures); err != nil {
 				return err
 			}
 		}
 		if a.QueueShape > 0 && g.g.exec.Size() > 1 {
 			g.rec.Guard("queue_len", int64(a.QueueShape))
 			q := make([]int64, a.QueueShape)
-			if err := g.g.exec.AllreduceInt64(ctx, comm.Max, q, q); err != nil {
+			if err := g.g.exec.AllreduceInt64(gctx, comm.Max, q, q); err != nil {
 				return fmt.Errorf("executor: %s transfer queue (replay queue-sized-collective): %w", g.g.who(), err)
 			}
 		}
 		if a.Check {
-			res, err := g.check(ctx, a)
+			res, err := g.check(gctx, a)
 			if err != nil {
 				return err
 			}
 			g.noteReaped(res.Reaped, a.Scope)
 		}
 		if g.cfg.Replays.On(FillGateGather) && g.layout.AttentionDP && g.layout.DP > 1 && g.g.exec.Size() > 1 {
-			if err := g.fillGateGather(ctx, !g.busyLocally(adm.recs)); err != nil {
+			if err := g.fillGateGather(gctx, !g.busyLocally(adm.recs)); err != nil {
 				return err
 			}
 		}
-		if err := g.shareOutcomes(ctx); err != nil {
+		if err := g.shareOutcomes(gctx); err != nil {
 			return err
 		}
 		// Decode one step for every request whose KV arrived.
@@ -157,12 +161,14 @@ func (g *genLoop) run(ctx context.Context) error {
 // admission is agreed) and has just left its rank-local blocking receives;
 // a peer may still be inside its own, each bounded by the transfer
 // deadline (counted from its session's start, this iteration). The next
-// collective waits that out: its bound gets the time left to the
-// deadline as grace (comm.WithGrace), so a peer that is only slow, within
-// its deadline, is never timed out by a rank that finished first
-// (DESIGN.md §6: no rank waits in a collective on a peer inside rank-local
-// work bounded by a longer deadline, with a shorter bound). A peer stuck
-// past both is still named, at the deadline plus the collective bound.
+// collectives, up to the first the whole executor group enters, wait that
+// out: their bound gets the time left to the deadline as grace
+// (comm.WithGrace), so a peer that is only slow, within its deadline, is
+// never timed out by a rank that finished first (DESIGN.md §6: no rank
+// waits in a collective on a peer inside rank-local work bounded by a
+// longer deadline, with a shorter bound). A peer stuck past both is still
+// named, at the deadline plus the collective bound; once the group has met
+// no rank is in a receive, and later collectives have the plain bound.
 func (g *genLoop) afterSyncReceives(ctx context.Context, admitted []rec, sync bool, start int64) context.Context {
 	if !sync || len(admitted) == 0 {
 		return ctx

@@ -97,7 +97,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.Var(&explicitBool{v: &f.checked, set: &f.checkedSet}, "checked", "checked collectives, the default: desync and timeout errors name call sites and ranks")
 	fs.BoolVar(&f.unchecked, "unchecked", false, "turn checked collectives off: cheaper collectives; a desync is then named only where the backend sees it, without call sites")
 	fs.DurationVar(&f.collTimeout, "collective-timeout", comm.DefaultCollectiveTimeout,
-		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0)")
+		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0); in sync mode the collectives after a GEN rank's blocking receives wait, beyond it, the time left to the transfer deadline")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N][,at=POS] (at=: where corrupt flips a byte: mid, first, last or block/layer/kv/head/token, e.g. last/first/v/last/first)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
@@ -108,7 +108,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.StringVar(&f.strategy, "strategy", "random", "sim: schedule strategy: random | pct")
 	fs.IntVar(&f.pctDepth, "pct-depth", 3, "sim: PCT's bug depth d >= 1 (d-1 priority change points)")
 	fs.DurationVar(&f.msgJitter, "msg-jitter", 0, "sim: extra delay in [0, D) per message, seeded (messages of one pair keep their order; 0: none)")
-	fs.BoolVar(&f.earlyArrive, "early-arrivals", false, "sim: a message in flight may arrive at any point before its receiver's blocking wait, a seeded choice at each poll (explore's default)")
+	fs.BoolVar(&f.earlyArrive, "early-arrivals", false, "sim: a message in flight may arrive at any point before its receiver's blocking wait, a seeded choice at each poll (run: off; explore: on, --early-arrivals=false turns it off)")
 }
 
 // simConfig is the simulation's configuration from the flags.

@@ -35,7 +35,8 @@ var searchFlags = map[string]bool{
 func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("explore", "Run a job in the simulation backend under many rank schedules (a seeded random walk, or PCT) and stop at\n"+
 		"the first that fails: a desync, a collective timeout, a deadlock, a stall, a leaked or pinned block, a byte that does\n"+
-		"not verify, a lost request, or a status check that slept out its poll interval. Prints the schedule seed, what failed\n"+
+		"not verify, a lost request, or a status check that waited in its local poll (none should). Messages in flight may arrive\n"+
+		"at any poll before their receiver's blocking wait (--early-arrivals). Prints the schedule seed, what failed\n"+
 		"and a command line that replays exactly that schedule; --shrink then looks for the smallest reproducer.", exploreExamples, stderr)
 	var f runFlags
 	f.register(fs, true)

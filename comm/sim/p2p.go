@@ -261,12 +261,18 @@ func (c *rankComm) send(q *request, dest, tag int) *request {
 	}
 	w.lastArr[key] = arrival
 	switch {
-	case arrival.Equal(w.now):
+	case arrival.Equal(w.now) && w.scheduled[key] == 0 && len(w.inflight[key]) == 0:
 		g.arrive(q)
 	case w.inflight != nil:
 		f := flight{q: q}
 		f.ev = w.at(arrival, true, func() { w.landed(key, q); g.arrive(q) })
 		w.inflight[key] = append(w.inflight[key], f)
+	case w.scheduled != nil:
+		// An earlier message of the pair may still be due at this very
+		// instant (its event not yet run): this one goes after it, never
+		// inline before it.
+		w.scheduled[key]++
+		w.at(arrival, true, func() { w.scheduled[key]--; g.arrive(q) })
 	default:
 		w.at(arrival, true, func() { g.arrive(q) })
 	}

@@ -197,6 +197,11 @@ type world struct {
 	// one has arrived by a Test.
 	inflight map[pairKey][]flight
 	arrRng   *rand.Rand
+	// scheduled counts, per pair, the messages whose arrival event is
+	// pending (with Jitter, without EarlyArrivals, whose inflight does the
+	// same): a message due at the current instant arrives inline only
+	// when none of its pair is still pending.
+	scheduled map[pairKey]int
 
 	interrupted atomic.Bool
 	parent      context.Context
@@ -255,6 +260,8 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 	if cfg.EarlyArrivals { // drawn last: the other streams stay as they were
 		w.arrRng = rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))
 		w.inflight = map[pairKey][]flight{}
+	} else if cfg.Jitter > 0 {
+		w.scheduled = map[pairKey]int{}
 	}
 	w.ranks = make([]*rankState, n)
 	w.live = n
