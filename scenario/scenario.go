@@ -268,6 +268,17 @@ func FormatDuration(d time.Duration) string {
 // setter applies one key's value.
 type setter func(s *Scenario, v string) error
 
+func boolKey(field func(*Scenario) *bool) setter {
+	return func(s *Scenario, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q: want true or false", v)
+		}
+		*field(s) = b
+		return nil
+	}
+}
+
 func intKey(field func(*Scenario) *int, min int) setter {
 	return func(s *Scenario, v string) error {
 		n, err := strconv.Atoi(v)
@@ -348,20 +359,13 @@ var keys = map[string]setter{
 		s.Seed = n
 		return nil
 	},
-	"prefill-per-token": durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
-	"decode-per-step":   durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
-	"ctx-blocks":        intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
-	"gen-blocks":        intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
-	"max-batch":         intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
-	"max-tokens":        intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
-	"chunked": func(s *Scenario, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%q: want true or false", v)
-		}
-		s.Chunked = b
-		return nil
-	},
+	"prefill-per-token":  durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
+	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
+	"ctx-blocks":         intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
+	"gen-blocks":         intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
+	"max-batch":          intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
+	"max-tokens":         intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
+	"chunked":            boolKey(func(s *Scenario) *bool { return &s.Chunked }),
 	"sender-wait-slice":  durKey(func(s *Scenario) *time.Duration { return &s.SenderWaitSlice }),
 	"gen-poll-interval":  durKey(func(s *Scenario) *time.Duration { return &s.GenPollInterval }),
 	"transfer-timeout":   durKey(func(s *Scenario) *time.Duration { return &s.TransferTimeout }),
@@ -422,15 +426,8 @@ var keys = map[string]setter{
 		s.Routing = r
 		return err
 	},
-	"early-arrivals": func(s *Scenario, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%q: want true or false", v)
-		}
-		s.EarlyArrivals = b
-		return nil
-	},
-	"pct-depth": intKey(func(s *Scenario) *int { return &s.PCTDepth }, 1),
+	"early-arrivals": boolKey(func(s *Scenario) *bool { return &s.EarlyArrivals }),
+	"pct-depth":      intKey(func(s *Scenario) *int { return &s.PCTDepth }, 1),
 	"hardware": func(s *Scenario, v string) error {
 		if _, err := sim.ParseFabric(v); err != nil {
 			return err
