@@ -26,13 +26,17 @@ import (
 // attention-DP with EP, each step's prefill or decode batch is the
 // group's: a rank that dispatched only its own DP index's tokens
 // (agreed-prefill-batch-*, agreed-decode-batch-*) sends counts its peers
-// do not expect.
+// do not expect. Under chunked prefill the step's schedule (which prompts,
+// how many of their tokens) is computed alike from agreed inputs: a rank
+// that planned by a token budget of its own (agreed-schedule-*) prefills
+// other chunks, and its next admission differs.
 func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 	type tc struct {
 		name          string
 		ctx, gen      string
 		fault         string
 		completed, ok int
+		chunked       bool
 	}
 	var cases []tc
 	for _, role := range []string{"ctx", "gen"} {
@@ -52,7 +56,10 @@ func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 	// uneven: three requests in flight over four DP indices), not its own.
 	cases = append(cases,
 		tc{name: "prefill-batch/ctx dp=4,ep=4,adp", ctx: "dp=4,ep=4,adp", gen: "tp=1", completed: 24},
-		tc{name: "decode-batch/gen dp=4,ep=4,adp", ctx: "tp=1", gen: "dp=4,ep=4,adp", completed: 24})
+		tc{name: "decode-batch/gen dp=4,ep=4,adp", ctx: "tp=1", gen: "dp=4,ep=4,adp", completed: 24},
+		// The step scheduler's plan under chunked prefill: every rank of a
+		// CTX group prefills the agreed chunks of the agreed prompts.
+		tc{name: "schedule/ctx tp=4 chunked", ctx: "tp=4", gen: "tp=1", completed: 24, chunked: true})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := scenario.New(c.name)
@@ -60,6 +67,9 @@ func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 			s.Routing = topology.Routing{Experts: 8, TopK: 2}
 			s.Arrival = "closed=3"
 			s.Requests, s.Input, s.Output = 24, 64, 2
+			if c.chunked {
+				s.Chunked, s.MaxTokens, s.Input = true, 48, 100 // prompts of 100 tokens, 48 a step
+			}
 			s.CtxBlocks, s.GenBlocks = 64, 64
 			if c.fault != "" {
 				s.Faults = []string{c.fault}
