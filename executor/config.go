@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/reqtrace"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -159,6 +161,29 @@ func (c *Config) Defaults() {
 		c.Log = zap.NewNop()
 	}
 	c.Clock = clock.Or(c.Clock)
+	if c.Workload.Arrival.Kind == Traced && c.Workload.MaxInput == 0 {
+		c.Workload.MaxInput = c.inputLimit()
+	}
+}
+
+// inputLimit is the longest prompt both pools hold (what a traced
+// workload's prompts are clipped to), 0 if a layout cannot shard the
+// model (Validate says so).
+func (c *Config) inputLimit() int {
+	limit := reqtrace.MaxTokens
+	for _, side := range []struct {
+		l      topology.Layout
+		blocks int
+	}{{c.Ctx, c.CtxBlocks}, {c.Gen, c.GenBlocks}} {
+		s, err := side.l.Shard(c.Model, 0)
+		if err != nil {
+			return 0
+		}
+		// The most tokens whose blocks on rank 0 (the rank that needs the
+		// most, as Validate says) fit its pool.
+		limit = sort.Search(limit+1, func(t int) bool { return t > 0 && s.BlocksFor(t) > side.blocks }) - 1
+	}
+	return max(limit, 0)
 }
 
 // Validate names the first field that breaks its rule.
@@ -213,7 +238,7 @@ func (c *Config) Validate() error {
 	}
 	// A request larger than a whole pool can never be admitted: reject it
 	// up front rather than stall.
-	maxTokens := c.Workload.InputTokens + int(float64(c.Workload.InputTokens)*c.Workload.InputJitter)
+	maxTokens := c.Workload.maxTokens()
 	for _, side := range []struct {
 		name   string
 		l      topology.Layout

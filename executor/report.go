@@ -30,7 +30,10 @@ type Report struct {
 	Verify      string `json:"verify"`
 	Checked     bool   `json:"checked"` // collectives ran in checked mode (the CLI's default)
 	Workload    string `json:"workload"`
-	Compute     string `json:"compute,omitempty"` // the compute cost model, "" with none
+	// Trace is the replayed production trace, its window and length
+	// distribution; omitted for a synthetic workload.
+	Trace   *TraceReport `json:"trace,omitempty"`
+	Compute string       `json:"compute,omitempty"` // the compute cost model, "" with none
 	// Scheduler is the step scheduler's limits (Config.MaxBatch,
 	// MaxTokens): "max_batch=2048 max_tokens=8192", "none" without.
 	Scheduler string `json:"scheduler"`
@@ -160,9 +163,9 @@ func (ir *InstanceReport) add(rr RankReport) {
 }
 
 func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report {
+	tr := TraceSummary(cfg)
 	r := &Report{Ctx: cfg.Ctx.String(), Gen: cfg.Gen.String(), Ranks: cfg.Ranks(), Mode: cfg.Mode.String(), Verify: cfg.Verify.String(),
-		Workload: fmt.Sprintf("%d requests, %d input tokens, %d output tokens, %s", cfg.Workload.Requests, cfg.Workload.InputTokens,
-			cfg.Workload.OutputTokens, cfg.Workload.Arrival),
+		Workload: workloadLine(cfg, tr), Trace: tr,
 		Scheduler: cfg.SchedulerString(), Replays: cfg.Replays.String(), ReplayNotes: ReplayNotes(cfg), Faults: []string{}, Errors: []string{}}
 	for _, rr := range reps {
 		r.Checked = r.Checked || rr.Checked

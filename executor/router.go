@@ -38,7 +38,7 @@ func (rt *router) release(now int64, emit func(rec) error) error {
 			if rt.next-rt.done >= rt.arrival.Concurrency {
 				return nil
 			}
-		case Rate, Poisson:
+		case Rate, Poisson, Traced:
 			if q.At.Nanoseconds() > now {
 				return nil
 			}
@@ -46,7 +46,7 @@ func (rt *router) release(now int64, emit func(rec) error) error {
 		rt.next++
 		arrival := now
 		switch rt.arrival.Kind {
-		case Rate, Poisson:
+		case Rate, Poisson, Traced:
 			arrival = q.At.Nanoseconds()
 		case Closed:
 			if len(rt.freed) > 0 {
@@ -74,7 +74,7 @@ func (rt *router) finished(_ request.ID, at int64) {
 // nextArrival is when the next open-loop request arrives, as an offset from
 // the start (ok false: none scheduled).
 func (rt *router) nextArrival() (time.Duration, bool) {
-	if rt == nil || rt.next >= len(rt.reqs) || (rt.arrival.Kind != Rate && rt.arrival.Kind != Poisson) {
+	if rt == nil || rt.next >= len(rt.reqs) || !rt.arrival.open() {
 		return 0, false
 	}
 	return rt.reqs[rt.next].At, true

@@ -9,13 +9,15 @@ import (
 )
 
 // Replay is how a run replays a trace: which window of it, and at what
-// pace. Spelled FILE[,from=D][,span=D][,scale=K][,poisson=R] (the value of
+// pace. Spelled FILE[:from=D][:span=D][:scale=K][:poisson=R] (the value of
 // rankrun's --arrival trace=...): from and span pick the rows that arrive
 // in [from, from+span) of the recorded time (span unset: to the end);
 // scale=K replays them at K times the recorded rate (their gaps divided
 // by K); poisson=R keeps the rows' lengths and draws Poisson arrivals at
 // R requests/s instead. The run's request count takes the window's first
-// N rows (Window.First).
+// N rows (Window.First). The separator is a colon because sweeps list
+// several arrivals separated by commas; a path with a colon cannot be
+// named.
 type Replay struct {
 	Trace   *Trace
 	Window  Window
@@ -28,10 +30,10 @@ const MaxScale = 1e6
 
 // ParseReplay parses a replay spec and loads its trace.
 func ParseReplay(spec string) (Replay, error) {
-	parts := strings.Split(spec, ",")
+	parts := strings.Split(spec, ":")
 	path := strings.TrimSpace(parts[0])
 	bad := func(field, rule string) (Replay, error) {
-		return Replay{}, fmt.Errorf("reqtrace: trace=%s: %s: %s (the spec is FILE[,from=D][,span=D][,scale=K][,poisson=R])", spec, field, rule)
+		return Replay{}, fmt.Errorf("reqtrace: trace=%s: %s: %s (the spec is FILE[:from=D][:span=D][:scale=K][:poisson=R])", spec, field, rule)
 	}
 	if path == "" {
 		return bad("FILE", "the trace's path is empty")
@@ -93,16 +95,16 @@ func (r Replay) String() string {
 		s += r.Trace.Name
 	}
 	if r.Window.From > 0 {
-		s += ",from=" + r.Window.From.String()
+		s += ":from=" + r.Window.From.String()
 	}
 	if r.Window.Span > 0 {
-		s += ",span=" + r.Window.Span.String()
+		s += ":span=" + r.Window.Span.String()
 	}
 	if r.Scale != 1 && r.Scale != 0 {
-		s += ",scale=" + strconv.FormatFloat(r.Scale, 'g', -1, 64)
+		s += ":scale=" + strconv.FormatFloat(r.Scale, 'g', -1, 64)
 	}
 	if r.Poisson > 0 {
-		s += ",poisson=" + strconv.FormatFloat(r.Poisson, 'g', -1, 64)
+		s += ":poisson=" + strconv.FormatFloat(r.Poisson, 'g', -1, 64)
 	}
 	return s
 }

@@ -112,21 +112,21 @@ func TestWindowAndScale(t *testing.T) {
 }
 
 func TestParseReplay(t *testing.T) {
-	r, err := ParseReplay("../traces/AzureLLMInferenceTrace_code.csv,from=1m,span=10m,scale=2.5")
+	r, err := ParseReplay("../traces/AzureLLMInferenceTrace_code.csv:from=1m:span=10m:scale=2.5")
 	require.NoError(t, err)
 	require.Equal(t, Window{From: time.Minute, Span: 10 * time.Minute}, r.Window)
 	require.Equal(t, 2.5, r.Scale)
-	require.Equal(t, "trace=../traces/AzureLLMInferenceTrace_code.csv,from=1m0s,span=10m0s,scale=2.5", r.String())
+	require.Equal(t, "trace=../traces/AzureLLMInferenceTrace_code.csv:from=1m0s:span=10m0s:scale=2.5", r.String())
 	again, err := ParseReplay(strings.TrimPrefix(r.String(), "trace="))
 	require.NoError(t, err)
 	require.Equal(t, r, again)
 	for spec, want := range map[string]string{
 		"":                        "FILE: the trace's path is empty",
-		"x.csv,scale=0":           "scale: want a factor",
-		"x.csv,span=0s":           "span: want a positive duration",
-		"x.csv,bogus=1":           "bogus: unknown key",
-		"x.csv,poisson=2,scale=3": "scale: poisson=R sets the arrivals itself",
-		"x.csv,from=1m,from=2m":   "from: given twice",
+		"x.csv:scale=0":           "scale: want a factor",
+		"x.csv:span=0s":           "span: want a positive duration",
+		"x.csv:bogus=1":           "bogus: unknown key",
+		"x.csv:poisson=2:scale=3": "scale: poisson=R sets the arrivals itself",
+		"x.csv:from=1m:from=2m":   "from: given twice",
 		"/nonexistent.csv":        "no such file",
 	} {
 		_, err := ParseReplay(spec)

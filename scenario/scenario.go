@@ -131,6 +131,12 @@ func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
 	}
 	c.Workload = executor.Workload{Requests: s.Requests, InputTokens: s.Input, InputJitter: s.InputJitter, OutputTokens: s.Output,
 		Arrival: arr, Seed: s.Seed}
+	if arr.Kind == executor.Traced {
+		// requests: takes the trace window's first N.
+		if c.Workload, err = executor.TraceWorkload(arr, s.Requests, s.Seed); err != nil {
+			return c, err
+		}
+	}
 	if c.Mode, err = transceiver.ParseMode(s.Transfer); err != nil {
 		return c, err
 	}
@@ -177,12 +183,15 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 	a := []string{"--ctx", s.Ctx, "--gen", s.Gen, "--transfer", s.Transfer,
 		"--layers", strconv.Itoa(s.Model.Layers), "--kv-heads", strconv.Itoa(s.Model.KVHeads), "--head-dim", strconv.Itoa(s.Model.HeadDim),
 		"--tokens-per-block", strconv.Itoa(s.Model.TokensPerBlock), "--elem-bytes", strconv.Itoa(s.Model.ElemBytes),
-		"--requests", strconv.Itoa(s.Requests), "--input", strconv.Itoa(s.Input), "--output", strconv.Itoa(s.Output),
-		"--arrival", s.Arrival, "--seed", strconv.FormatUint(s.Seed, 10),
+		"--requests", strconv.Itoa(s.Requests)}
+	if !strings.HasPrefix(s.Arrival, "trace=") { // a trace's lengths are its own
+		a = append(a, "--input", strconv.Itoa(s.Input), "--output", strconv.Itoa(s.Output))
+	}
+	a = append(a, "--arrival", s.Arrival, "--seed", strconv.FormatUint(s.Seed, 10),
 		"--ctx-blocks", strconv.Itoa(s.CtxBlocks), "--gen-blocks", strconv.Itoa(s.GenBlocks),
 		// Always given: the CLI's defaults are a serving engine's, a
 		// scenario's are no limit, and both runs must be the same run.
-		"--max-batch", strconv.Itoa(s.MaxBatch), "--max-tokens", strconv.Itoa(s.MaxTokens)}
+		"--max-batch", strconv.Itoa(s.MaxBatch), "--max-tokens", strconv.Itoa(s.MaxTokens))
 	if s.Chunked {
 		a = append(a, "--chunked")
 	}
@@ -345,6 +354,10 @@ var keys = map[string]setter{
 		return nil
 	},
 	"arrival": func(s *Scenario, v string) error {
+		if strings.HasPrefix(v, "trace=") {
+			s.Arrival = v // read once the file's place is known (Parse)
+			return nil
+		}
 		if _, err := executor.ParseArrival(v); err != nil {
 			return err
 		}
@@ -539,6 +552,20 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 		return s, fmt.Errorf("%w: %s: %w", ErrParse, name, err)
 	}
 	// Whole-file rules.
+	if spec, ok := strings.CutPrefix(s.Arrival, "trace="); ok {
+		// A trace's path is the scenario file's, relative to its folder.
+		if path, _, _ := strings.Cut(spec, ":"); !filepath.IsAbs(path) && name != "" {
+			s.Arrival = "trace=" + filepath.Join(filepath.Dir(name), spec)
+		}
+		if _, err := executor.ParseArrival(s.Arrival); err != nil {
+			return s, bad(seen["arrival"], "arrival: %v", err)
+		}
+		for _, k := range []string{"input", "output", "input-jitter"} {
+			if line, ok := seen[k]; ok {
+				return s, bad(line, "%s: a trace's lengths are its own: drop %s or the trace (arrival: %s)", k, k, spec)
+			}
+		}
+	}
 	for _, k := range []string{"name", "ctx", "gen", "expect"} {
 		if _, ok := seen[k]; !ok {
 			return s, bad(n, "missing key %q", k)

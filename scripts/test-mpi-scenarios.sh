@@ -39,7 +39,7 @@ CASES=(
 	fault-fail-send-before fault-fail-send-during fault-fail-send-after replay-local-error-collective
 	fault-exit-ctx fault-exit-gen fault-stall-long fault-stall-long-ctx fault-stall-long-gen-leader replay-fill-gate-gather+replay
 	replay-no-idle-reap+replay replay-unsafe-idle-reap+replay replay-local-error-collective+replay
-	replay-local-admission-gate+replay
+	replay-local-admission-gate+replay trace-mooncake-window
 )
 if [ -n "${SCENARIOS:-}" ]; then
 	read -r -a CASES <<<"$SCENARIOS"

@@ -38,6 +38,11 @@ func NewCell(cfg executor.Config, repeats int) *Cell {
 	if k := cfg.Workload.Arrival.Kind; k == executor.Rate || k == executor.Poisson {
 		c.Rate = cfg.Workload.Arrival.Rate
 	}
+	if cfg.Workload.Arrival.Kind == executor.Traced {
+		// A trace's pace: its rows over their replayed span (scale=K
+		// multiplies it), so goodput compares scales as it does rates.
+		c.Rate = cfg.Workload.OfferedRate()
+	}
 	return c
 }
 

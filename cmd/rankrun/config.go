@@ -76,7 +76,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 	fs.IntVar(&f.input, "input", 256, "workload: input (prompt) tokens per request (>= 1)")
 	fs.Float64Var(&f.jitter, "input-jitter", 0, "workload: input lengths vary by +- this fraction, in [0,1) (0: all equal)")
 	fs.IntVar(&f.output, "output", 8, "workload: output tokens per request (>= 1)")
-	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7], and at least --requests/1e8: the arrivals span at most 1e8 s) | closed=C (C >= 1 outstanding)")
+	fs.StringVar(&f.arrival, "arrival", "closed=4", "workload: one of burst | rate=R | poisson=R (requests/s, R in (0, 1e7], and at least --requests/1e8: the arrivals span at most 1e8 s) | closed=C (C >= 1 outstanding) | trace=FILE[:from=D][:span=D][:scale=K][:poisson=R] (a production trace replayed: Azure's CSV or Mooncake's JSON lines, e.g. traces/AzureLLMInferenceTrace_conv.csv; from/span pick a window of its recorded time, scale=K replays it K times faster, poisson=R keeps its lengths with Poisson arrivals; --requests N takes the window's first N, unset all of it; the lengths are the trace's, clipped to what the pools hold)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workload and of injected faults (any value, 0 included)")
 	fs.StringVar(&f.transfer, "transfer", "async", "GEN transfer mode: async | sync")
 	fs.StringVar(&f.verify, "verify", "full", "how GEN checks received KV bytes: full (every byte, while copying) | checksum (an xxh3 digest of each fragment, sent after it) | off")
@@ -100,7 +100,7 @@ func (f *runFlags) register(fs *flag.FlagSet, layouts bool) {
 		"bound of every collective, and of every wait on a peer, checked or not: past it the run ends naming the ranks that never arrived (> 0); in sync mode the collectives after a GEN rank's blocking receives wait, beyond it, the time left to the transfer deadline")
 	fs.Var(&f.replays, "replay", "bring back an old bug on purpose (repeatable): "+replayNames())
 	fs.Var(&f.faults, "fault", "inject a fault (repeatable): KIND@ROLE:RANK[,req=N][,for=D][,blocks=N][,at=POS] (at=: where corrupt flips a byte: mid, first, last or block/layer/kv/head/token, e.g. last/first/v/last/first)")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim")
+	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "deadline of the whole run (> 0): a run that reaches it ends with an error naming this flag; virtual time under sim; a trace replay's default adds twice its arrivals' span")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug | info | warn | error")
 	fs.StringVar(&f.backend, "backend", "auto", "auto (mpi under mpirun, else local) | local | mpi | sim (every rank in virtual time)")
 	f.registerModel(fs)
@@ -146,6 +146,20 @@ func replayNames() string {
 	return strings.Join(s, ", ")
 }
 
+// deadline is the run's --timeout; unset, a trace's replay has the
+// default plus twice the time its requests take to arrive (a window of
+// an hour's trace would otherwise end at the default).
+func (f *runFlags) deadline(c executor.Config) time.Duration {
+	if f.set["timeout"] || c.Workload.Arrival.Kind != executor.Traced {
+		return f.timeout
+	}
+	reqs := c.Workload.Generate()
+	return max(f.timeout, defaultTimeout+2*reqs[len(reqs)-1].At)
+}
+
+// defaultTimeout is --timeout's default.
+const defaultTimeout = 10 * time.Minute
+
 // config builds and validates the executor configuration.
 func (f *runFlags) config() (executor.Config, error) {
 	var c executor.Config
@@ -165,6 +179,24 @@ func (f *runFlags) config() (executor.Config, error) {
 		return c, usagef("--arrival: %v", err)
 	}
 	c.Workload = executor.Workload{Requests: f.requests, InputTokens: f.input, InputJitter: f.jitter, OutputTokens: f.output, Arrival: arr, Seed: f.seed}
+	if arr.Kind == executor.Traced {
+		for _, n := range []string{"input", "output", "input-jitter"} {
+			if f.set[n] {
+				return c, usagef("--%s: a trace's lengths are its own: drop --%s or --arrival %s", n, n, arr)
+			}
+		}
+		first := 0 // the whole window, unless --requests takes its first N
+		if f.set["requests"] {
+			first = f.requests
+			if first < 1 {
+				return c, usagef("--requests %d: must be at least 1 (the trace window's first N)", first)
+			}
+		}
+		if c.Workload, err = executor.TraceWorkload(arr, first, f.seed); err != nil {
+			return c, usagef("--arrival: %v", err)
+		}
+		f.timeout = f.deadline(c)
+	}
 	if (arr.Kind == executor.Rate || arr.Kind == executor.Poisson) && f.requests >= 1 && arr.Rate < executor.MinRate(f.requests) {
 		return c, usagef("--arrival %s with --requests %d: they would arrive over %.3g s, more than %.0g s; the rate must be at least %.3g requests/s",
 			arr, f.requests, float64(f.requests)/arr.Rate, executor.MaxArrivalSpan.Seconds(), executor.MinRate(f.requests))

@@ -18,26 +18,32 @@ import (
 )
 
 const goodputExamples = `  rankrun goodput --model llama-3-8b --hardware h100 --kv-sample 16 --ctx tp=1 --gen tp=1 --input 1024 --output 64 --requests 300
+  rankrun goodput --model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --arrival trace=traces/AzureLLMInferenceTrace_conv.csv:span=5m
   rankrun goodput --model llama-3-70b --hardware h100 --kv-sample 32 --ctx tp=4 --gen tp=4 --slo-ttft 1s --slo-tpot 40ms --rate-lo 1 --rate-hi 8 --json
 `
 
 // goodputOut is rankrun goodput's result (and its JSON).
 type goodputOut struct {
-	Ctx       string     `json:"ctx"`
-	Gen       string     `json:"gen"`
-	GPUs      int        `json:"gpus"`
-	SLO       string     `json:"slo"`
-	Requests  int        `json:"requests_per_probe"`
-	Goodput   float64    `json:"goodput_rps"`
-	PerGPU    float64    `json:"goodput_per_gpu_rps"`
-	Above     float64    `json:"lowest_failing_rps"`
-	Why       string     `json:"why"`
-	HalfWidth float64    `json:"attainment_half_width"` // the 95% interval's half width at the SLO share, for this n
-	Probes    []probeOut `json:"probes"`
+	Ctx string `json:"ctx"`
+	// Trace is the replayed trace window (trace=FILE...), whose time
+	// scale the search varies; omitted under Poisson arrivals.
+	Trace       string     `json:"trace,omitempty"`
+	RecordedRPS float64    `json:"trace_recorded_rps,omitempty"` // the window's rate at scale 1
+	Gen         string     `json:"gen"`
+	GPUs        int        `json:"gpus"`
+	SLO         string     `json:"slo"`
+	Requests    int        `json:"requests_per_probe"`
+	Goodput     float64    `json:"goodput_rps"`
+	PerGPU      float64    `json:"goodput_per_gpu_rps"`
+	Above       float64    `json:"lowest_failing_rps"`
+	Why         string     `json:"why"`
+	HalfWidth   float64    `json:"attainment_half_width"` // the 95% interval's half width at the SLO share, for this n
+	Probes      []probeOut `json:"probes"`
 }
 
 type probeOut struct {
 	Rate     float64    `json:"rate_rps"`
+	Scale    float64    `json:"trace_scale,omitempty"` // the trace's time scale at this rate
 	Met      int        `json:"met"`
 	N        int        `json:"n"`
 	Share    float64    `json:"attainment"`
@@ -62,7 +68,9 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	f.backend = "sim" // goodput's own default, shown as such by -h
 	shared.VisitAll(func(fl *flag.Flag) {
 		switch fl.Name {
-		case "arrival": // the search sets the rate
+		case "arrival":
+			fs.Var(fl.Value, fl.Name, "unset: Poisson arrivals, the search sets their rate; or trace=FILE[:from=D][:span=D]: that trace window's lengths and times, the search sets its time scale (scale=K: K times the recorded rate)")
+			fs.Lookup(fl.Name).DefValue = ""
 		case "timeout":
 			fs.Var(fl.Value, fl.Name, "deadline of each probe (> 0); unset: 10m plus four times the time its requests take to arrive at its rate; virtual time under sim")
 			fs.Lookup(fl.Name).DefValue = "0s" // -h shows no fixed default: unset, it grows with the probe
@@ -75,8 +83,8 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&s.TPOT, "slo-tpot", 50e6, "SLO: a request's time per output token after the first at most this")
 	fs.Float64Var(&s.Share, "slo-share", 0.9, "SLO: the share of requests that must meet both, in (0,1]")
 	var o goodput.Options
-	fs.Float64Var(&o.Lo, "rate-lo", 1, "the first rate probed, requests/s (> 0); halved while it fails")
-	fs.Float64Var(&o.Hi, "rate-hi", 4, "the second rate probed (> --rate-lo); doubled while it passes")
+	fs.Float64Var(&o.Lo, "rate-lo", 1, "the first rate probed, requests/s (> 0); halved while it fails (with a trace, unset: its recorded rate)")
+	fs.Float64Var(&o.Hi, "rate-hi", 4, "the second rate probed (> --rate-lo); doubled while it passes (with a trace, unset: twice --rate-lo)")
 	fs.Float64Var(&o.RelTol, "tol", 0.05, "stop when the bracket is this narrow, relative to its lower end, in (0,1)")
 	fs.IntVar(&o.MaxProbes, "max-probes", 24, "most runs of the search (>= 2)")
 	jsonOut := fs.Bool("json", false, "print the result as JSON on stdout")
@@ -84,6 +92,35 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.noteSet(fs)
+	// A trace: the search varies its time scale, from its recorded rate.
+	var traceBase string
+	var recorded float64
+	if f.set["arrival"] {
+		arr, err := executor.ParseArrival(f.arrival)
+		if err != nil {
+			return usagef("--arrival: %v", err)
+		}
+		if arr.Kind != executor.Traced {
+			return usagef("--arrival %s: goodput sets the arrival rate itself; give no --arrival (Poisson) or trace=FILE[:from=D][:span=D]", f.arrival)
+		}
+		if arr.Trace.Poisson > 0 || arr.Trace.Scale != 1 {
+			return usagef("--arrival %s: goodput sets the trace's time scale itself; drop scale= and poisson=", f.arrival)
+		}
+		traceBase = f.arrival
+		first, err := f.config()
+		if err != nil {
+			return err
+		}
+		if recorded = first.Workload.OfferedRate(); recorded <= 0 {
+			return usagef("--arrival %s: the window's requests all arrive at one instant: there is no time scale to search (widen the window or raise --requests)", f.arrival)
+		}
+		if !f.set["rate-lo"] {
+			o.Lo = recorded
+		}
+		if !f.set["rate-hi"] {
+			o.Hi = 2 * o.Lo
+		}
+	}
 	switch {
 	case s.TTFT <= 0:
 		return usagef("--slo-ttft %v: must be positive", s.TTFT)
@@ -125,6 +162,9 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	probeCfg := func(rate float64) (executor.Config, error) {
 		rf := f
 		rf.arrival = fmt.Sprintf("poisson=%g", rate)
+		if traceBase != "" {
+			rf.arrival = fmt.Sprintf("%s:scale=%g", traceBase, rate/recorded)
+		}
 		return rf.config()
 	}
 	first, err := probeCfg(o.Lo)
@@ -181,13 +221,20 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		cut = &exitError{code: ie.code(), msg: "goodput: " + res.Why}
 	}
 	out := goodputOut{Ctx: first.Ctx.String(), Gen: first.Gen.String(), GPUs: first.Ranks(), SLO: s.String(), Requests: first.Workload.Requests,
-		Goodput: res.Goodput, Above: res.Above, Why: res.Why}
+		Goodput: res.Goodput, Above: res.Above, Why: res.Why, RecordedRPS: recorded}
+	if traceBase != "" {
+		out.Trace = traceBase
+	}
 	out.PerGPU = res.Goodput / float64(out.GPUs)
 	lo, hi := goodput.Attainment{Met: int(math.Round(s.Share * float64(out.Requests))), N: out.Requests}.Interval(goodput.Z95)
 	out.HalfWidth = (hi - lo) / 2
 	for _, st := range res.Steps {
 		l, h := st.Att.Interval(goodput.Z95)
-		out.Probes = append(out.Probes, probeOut{Rate: st.Rate, Met: st.Att.Met, N: st.Att.N, Share: st.Att.Share(), Interval: [2]float64{l, h}, Pass: st.Pass, Unsure: st.Unsure})
+		scale := 0.0
+		if recorded > 0 {
+			scale = st.Rate / recorded
+		}
+		out.Probes = append(out.Probes, probeOut{Rate: st.Rate, Scale: scale, Met: st.Att.Met, N: st.Att.N, Share: st.Att.Share(), Interval: [2]float64{l, h}, Pass: st.Pass, Unsure: st.Unsure})
 	}
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -205,9 +252,17 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 func (g goodputOut) text(w io.Writer, s goodput.SLO) {
-	fmt.Fprintf(w, "goodput of ctx %s -> gen %s (%d GPUs): %s, Poisson arrivals, %d requests a probe\n\n", g.Ctx, g.Gen, g.GPUs, g.SLO, g.Requests)
+	arrivals := "Poisson arrivals"
+	if g.Trace != "" {
+		arrivals = fmt.Sprintf("%s replayed at a time scale the search sets (scale 1: its recorded %.4g requests/s)", g.Trace, g.RecordedRPS)
+	}
+	fmt.Fprintf(w, "goodput of ctx %s -> gen %s (%d GPUs): %s, %s, %d requests a probe\n\n", g.Ctx, g.Gen, g.GPUs, g.SLO, arrivals, g.Requests)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "probe\trate rps\tmet\tattainment\t95% interval\tverdict\t")
+	scaleCol := ""
+	if g.Trace != "" {
+		scaleCol = "scale\t"
+	}
+	fmt.Fprintln(tw, "probe\trate rps\t"+scaleCol+"met\tattainment\t95% interval\tverdict\t")
 	for i, p := range g.Probes {
 		verdict := "fails"
 		if p.Pass {
@@ -216,10 +271,17 @@ func (g goodputOut) text(w io.Writer, s goodput.SLO) {
 		if p.Unsure {
 			verdict += " (unsure)"
 		}
-		fmt.Fprintf(tw, "%d\t%.4g\t%d/%d\t%.1f%%\t%.1f-%.1f%%\t%s\t\n", i+1, p.Rate, p.Met, p.N, 100*p.Share, 100*p.Interval[0], 100*p.Interval[1], verdict)
+		scale := ""
+		if g.Trace != "" {
+			scale = fmt.Sprintf("%.4g\t", p.Scale)
+		}
+		fmt.Fprintf(tw, "%d\t%.4g\t%s%d/%d\t%.1f%%\t%.1f-%.1f%%\t%s\t\n", i+1, p.Rate, scale, p.Met, p.N, 100*p.Share, 100*p.Interval[0], 100*p.Interval[1], verdict)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\ngoodput: %.4g requests/s (%.4g per GPU); %s\n", g.Goodput, g.PerGPU, g.Why)
+	if g.Trace != "" && g.RecordedRPS > 0 {
+		fmt.Fprintf(w, "on the trace: time scale %.4g (its arrivals at %.4g x the recorded rate)\n", g.Goodput/g.RecordedRPS, g.Goodput/g.RecordedRPS)
+	}
 	need := goodput.RequestsFor(s.Share, 0.02, goodput.Z95)
 	fmt.Fprintf(w, "confidence: with %d requests a probe, an attainment of %g%% has a 95%% interval of +-%.1f%%; +-2%% needs %d (--requests)\n",
 		g.Requests, 100*s.Share, 100*g.HalfWidth, need)

@@ -226,9 +226,7 @@ func workloadBlocks(c *executor.Config, l topology.Layout, geom topology.Model) 
 	if err != nil {
 		return 1
 	}
-	w := c.Workload
-	longest := w.InputTokens + int(float64(w.InputTokens)*w.InputJitter) + w.OutputTokens
-	return s.BlocksFor(longest) * w.Requests
+	return c.Workload.PoolNeed(s.BlocksFor)
 }
 
 func computeHardware() []string {

@@ -46,7 +46,13 @@ var readmeCommands = map[string]readmeCommand{
 	"mpirun -np 5 --oversubscribe bin/rankrun-mpi run --ctx tp=1 --gen tp=4": {skip: "scripts/test-mpi-cli.sh runs it under mpirun"},
 	"rankrun run --backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 --fault shrink-pool@ctx:1,blocks=8 --replay local-admission-gate": {
 		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
-	"rankrun analyze diag/testdata/pytorch/mismatch": {want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
+	"rankrun run --backend sim --model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --arrival trace=traces/AzureLLMInferenceTrace_conv.csv --requests 200": {
+		want: regexp.MustCompile(`the first 200 of the trace, at the recorded times x1, over 61\.3 s; input p50 890 p99 4088, output p50 183 p99 520 tokens(?s:.*)requests +200 completed, 0 failed`)},
+	// Shrunk to one pair and one 1-minute window; the goodput shows.
+	"rankrun sweep --backend sim --model llama-3-70b --hardware h100 --pair tp=4/tp=4 --pair tp=2,dp=2/tp=4 --pair tp=8/tp=8 --arrival trace=": {
+		shrink: []string{"--pair", "tp=8/tp=8", "--arrival", "trace=traces/AzureLLMInferenceTrace_conv.csv:span=1m,trace=traces/AzureLLMInferenceTrace_conv.csv:span=1m:scale=2"},
+		want:   regexp.MustCompile(`goodput per GPU(?s:.*)tp=8/tp=8 +16 +\d`)},
+	"rankrun analyze diag/testdata/pytorch/mismatch": {code: 1, want: regexp.MustCompile(`first mismatch: "0" #7 was entered differently`)},
 	"rankrun throughput --model llama-3.1-405b --precision fp8 --hardware h200 --layout tp=8 --layout pp=8": {
 		want: regexp.MustCompile(`(?m)^tp=8 +8 +1180\.0 kv +390\.29 +3023 +378\n^pp=8 +8 +1093\.0 kv +289\.34 +3778 +472$`)},
 	"rankrun throughput --model llama-3-8b --precision fp8 --hardware h100 --layout tp=1 --in 128 --out 4096 --requests 1500 --trtllm-bench": {
@@ -141,6 +147,9 @@ func TestREADMECommands(t *testing.T) {
 				} else {
 					args = append(args, c.shrink[i], c.shrink[i+1])
 				}
+			}
+			for i, a := range args { // the shipped traces: inputs of the repository
+				args[i] = strings.ReplaceAll(a, "trace=traces/", "trace="+filepath.Join(repoRoot, "traces")+"/")
 			}
 			code, out, errOut := cli(t, args...)
 			require.Equal(t, c.code, code, "%s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out, errOut)

@@ -136,6 +136,7 @@ func (f runFlags) resolveBackend() (string, error) {
 // signal that ended the run, when one did.
 func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Config) (*executor.Report, error) {
 	start := time.Now()
+	f.timeout = f.deadline(cfg)
 	var rep *executor.Report
 	var err error
 	ctx := parent

@@ -78,6 +78,10 @@ func sweepTitle(runs []*sweep.Cell) (title, short string) {
 		s += fmt.Sprintf(" (+-%g%%)", 100*w.InputJitter)
 	}
 	s += fmt.Sprintf(", %d output tokens", w.OutputTokens)
+	if t := executor.TraceSummary(c); t != nil {
+		s = fmt.Sprintf("%d requests of trace %s, its lengths (input p50 %d p99 %d, output p50 %d p99 %d tokens); a trace's rate is its requests over their replayed span (scale=K multiplies it)",
+			w.Requests, t.File, t.InputP50, t.InputP99, t.OutputP50, t.OutputP99)
+	}
 	short = s
 	if pc, ok := c.Compute.(sweep.CostModel); ok {
 		short += fmt.Sprintf("; %s on %s", pc.Model.Name, pc.HW.Name)
@@ -151,7 +155,7 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 		if g.PerGPU > 0 {
 			at, p99 = fmt.Sprintf("%.3f", g.BestRPS), fmt.Sprintf("%.1f", g.P99)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%g\t%.3f\t%s\t%s\t\n", i+1, g.Pair, g.GPUs, g.Rate, g.PerGPU, at, p99)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.3f\t%s\t%s\t\n", i+1, g.Pair, g.GPUs, fmtRate(g.Rate), g.PerGPU, at, p99)
 	}
 	_ = tw.Flush()
 	if len(best) > top {
@@ -165,7 +169,7 @@ func (sw sweepWriter) goodputTable(w io.Writer) {
 		budget += " among the " + sw.cut
 	}
 	if b := best[0]; b.PerGPU > 0 {
-		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %g requests/s, %.3f per GPU%s\n", budget, b.Pair, b.GPUs, b.Rate, b.PerGPU, whyBest(best, sw.gpus))
+		fmt.Fprintf(w, "best placement%s: %s (%d GPUs): goodput %s requests/s, %.3f per GPU%s\n", budget, b.Pair, b.GPUs, fmtRate(b.Rate), b.PerGPU, whyBest(best, sw.gpus))
 	} else {
 		fmt.Fprintf(w, "best placement%s: none: no pair meets the SLO at any rate swept (lower the rates or loosen --slo-*)\n", budget)
 	}
@@ -234,7 +238,7 @@ func (sw sweepWriter) rates() []string {
 	for _, r := range sw.runs {
 		if r.Rate > 0 && !seen[r.Rate] {
 			seen[r.Rate] = true
-			out = append(out, strconv.FormatFloat(r.Rate, 'g', -1, 64))
+			out = append(out, fmtRate(r.Rate))
 		}
 	}
 	return out
@@ -437,4 +441,14 @@ func probeWritable(path string) error {
 		return err
 	}
 	return os.Remove(path)
+}
+
+// fmtRate is a rate as given (2, 0.25, 12000), or to 4 significant digits
+// where it has more (a trace's rate, 4.779).
+func fmtRate(r float64) string {
+	s := strconv.FormatFloat(r, 'f', -1, 64)
+	if len(s) > 8 {
+		s = strconv.FormatFloat(r, 'g', 4, 64)
+	}
+	return s
 }

@@ -81,7 +81,7 @@ func (f *runFlags) checkFlags() error {
 		return usagef("--transfer %q: must be async or sync", f.transfer)
 	}
 	if strings.Contains(f.arrival, ",") {
-		return usagef("--arrival %q: one pattern per run (burst, rate=R, poisson=R or closed=C); rankrun sweep takes several", f.arrival)
+		return usagef("--arrival %q: one pattern per run (burst, rate=R, poisson=R, closed=C or trace=FILE[:from=D][:span=D][:scale=K][:poisson=R]); rankrun sweep takes several", f.arrival)
 	}
 	return nil
 }
