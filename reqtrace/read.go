@@ -180,8 +180,8 @@ func (p *parser) csvRow() (Request, error) {
 	var req Request
 	ti := p.cols[0]
 	ts, err := time.Parse(azureTime, strings.TrimSpace(fields[ti]))
-	if err != nil {
-		return Request{}, p.errf(colOf(ti), "TIMESTAMP %q: want a datetime such as 2023-11-16 18:15:46.6805900", fields[ti])
+	if err != nil || ts.Year() < 1970 || ts.Year() > 2200 { // UnixNano holds 1678-2262
+		return Request{}, p.errf(colOf(ti), "TIMESTAMP %q: want a datetime between 1970 and 2200, such as 2023-11-16 18:15:46.6805900", fields[ti])
 	}
 	at := time.Duration(ts.UnixNano())
 	if !p.seen {

@@ -68,6 +68,7 @@ func TestBadTraces(t *testing.T) {
 		{"negative input", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,-5,3\n", "bad:2:24: ContextTokens \"-5\": must be at least 1 token"},
 		{"zero output", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,5,0\n", "bad:2:26: GeneratedTokens \"0\": must be at least 1 token"},
 		{"bad time", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16T18:15,5,1\n", "bad:2:1: TIMESTAMP"},
+		{"year", "TIMESTAMP,ContextTokens,GeneratedTokens\n0001-11-16 18:15:46.68,5,1\n", "bad:2:1: TIMESTAMP \"0001-11-16 18:15:46.68\": want a datetime between 1970 and 2200"},
 		{"fields", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,5\n", "bad:2:1: 2 fields, the header has 3"},
 		{"azure out of order", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,5,1\n2023-11-16 18:15:46.67,5,1\n", "bad:3:1: out of order"},
 		{"mooncake out of order", "{\"timestamp\": 5, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 4, \"input_length\": 1, \"output_length\": 1}\n", "bad:2:1: out of order"},
