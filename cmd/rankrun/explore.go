@@ -195,7 +195,7 @@ func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
 	s := scenario.New("explore " + f.ctx + " -> " + f.gen)
 	s.Ctx, s.Gen = cfg.Ctx.String(), cfg.Gen.String()
 	s.Model, s.Transfer = cfg.Model, cfg.Mode.String()
-	s.Requests, s.Input, s.Output, s.InputJitter = f.requests, f.input, f.output, f.jitter
+	s.Requests, s.Input, s.Output, s.InputJitter = cfg.Workload.Requests, f.input, f.output, f.jitter
 	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.seed
 	s.PrefillPerToken, s.DecodePerStep = f.prefill, f.decode
 	s.CtxBlocks, s.GenBlocks = f.ctxBlocks, f.genBlocks

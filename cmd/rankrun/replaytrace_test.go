@@ -129,3 +129,11 @@ func TestGoodputOnATrace(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// explore searches schedules of a trace window's run: --requests unset
+// takes the whole window, as run does.
+func TestExploreOnATrace(t *testing.T) {
+	code, out, errOut := cli(t, "explore", "--ctx", "tp=2", "--gen", "tp=1", "--arrival", "trace="+azureConv+":span=2s:scale=100", "--seeds", "2")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "explore: no failure in 2 schedules")
+}
