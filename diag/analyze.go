@@ -17,12 +17,16 @@ import (
 // ranks that never arrived where others wait and what they did instead,
 // the guard values that differed, and the requests still in flight.
 type Story struct {
-	Source    string      `json:"source"` // "rankrun" or "pytorch" (of the first dump)
-	WorldSize int         `json:"world_size"`
-	Dumped    []int       `json:"dumped"`  // world ranks with a dump
-	NoDump    []int       `json:"no_dump"` // world ranks in a group with no dump
-	Errors    []RankError `json:"errors,omitempty"`
-	Groups    []Front     `json:"groups"`
+	Source    string `json:"source"` // "rankrun" or "pytorch" (of the first dump)
+	WorldSize int    `json:"world_size"`
+	Dumped    []int  `json:"dumped"`  // world ranks with a dump
+	NoDump    []int  `json:"no_dump"` // world ranks in a group with no dump
+	// Versions are the format versions the dumps give (PyTorch's
+	// "version"), each with the ranks that wrote it, when they disagree:
+	// ranks that ran different builds. Nil when every dump gives the same.
+	Versions []VersionRanks `json:"versions,omitempty"`
+	Errors   []RankError    `json:"errors,omitempty"`
+	Groups   []Front        `json:"groups"`
 	// Mismatch is the first collective (lowest sequence number, on any
 	// group) where the ranks' entries differ; nil when none does.
 	Mismatch *Mismatch `json:"mismatch,omitempty"`
@@ -37,6 +41,21 @@ type Story struct {
 	// Unreadable are the directory's files that are not dumps (set by the
 	// caller from ReadDirSkipping): their ranks count as having none.
 	Unreadable []Unreadable `json:"unreadable,omitempty"`
+}
+
+// Found reports whether the story names a hang (ranks that wait where
+// others never arrived) or a mismatch (a collective the ranks entered
+// differently, or dumps whose format versions disagree): what rankrun
+// analyze's exit status 1 says.
+func (s *Story) Found() bool {
+	return s.Mismatch != nil || len(s.Waits) > 0 || len(s.Versions) > 0
+}
+
+// VersionRanks is one dump format version and the world ranks whose dumps
+// give it ("" for none).
+type VersionRanks struct {
+	Version string `json:"version"`
+	Ranks   []int  `json:"ranks"`
 }
 
 // RankError is the failure one rank saw.
@@ -230,6 +249,7 @@ func Analyze(dumps []*Dump) *Story {
 	}
 	slices.Sort(s.Dumped)
 	slices.Sort(s.Unrecorded)
+	s.Versions = versions(dumps)
 	groups := groupsOf(dumps)
 	absent := map[int]bool{}
 	for _, g := range groups {
@@ -267,6 +287,28 @@ func Analyze(dumps []*Dump) *Story {
 		}
 	}
 	return s
+}
+
+// versions are the dumps' format versions with their ranks, in the order
+// of each version's lowest rank; nil when there are fewer than two.
+func versions(dumps []*Dump) []VersionRanks {
+	var out []VersionRanks
+	for _, d := range dumps {
+		i := slices.IndexFunc(out, func(v VersionRanks) bool { return v.Version == d.Version })
+		if i < 0 {
+			i = len(out)
+			out = append(out, VersionRanks{Version: d.Version})
+		}
+		out[i].Ranks = append(out[i].Ranks, d.WorldRank)
+	}
+	if len(out) < 2 {
+		return nil
+	}
+	for i := range out {
+		slices.Sort(out[i].Ranks)
+	}
+	slices.SortFunc(out, func(a, b VersionRanks) int { return cmp.Compare(a.Ranks[0], b.Ranks[0]) })
+	return out
 }
 
 // groupsOf is every group any dump names, once, by name.

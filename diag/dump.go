@@ -3,6 +3,7 @@ package diag
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +20,9 @@ const Format = "rankrun-dump/1"
 type Dump struct {
 	Format string `json:"format"`
 	Source string `json:"source"` // "rankrun" or "pytorch"
+	// Version is the version of its format the dump's writer gives
+	// (PyTorch's flight recorder: "2.10"); "" when it gives none.
+	Version string `json:"version,omitempty"`
 	// Job names the job that wrote the dump (the same on every rank of
 	// it): a directory's dumps must all be one job's.
 	Job       string `json:"job,omitempty"`
@@ -212,11 +216,20 @@ func Write(dir string, d *Dump) (string, error) {
 var rankDumpName = regexp.MustCompile(`^rank-\d+\.json$`)
 
 // ReadFile reads one dump: a rankrun dump, or a PyTorch flight-recorder
-// JSON dump (see ReadPyTorch).
+// dump, pickled or JSON (see ReadPyTorch). A file larger than MaxDumpBytes
+// is refused before it is read.
 func ReadFile(path string) (*Dump, error) {
-	b, err := os.ReadFile(path)
+	b, err := readBounded(path)
 	if err != nil {
-		return nil, fmt.Errorf("diag: %w", err)
+		return nil, err
+	}
+	if len(b) > 0 && b[0] == pickleProto {
+		d, err := ReadPyTorch(path, b)
+		if err != nil {
+			return nil, err
+		}
+		d.File = path
+		return d, nil
 	}
 	var head struct {
 		Format string `json:"format"`
@@ -238,7 +251,7 @@ func ReadFile(path string) (*Dump, error) {
 		return d, nil
 	}
 	if !strings.HasPrefix(head.Format, "rankrun-dump/") {
-		return nil, fmt.Errorf("diag: %s: format %q is not one this reads (rankrun-dump/1, or a PyTorch flight-recorder JSON dump)", path, head.Format)
+		return nil, fmt.Errorf("diag: %s: format %q is not one this reads (rankrun-dump/1, or a PyTorch flight-recorder dump)", path, head.Format)
 	}
 	if head.Format != Format {
 		return nil, fmt.Errorf("diag: %s: format %q is newer than this rankrun reads (%s)", path, head.Format, Format)
@@ -255,4 +268,33 @@ func ReadFile(path string) (*Dump, error) {
 	}
 	d.File = path
 	return d, nil
+}
+
+// readBounded reads a dump file, refusing one larger than MaxDumpBytes
+// before reading it (in the pickle reader's words when it is a pickle).
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	if st.Size() > MaxDumpBytes {
+		var first [1]byte
+		if _, err := io.ReadFull(f, first[:]); err == nil && first[0] == pickleProto {
+			return nil, fmt.Errorf("diag: %s: pickle: at byte 0: the file is %d bytes: over the %d MiB limit on a dump", path, st.Size(), MaxDumpBytes>>20)
+		}
+		return nil, fmt.Errorf("diag: %s: the file is %d bytes: over the %d MiB limit on a dump", path, st.Size(), MaxDumpBytes>>20)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxDumpBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	if len(b) > MaxDumpBytes { // it grew while read
+		return nil, fmt.Errorf("diag: %s: the file is more than %d MiB: over the limit on a dump", path, MaxDumpBytes>>20)
+	}
+	return b, nil
 }

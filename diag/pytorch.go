@@ -10,13 +10,16 @@ import (
 	"strings"
 )
 
-// ReadPyTorch reads a PyTorch NCCL flight-recorder dump in its JSON form
-// (what FlightRecorder::dump_json writes, or the pickled dump converted to
-// JSON) from b; path names the file in errors and gives the rank.
+// ReadPyTorch reads a PyTorch NCCL flight-recorder dump from b in any of
+// its forms: the pickle FlightRecorder::dump writes (b begins with the
+// pickle PROTO opcode 0x80; ReadPickle decodes it, and its JSON form is
+// read as below), what FlightRecorder::dump_json writes, or the pickled
+// dump re-saved as JSON. path names the file in errors and gives the rank.
 //
-// The dump is an object with "version", "pg_config" (process-group name to
-// {name, desc, ranks}, ranks a list or a string such as "[0, 1, 2, 3]"),
-// "pg_status" and "entries", the ring buffer oldest first, each entry with
+// The dump is an object with "version" (the Dump's Version: "2.10" in
+// 2026), "pg_config" (process-group name to {name, desc, ranks}, ranks a
+// list or a string such as "[0, 1, 2, 3]"), "pg_status" and "entries",
+// the ring buffer oldest first, each entry with
 // record_id, process_group [name, desc], collective_seq_id, p2p_seq_id,
 // profiling_name ("nccl:all_reduce", "nccl:send 0->1", "nccl:recv 1<-0"),
 // the time_*_ns fields, state ("scheduled", "started", "completed"),
@@ -32,7 +35,7 @@ import (
 // profiling name without its backend prefix and peer ("all_reduce",
 // "send"), Seq the collective sequence number (0 for point-to-point, whose
 // Peer is the other group rank when the profiling name says it), Shape the
-// input and output sizes and dtypes, Site the innermost frame, StartNS the
+// input and output sizes and dtypes, Site the call site (site), StartNS the
 // time the recorder saw the op start (its creation time if it had not
 // seen it start) and EndNS the time it saw it complete (0 unless state is
 // "completed").
@@ -40,6 +43,16 @@ import (
 // Malformed input returns one error line naming the file and the field.
 func ReadPyTorch(path string, b []byte) (*Dump, error) {
 	r := ptReader{path: path}
+	if len(b) > 0 && b[0] == pickleProto {
+		v, err := ReadPickle(path, b)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return nil, r.errf("top level", "the pickle holds %s, not the dump's dict", plainKind(v))
+		}
+		b = pickleJSON(v)
+	}
 	d, err := r.read(b)
 	if err != nil {
 		return nil, err
@@ -131,7 +144,8 @@ func (r *ptReader) read(b []byte) (*Dump, error) {
 	if top == nil {
 		return nil, r.errf("top level", "must be an object")
 	}
-	if _, _, err := r.str(top, "version", "version", false); err != nil {
+	version, _, err := r.str(top, "version", "version", false)
+	if err != nil {
 		return nil, err
 	}
 
@@ -139,7 +153,7 @@ func (r *ptReader) read(b []byte) (*Dump, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dump{Source: "pytorch", Backend: "pytorch", WorldRank: rank, Groups: []Group{}, Ops: []Op{}}
+	d := &Dump{Source: "pytorch", Backend: "pytorch", Version: version, WorldRank: rank, Groups: []Group{}, Ops: []Op{}}
 
 	rawCfg, ok := top["pg_config"]
 	if !ok {
@@ -475,9 +489,12 @@ func (r *ptReader) shape(e ptObject, field string) (string, error) {
 	return strings.Join(sides, "; "), nil
 }
 
-// site writes an entry's innermost frame as "dir/file.py:line (function)",
-// the file's last two path elements. "" when the entry has no frames (the
-// JSON dump leaves stack traces out).
+// site writes an entry's call site as "dir/file.py:line (function)", the
+// file's last two path elements: its innermost frame that is not torch's
+// own. A frame in distributed_c10d.py or under a torch/ directory (the
+// collective's API, c10d_logger's wrapper, torch's C++ frames) and a frame
+// with no file name are never the answer; "" when no frame is left (the
+// JSON dump leaves stack traces out). Frames past the answer are not read.
 func (r *ptReader) site(e ptObject, field string) (string, error) {
 	raw, ok := e["frames"]
 	if !ok || isNull(raw) {
@@ -487,39 +504,61 @@ func (r *ptReader) site(e ptObject, field string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(frames) == 0 {
-		return "", nil
+	for i, fr := range frames {
+		ff := fmt.Sprintf("%s.frames[%d]", field, i)
+		f, err := r.object(fr, ff)
+		if err != nil {
+			return "", err
+		}
+		file, _, err := r.str(f, "filename", ff+".filename", false)
+		if err != nil {
+			return "", err
+		}
+		if torchFrame(file) {
+			continue
+		}
+		name, _, err := r.str(f, "name", ff+".name", false)
+		if err != nil {
+			return "", err
+		}
+		line, hasLine, err := r.integer(f, "line", ff+".line", false)
+		if err != nil {
+			return "", err
+		}
+		parts := pathParts(file)
+		if len(parts) > 2 {
+			parts = parts[len(parts)-2:]
+		}
+		s := strings.Join(parts, "/")
+		if hasLine {
+			s += ":" + strconv.FormatInt(line, 10)
+		}
+		if name != "" {
+			s += " (" + name + ")"
+		}
+		return s, nil
 	}
-	ff := field + ".frames[0]"
-	f, err := r.object(frames[0], ff)
-	if err != nil {
-		return "", err
+	return "", nil
+}
+
+func pathParts(file string) []string {
+	return strings.FieldsFunc(file, func(c rune) bool { return c == '/' || c == '\\' })
+}
+
+// torchFrame reports whether a frame's file is torch's own (or names no
+// file): distributed_c10d.py, or any file under a torch/ directory.
+func torchFrame(file string) bool {
+	parts := pathParts(file)
+	if len(parts) == 0 {
+		return true
 	}
-	name, _, err := r.str(f, "name", ff+".name", false)
-	if err != nil {
-		return "", err
+	if parts[len(parts)-1] == "distributed_c10d.py" {
+		return true
 	}
-	file, _, err := r.str(f, "filename", ff+".filename", false)
-	if err != nil {
-		return "", err
+	for _, p := range parts[:len(parts)-1] {
+		if p == "torch" {
+			return true
+		}
 	}
-	line, hasLine, err := r.integer(f, "line", ff+".line", false)
-	if err != nil {
-		return "", err
-	}
-	parts := strings.FieldsFunc(file, func(c rune) bool { return c == '/' || c == '\\' })
-	if len(parts) > 2 {
-		parts = parts[len(parts)-2:]
-	}
-	s := strings.Join(parts, "/")
-	if s == "" {
-		s = "?"
-	}
-	if hasLine {
-		s += ":" + strconv.FormatInt(line, 10)
-	}
-	if name != "" {
-		s += " (" + name + ")"
-	}
-	return s, nil
+	return false
 }

@@ -20,6 +20,20 @@ func (s *Story) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "; no dump from world ranks %v", s.NoDump)
 	}
 	b.WriteString("\n")
+	if len(s.Versions) > 0 {
+		b.WriteString("the dumps' format versions disagree (ranks that ran different builds):")
+		for i, v := range s.Versions {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			version := fmt.Sprintf("%q", v.Version)
+			if v.Version == "" {
+				version = "none"
+			}
+			fmt.Fprintf(&b, " ranks %v wrote version %s", v.Ranks, version)
+		}
+		b.WriteString("\n")
+	}
 	for _, u := range s.Unreadable {
 		fmt.Fprintf(&b, "not a dump, skipped: %s: %s\n", u.File, u.Why)
 	}
