@@ -227,6 +227,10 @@ func (c *Config) Validate() error {
 		return bad("ctx pool blocks", "must be at least 1", c.CtxBlocks)
 	case c.GenBlocks < 1:
 		return bad("gen pool blocks", "must be at least 1", c.GenBlocks)
+	case c.CtxBlocks > gpu.MaxBlocks:
+		return bad("ctx pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", gpu.MaxBlocks), c.CtxBlocks)
+	case c.GenBlocks > gpu.MaxBlocks:
+		return bad("gen pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", gpu.MaxBlocks), c.GenBlocks)
 	case c.MaxBatch < 0:
 		return bad("max batch", "must not be negative (0: no limit)", c.MaxBatch)
 	case c.MaxTokens < 0:

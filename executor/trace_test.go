@@ -100,3 +100,20 @@ func TestTraceWindowAndPoisson(t *testing.T) {
 	_, err = executor.TraceWorkload(arr, 5, 7)
 	require.ErrorContains(t, err, "holds 4 requests, fewer than the 5 asked")
 }
+
+// A pool past int32 blocks is refused with the configuration, naming the
+// side and the rule, before any rank starts (not by the pool at run time).
+func TestPoolBlocksBound(t *testing.T) {
+	for _, side := range []string{"ctx", "gen"} {
+		cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
+		if side == "ctx" {
+			cfg.CtxBlocks = 4_000_000_000
+		} else {
+			cfg.GenBlocks = 4_000_000_000
+		}
+		cfg.Defaults()
+		err := cfg.Validate()
+		require.ErrorIs(t, err, executor.ErrConfig)
+		require.ErrorContains(t, err, side+" pool blocks = 4000000000: must be at most 2147483647")
+	}
+}

@@ -26,6 +26,9 @@ func (l LeaseID) String() string { return "lease-" + strconv.FormatUint(uint64(l
 // low enough that Blocks*BlockBytes cannot overflow.
 const MaxPoolBytes = 1 << 40
 
+// MaxBlocks bounds a pool's blocks: block ids are int32 on the wire.
+const MaxBlocks = math.MaxInt32
+
 // PoolConfig configures a Pool.
 type PoolConfig struct {
 	Blocks     int    // number of blocks; 1 to math.MaxInt32
@@ -41,8 +44,8 @@ func (c PoolConfig) Validate() error {
 	switch {
 	case c.Blocks <= 0:
 		return fmt.Errorf("%w: PoolConfig.Blocks must be positive (got %d)", ErrInvalid, c.Blocks)
-	case c.Blocks > math.MaxInt32:
-		return fmt.Errorf("%w: PoolConfig.Blocks must be at most %d (got %d)", ErrInvalid, math.MaxInt32, c.Blocks)
+	case c.Blocks > MaxBlocks:
+		return fmt.Errorf("%w: PoolConfig.Blocks must be at most %d (got %d)", ErrInvalid, MaxBlocks, c.Blocks)
 	case c.BlockBytes <= 0:
 		return fmt.Errorf("%w: PoolConfig.BlockBytes must be positive (got %d)", ErrInvalid, c.BlockBytes)
 	case c.BlockBytes > MaxPoolBytes/c.Blocks:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -289,10 +291,18 @@ func boolKey(field func(*Scenario) *bool) setter {
 }
 
 func intKey(field func(*Scenario) *int, min int) setter {
+	return intKeyIn(field, min, math.MaxInt)
+}
+
+// intKeyIn is an integer key in [min, max].
+func intKeyIn(field func(*Scenario) *int, min, max int) setter {
 	return func(s *Scenario, v string) error {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < min {
+		switch {
+		case err != nil || n < min:
 			return fmt.Errorf("%q: want an integer >= %d", v, min)
+		case n > max:
+			return fmt.Errorf("%q: at most %d", v, max)
 		}
 		*field(s) = n
 		return nil
@@ -374,8 +384,8 @@ var keys = map[string]setter{
 	},
 	"prefill-per-token":  durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
 	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
-	"ctx-blocks":         intKey(func(s *Scenario) *int { return &s.CtxBlocks }, 1),
-	"gen-blocks":         intKey(func(s *Scenario) *int { return &s.GenBlocks }, 1),
+	"ctx-blocks":         intKeyIn(func(s *Scenario) *int { return &s.CtxBlocks }, 1, gpu.MaxBlocks),
+	"gen-blocks":         intKeyIn(func(s *Scenario) *int { return &s.GenBlocks }, 1, gpu.MaxBlocks),
 	"max-batch":          intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
 	"max-tokens":         intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
 	"chunked":            boolKey(func(s *Scenario) *bool { return &s.Chunked }),

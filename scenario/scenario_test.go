@@ -95,6 +95,10 @@ func TestParseErrors(t *testing.T) {
 		{"replay without with-replay", base + "replay-under-test: no-idle-reap\n", []string{"bad.txt:5", "needs expect-with-replay"}},
 		{"invalid run", base + "fault: exit@gen:3,req=1\n", []string{"the run it describes is invalid", "rank 3 outside"}},
 		{"bad quote", base + "expect: message contains never\n", []string{"double-quoted"}},
+		{"pool past int32", base + "ctx-blocks: 4000000000\n", []string{"bad.txt:5", "ctx-blocks", "at most 2147483647"}},
+		{"trace with input", base + "arrival: trace=../traces/AzureLLMInferenceTrace_code.csv\ninput: 5\n", []string{"bad.txt:6", "input: a trace's lengths are its own"}},
+		{"trace missing", base + "arrival: trace=nowhere.csv\n", []string{"bad.txt:5", "arrival:", "nowhere.csv"}},
+		{"trace window too small", base + "arrival: trace=../traces/AzureLLMInferenceTrace_code.csv:span=1s\nrequests: 30\n", []string{"fewer than the 30 asked"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scenario.Parse("bad.txt", strings.NewReader(tc.text))
