@@ -131,6 +131,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			return usagef("%s %s: %v", o.flag, o.path, err)
 		}
 	}
+	if *raw != "" {
+		if st, err := os.Stat(*raw); err != nil || !st.IsDir() {
+			return usagef("--raw %s: not a folder of raw results (scripts/bench.sh writes them: make bench; --raw '' runs only the in-process figures)", *raw)
+		}
+	}
 	out := benchOut{Machine: machineInfo(*raw, *command)}
 	add := func(r benchRow) { out.Rows = append(out.Rows, r) }
 	missing := func(what string, err error) {

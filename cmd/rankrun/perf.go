@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	_ "embed" // perfFileBuiltIn
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"runtime"
@@ -134,10 +138,26 @@ func goamd64() string {
 	return ""
 }
 
+// perfFileBuiltIn is perfFile as this binary was built: rankrun bench run
+// outside the repository compares with it.
+//
+//go:embed testdata/perf-figures.txt
+var perfFileBuiltIn []byte
+
+// readPerfBytes reads path; perfFile (the default) read from anywhere but
+// the repository root is the copy built in.
+func readPerfBytes(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil && path == perfFile && errors.Is(err, fs.ErrNotExist) {
+		return perfFileBuiltIn, nil
+	}
+	return b, err
+}
+
 // readPerfArch reads the "# arch" line perfFile was written with ("" if
 // none).
 func readPerfArch(path string) string {
-	b, err := os.ReadFile(path)
+	b, err := readPerfBytes(path)
 	if err != nil {
 		return ""
 	}
@@ -152,14 +172,13 @@ func readPerfArch(path string) string {
 // readPerfFile reads perfFile's figures: "CASE FIGURE VALUE" lines; #
 // comments and blank lines are skipped.
 func readPerfFile(path string) (map[perfKey]float64, []perfKey, error) {
-	f, err := os.Open(path)
+	b, err := readPerfBytes(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
 	figs := map[perfKey]float64{}
 	var order []perfKey
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
