@@ -185,7 +185,10 @@ func (s *Scenario) RunArgs(withReplay bool) []string {
 	a := []string{"--ctx", s.Ctx, "--gen", s.Gen, "--transfer", s.Transfer,
 		"--layers", strconv.Itoa(s.Model.Layers), "--kv-heads", strconv.Itoa(s.Model.KVHeads), "--head-dim", strconv.Itoa(s.Model.HeadDim),
 		"--tokens-per-block", strconv.Itoa(s.Model.TokensPerBlock), "--elem-bytes", strconv.Itoa(s.Model.ElemBytes),
-		"--requests", strconv.Itoa(s.Requests)}
+	}
+	if s.Requests > 0 { // 0: a trace's whole window
+		a = append(a, "--requests", strconv.Itoa(s.Requests))
+	}
 	if !strings.HasPrefix(s.Arrival, "trace=") { // a trace's lengths are its own
 		a = append(a, "--input", strconv.Itoa(s.Input), "--output", strconv.Itoa(s.Output))
 	}
@@ -574,6 +577,9 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 			if line, ok := seen[k]; ok {
 				return s, bad(line, "%s: a trace's lengths are its own: drop %s or the trace (arrival: %s)", k, k, spec)
 			}
+		}
+		if _, ok := seen["requests"]; !ok {
+			s.Requests = 0 // the whole window, as rankrun run without --requests
 		}
 	}
 	for _, k := range []string{"name", "ctx", "gen", "expect"} {
