@@ -51,14 +51,25 @@ func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankRep
 	if world.Size() != cfg.Ranks() {
 		return nil, fmt.Errorf("%w: the world has %d ranks but ctx %s + gen %s need %d", ErrConfig, world.Size(), cfg.Ctx, cfg.Gen, cfg.Ranks())
 	}
-	// One agreed start time: world rank 0's clock, broadcast.
-	var t0b [8]byte
-	binary.LittleEndian.PutUint64(t0b[:], uint64(cfg.Clock.Now().UnixNano()))
-	got, err := world.Bcast(ctx, 0, t0b[:])
+	// One agreed start time: world rank 0's clock, broadcast; with a trace,
+	// its digest of the requests too.
+	t0b := make([]byte, 8, 16)
+	binary.LittleEndian.PutUint64(t0b, uint64(cfg.Clock.Now().UnixNano()))
+	traced := cfg.Workload.Arrival.Kind == Traced
+	digest := cfg.Workload.digest()
+	if traced {
+		t0b = binary.LittleEndian.AppendUint64(t0b, digest)
+	}
+	got, err := world.Bcast(ctx, 0, t0b)
 	if err != nil {
 		return nil, fmt.Errorf("executor: start: %w", err)
 	}
 	t0 := time.Unix(0, int64(binary.LittleEndian.Uint64(got)))
+	if traced {
+		if err := agreeTrace(ctx, world, &cfg, binary.LittleEndian.Uint64(got[8:]), digest); err != nil {
+			return nil, err
+		}
+	}
 
 	ctl, err := world.Split(ctx, 0, world.Rank())
 	if err != nil {
@@ -81,6 +92,33 @@ func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankRep
 	r, err := collect(ctx, world, ctl, &cfg, rep, t0)
 	keep(rep, err)
 	return r, err
+}
+
+// agreeTrace fails every rank alike, naming the ranks, unless every rank
+// replays the requests world rank 0 does (digest root's, mine this
+// rank's): under mpirun each process reads the trace file itself, and a
+// rank with another file (another folder, an edited copy) would route or
+// expect other requests and hang.
+func agreeTrace(ctx context.Context, world comm.Comm, cfg *Config, root, mine uint64) error {
+	in := make([]int64, world.Size())
+	if root != mine {
+		in[world.Rank()] = 1
+	}
+	out := make([]int64, len(in))
+	if err := world.AllreduceInt64(ctx, comm.Sum, in, out); err != nil {
+		return fmt.Errorf("executor: start: agreeing on the trace: %w", err)
+	}
+	var differ []int
+	for r, v := range out {
+		if v != 0 {
+			differ = append(differ, r)
+		}
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("%w: world ranks %v replay other requests than world rank 0 from --arrival %s (each process reads the file itself: give every rank the same file)",
+			ErrConfig, differ, cfg.Workload.Arrival)
+	}
+	return nil
 }
 
 // newGroups splits world into this rank's instance, its executor group and

@@ -57,7 +57,13 @@ func TraceSummary(cfg *Config) *TraceReport {
 		return nil
 	}
 	gen := w.Generate()
-	l := reqtrace.Measure(reqs)
+	// The window's own distribution, before clipping (Clipped says how
+	// many the run clipped).
+	whole, err := rp.Requests()
+	if err != nil {
+		return nil
+	}
+	l := reqtrace.Measure(whole)
 	t := &TraceReport{File: rp.Trace.Name, Format: string(rp.Trace.Format), Rows: len(rp.Trace.Requests), FromS: rp.Window.From.Seconds(),
 		SpanS: rp.Window.Span.Seconds(), Requests: len(reqs), Pace: "recorded", Scale: rp.Scale,
 		ArrivalS: gen[len(gen)-1].At.Seconds(), InputP50: l.InputP50, InputP99: l.InputP99, OutputP50: l.OutputP50, OutputP99: l.OutputP99,

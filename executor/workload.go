@@ -1,7 +1,9 @@
 package executor
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -163,9 +165,30 @@ func (w Workload) traced() []reqtrace.Request {
 	return reqs
 }
 
+// digest is a hash of a traced workload's requests (their lengths and
+// times, as replayed); 0 for any other workload.
+func (w Workload) digest() uint64 {
+	if w.Arrival.Kind != Traced {
+		return 0
+	}
+	h := fnv.New64a()
+	var b [8]byte
+	put := func(v int64) {
+		binary.LittleEndian.PutUint64(b[:], uint64(v))
+		h.Write(b[:])
+	}
+	for _, r := range w.Generate() {
+		put(int64(r.Tokens))
+		put(int64(r.Output))
+		put(int64(r.At))
+	}
+	return h.Sum64()
+}
+
 // OfferedRate is a traced workload's arrival rate, requests/s: its
-// poisson=R, or its requests over the span of their replayed (scaled)
-// arrivals; 0 when they all arrive at once or for any other workload.
+// poisson=R, or its gaps (requests less one) over the span of their
+// replayed (scaled) arrivals, as a Poisson rate's mean gap is 1/rate; 0
+// when they all arrive at once or for any other workload.
 func (w Workload) OfferedRate() float64 {
 	if w.Arrival.Kind != Traced {
 		return 0
@@ -177,7 +200,7 @@ func (w Workload) OfferedRate() float64 {
 	if err != nil || len(reqs) == 0 || reqs[len(reqs)-1].At <= 0 {
 		return 0
 	}
-	return float64(len(reqs)) / reqs[len(reqs)-1].At.Seconds()
+	return float64(len(reqs)-1) / reqs[len(reqs)-1].At.Seconds() // gaps over the span, as a Poisson rate's
 }
 
 // Clipped is how many of a traced workload's prompts MaxInput clips.
@@ -231,6 +254,9 @@ func (w Workload) Validate() error {
 		return fmt.Errorf("executor: workload arrival %s: the trace is not loaded (executor.ParseArrival loads it)", w.Arrival)
 	case w.Arrival.Kind == Traced && w.Arrival.Trace.Window.First != w.Requests:
 		return fmt.Errorf("executor: workload requests %d: the trace window's first %d are replayed (executor.TraceWorkload sets both)", w.Requests, w.Arrival.Trace.Window.First)
+	case w.Arrival.Kind == Traced && w.Arrival.Trace.Poisson > 0 && float64(w.Requests-1)/w.Arrival.Trace.Poisson > MaxArrivalSpan.Seconds():
+		return fmt.Errorf("executor: workload arrival %s for %d requests: they would arrive over %.3g s, more than %.0g s; the rate must be at least %.3g requests/s",
+			w.Arrival, w.Requests, float64(w.Requests-1)/w.Arrival.Trace.Poisson, MaxArrivalSpan.Seconds(), MinRate(w.Requests))
 	case w.Arrival.Kind == Traced && w.InputJitter != 0:
 		return fmt.Errorf("executor: workload input jitter %g: a trace's lengths are its own", w.InputJitter)
 	case w.MaxInput < 0:

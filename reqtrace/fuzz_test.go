@@ -14,6 +14,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2]}` + "\n" + `{"timestamp": 0, "input_length": 7, "output_length": 5}`))
 	f.Add([]byte("GeneratedTokens,TIMESTAMP,ContextTokens\r\n7,2023-11-16 18:00:00.5,100\r\n"))
 	f.Add([]byte(`{"timestamp": 5, "input_length": -1}`))
+	f.Add([]byte("\ufeff\n"))
+	f.Add([]byte("\ufeff{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tr, err := Read("fuzz", bytes.NewReader(b))
 		if err != nil {

@@ -26,8 +26,10 @@ func (u Reuse) Share() float64 {
 // the leading run of its block ids the cache holds (a prefix is reusable
 // only up to its first miss), skips those tokens but the last of its
 // prompt (a prefill computes at least one token), then every one of its
-// blocks becomes the most recently used, evicting the least. Requests
-// without block ids hit nothing.
+// blocks becomes the most recently used, evicting the least. A request
+// counts only the ids its Input covers (a prompt clipped to fit the pools
+// computes, and could cache, only those). Requests without block ids hit
+// nothing.
 func PrefixReuse(reqs []Request, instances, capacity, blockTokens int) Reuse {
 	instances = max(instances, 1)
 	caches := make([]*lru, instances)
@@ -38,15 +40,18 @@ func PrefixReuse(reqs []Request, instances, capacity, blockTokens int) Reuse {
 	for i, r := range reqs {
 		c := caches[i%instances]
 		u.InputTokens += int64(r.Input)
+		// The blocks of the prompt as prefilled (a clipped prompt's
+		// first ids only): a block never computed is never cached.
+		ids := r.Blocks[:min(len(r.Blocks), (r.Input+blockTokens-1)/blockTokens)]
 		lead := 0
-		for _, id := range r.Blocks {
+		for _, id := range ids {
 			if _, ok := c.at[id]; !ok {
 				break
 			}
 			lead++
 		}
 		u.Hit += int64(min(lead*blockTokens, r.Input-1))
-		for _, id := range r.Blocks {
+		for _, id := range ids {
 			c.touch(id)
 		}
 	}

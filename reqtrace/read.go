@@ -63,12 +63,16 @@ func Read(name string, r io.Reader) (*Trace, error) {
 	t := &Trace{Name: name}
 	first := true
 	for p.next() {
+		if first {
+			// A byte-order mark before the first line's text is no text.
+			p.line = bytes.TrimPrefix(p.line, []byte("\ufeff"))
+		}
 		if len(bytes.TrimSpace(p.line)) == 0 {
 			continue
 		}
 		if first {
 			first = false
-			if bytes.TrimLeft(p.line, " \t\ufeff")[0] == '{' {
+			if bytes.TrimLeft(p.line, " \t")[0] == '{' {
 				t.Format = MooncakeJSONL
 			} else {
 				t.Format = AzureCSV
@@ -107,11 +111,11 @@ func Read(name string, r io.Reader) (*Trace, error) {
 		}
 		return nil, fmt.Errorf("reqtrace: %s: %s (want Azure's CSV with header TIMESTAMP,ContextTokens,GeneratedTokens or Mooncake's JSON lines)", name, what)
 	}
-	if t.Format == AzureCSV {
-		base := p.t0
-		for i := range t.Requests {
-			t.Requests[i].At -= base
-		}
+	// Times count from the first row in both formats (Mooncake's first is
+	// 0 in the published traces; Azure's is a wall-clock time).
+	base := t.Requests[0].At
+	for i := range t.Requests {
+		t.Requests[i].At -= base
 	}
 	return t, nil
 }
@@ -123,8 +127,6 @@ type parser struct {
 	lineNo int
 	cols   [3]int // Azure: the column index of TIMESTAMP, ContextTokens, GeneratedTokens
 	ncols  int
-	t0     time.Duration // Azure: the first row's time, from the epoch
-	seen   bool
 }
 
 func (p *parser) next() bool {
@@ -183,11 +185,7 @@ func (p *parser) csvRow() (Request, error) {
 	if err != nil || ts.Year() < 1970 || ts.Year() > 2200 { // UnixNano holds 1678-2262
 		return Request{}, p.errf(colOf(ti), "TIMESTAMP %q: want a datetime between 1970 and 2200, such as 2023-11-16 18:15:46.6805900", fields[ti])
 	}
-	at := time.Duration(ts.UnixNano())
-	if !p.seen {
-		p.t0, p.seen = at, true
-	}
-	req.At = at
+	req.At = time.Duration(ts.UnixNano())
 	for k, dst := range []*int{&req.Input, &req.Output} {
 		i := p.cols[k+1]
 		n, err := tokens(strings.TrimSpace(fields[i]))
@@ -236,8 +234,8 @@ func (p *parser) jsonRow() (Request, error) {
 		}
 		return Request{}, p.errf(col, "not a JSON object of timestamp, input_length, output_length, hash_ids: %v", err)
 	}
-	if dec.More() {
-		return Request{}, p.errf(int(dec.InputOffset())+1, "more than one JSON value on the line")
+	if rest := p.line[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
+		return Request{}, p.errf(int(dec.InputOffset())+1, "text after the row's JSON object")
 	}
 	var req Request
 	for _, f := range []struct {

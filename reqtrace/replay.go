@@ -116,6 +116,12 @@ func (r Replay) Requests() ([]Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Scale > 0 { // the span in float first: a small scale must not wrap a Duration
+		if span := float64(reqs[len(reqs)-1].At) / r.Scale; span > float64(MaxSpan) {
+			return nil, fmt.Errorf("reqtrace: %s: the window %s spans %.3g s at scale %g, more than %.0g s (raise scale= or narrow the window)",
+				r.Trace.Name, r.Window, span/1e9, r.Scale, MaxSpan.Seconds())
+		}
+	}
 	if r.Scale != 1 && r.Scale > 0 {
 		for i := range reqs {
 			reqs[i].At = time.Duration(math.Round(float64(reqs[i].At) / r.Scale))
@@ -125,8 +131,9 @@ func (r Replay) Requests() ([]Request, error) {
 }
 
 // RecordedRate is the window's requests per second at the recorded pace
-// (scale 1): its rows over the time from its first arrival to its last
-// (0 when they all arrive at once).
+// (scale 1): its gaps (rows less one) over the time from its first
+// arrival to its last, as a Poisson rate's mean gap is 1/rate (0 when
+// they all arrive at once).
 func (r Replay) RecordedRate() (float64, error) {
 	w := r.Window
 	reqs, err := r.Trace.Select(w)
@@ -137,5 +144,5 @@ func (r Replay) RecordedRate() (float64, error) {
 	if span <= 0 {
 		return 0, nil
 	}
-	return float64(len(reqs)) / span.Seconds(), nil
+	return float64(len(reqs)-1) / span.Seconds(), nil
 }

@@ -42,13 +42,18 @@ const BlockTokens = 512
 // MaxLine is the longest line a trace may have, in bytes.
 const MaxLine = 1 << 20
 
+// MaxSpan is the longest a replayed window's arrivals may span (its
+// times divided by the scale): 1e8 s, rankrun's bound on any workload's
+// arrivals, far below what a time.Duration holds.
+const MaxSpan = 1e8 * time.Second
+
 // MaxTokens is the longest prompt or answer a row may claim, in tokens
 // (longer is a malformed row, not a long request).
 const MaxTokens = 10_000_000
 
 // Request is one row of a trace.
 type Request struct {
-	At     time.Duration // arrival, from the first row's
+	At     time.Duration // arrival, from the first row's (both formats)
 	Input  int           // prompt tokens (>= 1)
 	Output int           // generated tokens (>= 1)
 	Blocks []uint64      // prefix-block ids (Mooncake's hash_ids), nil where the format has none

@@ -58,6 +58,33 @@ func TestAzureTimes(t *testing.T) {
 	require.Equal(t, Request{Input: 100, Output: 7}, tr.Requests[0])
 }
 
+// A byte-order mark is no text; Mooncake's times count from the first
+// row too (its published traces start at 0).
+func TestFirstRow(t *testing.T) {
+	tr, err := Read("m", strings.NewReader("\ufeff{\"timestamp\": 60000, \"input_length\": 3, \"output_length\": 1}\n{\"timestamp\": 65000, \"input_length\": 4, \"output_length\": 2}\n"))
+	require.NoError(t, err)
+	require.Equal(t, MooncakeJSONL, tr.Format)
+	require.Equal(t, []time.Duration{0, 5 * time.Second}, []time.Duration{tr.Requests[0].At, tr.Requests[1].At})
+	tr, err = Read("a", strings.NewReader("\ufeffTIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00,1,1\n"))
+	require.NoError(t, err)
+	require.Equal(t, AzureCSV, tr.Format)
+}
+
+// A window whose replayed arrivals would span more than MaxSpan (a small
+// scale, or rows a century apart) is refused, never wrapped.
+func TestSpanBound(t *testing.T) {
+	tr, err := Read("wide.csv", strings.NewReader("TIMESTAMP,ContextTokens,GeneratedTokens\n1970-01-02 00:00:00,1,1\n2199-01-01 00:00:00,1,1\n"))
+	require.NoError(t, err)
+	_, err = Replay{Trace: tr, Scale: 1}.Requests()
+	require.ErrorContains(t, err, "more than 1e+08 s")
+	tr, err = Load("../traces/AzureLLMInferenceTrace_conv.csv")
+	require.NoError(t, err)
+	_, err = Replay{Trace: tr, Scale: 1e-6}.Requests()
+	require.ErrorContains(t, err, "spans 3.5e+09 s at scale 1e-06")
+	_, err = Replay{Trace: tr, Scale: 1e-4}.Requests()
+	require.NoError(t, err)
+}
+
 // Every malformed file is one line naming the file, line, column and rule.
 func TestBadTraces(t *testing.T) {
 	long := `{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [` + strings.Repeat("1, ", MaxLine/3) + "1]}\n"
@@ -78,6 +105,8 @@ func TestBadTraces(t *testing.T) {
 		{"mooncake negative time", "{\"timestamp\": -1, \"input_length\": 1, \"output_length\": 1}\n", "bad:1:2: timestamp -1"},
 		{"mooncake hash", "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1, -2]}\n", "bad:1:57: hash_ids[1] = -2"},
 		{"line too long", long, "bad:1:1: a line longer than 1048576 bytes"},
+		{"byte-order mark alone", "\ufeff\n", "bad: empty: no rows"},
+		{"text after the object", "{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 1}}\n", "bad:1:56: text after the row's JSON object"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Read("bad", strings.NewReader(c.body))
@@ -94,6 +123,10 @@ func TestWindowAndScale(t *testing.T) {
 	got, err := tr.Select(Window{From: time.Second, Span: 3 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, []Request{{At: 0, Input: 2, Output: 1}, {At: 0, Input: 3, Output: 1}, {At: 2 * time.Second, Input: 4, Output: 1}}, got)
+	// The window's end is open: a row at from+span is the next window's.
+	got, err = tr.Select(Window{From: time.Second, Span: 2 * time.Second})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
 	got, err = tr.Select(Window{First: 2})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -107,7 +140,7 @@ func TestWindowAndScale(t *testing.T) {
 	require.Equal(t, 3500*time.Millisecond, got[4].At)
 	rate, err := r.RecordedRate()
 	require.NoError(t, err)
-	require.InDelta(t, 5.0/7, rate, 1e-12)
+	require.InDelta(t, 4.0/7, rate, 1e-12, "4 gaps over 7 s")
 	l := Measure(got)
 	require.Equal(t, Lengths{InputP50: 3, InputP99: 5, OutputP50: 1, OutputP99: 1, InputMax: 5, OutputMax: 1}, l)
 }

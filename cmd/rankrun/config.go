@@ -193,6 +193,9 @@ func (f *runFlags) config() (executor.Config, error) {
 			}
 		}
 		if c.Workload, err = executor.TraceWorkload(arr, first, f.seed); err != nil {
+			if first > 0 {
+				return c, usagef("--requests %d with --arrival %s: %v", first, arr, err)
+			}
 			return c, usagef("--arrival: %v", err)
 		}
 		f.timeout = f.deadline(c)

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/goodput"
+	"github.com/rankrun/rankrun/reqtrace"
 	"github.com/rankrun/rankrun/sweep"
 )
 
@@ -95,6 +97,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	// A trace: the search varies its time scale, from its recorded rate.
 	var traceBase string
 	var recorded float64
+	var traceN int // the window's requests
 	if f.set["arrival"] {
 		arr, err := executor.ParseArrival(f.arrival)
 		if err != nil {
@@ -107,10 +110,12 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 			return usagef("--arrival %s: goodput sets the trace's time scale itself; drop scale= and poisson=", f.arrival)
 		}
 		traceBase = f.arrival
-		first, err := f.config()
+		ff := f // config sets an unset --timeout from the trace: the probes set their own
+		first, err := ff.config()
 		if err != nil {
 			return err
 		}
+		traceN = first.Workload.Requests
 		if recorded = first.Workload.OfferedRate(); recorded <= 0 {
 			return usagef("--arrival %s: the window's requests all arrive at one instant: there is no time scale to search (widen the window or raise --requests)", f.arrival)
 		}
@@ -119,6 +124,18 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		if !f.set["rate-hi"] {
 			o.Hi = 2 * o.Lo
+		}
+		// A probe replays the window at scale rate/recorded, which must
+		// stay within the scale's bounds.
+		lo, hi := recorded/reqtrace.MaxScale, recorded*reqtrace.MaxScale
+		for _, r := range []struct {
+			flag string
+			v    float64
+		}{{"rate-lo", o.Lo}, {"rate-hi", o.Hi}} {
+			if r.v < lo || r.v > hi {
+				return usagef("--%s %g: on this trace (recorded %.4g requests/s) a rate must be in [%.4g, %.4g]: the trace's time scale in [1e-6, 1e6]",
+					r.flag, r.v, recorded, lo, hi)
+			}
 		}
 	}
 	switch {
@@ -142,10 +159,15 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	case o.MaxProbes < 2:
 		return usagef("--max-probes %d: must be at least 2", o.MaxProbes)
 	}
-	// Doubling stops at the workload's limit, and so does halving.
+	// Doubling stops at the workload's limit, and so does halving (on a
+	// trace: at its time scale's bounds).
 	o.MaxRate = min(o.Hi*64, executor.MaxRate)
 	if f.requests >= 1 {
 		o.MinRate = max(o.Lo/64, executor.MinRate(f.requests))
+	}
+	if traceBase != "" {
+		o.MaxRate = min(o.MaxRate, recorded*reqtrace.MaxScale)
+		o.MinRate = max(o.Lo/64, recorded/reqtrace.MaxScale, executor.MinRate(traceN))
 	}
 	// --backend mpi is refused for what it is, on any build.
 	backend := f.backend
@@ -163,7 +185,7 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		rf := f
 		rf.arrival = fmt.Sprintf("poisson=%g", rate)
 		if traceBase != "" {
-			rf.arrival = fmt.Sprintf("%s:scale=%g", traceBase, rate/recorded)
+			rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)
 		}
 		return rf.config()
 	}

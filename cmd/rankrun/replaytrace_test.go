@@ -76,7 +76,7 @@ func TestTraceRefusals(t *testing.T) {
 		{[]string{"--input", "10"}, "--input: a trace's lengths are its own"},
 		{[]string{"--output", "10"}, "--output: a trace's lengths are its own"},
 		{[]string{"--input-jitter", "0.1"}, "--input-jitter: a trace's lengths are its own"},
-		{[]string{"--requests", "50"}, "holds 1 requests, fewer than the 50 asked"},
+		{[]string{"--requests", "50"}, "--requests 50 with --arrival trace=" + azureConv + ":span=1s: executor: workload: reqtrace: " + azureConv + ": the window from 0s for 1s, first 50 holds 1 requests, fewer than the 50 asked"},
 	} {
 		code, _, errOut := cli(t, append(base, c.extra...)...)
 		require.Equal(t, 2, code, errOut)
@@ -91,7 +91,7 @@ func TestTraceRefusals(t *testing.T) {
 // the scale times the window's recorded rate, and the result says both.
 func TestGoodputOnATrace(t *testing.T) {
 	var rows []string
-	for i := range 40 { // 40 requests over 7.8 s: 5 requests/s recorded
+	for i := range 40 { // 40 requests, 39 gaps of 200 ms: 5 requests/s recorded
 		rows = append(rows, `{"timestamp": `+itoa(i*200)+`, "input_length": 64, "output_length": 8}`)
 	}
 	path := filepath.Join(t.TempDir(), "t.jsonl")
@@ -102,7 +102,7 @@ func TestGoodputOnATrace(t *testing.T) {
 	var g goodputOut
 	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
 	require.Equal(t, "trace="+path, g.Trace)
-	require.InDelta(t, 40/7.8, g.RecordedRPS, 1e-9)
+	require.InDelta(t, 5, g.RecordedRPS, 1e-9)
 	require.Equal(t, 40, g.Requests)
 	require.InDelta(t, g.RecordedRPS, g.Probes[0].Rate, 1e-9, "the first probe replays the recorded pace")
 	for _, p := range g.Probes {
@@ -118,8 +118,13 @@ func TestGoodputOnATrace(t *testing.T) {
 	code, out, errOut = cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--prefill-per-token", "1ms", "--decode-per-step", "2ms",
 		"--slo-ttft", "500ms", "--tol", "0.1", "--arrival", "trace="+path)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "replayed at a time scale the search sets (scale 1: its recorded 5.128 requests/s)")
+	require.Contains(t, out, "replayed at a time scale the search sets (scale 1: its recorded 5 requests/s)")
 	require.Contains(t, out, "on the trace: time scale ")
+	// The search stays within the time scale's bounds: --rate-lo below
+	// 1e-6 of the recorded rate is refused up front.
+	code, _, errOut = cli(t, "goodput", "--arrival", "trace="+path, "--rate-lo", "1e-9")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--rate-lo 1e-09: on this trace (recorded 5 requests/s) a rate must be in [5e-06, 5e+06]")
 	code, _, errOut = cli(t, "goodput", "--arrival", "poisson=3")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "goodput sets the arrival rate itself")
@@ -129,6 +134,21 @@ func TestGoodputOnATrace(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// An unset --timeout grows by twice the replayed arrivals' span: a
+// window of two requests 15 minutes apart completes in virtual time,
+// where the 10-minute default would cut it; a --timeout given holds.
+func TestTraceTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slow.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"timestamp": 0, "input_length": 8, "output_length": 2}`+"\n"+
+		`{"timestamp": 900000, "input_length": 8, "output_length": 2}`+"\n"), 0o644))
+	code, out, errOut := cli(t, "run", "--backend", "sim", "--ctx", "tp=1", "--gen", "tp=1", "--arrival", "trace="+path)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "2 completed, 0 failed")
+	code, _, errOut = cli(t, "run", "--backend", "sim", "--ctx", "tp=1", "--gen", "tp=1", "--arrival", "trace="+path, "--timeout", "10m")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, errOut, "10m0s")
+}
 
 // explore searches schedules of a trace window's run: --requests unset
 // takes the whole window, as run does.

@@ -52,7 +52,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	g.register(fs)
 	var pairs, arrivals multiFlag
 	fs.Var(&pairs, "pair", "layout pair CTX/GEN to run (repeatable), e.g. tp=1/tp=4 or \"dp=2,adp/tp=2\"")
-	fs.Var(&arrivals, "arrival", "workload arrival pattern to run (repeatable; also comma-separated): burst | rate=R | poisson=R | closed=C")
+	fs.Var(&arrivals, "arrival", "workload arrival pattern to run (repeatable; also comma-separated): burst | rate=R | poisson=R | closed=C | trace=FILE[:from=D][:span=D][:scale=K][:poisson=R] (a trace's rate: its requests over their replayed span)")
 	yes := fs.Bool("yes", false, fmt.Sprintf("run a plan of more than %d runs (without it such a sweep is refused, saying how to narrow it)", maxPlannedRuns))
 	csvOut := fs.String("csv", "", "write one CSV row per run to this file")
 	jsonOut := fs.String("json", "", "write the runs' reports (a JSON array; no rank reports or traces) to this file")

@@ -443,12 +443,13 @@ func probeWritable(path string) error {
 	return os.Remove(path)
 }
 
-// fmtRate is a rate as given (2, 0.25, 12000), or to 4 significant digits
-// where it has more (a trace's rate, 4.779).
+// fmtRate is a rate as %g wrote it before traces (a rate as the user gave
+// it: 2, 0.25, 1e+06, 3.33333333), or to 6 significant digits where it has
+// more than 12 characters (a trace's rate, 4.77856).
 func fmtRate(r float64) string {
-	s := strconv.FormatFloat(r, 'f', -1, 64)
-	if len(s) > 8 {
-		s = strconv.FormatFloat(r, 'g', 4, 64)
+	s := strconv.FormatFloat(r, 'g', -1, 64)
+	if len(s) > 12 {
+		s = strconv.FormatFloat(r, 'g', 6, 64)
 	}
 	return s
 }
