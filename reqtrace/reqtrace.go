@@ -22,6 +22,7 @@
 package reqtrace
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -100,10 +101,10 @@ func (w Window) String() string {
 // window's first request. It errs when the window holds none, or fewer
 // than First.
 func (t *Trace) Select(w Window) ([]Request, error) {
-	lo, _ := slices.BinarySearchFunc(t.Requests, w.From, func(r Request, at time.Duration) int { return cmpDur(r.At, at) })
+	lo, _ := slices.BinarySearchFunc(t.Requests, w.From, func(r Request, at time.Duration) int { return cmp.Compare(r.At, at) })
 	hi := len(t.Requests)
 	if w.Span > 0 {
-		hi, _ = slices.BinarySearchFunc(t.Requests, w.From+w.Span, func(r Request, at time.Duration) int { return cmpDur(r.At, at) })
+		hi, _ = slices.BinarySearchFunc(t.Requests, w.From+w.Span, func(r Request, at time.Duration) int { return cmp.Compare(r.At, at) })
 	}
 	if lo >= hi {
 		return nil, fmt.Errorf("reqtrace: %s: the window %s holds no request (the trace spans %v)", t.Name, w, t.Span())
@@ -125,16 +126,6 @@ func (t *Trace) Select(w Window) ([]Request, error) {
 // Span is the time from the first request to the last.
 func (t *Trace) Span() time.Duration {
 	return t.Requests[len(t.Requests)-1].At - t.Requests[0].At
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Lengths is a set of requests' length distribution.
