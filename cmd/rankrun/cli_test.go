@@ -714,6 +714,7 @@ func TestRunProgress(t *testing.T) {
 	code, _, errOut := cli(t, "run", "--requests", "30", "--requests-out", reqs)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out.String(), "run  50% |", "drawn as it goes")
+	assert.Regexp(t, `\(15/30, [0-9.]+ req/s\)`, out.String(), "the count and the rate, as the README says")
 	assert.Equal(t, progressbar.State{Max: 30, CurrentNum: 30}, progressbar.State{Max: bar.State().Max, CurrentNum: bar.State().CurrentNum},
 		"every finished request counted")
 	assert.Len(t, readRequests(t, reqs), 30)

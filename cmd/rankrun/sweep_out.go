@@ -388,9 +388,12 @@ var newProgressBar = func(what string, n int, stderr io.Writer) *progressbar.Pro
 
 func progressBarOn(what string, n int, stderr io.Writer) *progressbar.ProgressBar {
 	return progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(),
-		progressbar.OptionSetRenderBlankState(true))
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString(progressUnit[what]),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetRenderBlankState(true))
 }
+
+// progressUnit is what each command's bar counts, for its rate.
+var progressUnit = map[string]string{"run": "req", "sweep": "run", "explore": "schedule"}
 
 // checkSweepOutputs checks every output path before anything runs: each can
 // be written, none is given twice, and the plot's extension is known.
