@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
@@ -137,7 +138,9 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		return ee.code
 	}
-	fmt.Fprintf(stderr, "rankrun: %v\n", err)
+	for _, line := range strings.Split(err.Error(), "\n") { // errors.Join's: each names the tool
+		fmt.Fprintf(stderr, "rankrun: %s\n", line)
+	}
 	return 1
 }
 

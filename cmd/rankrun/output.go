@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -58,7 +59,7 @@ func (o outputs) check() error {
 		if p.path == "" {
 			continue
 		}
-		if err := checkWritable(p.path); err != nil {
+		if err := probeWritable(p.path); err != nil { // leaves no empty file behind
 			return usagef("%s: %v", p.flag, err)
 		}
 	}
@@ -77,7 +78,11 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 		o.streams.discard()
 	}
 	if rep != nil {
-		errs = append(errs, o.writeFiles(rep))
+		if err := o.writeFiles(rep); err != nil {
+			// The report says so too: it is printed after the files.
+			errs = append(errs, err)
+			rep.Errors = append(rep.Errors, strings.Split(err.Error(), "\n")...)
+		}
 		if o.brief {
 			rep.Ranks_ = nil
 		}
