@@ -94,7 +94,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 		}
 	case h.Kind == KindError:
 		if s != nil && !s.state.terminal() {
-			s.fail(fmt.Sprintf("peer world rank %d reported %s", src, h.Status))
+			s.failRelayed(fmt.Sprintf("peer world rank %d reported %s", src, h.Status))
 			if t.cfg.Role == topology.Generation {
 				// An error is not "I will not send": the peer may have
 				// posted its fragment already. Ask it to cancel; it sends

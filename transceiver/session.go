@@ -54,7 +54,10 @@ type session struct {
 	// (why says how); it ends failed once no write is in flight.
 	failed bool
 	why    string
-	frags  []fragState
+	// relayed: why is a peer's report, which a failure this rank finds
+	// itself replaces.
+	relayed bool
+	frags   []fragState
 	// lease pins the request's blocks on this rank while bytes may move
 	// into or out of them (none when the request has no block here: under
 	// CP a short request may have none). The executor owns the blocks.
@@ -78,8 +81,17 @@ type session struct {
 
 // fail marks the session failed, keeping the first reason.
 func (s *session) fail(why string) {
+	if !s.failed || s.relayed {
+		s.failed, s.why, s.relayed = true, why, false
+	}
+}
+
+// failRelayed records a failure a peer reported: the reason this rank
+// gives unless it finds one of its own (a byte that fails its check names
+// where, which "peer ... reported" does not), whichever comes first.
+func (s *session) failRelayed(why string) {
 	if !s.failed {
-		s.failed, s.why = true, why
+		s.failed, s.why, s.relayed = true, why, true
 	}
 }
 
@@ -233,7 +245,7 @@ func (s *session) cancelStatus() StatusCode {
 
 // peerFailed records that peer (a world rank) reported the transfer failed.
 func (t *Transceiver) peerFailed(s *session, peer int) {
-	s.fail(fmt.Sprintf("peer world rank %d reported the transfer failed", peer))
+	s.failRelayed(fmt.Sprintf("peer world rank %d reported the transfer failed", peer))
 }
 
 // noteFinished remembers a reaped request so that late control messages
