@@ -184,7 +184,11 @@ type Unreadable struct {
 // ReadDirSkipping is ReadDir reading past the files that are not dumps:
 // it returns them apart, so that the job's story is told from the dumps
 // that are there. Only a directory with no dump at all, dumps of two jobs
-// or two dumps of one rank are errors.
+// or two dumps of one rank are errors. Subdirectories, names beginning
+// with "." or ending in ".tmp", and what is not a file (a named pipe, such
+// as the nccl_trace_rank_N.pipe PyTorch makes beside its dumps, a socket,
+// a device) are passed over unread and unlisted; a link is followed, and
+// what it leads to that is not a file is listed as not a dump.
 func ReadDirSkipping(dir string) ([]*Dump, []Unreadable, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -196,6 +200,9 @@ func ReadDirSkipping(dir string) ([]*Dump, []Unreadable, error) {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".tmp") {
 			continue
+		}
+		if t := e.Type(); t&os.ModeType != 0 && t&os.ModeSymlink == 0 {
+			continue // a FIFO would block the read forever
 		}
 		path := filepath.Join(dir, name)
 		d, err := ReadFile(path)

@@ -265,3 +265,50 @@ func TestReadDirSkippingTellsTheRest(t *testing.T) {
 		t.Errorf("a directory of one {} named rank-00000.json: %v", err)
 	}
 }
+
+// What a dump says reaches the story's text with its control characters
+// escaped: a crafted frame name, file name, kind or error cannot break a
+// line or send the terminal an escape sequence.
+func TestStoryEscapes(t *testing.T) {
+	bad := "x\x1b[2J\r\nrank 9 failed (fake)\x07\u202e\xff"
+	s := &Story{Source: "pytorch", Dumped: []int{0, 1}, NoDump: []int{}, Groups: []Front{},
+		Errors:     []RankError{{Rank: 0, Kind: bad, First: bad}},
+		Unreadable: []Unreadable{{File: "dir/" + bad, Why: bad}},
+		Mismatch: &Mismatch{Group: "0", Seq: 1, Parted: bad, Sides: []Side{
+			{Ranks: []int{0}, Kind: bad, Shape: bad, Site: "train.py:1 (" + bad + ")", Guards: []Guard{{Name: bad, Value: bad, Site: bad}}},
+			{Ranks: []int{1}, Kind: "all_reduce", Site: bad}}},
+		Waits: []Wait{{Group: "0", Seq: 2, Kind: bad, Site: bad, Waiting: []int{0}, Absent: []Absence{{Rank: 1, Last: 1, Doing: bad}}}},
+	}
+	var b bytes.Buffer
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, c := range []string{"\x1b", "\r", "\x07", "\u202e", "\xff", "\nrank 9"} {
+		if strings.Contains(out, c) {
+			t.Errorf("the story holds %q unescaped:\n%s", c, out)
+		}
+	}
+	if want := `x\x1b[2J\r\nrank 9 failed (fake)\a\u202e\xff`; !strings.Contains(out, "at train.py:1 ("+want+")") {
+		t.Errorf("the story does not hold the site escaped as %s:\n%s", want, out)
+	}
+}
+
+// A rank with no dump, or an unreadable one, is listed, and the story
+// says plainly that it is not by itself a finding (rankrun analyze's exit
+// status 1): the story is told, and versions compared, from the readable
+// dumps.
+func TestStoryMissingIsNotAFinding(t *testing.T) {
+	s := &Story{Source: "pytorch", Dumped: []int{0}, NoDump: []int{1}, Groups: []Front{},
+		Unreadable: []Unreadable{{File: "d/nccl_trace_rank_1", Why: "pickle: at byte 9: truncated"}}}
+	var b bytes.Buffer
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a missing or unreadable dump is listed, but is not by itself a hang or a mismatch"; !strings.Contains(b.String(), want) {
+		t.Errorf("the story does not say %q:\n%s", want, b.String())
+	}
+	if s.Found() {
+		t.Error("a missing dump alone is a finding")
+	}
+}

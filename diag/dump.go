@@ -217,7 +217,8 @@ var rankDumpName = regexp.MustCompile(`^rank-\d+\.json$`)
 
 // ReadFile reads one dump: a rankrun dump, or a PyTorch flight-recorder
 // dump, pickled or JSON (see ReadPyTorch). A file larger than MaxDumpBytes
-// is refused before it is read.
+// is refused before it is read, and anything but a regular file (a named
+// pipe, a socket, a device) before it is opened.
 func ReadFile(path string) (*Dump, error) {
 	b, err := readBounded(path)
 	if err != nil {
@@ -271,16 +272,28 @@ func ReadFile(path string) (*Dump, error) {
 }
 
 // readBounded reads a dump file, refusing one larger than MaxDumpBytes
-// before reading it (in the pickle reader's words when it is a pickle).
+// before reading it (in the pickle reader's words when it is a pickle),
+// and anything but a regular file (a link is followed) before opening it:
+// opening a named pipe, such as the nccl_trace_rank_N.pipe PyTorch makes
+// with TORCH_NCCL_DEBUG_INFO_PIPE_FILE, waits for a writer forever.
 func readBounded(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("diag: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("diag: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	if st, err = f.Stat(); err != nil {
 		return nil, fmt.Errorf("diag: %w", err)
+	}
+	if !st.Mode().IsRegular() { // replaced between the two looks
+		return nil, notRegular(path, st.Mode())
 	}
 	if st.Size() > MaxDumpBytes {
 		var first [1]byte
@@ -297,4 +310,20 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("diag: %s: the file is more than %d MiB: over the limit on a dump", path, MaxDumpBytes>>20)
 	}
 	return b, nil
+}
+
+// notRegular refuses a path that is not a regular file, naming what it is.
+func notRegular(path string, m os.FileMode) error {
+	what := "not a regular file"
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		what = "a named pipe (FIFO), not a regular file"
+	case m&os.ModeSocket != 0:
+		what = "a socket, not a regular file"
+	case m&os.ModeDevice != 0:
+		what = "a device, not a regular file"
+	case m.IsDir():
+		what = "a directory, not a regular file"
+	}
+	return fmt.Errorf("diag: %s: %s: a dump is a file", path, what)
 }

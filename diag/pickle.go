@@ -49,10 +49,13 @@ import (
 // checked before anything is allocated) or longer than what is left of
 // the file ("truncated"); MARKs nested deeper than maxPickleDepth, and
 // values nested deeper; a list, tuple or dict that holds itself (a cyclic
-// pickle); more than maxPickleObjects values; values that, written out as
-// JSON with every shared value repeated, would exceed pickleJSONBudget; a
-// pickle that ends before its STOP ("truncated"). Bytes after the STOP
-// are ignored, as Python's pickle.load ignores them.
+// pickle); more than maxPickleObjects values pushed and memoized; values
+// that, written out as JSON with every shared value repeated, would exceed
+// pickleJSONBudget of the bytes up to the STOP; a pickle that ends before
+// its STOP ("truncated"). Bytes after the STOP are ignored, as Python's
+// pickle.load ignores them, and count for nothing. A dict's keys are
+// checked in sorted order, so that a pickle with two faults is refused
+// for the same one every time it is read.
 const (
 	// MaxDumpBytes bounds the size of a dump file: ReadFile checks it
 	// before it reads one.
@@ -65,18 +68,30 @@ const (
 	maxPickleGlobal = 256
 )
 
-// maxPickleObjects bounds the values a pickle pushes and memoizes: a dump
-// of 20000 entries (ten times PyTorch's default ring) has about 2 million.
-// A variable only so that a test can lower it.
-var maxPickleObjects = 1 << 24
+// maxPickleObjects bounds the values a pickle pushes plus the memo entries
+// it puts: a dump of 20000 entries (ten times PyTorch's default ring of
+// 2000) with 40 frames each has about 1.9 million, with 4 frames about 1.2
+// million (TestPickleObjectLimit). At 4 Mi, a pickle that pushes nothing
+// but NONEs between a MARK and a LIST, or memoizes nothing but
+// LONG_BINPUTs, peaks at some hundreds of MiB, not gigabytes. A variable
+// only so that a test can lower it.
+var maxPickleObjects = 1 << 22
 
-// pickleJSONBudget is how many bytes of JSON the decoded value of an
-// n-byte pickle may come to, shared values written out wherever they occur:
-// a real dump's entries share their stack frames (a 5-byte LONG_BINGET
-// each, some 100 to 300 bytes as JSON), which comes to some tens of times
-// the pickle's size; a pickle that refers to one list from many places,
-// and to that from many more, comes to far more.
-func pickleJSONBudget(n int) int64 { return min(128*int64(n)+4<<20, 1<<30) }
+// pickleJSONBudget is how many bytes of JSON the decoded value of a pickle
+// of n bytes up to its STOP may come to, shared values written out
+// wherever they occur (ReadPyTorch reads the dump as that JSON, which its
+// JSON reader copies once or twice more). A real dump's entries share
+// their stack frames, each a LONG_BINGET of 5 bytes that comes to some 100
+// to 300 bytes as JSON: 20000 entries of 4 Python frames come to 8 times
+// the pickle (3.3 MB, 26 MB of JSON), of 40 long C++ frames
+// (TORCH_NCCL_TRACE_CPP_STACK) 45 times (4.7 MB, 211 MB), and the ring
+// PyTorch keeps by default, 2000 such entries, to 21 MB. So 64 times the
+// pickle, and at least 4 MiB, but never more than 128 MiB: every dump of
+// 20000 entries with Python stacks, or of 2000 with C++ stacks, fits,
+// while a small pickle that names one long string, or one list, from many
+// places costs at most 128 MiB of JSON, not gigabytes. (The largest dumps
+// with C++ stacks are refused: re-saved as JSON, they are read as JSON.)
+func pickleJSONBudget(n int) int64 { return min(64*int64(n)+4<<20, 128<<20) }
 
 // pickleAllowed are the globals a dump may name, all of torch.jit._pickle:
 // each returns its (first) argument.
@@ -100,8 +115,10 @@ func ReadPickle(path string, b []byte) (any, error) {
 	u := unpickler{b: b, memo: map[uint32]any{}}
 	v, err := u.run()
 	if err == nil {
-		c := pickleConverter{budget: pickleJSONBudget(len(b)), done: map[*pkList]pkConverted{}, doneDict: map[*pkDict]pkConverted{}, open: map[any]bool{}}
-		v, _, err = c.convert(v, 0)
+		// The budget counts the bytes up to the STOP (u.pos is past it):
+		// bytes after it are ignored, and buy nothing.
+		c := pickleConverter{budget: pickleJSONBudget(u.pos), done: map[*pkList]pkConverted{}, doneDict: map[*pkDict]pkConverted{}, open: map[any]bool{}}
+		v, _, _, err = c.convert(v, 0)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("diag: %s: pickle: %w", path, err)
@@ -640,7 +657,10 @@ func printable(s string) string {
 // pickleConverter turns the decoded values into plain ones (map[string]any,
 // []any, ...), checking what only the whole can show: nesting depth,
 // cycles, a global left as a value, and how large the value comes to as
-// JSON with its shared values written out wherever they occur.
+// JSON with its shared values written out wherever they occur. A shared
+// value is converted once; met again, its cached size counts against the
+// budget and its cached height against the nesting limit at the depth it
+// is met. A dict's values are converted in the order of its sorted keys.
 type pickleConverter struct {
 	budget   int64
 	done     map[*pkList]pkConverted
@@ -649,70 +669,90 @@ type pickleConverter struct {
 }
 
 type pkConverted struct {
-	v    any
-	size int64 // its JSON size
+	v      any
+	size   int64 // its JSON size
+	height int   // the levels of lists and dicts it nests, itself included
 }
 
-func (c *pickleConverter) convert(v any, depth int) (any, int64, error) {
+// convert returns v's plain value, its JSON size and its height (0 for a
+// scalar); depth is how many lists and dicts hold it.
+func (c *pickleConverter) convert(v any, depth int) (any, int64, int, error) {
 	switch x := v.(type) {
 	case nil:
-		return nil, 4, nil
+		return nil, 4, 0, nil
 	case bool:
-		return x, 5, nil
+		return x, 5, 0, nil
 	case int64:
-		return x, 20, nil
+		return x, 20, 0, nil
 	case float64:
-		return x, 24, nil
+		return x, 24, 0, nil
 	case string:
-		return x, jsonStringLen(x), nil
+		return x, jsonStringLen(x), 0, nil
 	case pkGlobal:
-		return nil, 0, &pickleError{off: x.off, rule: fmt.Sprintf("global %s.%s is left as a value, not applied: a flight-recorder dump holds only dicts, lists, strings and numbers", pickleModule, x.name)}
+		return nil, 0, 0, &pickleError{off: x.off, rule: fmt.Sprintf("global %s.%s is left as a value, not applied: a flight-recorder dump holds only dicts, lists, strings and numbers", pickleModule, x.name)}
 	case *pkList:
 		if r, ok := c.done[x]; ok {
-			return r.v, r.size, nil
+			return c.again(r, x.off, depth)
 		}
 		if err := c.enter(x, x.off, depth, pickleKind(x)); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		out := make([]any, len(x.items))
-		size := int64(2 + len(x.items))
+		size, height := int64(2+len(x.items)), 1
 		for i, item := range x.items {
 			var n int64
+			var h int
 			var err error
-			if out[i], n, err = c.convert(item, depth+1); err != nil {
-				return nil, 0, err
+			if out[i], n, h, err = c.convert(item, depth+1); err != nil {
+				return nil, 0, 0, err
 			}
 			size += n
+			height = max(height, h+1)
 		}
 		if err := c.leave(x, x.off, size, pickleKind(x)); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
-		c.done[x] = pkConverted{out, size}
-		return out, size, nil
+		c.done[x] = pkConverted{out, size, height}
+		return out, size, height, nil
 	case *pkDict:
 		if r, ok := c.doneDict[x]; ok {
-			return r.v, r.size, nil
+			return c.again(r, x.off, depth)
 		}
 		if err := c.enter(x, x.off, depth, "a dict"); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
+		keys := make([]string, 0, len(x.m))
+		for k := range x.m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // not map order: the same pickle, the same error
 		out := make(map[string]any, len(x.m))
-		size := int64(2 + 2*len(x.m))
-		for k, item := range x.m {
-			v, n, err := c.convert(item, depth+1)
+		size, height := int64(2+2*len(x.m)), 1
+		for _, k := range keys {
+			v, n, h, err := c.convert(x.m[k], depth+1)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, 0, err
 			}
 			out[k] = v
 			size += jsonStringLen(k) + n
+			height = max(height, h+1)
 		}
 		if err := c.leave(x, x.off, size, "a dict"); err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
-		c.doneDict[x] = pkConverted{out, size}
-		return out, size, nil
+		c.doneDict[x] = pkConverted{out, size, height}
+		return out, size, height, nil
 	}
-	return nil, 0, &pickleError{rule: fmt.Sprintf("a value of type %T", v)} // not reached: the decoder makes none
+	return nil, 0, 0, &pickleError{rule: fmt.Sprintf("a value of type %T", v)} // not reached: the decoder makes none
+}
+
+// again is a shared list or dict met once more, at depth: converted
+// already, its levels still count from where it is met.
+func (c *pickleConverter) again(r pkConverted, off, depth int) (any, int64, int, error) {
+	if depth+r.height > maxPickleDepth {
+		return nil, 0, 0, &pickleError{off: off, rule: fmt.Sprintf("values nested deeper than %d", maxPickleDepth)}
+	}
+	return r.v, r.size, r.height, nil
 }
 
 func (c *pickleConverter) enter(x any, off, depth int, kind string) error {

@@ -288,3 +288,100 @@ func FuzzReadPickle(f *testing.F) {
 		}
 	})
 }
+
+// A small pickle that names one 64 KiB string 160 times comes to 10 MB of
+// JSON: over the budget of its 66 KB (64 times it, plus 4 MiB), so it is
+// refused in one line; bytes after its STOP buy it nothing (the budget
+// counts the bytes up to the STOP); and no pickle's budget passes 128 MiB.
+func TestReadPickleJSONBudget(t *testing.T) {
+	p := "\x80\x02(" + binunicode(strings.Repeat("a", 64<<10)) + "q\x00" + strings.Repeat("h\x00", 159) + "l."
+	dir := t.TempDir()
+	for name, b := range map[string]string{"shared string": p, "padded after STOP": p + strings.Repeat("\x00", 1<<20)} {
+		path := filepath.Join(dir, "nccl_trace_rank_0")
+		if err := os.WriteFile(path, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadFile(path)
+		want := fmt.Sprintf("diag: %s: pickle: at byte %d: a list made here comes to more than 8 MiB as JSON", path, len(p)-2)
+		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line beginning %q", name, err, want)
+		}
+	}
+	if got := pickleJSONBudget(4 << 20); got != 128<<20 {
+		t.Errorf("the budget of a 4 MiB pickle is %d, want the 128 MiB cap", got)
+	}
+	if got := pickleJSONBudget(1000); got != 64000+4<<20 {
+		t.Errorf("the budget of a 1000-byte pickle is %d, want 64000 + 4 MiB", got)
+	}
+}
+
+// The nesting limit holds through shared values: a list of 60 levels,
+// converted first near the top, then met again inside 60 more, comes to
+// 121 levels and is refused where it was made; 40 levels met again inside
+// 40 more come to 81, and are read.
+func TestReadPickleSharedDepth(t *testing.T) {
+	nest := func(n int, inner string) string { return strings.Repeat("]", n) + inner + strings.Repeat("a", n) }
+	deep := "\x80\x02]" + nest(60, "N") + "q\x00a" + nest(60, "h\x00") + "a."
+	if _, err := ReadPickle("p", []byte(deep)); err == nil || err.Error() != "diag: p: pickle: at byte 3: values nested deeper than 100" {
+		t.Errorf("a shared list of 60 levels met again under 61: %v", err)
+	}
+	ok := "\x80\x02]" + nest(40, "N") + "q\x00a" + nest(40, "h\x00") + "a."
+	if _, err := ReadPickle("p", []byte(ok)); err != nil {
+		t.Errorf("a shared list of 40 levels met again under 41: %v", err)
+	}
+}
+
+// A pickle with several faults, one in each of a dict's values, is refused
+// for the same one every time: the keys are checked in sorted order, not
+// in Go's map order.
+func TestReadPickleDeterministic(t *testing.T) {
+	b := "\x80\x02}("
+	for i := range 8 {
+		b += binunicode(fmt.Sprintf("k%d", i)) + "]r" + u32(uint32(i)) + "j" + u32(uint32(i)) + "a" // a list appended into itself
+	}
+	b += "u."
+	want := "diag: p: pickle: at byte 11: a list made here holds itself (a cyclic pickle): a flight-recorder dump is a tree"
+	for range 50 {
+		if _, err := ReadPickle("p", []byte(b)); err == nil || err.Error() != want {
+			t.Fatalf("%v, want %s", err, want)
+		}
+	}
+}
+
+// Memo entries count against the object limit (lowered here), as the
+// values pushed do.
+func TestReadPickleMemoLimit(t *testing.T) {
+	defer func(n int) { maxPickleObjects = n }(maxPickleObjects)
+	maxPickleObjects = 1000
+	b := "\x80\x02N"
+	for i := range 1000 {
+		b += "r" + u32(uint32(i))
+	}
+	want := fmt.Sprintf("diag: p: pickle: at byte %d: more than 1000 values: over the limit on a dump", 3+5*999)
+	if _, err := ReadPickle("p", []byte(b+".")); err == nil || err.Error() != want {
+		t.Errorf("1 None memoized 1000 times: %v, want %s", err, want)
+	}
+}
+
+// The object limit fits a dump of 20000 entries (ten times PyTorch's
+// default ring), here a tenth of one with 40 frames an entry, and is no
+// more than 4 Mi: a file of NONEs between a MARK and a LIST, or of
+// LONG_BINPUTs, costs some hundreds of MiB at most.
+func TestPickleObjectLimit(t *testing.T) {
+	var job []frFrame
+	for i := range 38 {
+		job = append(job, frFrame{fmt.Sprintf("frame%d", i), fmt.Sprintf("/w/job/f%d.py", i), int64(i)})
+	}
+	r := frRank{rank: 0, version: "2.10", groups: []frGroup{worldGroup(4)}}
+	for i := range 2000 {
+		r.entries = append(r.entries, frEntry{group: worldGroup(4), seq: int64(i + 1), op: "all_reduce", in: [][]int64{{2048, 1024}},
+			out: [][]int64{{2048, 1024}}, dtype: "BFloat16", state: "completed", created: int64(i), frames: frStack("all_reduce", job...)})
+	}
+	u := unpickler{b: torchPickle(r.dumpDict(), false), memo: map[uint32]any{}}
+	if _, err := u.run(); err != nil {
+		t.Fatal(err)
+	}
+	if n := 10 * u.objects; n >= maxPickleObjects || maxPickleObjects > 1<<22 {
+		t.Errorf("a 20000-entry dump has about %d values; the limit is %d, want above that and at most 4 Mi", n, maxPickleObjects)
+	}
+}

@@ -490,11 +490,14 @@ func (r *ptReader) shape(e ptObject, field string) (string, error) {
 }
 
 // site writes an entry's call site as "dir/file.py:line (function)", the
-// file's last two path elements: its innermost frame that is not torch's
-// own. A frame in distributed_c10d.py or under a torch/ directory (the
-// collective's API, c10d_logger's wrapper, torch's C++ frames) and a frame
-// with no file name are never the answer; "" when no frame is left (the
-// JSON dump leaves stack traces out). Frames past the answer are not read.
+// file's last two path elements. It is the innermost frame of a Python
+// file (.py) that is not torch's own (torchPy): with
+// TORCH_NCCL_TRACE_CPP_STACK the innermost frames are C++ (aten/, c10/,
+// "??", libc, CPython's ceval.c), and the user's line is further out.
+// With no such frame, it is the innermost frame with a file name that is
+// not under a torch/ directory (torchFrame), of whatever language; "" when
+// none is left (the JSON dump leaves stack traces out). Frames past the
+// answer are not read.
 func (r *ptReader) site(e ptObject, field string) (string, error) {
 	raw, ok := e["frames"]
 	if !ok || isNull(raw) {
@@ -504,6 +507,7 @@ func (r *ptReader) site(e ptObject, field string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	fallback, haveFallback := "", false
 	for i, fr := range frames {
 		ff := fmt.Sprintf("%s.frames[%d]", field, i)
 		f, err := r.object(fr, ff)
@@ -514,7 +518,8 @@ func (r *ptReader) site(e ptObject, field string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if torchFrame(file) {
+		py := strings.HasSuffix(file, ".py") && !torchPy(file)
+		if !py && (haveFallback || torchFrame(file)) {
 			continue
 		}
 		name, _, err := r.str(f, "name", ff+".name", false)
@@ -536,17 +541,50 @@ func (r *ptReader) site(e ptObject, field string) (string, error) {
 		if name != "" {
 			s += " (" + name + ")"
 		}
-		return s, nil
+		if py {
+			return s, nil
+		}
+		fallback, haveFallback = s, true
 	}
-	return "", nil
+	return fallback, nil
 }
 
 func pathParts(file string) []string {
 	return strings.FieldsFunc(file, func(c rune) bool { return c == '/' || c == '\\' })
 }
 
+// torchPy reports whether a Python file is torch's own: distributed_c10d.py,
+// a file of the installed torch package (under site-packages/torch/ or
+// dist-packages/torch/), of torch's distributed package wherever it lies
+// (torch/distributed/, as in a source checkout), or a path relative to
+// torch's own root (torch/...). A user's directory that happens to be
+// named torch (/home/u/torch/train.py) is not.
+func torchPy(file string) bool {
+	parts := pathParts(file)
+	if len(parts) == 0 {
+		return true
+	}
+	if parts[len(parts)-1] == "distributed_c10d.py" {
+		return true
+	}
+	dirs := parts[:len(parts)-1]
+	if len(dirs) > 0 && dirs[0] == "torch" && !strings.HasPrefix(file, "/") && !strings.HasPrefix(file, `\`) {
+		return true
+	}
+	for i := 0; i+1 < len(dirs); i++ {
+		switch {
+		case (dirs[i] == "site-packages" || dirs[i] == "dist-packages") && dirs[i+1] == "torch":
+			return true
+		case dirs[i] == "torch" && dirs[i+1] == "distributed":
+			return true
+		}
+	}
+	return false
+}
+
 // torchFrame reports whether a frame's file is torch's own (or names no
-// file): distributed_c10d.py, or any file under a torch/ directory.
+// file), for a frame of any language: distributed_c10d.py, or any file
+// under a torch/ directory.
 func torchFrame(file string) bool {
 	parts := pathParts(file)
 	if len(parts) == 0 {

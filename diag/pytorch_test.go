@@ -482,9 +482,11 @@ func TestAnalyzePythonPickles(t *testing.T) {
 	}
 }
 
-// The call site is the innermost frame that is not torch's own:
-// distributed_c10d.py and anything under a torch/ directory never are,
-// nor a frame with no file; none left, no site.
+// The call site is the innermost Python frame that is not torch's own
+// (distributed_c10d.py, the installed torch package, torch/distributed/,
+// a path relative to torch's root), past any C++ frames; with none, the
+// innermost frame outside a torch/ directory with a file; none left, no
+// site.
 func TestPyTorchSite(t *testing.T) {
 	for _, c := range []struct {
 		frames string
@@ -498,6 +500,26 @@ func TestPyTorchSite(t *testing.T) {
 		   {"name": "fwd", "filename": "C:\\w\\model.py", "line": 9}]`, "w/model.py:9 (fwd)"},
 		{`[{"name": "all_reduce", "filename": "torch/distributed/distributed_c10d.py", "line": 1}]`, ""},
 		{`[]`, ""},
+		// TORCH_NCCL_TRACE_CPP_STACK: C++ frames innermost, then Python;
+		// the site is the user's Python line.
+		{`[{"name": "c10d::ProcessGroupNCCL::allreduce", "filename": "aten/src/ATen/core/dispatch/Dispatcher.h", "line": 10},
+		   {"name": "c10::impl::call", "filename": "c10/core/impl/Op.cpp", "line": 11},
+		   {"name": "??", "filename": "??", "line": 0},
+		   {"name": "__libc_start_main", "filename": "/usr/lib/x86_64-linux-gnu/libc.so.6", "line": 0},
+		   {"name": "_PyEval_EvalFrameDefault", "filename": "/usr/local/src/Python-3.12/Python/ceval.c", "line": 4},
+		   {"name": "all_reduce", "filename": "/x/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", "line": 1},
+		   {"name": "step", "filename": "/w/job/train.py", "line": 3}]`, "job/train.py:3 (step)"},
+		// torch's own Python frames: installed, relative, or its
+		// distributed package in a source checkout; then a user's
+		// directory that happens to be named torch.
+		{`[{"name": "forward", "filename": "/x/dist-packages/torch/nn/parallel/distributed.py", "line": 2},
+		   {"name": "forward", "filename": "torch/nn/modules/module.py", "line": 3},
+		   {"name": "wrapper", "filename": "/src/pytorch/torch/distributed/c10d_logger.py", "line": 4},
+		   {"name": "main", "filename": "/home/u/torch/train.py", "line": 5}]`, "torch/train.py:5 (main)"},
+		// No Python frame of the user's: the innermost frame outside
+		// torch/, of whatever language, as before.
+		{`[{"name": "at::foo", "filename": "aten/src/ATen/Foo.cpp", "line": 7},
+		   {"name": "all_reduce", "filename": "/x/site-packages/torch/distributed/distributed_c10d.py", "line": 1}]`, "ATen/Foo.cpp:7 (at::foo)"},
 	} {
 		b := strings.Replace(ptMinimal, `"state"`, `"frames": `+c.frames+`, "state"`, 1)
 		d, err := ReadPyTorch("nccl_trace_rank_0", []byte(b))

@@ -4,14 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // WriteText prints the story for a reader: one screen for a small job.
+// What the dumps say (call sites, frame and file names, kinds, shapes,
+// guard values, errors, file names) is written with its control
+// characters escaped (esc): a dump cannot break a line or send the
+// terminal an escape sequence.
 func (s *Story) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "job: %d dumps (%s)", len(s.Dumped), s.Source)
+	fmt.Fprintf(&b, "job: %d dumps (%s)", len(s.Dumped), esc(s.Source))
 	if s.WorldSize > 0 {
 		fmt.Fprintf(&b, " of a world of %d ranks", s.WorldSize)
 	}
@@ -35,10 +42,13 @@ func (s *Story) WriteText(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	for _, u := range s.Unreadable {
-		fmt.Fprintf(&b, "not a dump, skipped: %s: %s\n", u.File, u.Why)
+		fmt.Fprintf(&b, "not a dump, skipped: %s: %s\n", esc(u.File), esc(u.Why))
+	}
+	if len(s.NoDump) > 0 || len(s.Unreadable) > 0 {
+		b.WriteString("(the story is told from the readable dumps, and their versions compared among themselves; a missing or unreadable dump is listed, but is not by itself a hang or a mismatch)\n")
 	}
 	for _, e := range s.Errors {
-		fmt.Fprintf(&b, "rank %d failed (%s): %s\n", e.Rank, e.Kind, clip(e.First, 300))
+		fmt.Fprintf(&b, "rank %d failed (%s): %s\n", e.Rank, esc(e.Kind), esc(clip(e.First, 300)))
 	}
 	if len(s.Unrecorded) > 0 {
 		fmt.Fprintf(&b, "\nranks %v kept no flight record: they ran unchecked (--unchecked), so no collective, guard value or mismatch of theirs can be shown; rerun checked (the default) for that\n", s.Unrecorded)
@@ -46,12 +56,12 @@ func (s *Story) WriteText(w io.Writer) error {
 	if m := s.Mismatch; m != nil {
 		fmt.Fprintf(&b, "\nfirst mismatch: %q #%d was entered differently:\n", m.Group, m.Seq)
 		for _, sd := range m.Sides {
-			fmt.Fprintf(&b, "  ranks %v entered %s", sd.Ranks, sd.Kind)
+			fmt.Fprintf(&b, "  ranks %v entered %s", sd.Ranks, esc(sd.Kind))
 			if sd.Shape != "" {
-				fmt.Fprintf(&b, " (%s)", sd.Shape)
+				fmt.Fprintf(&b, " (%s)", esc(sd.Shape))
 			}
 			if sd.Site != "" {
-				fmt.Fprintf(&b, " at %s", sd.Site)
+				fmt.Fprintf(&b, " at %s", esc(sd.Site))
 			}
 			if len(sd.Guards) > 0 {
 				fmt.Fprintf(&b, ", after %s", guardsText(sd.Guards))
@@ -59,13 +69,13 @@ func (s *Story) WriteText(w io.Writer) error {
 			b.WriteString("\n")
 		}
 		if m.Parted != "" {
-			fmt.Fprintf(&b, "  their call paths part at %s\n", m.Parted)
+			fmt.Fprintf(&b, "  their call paths part at %s\n", esc(m.Parted))
 		}
 	}
 	for _, wt := range s.Waits {
-		fmt.Fprintf(&b, "\nranks %v wait in %q #%d (%s", wt.Waiting, wt.Group, wt.Seq, wt.Kind)
+		fmt.Fprintf(&b, "\nranks %v wait in %q #%d (%s", wt.Waiting, wt.Group, wt.Seq, esc(wt.Kind))
 		if wt.Site != "" {
-			fmt.Fprintf(&b, " at %s", wt.Site)
+			fmt.Fprintf(&b, " at %s", esc(wt.Site))
 		}
 		b.WriteString("); never arrived:\n")
 		for _, a := range wt.Absent {
@@ -76,7 +86,7 @@ func (s *Story) WriteText(w io.Writer) error {
 			} else {
 				fmt.Fprintf(&b, "  rank %d: its last collective there is #%d", a.Rank, a.Last)
 				if a.Doing != "" {
-					fmt.Fprintf(&b, "; it is in %s", a.Doing)
+					fmt.Fprintf(&b, "; it is in %s", esc(a.Doing))
 				}
 				if len(a.Pending) > 0 {
 					fmt.Fprintf(&b, "; since then it recorded %s", guardsText(a.Pending))
@@ -110,7 +120,7 @@ func (s *Story) WriteText(w io.Writer) error {
 				}
 				fmt.Fprintf(&b, " %d:#%d %s", p.Rank, p.Seq, state)
 				if p.Kind != "" && !p.Done {
-					fmt.Fprintf(&b, " %s", p.Kind)
+					fmt.Fprintf(&b, " %s", esc(p.Kind))
 				}
 				b.WriteString(";")
 			}
@@ -126,10 +136,10 @@ func (s *Story) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "  request %d:", rq.Request)
 			for _, ss := range rq.Sessions {
-				fmt.Fprintf(&b, " rank %d %s %v %s %d/%d bytes, %v old", ss.Rank, ss.Role, ss.Peers, ss.State, ss.BytesDone, ss.BytesExpected,
+				fmt.Fprintf(&b, " rank %d %s %v %s %d/%d bytes, %v old", ss.Rank, esc(ss.Role), ss.Peers, esc(ss.State), ss.BytesDone, ss.BytesExpected,
 					time.Duration(ss.AgeNS).Round(time.Millisecond))
 				if ss.Lease != "" {
-					fmt.Fprintf(&b, " (%s)", ss.Lease)
+					fmt.Fprintf(&b, " (%s)", esc(ss.Lease))
 				}
 				b.WriteString(";")
 			}
@@ -148,7 +158,7 @@ func (s *Story) WriteText(w io.Writer) error {
 					for ; j < len(rq.Timeline) && rq.Timeline[j].What == e.What && rq.Timeline[j].AtNS == e.AtNS; j++ {
 						ranks = append(ranks, rq.Timeline[j].Rank)
 					}
-					fmt.Fprintf(&b, " %.3f ms %s (ranks %v);", float64(e.AtNS)/1e6, e.What, ranks)
+					fmt.Fprintf(&b, " %.3f ms %s (ranks %v);", float64(e.AtNS)/1e6, esc(e.What), ranks)
 					i = j
 				}
 				b.WriteString("\n")
@@ -169,6 +179,38 @@ func (s *Story) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
+// esc is s with what is not printable escaped, as Go writes it in a
+// quoted string (\n, \x1b, \u202e), and bytes that are not UTF-8 as \xNN:
+// what a dump says stays on its line and cannot drive the terminal.
+func esc(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || r != ' ' && !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == ' ' || unicode.IsPrint(r) && r != utf8.RuneError:
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRuneToASCII(r) // '\n', '\x1b', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// guardsText is the guards as text, each escaped (esc).
 func guardsText(gs []Guard) string {
 	var parts []string
 	site := ""
@@ -179,7 +221,7 @@ func guardsText(gs []Guard) string {
 		}
 		p := strings.Join(vals, ", ")
 		if site != "" {
-			p += " at " + site
+			p += " at " + esc(site)
 		}
 		parts = append(parts, p)
 		vals = nil
@@ -189,7 +231,7 @@ func guardsText(gs []Guard) string {
 			flush()
 			site = g.Site
 		}
-		vals = append(vals, g.String())
+		vals = append(vals, esc(g.String()))
 	}
 	flush()
 	return strings.Join(parts, "; ")

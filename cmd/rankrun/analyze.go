@@ -51,9 +51,10 @@ func analyzeCmd(args []string, stdout, stderr io.Writer) error {
 
 // analyzeStatuses documents analyze's exit status, for a CI job.
 const analyzeStatuses = `Exit status: 0 the story names no hang and no mismatch; 1 it names a hang (ranks that wait where
-others never arrived) or a mismatch (a collective the ranks entered differently, or dumps whose format
-versions disagree); 2 no story: DIR holds no readable dump (or dumps of two jobs, or two of one rank),
-the command line is bad, or the story or the trace could not be written.`
+others never arrived) or a mismatch (a collective the ranks entered differently, or readable dumps whose
+format versions disagree); 2 no story: DIR holds no readable dump (or dumps of two jobs, or two of one
+rank), the command line is bad, or the story or the trace could not be written. Ranks whose dumps are
+missing or unreadable are listed in the story but do not by themselves make the status 1.`
 
 // analyze tells the story of the dumps in dir and reports whether it
 // names a hang or a mismatch.
