@@ -2,10 +2,11 @@
 //
 // A Comm is a group of ranks that make collective calls (Barrier,
 // AllreduceInt64, AllgatherInt64s, Bcast, Split) in the same order, and
-// exchange tagged byte messages point to point (Isend, Irecv). Two backends
-// implement it: comm/local (goroutine ranks in one process, the default) and
-// comm/mpi (Open MPI through cgo, build tag mpi). Both pass the conformance
-// suite in comm/commtest.
+// exchange tagged byte messages point to point (Isend, Irecv). Three
+// backends implement it: comm/local (goroutine ranks in one process, the
+// default), comm/sim (the same in virtual time, under a seeded scheduler)
+// and comm/mpi (Open MPI through cgo, build tag mpi). All three pass the
+// conformance suite in comm/commtest.
 //
 // The one rule of rankrun is that collectives may not diverge between the
 // ranks of a group. Checked mode (NewChecked) makes a break of that rule

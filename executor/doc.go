@@ -17,7 +17,17 @@
 //	router.go    the workload's client on world rank 0
 //	audit.go     checked mode's audit that agreed decisions are agreed
 //	messages.go  the records ranks exchange
-//	config.go, workload.go, fault.go, replay.go, metrics.go, report.go
+//	compute.go   the Compute hook a step sleeps through (the cost model's seat)
+//	stepmemo.go  one step price per executor group in a process
+//	dispatch.go  expert-parallel dispatch under attention-DP
+//	routememo.go one routing of an EP group's tokens per process
+//	guards.go    the rank-local values that decide the next collective
+//	dump.go      a rank's failure dump (DESIGN.md §12)
+//	collect.go   rank reports gathered on world rank 0, in bounded chunks
+//	runerror.go  a run's named error and its partial report
+//	sketch.go    the report's distributions (DDSketch)
+//	config.go, workload.go, fault.go, replay.go, replay_needs.go, metrics.go,
+//	report.go, tracereport.go (a replayed production trace in the report)
 //
 // What may differ between ranks and what may not (DESIGN.md §1, §6):
 //

@@ -16,7 +16,7 @@ import (
 // A member that waited past the peer bound for its group's leader (the
 // idle tick, the wakes drained at the end) names the leader by its world
 // rank as well as its group rank, and itself likewise: on a sub-communicator
-// group ranks alone do not say which process to look at (issue 25: a frozen
+// group ranks alone do not say which process to look at (a frozen
 // GEN leader under mpirun was named "ranks [0]" of "world/s1c2/s0c0").
 func TestPeerTimeoutNamesWorldRanks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -191,8 +191,8 @@ func TestParsePairSeparator(t *testing.T) {
 }
 
 // In simulation wall time decides no verdict: a run stopped at the wall
-// limit is the host giving up, reported as such, never a hang (issue 25:
-// a run that needed 0.02 s of virtual time was reported "hang: no result
+// limit is the host giving up, reported as such, never a hang (a
+// run that needed 0.02 s of virtual time was reported "hang: no result
 // within 1s" after 16 s of wall time).
 func TestSimWallLimitIsTheHostGivingUpNotAHang(t *testing.T) {
 	s := scenario.New("a run longer in wall time than its limit")

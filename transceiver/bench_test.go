@@ -173,8 +173,8 @@ func BenchmarkConsensusRound(b *testing.B) {
 	})
 }
 
-// benchGuards is what guard values add to one checked iteration of a rank
-// (issue 29): the executor's six guards (admission's waiting, fits and
+// benchGuards is what guard values add to one checked iteration of a rank:
+// the executor's six guards (admission's waiting, fits and
 // free blocks, the leader's inbox, the progress policy's two local facts)
 // recorded at their three decision points, as the executor records them
 // (one lock each), then the collective that takes them: its flight record

@@ -38,7 +38,7 @@ var catalogue = []mutant{
 	{name: "compute-without-transfer-progress", file: "executor/base.go",
 		old: "\tif l.cfg.Mode != transceiver.Async {\n\t\treturn l.sleep(ctx, d)\n\t}", new: "\tif true {\n\t\treturn l.sleep(ctx, d)\n\t}",
 		why: "an async rank's transfers stand still while it computes: each handover from a busy CTX waits out its next prefill"},
-	// A bound derived from the deadline it waits out (issue 56, bug 1).
+	// A bound derived from the deadline it waits out.
 	{name: "sync-receive-grace-removed", file: "executor/gen.go",
 		old: "\treturn comm.WithGrace(ctx, left)\n", new: "\treturn comm.WithGrace(ctx, 0*left)\n",
 		why: "a sync GEN rank done with its receives times out a peer still inside its own, within the transfer deadline"},
@@ -55,11 +55,11 @@ var catalogue = []mutant{
 		old: "bound := c.timeout + comm.GraceOf(ctx)", new: "bound := c.timeout",
 		why: "the MPI backend bounds a collective by its timeout alone, ignoring the caller's grace",
 		mpi: &mpiSuite{nps: []int{2, 4}, pattern: "^TestConformance$/^GraceExtendsTheBound$"}},
-	// A rank that returned is named at once (issue 56, bug 2).
+	// A rank that returned is named at once.
 	{name: "returned-rank-waited-out", file: "comm/local/group.go",
 		old: "\tif !gone {\n\t\treturn nil\n\t}", new: "\tif true || !gone {\n\t\treturn nil\n\t}",
 		why: "in-process, peers of a rank that returned wait out the collective bound for it", pkgs: []string{"./launch"}},
-	// The end of the workload ends the idle wait (issue 56, bug 3).
+	// The end of the workload ends the idle wait.
 	{name: "idle-wait-ignores-workload-end", file: "executor/idle.go",
 		old: "woken := !routerDone && l.router.allDone() || l.drained", new: "woken := false && !routerDone && l.router.allDone() || l.drained",
 		why: "the router's rank sleeps out an idle tick after the last finish it hears: every run ends a tick late"},
@@ -68,8 +68,8 @@ var catalogue = []mutant{
 		why: "a sync CTX group sleeps out an idle tick after the drain that reaped its last sends"},
 	{name: "poll-wait-oracle-off", file: "explore/explore.go",
 		old: "if in.MaxPollWaitMs > 0 && !sleptOut {", new: "if false && in.MaxPollWaitMs > 0 && !sleptOut {",
-		why: "the search has no oracle for a status check that blocks on outcomes: blocking-outcomes is never found (issue 56, bug 4)", pkgs: []string{"./explore"}},
-	// The search explores what ranks observe locally (issue 56).
+		why: "the search has no oracle for a status check that blocks on outcomes: blocking-outcomes is never found", pkgs: []string{"./explore"}},
+	// The search explores what ranks observe locally.
 	{name: "early-arrivals-never", file: "comm/sim/p2p.go",
 		old: "\tif i >= len(pairs) {\n\t\treturn // not arrived yet", new: "\tif true || i >= len(pairs) {\n\t\treturn // not arrived yet",
 		why: "a message in flight never arrives before its link-model time: every rank's local poll sees the same, and a branch on it is never found", pkgs: []string{"./explore"}},
@@ -103,7 +103,7 @@ var catalogue = []mutant{
 	{name: "zero-token-skip-joins-anyway", file: "executor/gen.go",
 		old: "\t\tif mine == 0 {\n\t\t\treturn nil\n\t\t}\n", new: "",
 		why: "the #43547 replay joins the dispatch after all: its scenario and the search see nothing"},
-	// RFC #18450's faults (issue 56).
+	// RFC #18450's faults.
 	{name: "fail-send-never", file: "transceiver/send.go",
 		old: "\tif !ok || s.failed || s.postedFrags() < min(after, len(s.frags)) {\n", new: "\tif true || !ok || s.failed || s.postedFrags() < min(after, len(s.frags)) {\n",
 		why: "a fail-send fault never fails the send: RFC #18450's before/during rows test nothing"},
@@ -119,14 +119,14 @@ var catalogue = []mutant{
 	{name: "blocking-outcomes-ctx-waits-for-none", file: "executor/policy.go",
 		old: `AtLeast: in.Sessions, Idle: idle, Row: "replay blocking-outcomes: ctx`, new: `AtLeast: 0, Idle: idle, Row: "replay blocking-outcomes: ctx`,
 		why: "the #15139 replay no longer blocks CTX on its sends: its cost is understated"},
-	// Goodput by bisection (issue 28).
+	// Goodput by bisection.
 	{name: "goodput-bisect-inverted", file: "goodput/goodput.go",
 		old: "\t\tif ok {\n\t\t\tlo = mid\n\t\t} else {\n\t\t\thi = mid\n\t\t}", new: "\t\tif !ok {\n\t\t\tlo = mid\n\t\t} else {\n\t\t\thi = mid\n\t\t}",
 		why: "the bisection moves the wrong end of the bracket: the goodput it reports is not bracketed", pkgs: []string{"./goodput"}},
 	{name: "goodput-pass-ignores-share", file: "goodput/goodput.go",
 		old: "Pass: a.N > 0 && a.Share() >= slo.Share", new: "Pass: a.N > 0 && a.Share() > 0",
 		why: "a rate passes when any request met the SLO, not the SLO's share", pkgs: []string{"./goodput"}},
-	// Chunked prefill in the runtime (issue 28).
+	// Chunked prefill in the runtime.
 	{name: "chunk-plan-unfinished-free", file: "executor/policy.go",
 		old: "p.Cont[i] = take(contDPs[i], t)", new: "p.Cont[i] = min(t, int64(maxTokens))",
 		why: "an unfinished prompt's chunk does not count against the step's token budget: steps exceed max_tokens"},
@@ -139,14 +139,14 @@ var catalogue = []mutant{
 	{name: "chunk-attention-ignores-past", file: "costmodel/prefill.go",
 		old: "n * (2*p + n + 1)", new: "n * (n + 1)",
 		why: "a chunk's attention over the earlier chunks' KV is free: chunked prefill is underpriced", pkgs: []string{"./costmodel"}},
-	// GB200's FP4 efficiency, fitted on published rows (issue 28).
+	// GB200's FP4 efficiency, fitted on published rows.
 	{name: "compute-eff-by-precision-ignored", file: "costmodel/placement.go",
 		old: "flops / (s.hw.Peak(precision) * s.hw.ComputeEffFor(precision))", new: "flops / (s.hw.Peak(precision) * s.hw.ComputeEffOrDefault())",
 		why: "a precision's own efficiency (GB200's FP4) is ignored: the NVFP4 rows run up to 1.2x (70B) and 1.4x (405B) fast", pkgs: []string{"./costmodel"}},
 	{name: "expert-precision-ignored", file: "costmodel/placement.go",
 		old: "c += s.computeTime(w.xflops, s.m.expertPrecision())", new: "c += s.computeTime(w.xflops, s.m.Precision)",
 		why: "an NVFP4 checkpoint's experts compute at its attention's FP8 rate", pkgs: []string{"./costmodel"}},
-	// The sweep package: the placement search's grid, cells and ranking (issue 28).
+	// The sweep package: the placement search's grid, cells and ranking.
 	{name: "sweep-goodput-counts-failed", file: "sweep/rank.go",
 		old: "if c.Rate <= 0 || sum.Failed || !(sum.Attain >= s.Share)", new: "if c.Rate <= 0 || !(sum.Attain >= s.Share)",
 		why: "a failed cell's rate counts toward its pair's goodput", pkgs: []string{"./sweep"}},
@@ -159,7 +159,7 @@ var catalogue = []mutant{
 	{name: "sweep-cut-repeat-counts", file: "sweep/run.go",
 		old: "c.Ran[i] = err == nil || ctx.Err() == nil", new: "c.Ran[i] = true",
 		why: "a repeat an interrupt cut short counts as a result", pkgs: []string{"./sweep"}},
-	// EP dispatch counts under attention-DP (issue 28).
+	// EP dispatch counts under attention-DP.
 	{name: "dispatch-counts-unchecked", file: "executor/dispatch.go",
 		old: "\t\tif d.recv[i] != d.want[i] {", new: "\t\tif false && d.recv[i] != d.want[i] {",
 		why: "EP peers whose batches differ go on dispatching: the counts are exchanged but never compared"},
@@ -287,8 +287,7 @@ var catalogue = []mutant{
 		old: "\tpairs := op.pairsPerRank() && c.stamper == nil\n", new: "\tpairs := false && op.pairsPerRank() && c.stamper == nil\n",
 		why: "checked mode no longer checks that a gather's, scatter's or all-to-all's per-rank counts pair up: under MPI the root alone fails (MPI_ERR_TRUNCATE), its peers return nil",
 		mpi: &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^TypedMismatchedCounts$"}},
-	// Verdicts from the system, not the host; errors that name processes
-	// (issue 25).
+	// Verdicts from the system, not the host; errors that name processes.
 	{name: "stall-ignores-live-transfers", file: "executor/base.go",
 		old: "\tcase in.Held > in.Over:\n\t\treturn false\n", new: "",
 		why: "blocks pinned by transfers still in flight past the stall timeout are reported as the seed-001 stall"},
@@ -317,7 +316,7 @@ var catalogue = []mutant{
 	{name: "sim-sample-scales-control", file: "comm/sim/p2p.go",
 		old: "n > 1 && tag >= w.cfg.PayloadTagsFrom {", new: "n > 1 {",
 		why: "a run that carries a sample of each KV head charges its control messages N times too: its virtual times drift from the full run's", pkgs: []string{"./comm/sim"}},
-	// Streams (issue 26): a run's records and events go to its sink as they
+	// Streams: a run's records and events go to its sink as they
 	// happen, not into the reports (make test's test-memory.sh holds the
 	// trace's memory to a budget too).
 	{name: "sink-ignored-for-records", file: "executor/metrics.go",
@@ -326,7 +325,7 @@ var catalogue = []mutant{
 	{name: "sink-ignored-for-events", file: "executor/base.go",
 		old: "\tif l.cfg.Sink != nil {\n\t\tl.cfg.Sink.Event(ev)", new: "\tif l.cfg.Sink != nil && false {\n\t\tl.cfg.Sink.Event(ev)",
 		why: "trace events pile up in every rank's report until the end (13 GB at 200,000 requests) although a sink takes them", pkgs: []string{"./executor"}},
-	// Replay notes (issue 26): what a run lacks for a replay's bug to show.
+	// Replay notes: what a run lacks for a replay's bug to show.
 	{name: "replay-note-ignores-mode", file: "executor/replay_needs.go",
 		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (the guard`, new: `return need(true, "--transfer sync (the guard`,
 		why: "an async run with --replay unsafe-idle-reap is not told that the bug needs --transfer sync", pkgs: []string{"./executor"}},
@@ -367,7 +366,7 @@ var catalogue = []mutant{
 		old: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)")`,
 		new: `return need(c.Mode == transceiver.Sync, "--transfer sync (async CTX ranks reap every iteration)", c.poolCanFill(topology.Context), "a CTX pool the workload can fill")`,
 		why: "a sync run with a large pool is told no-idle-reap cannot show its bug, though without the drain its sends stay pinned (the review's find)", pkgs: []string{"./executor"}},
-	// The perf-regression suite (issue 30): a change that costs time but
+	// The perf-regression suite: a change that costs time but
 	// breaks nothing. Each is killed by TestPerfFigures and, as checked
 	// again at stop 40 (every failing test listed, not only the first),
 	// by no other test of the fast suite or cmd/rankrun.
@@ -386,7 +385,7 @@ var catalogue = []mutant{
 		old: "\treturn c.steps.time(false, buf, members, c.Compute.Prefill), buf\n",
 		new: "\tvar d time.Duration\n\tfor i := range buf {\n\t\td += c.Compute.Prefill(buf[i : i+1])\n\t}\n\treturn d, buf\n",
 		why: "a CTX prefill runs its batch one request at a time: the batch costs the sum of single-request prefills", pkgs: []string{"./cmd/rankrun"}},
-	// Guard values and failure dumps (issue 29).
+	// Guard values and failure dumps.
 	{name: "guards-not-kept-with-collective", file: "comm/recorder.go",
 		old: "\t\tsl.guards, r.pending = r.pending, old\n", new: "\t\t_ = old\n",
 		why: "a desync names where each side's path parted but not the rank-local value that sent it there", pkgs: []string{"./comm/local", "./tests/multirank"}},
@@ -479,7 +478,7 @@ var catalogue = []mutant{
 	{name: "sampled-check-skips-last-token", file: "transceiver/kvbytes.go",
 		old: "\t\t\tg.RunStep *= 2 // (layer, K) to (layer+1, K)\n", new: "\t\t\tg.RunStep *= 2 // (layer, K) to (layer+1, K)\n\t\t\tg.N--\n",
 		why: "the sampled check stops a lane short of each run: the last token of a fragment's last head passes unchecked", pkgs: []string{"./executor"}},
-	// The fabric (issue 28): rails and NCCL's algorithm choice.
+	// The fabric: rails and NCCL's algorithm choice.
 	{name: "rails-ignored", file: "comm/sim/links.go",
 		old: "\tn := min(max(f.Rails, 1), k)\n", new: "\tn := min(1, k)\n",
 		why: "a group across nodes is one ring at one NIC's speed: a 2-node allreduce 7.5x too slow", pkgs: []string{"./comm/sim", "./costmodel"}},
@@ -510,7 +509,7 @@ var catalogue = []mutant{
 	{name: "step-overhead-dropped", file: "costmodel/placement.go",
 		old: "\treturn add(p.side(p.Gen, p.Ctx.Ranks()).decode(batch), p.HW.StepOverhead)\n", new: "\treturn p.side(p.Gen, p.Ctx.Ranks()).decode(batch)\n",
 		why: "a decode step has no host cost: batch-1 latency a third low against NeMo's", pkgs: []string{"./costmodel"}},
-	// The offline steady state and the KV cache's bandwidth (issue 28).
+	// The offline steady state and the KV cache's bandwidth.
 	{name: "kv-eff-ignored", file: "costmodel/placement.go",
 		old: "w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault())", new: "w.kv/(s.hw.HBMBandwidth*s.hw.memoryEff())",
 		why: "KV cache reads stream at the weights' bandwidth: long-generation throughput a quarter to a half high against TensorRT-LLM's", pkgs: []string{"./costmodel"}},
@@ -530,7 +529,7 @@ var catalogue = []mutant{
 		old: "\tif tok := float64(maxTokens) * float64(out) / float64(in+out-1); tok < st.Batch {\n", new: "\tif tok := float64(maxTokens) * float64(out) / float64(in+out-1); false {\n",
 		why: "the offline step ignores max_tokens: the batch is held only by the KV cache or max_batch, so long-prompt throughput comes out as if every prompt's tokens fit one step", pkgs: []string{"./costmodel"}},
 	// Kernels one after the other, and the published throughput measured
-	// as it was (issue 28).
+	// as it was.
 	{name: "attention-hides-under-gemms", file: "costmodel/placement.go",
 		old: "\tgemm := math.Max(c, w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff()))\n\tvar core float64\n\tif w.cflops > 0 {\n\t\tcore = s.computeTime(w.cflops, s.corePrecision())\n\t}\n\treturn gemm + math.Max(core, w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault()))\n",
 		new: "\tvar core float64\n\tif w.cflops > 0 {\n\t\tcore = s.computeTime(w.cflops, s.corePrecision())\n\t}\n\treturn math.Max(c+core, w.weights/(s.hw.HBMBandwidth*s.hw.memoryEff())+w.kv/(s.hw.HBMBandwidth*s.hw.KVEffOrDefault()))\n",
@@ -575,7 +574,7 @@ var catalogue = []mutant{
 	{name: "published-throughput-steady", file: "costmodel/published_throughput.go",
 		old: "Model: benchThroughput(m, hw, l, in, out, perfRequests[i])}", new: "Model: offlineThroughput(m, hw, l, in, out)}",
 		why: "perf-overview's rows priced as a steady state, not as the finite runs under trtllm-bench's scheduler they were measured as", pkgs: []string{"./costmodel"}},
-	// The step scheduler in the runtime (issue 28).
+	// The step scheduler in the runtime.
 	{name: "scheduler-ignored", file: "executor/intake.go",
 		old: "\tlimit := l.schedule()\n", new: "\tlimit := len(l.waiting)\n",
 		why: "--max-batch and --max-tokens change nothing: a burst is one prefill batch, every first token waits for all of it", pkgs: []string{"./executor"}},
@@ -600,7 +599,7 @@ var catalogue = []mutant{
 	{name: "token-budget-inclusive", file: "executor/policy.go",
 		old: "count[d] > 0 && sum[d]+t > int64(maxTokens) {", new: "count[d] > 0 && sum[d]+t >= int64(maxTokens) {",
 		why: "a batch that fills the token budget exactly leaves its last prompt out", pkgs: []string{"./executor"}},
-	// Expert parallelism and MLA (issue 28).
+	// Expert parallelism and MLA.
 	{name: "ep-imbalance-ignored", file: "costmodel/experts.go",
 		old: "\treturn maxOverMean(tokens*float64(s.m.ActiveExperts), 1/float64(ep), ep)\n", new: "\treturn 1\n",
 		why: "EP's busiest part computes the mean part's token-expert pairs: small-batch EP decode as cheap as expert TP", pkgs: []string{"./costmodel"}},
@@ -613,7 +612,7 @@ var catalogue = []mutant{
 	{name: "explore-expect-unvalidated", file: "cmd/rankrun/explore.go",
 		old: "\tif err := s.Expect.Validate(); err != nil {\n", new: "\tif err := s.Expect.Validate(); false && err != nil {\n",
 		why: "explore --expect with a bound but no outcome searches on, calling every passing schedule a failure with an empty error name", pkgs: []string{"./cmd/rankrun"}},
-	// Group-limited routing (issue 28): one description for the runtime
+	// Group-limited routing: one description for the runtime
 	// and the cost model.
 	{name: "routing-groups-ignored", file: "topology/routing.go",
 		old: "func (r Routing) grouped() bool { return r.Groups > 1 && r.GroupsPerToken < r.Groups }\n", new: "func (r Routing) grouped() bool { return false }\n",
@@ -660,7 +659,7 @@ var catalogue = []mutant{
 	{name: "ep-group-strided", file: "topology/groups.go",
 		old: "\tlo := l.FFNIndex(rank) / ep * ep\n", new: "\tlo := l.FFNIndex(rank) % ep\n",
 		why: "an EP group starts at the wrong FFN index: ranks exchange tokens with a neighbouring group's", pkgs: []string{"./topology"}},
-	// The MPI binding's typed collectives (issue 27), under real mpirun.
+	// The MPI binding's typed collectives, under real mpirun.
 	{name: "mpi-float32-as-int32", file: "comm/mpi/cmpi.h",
 		old: "\tcase 5: return MPI_FLOAT;\n", new: "\tcase 5: return MPI_INT32_T;\n",
 		why: "float32 buffers go to MPI as int32 (the same size): reductions add the bit patterns", mpi: typedMPI},
@@ -687,7 +686,7 @@ var catalogue = []mutant{
 		old: "reply{nonce: nonce, entered: c.entered, returned: e.returned}", new: "reply{nonce: nonce, entered: c.entered}",
 		why: "a rank in Finalize answers the stall inspector as if it were merely behind: its peers' timeout never says its program returned",
 		mpi: &mpiSuite{nps: []int{2, 4}, pattern: "^TestInspectorSaysWhichRankReturned$"}},
-	// Production traces replayed (issue 57).
+	// Production traces replayed.
 	{name: "trace-scale-ignored", file: "reqtrace/replay.go",
 		old: "if r.Scale != 1 && r.Scale > 0 {", new: "if false && r.Scale != 1 && r.Scale > 0 {",
 		why: "scale=K replays the trace at its recorded pace", pkgs: []string{"./reqtrace", "./executor"}},
@@ -712,7 +711,7 @@ var catalogue = []mutant{
 	{name: "goodput-trace-scale-unset", file: "cmd/rankrun/goodput.go",
 		old: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)`, new: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(1+0*rate/recorded, 'g', -1, 64)`,
 		why: "goodput on a trace probes every rate at the recorded pace", pkgs: []string{"./cmd/rankrun"}},
-	// PyTorch's pickled dumps are untrusted input (issue 57).
+	// PyTorch's pickled dumps are untrusted input.
 	{name: "pickle-string-limit-removed", file: "diag/pickle.go",
 		old: "if size > maxPickleString {", new: "if false && size > maxPickleString {",
 		why: "a string header claiming 1 GB is believed: the reader allocates what a small file claims", pkgs: []string{"./diag"}},
@@ -746,7 +745,7 @@ var catalogue = []mutant{
 // (an odd size: the split groups then have sizes 2 and 1).
 var typedMPI = &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^Typed(FloatRankOrder)?$"}
 
-// Agreed values acted on locally (issue 56): for each value a group
+// Agreed values acted on locally: for each value a group
 // agrees on, a mutant per rank position (the group's first, a middle and
 // its last rank) in which that one rank acts on its own value instead of
 // the agreed one. TestEveryRankActsOnTheAgreedValues kills each.

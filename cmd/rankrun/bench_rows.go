@@ -155,7 +155,7 @@ func collectivesRows(raw string, add func(benchRow)) error {
 					Reference: "sync.Cond barrier (+ shared sum)", RefValue: ref["ns/op"], Goal: c.goal, Allocs: ptr(v["allocs/op"])}))
 				if ck, ok := lb[fmt.Sprintf("%s/ranks=%d/checked", c.name, n)]; ok {
 					add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("ranks=%d %s, checked mode", n, c.what), Value: ck["ns/op"], Unit: "ns/op",
-						Reference: "same, unchecked", RefValue: v["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead (issue 18)"}))
+						Reference: "same, unchecked", RefValue: v["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead"}))
 				}
 			}
 		}
@@ -304,7 +304,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 				Goal: "<=1.5", Allocs: ptr(c["allocs/op"]), Note: "allocs/op: all ranks together"}))
 			if ck, ok := tb[p+"check-checked"]; ok {
 				add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("same, ranks=%d ids=%d, checked mode", n, ids), Value: ck["ns/op"], Unit: "ns/op",
-					Reference: "same check, unchecked", RefValue: c["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead (issue 18)"}))
+					Reference: "same check, unchecked", RefValue: c["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead"}))
 			}
 		}
 	}
@@ -314,7 +314,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 		if ok1 && ok2 {
 			add(ratioRow(benchRow{Section: sec, Figure: "guard values of one checked iteration (6 values at 3 decision points, copied into the next collective's record)",
 				Value: max(g["ns/op"]-none["ns/op"], 0), Unit: "ns/op", Reference: "CTX tp=2 status check, unchecked", RefValue: ref["ns/op"],
-				Goal: "<=0.05", Allocs: ptr(g["allocs/op"]), Note: "issue 29: the flight record alone (begun with or without guards) subtracted"}))
+				Goal: "<=0.05", Allocs: ptr(g["allocs/op"]), Note: "the flight record alone (begun with or without guards) subtracted"}))
 		}
 	}
 	sec = "3 KV transfer CTX tp=1 -> GEN tp=4 (in-process)"

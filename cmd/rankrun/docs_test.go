@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -35,18 +36,63 @@ func TestScenarioHelp(t *testing.T) {
 	assert.Contains(t, string(ref), "two or more spaces or a\n  tab")
 }
 
-// `rankrun foo`, `rankrun -h` and the README list every command.
+// `rankrun foo`, `rankrun -h`, the package doc and the README list every
+// command `rankrun -h` names, and each but version has -h.
 func TestEveryCommandListed(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	require.NoError(t, err)
+	mainGo, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	pkgDoc := string(mainGo)[:strings.Index(string(mainGo), "package main")]
 	_, _, unknown := cli(t, "foo")
 	_, top, _ := cli(t, "-h")
-	for _, c := range []string{"run", "sweep", "scenario", "explore", "devices", "bench"} {
+	var cmds []string
+	for _, m := range regexp.MustCompile(`(?m)^  rankrun (\w+)`).FindAllStringSubmatch(top, -1) {
+		cmds = append(cmds, m[1])
+	}
+	require.Len(t, cmds, 11, "rankrun -h lists the commands")
+	for _, c := range cmds {
 		assert.Contains(t, unknown, c, "rankrun foo")
-		assert.Contains(t, top, "rankrun "+c, "rankrun -h")
 		assert.Regexp(t, `(?m)^rankrun `+c+` `, string(readme), "README's command list")
+		assert.Contains(t, pkgDoc, "//\trankrun "+c+" ", "cmd/rankrun's package doc")
+		if c == "version" {
+			continue
+		}
 		code, _, errOut := cli(t, c, "-h")
 		assert.Equal(t, 0, code, "%s -h: %s", c, errOut)
 		assert.True(t, strings.HasPrefix(errOut, "Usage: rankrun "+c), "%s -h", c)
+	}
+}
+
+// No issue numbers in the code or the generated docs: they mean nothing
+// to a reader of the repository (upstream references, such as TensorRT-LLM
+// #18267, cite their source and stay).
+func TestNoIssueNumbers(t *testing.T) {
+	files, err := exec.Command("git", "-C", repoRoot, "ls-files", "*.go", "BENCHMARKS.md").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a checkout)", err)
+	}
+	issue := regexp.MustCompile(`(?i)\bissues? \d+`)
+	for _, f := range strings.Fields(string(files)) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, f))
+		require.NoError(t, err)
+		for i, line := range strings.Split(string(b), "\n") {
+			assert.False(t, issue.MatchString(line), "%s:%d: %s", f, i+1, strings.TrimSpace(line))
+		}
+	}
+}
+
+// executor's package doc maps every file of the package.
+func TestExecutorFileMap(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "executor/doc.go"))
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(repoRoot, "executor/*.go"))
+	require.NoError(t, err)
+	for _, f := range files {
+		name := filepath.Base(f)
+		if strings.HasSuffix(name, "_test.go") || name == "doc.go" {
+			continue
+		}
+		assert.Regexp(t, `(?m)^//\t.*\b`+regexp.QuoteMeta(name), string(doc), "executor/doc.go's file map lacks %s", name)
 	}
 }

@@ -3,12 +3,17 @@
 // through a rank-safe transfer layer, in one process (goroutine ranks) or one
 // rank per process under mpirun.
 //
-//	rankrun run       one run, with a report (text, --json, --trace)
-//	rankrun sweep     several layout pairs and workloads: table, CSV, JSON, plot
-//	rankrun scenario  regression scenarios from files
-//	rankrun explore   search simulated rank schedules for desyncs, hangs and leaks
-//	rankrun devices   the GPUs NVML sees and the KV pool each local rank gets
-//	rankrun bench     the benchmark table (make bench)
+//	rankrun run         one run, with a report (text, --json, --trace)
+//	rankrun sweep       several layout pairs and workloads: table, CSV, JSON, plot
+//	rankrun scenario    regression scenarios from files
+//	rankrun devices     the GPUs NVML sees and the KV pool each local rank gets
+//	rankrun explore     search simulated rank schedules for desyncs, hangs and leaks
+//	rankrun bench       the benchmark table (make bench)
+//	rankrun analyze     a job's story from its ranks' failure dumps (rankrun's, PyTorch's)
+//	rankrun validate    the cost model against every published figure it knows
+//	rankrun throughput  the cost model's offline throughput of each layout
+//	rankrun goodput     one layout pair's goodput by bisection against latency SLOs
+//	rankrun version     the version, commit and Go toolchain of this binary
 package main
 
 import (

@@ -14,7 +14,7 @@ import (
 	"github.com/rankrun/rankrun/executor"
 )
 
-// The seeds' own tables, reproduced in virtual time (issue 30): each seed's
+// The seeds' own tables, reproduced in virtual time: each seed's
 // job as closely as the presets allow, run fixed and with the seed's replay,
 // beside the figures the seed reports. rankrun bench prints them;
 // TestSeed000Table holds seed 000's shape.

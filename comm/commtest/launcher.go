@@ -1,6 +1,6 @@
 // Package commtest is the conformance suite every comm backend passes
-// unchanged: the in-process world (comm/local) and MPI (comm/mpi, under
-// mpirun with 2 and 4 ranks).
+// unchanged: the in-process world (comm/local), the simulation (comm/sim,
+// in virtual time) and MPI (comm/mpi, under mpirun with 2 and 4 ranks).
 //
 // A backend supplies a Launcher. Each case is a function run on every rank;
 // it checks its own rank's expectations and returns an error describing any

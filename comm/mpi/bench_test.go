@@ -153,7 +153,7 @@ func BenchmarkVsC(b *testing.B) {
 			}
 			return nil
 		}},
-		// The typed collectives of a user's program (issue 27): float32
+		// The typed collectives of a user's program: float32
 		// gradients allreduced at 4 KiB and 64 MiB, a 1 MiB all-to-all
 		// (1 MiB sent per rank in all, split evenly among the ranks).
 		{"allreduce_f32_4KiB", 1000, 0, cF32(cref.AllreduceF32, 4<<10), goF32(4<<10, func(in, out []float32) error {

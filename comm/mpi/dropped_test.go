@@ -29,7 +29,7 @@ func gcCycle(t *testing.T) {
 	}
 }
 
-// TestDroppedRequestsSurviveGC (issue 12 §5): error paths drop Isend/Irecv
+// TestDroppedRequestsSurviveGC: error paths drop Isend/Irecv
 // requests that MPI has not completed. The request must keep its buffer
 // alive and pinned for MPI without its caller: garbage collections that
 // find the dropped request must not panic, and once MPI completes the

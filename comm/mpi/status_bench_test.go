@@ -13,7 +13,7 @@ import (
 	"github.com/rankrun/rankrun/consensus"
 )
 
-// BenchmarkStatusVsBare is issue 18's status-check goal under mpirun, in
+// BenchmarkStatusVsBare is the status-check goal under mpirun, in
 // one job: alternating chunks of (a) the bare AllgatherInt64s of ids values
 // per rank, (b) the status check's consensus (consensus.Gatherer.Agree) of
 // ids terminal sessions per rank, disjoint between ranks (nothing ready:
