@@ -39,6 +39,21 @@ func plumbing(fn string) bool {
 	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(short, "consensus.")
 }
 
+// runner reports whether a frame belongs to the code that runs a rank
+// (rankrun's backends, launch, explore; Go's runtime and testing): the same
+// on every rank, and no part of the program a reader wrote.
+func runner(fn string) bool {
+	for _, p := range runnerPrefixes {
+		if strings.HasPrefix(fn, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var runnerPrefixes = []string{"github.com/rankrun/rankrun/comm/local.", "github.com/rankrun/rankrun/comm/sim.",
+	"github.com/rankrun/rankrun/launch.", "github.com/rankrun/rankrun/explore.", "runtime.", "testing."}
+
 // frames resolves the path (slow: only for error messages and snapshots).
 func (p *Path) frames() []runtime.Frame {
 	if p == nil || p.n == 0 {
@@ -71,7 +86,7 @@ func (p *Path) Site() string {
 	var parts []string
 	all := p.frames()
 	for _, f := range all {
-		if plumbing(f.Function) {
+		if plumbing(f.Function) || runner(f.Function) {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function)))
@@ -84,6 +99,12 @@ func (p *Path) Site() string {
 			return "?"
 		}
 		f := all[0]
+		for _, g := range all { // a runner's frame before plumbing's
+			if !plumbing(g.Function) {
+				f = g
+				break
+			}
+		}
 		return fmt.Sprintf("%s:%d (%s)", shortFile(f.File), f.Line, shortFunc(f.Function))
 	}
 	return strings.Join(parts, " < ")

@@ -25,6 +25,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -208,27 +209,56 @@ func causes(errs []error) error {
 		}
 		if carried {
 			e.carried = append(e.carried, i)
-		} else {
-			e.shown = append(e.shown, err)
+			continue
 		}
+		// Ranks that saw one failure alike (a desync every rank detects)
+		// say it once, naming them.
+		key := sameText(err, i)
+		if j, ok := e.alike[key]; ok {
+			e.shownRanks[j] = append(e.shownRanks[j], i)
+			continue
+		}
+		if e.alike == nil {
+			e.alike = map[string]int{}
+		}
+		e.alike[key] = len(e.shown)
+		e.shown = append(e.shown, err)
+		e.shownRanks = append(e.shownRanks, []int{i})
 	}
 	switch {
 	case len(e.all) == 0:
 		return nil
 	case len(e.shown) == 0: // cannot happen (no error holds itself through another), but never hide them all
-		e.shown, e.carried = e.all, nil
+		e.shown, e.carried, e.shownRanks = e.all, nil, nil
 	}
 	return e
+}
+
+// sameText is rank i's error as text with the rank's own number taken out
+// ("rank 3: ... seen by rank 3: ..."): equal for ranks that failed alike.
+func sameText(err error, i int) string {
+	s := strings.TrimPrefix(err.Error(), fmt.Sprintf("rank %d: ", i))
+	return strings.ReplaceAll(s, fmt.Sprintf("seen by rank %d:", i), "seen by rank ?:")
 }
 
 // rankErrors is the failure of a run: every rank's error, shown once.
 type rankErrors struct {
 	all, shown []error
+	shownRanks [][]int // the ranks that failed as each shown error says (nil: one each)
+	alike      map[string]int
 	carried    []int // ranks whose errors carry another rank's
 }
 
 func (e *rankErrors) Error() string {
-	msg := errors.Join(e.shown...).Error()
+	var lines []string
+	for k, err := range e.shown {
+		line := err.Error()
+		if k < len(e.shownRanks) && len(e.shownRanks[k]) > 1 {
+			line += fmt.Sprintf("\n(ranks %v failed alike: the same error, each seen by itself)", e.shownRanks[k])
+		}
+		lines = append(lines, line)
+	}
+	msg := strings.Join(lines, "\n")
 	if len(e.carried) > 0 {
 		msg += fmt.Sprintf("\n(ranks %v failed with it: their errors carry it)", e.carried)
 	}

@@ -332,7 +332,7 @@ func (e *codeErr) Is(t error) bool {
 }
 
 // A run's failure is never lost: errors that match each other by a loose
-// Is are both shown, and a rank that joins an error of its own to the
+// Is are both named (said once when their texts are alike), and a rank that joins an error of its own to the
 // cancellation keeps it reachable (errors.Is) and is named.
 func TestRankErrorsAreNeverLost(t *testing.T) {
 	clearMPI(t)
@@ -344,8 +344,9 @@ func TestRankErrorsAreNeverLost(t *testing.T) {
 			return nil
 		})
 		require.Error(t, err, "backend %s", backend)
-		require.Contains(t, err.Error(), "rank 0: code 5", "backend %s", backend)
-		require.Contains(t, err.Error(), "rank 2: code 5", "backend %s", backend)
+		// Both named: rank 0's error, and the ranks that failed alike.
+		require.Contains(t, err.Error(), "rank 0: code 5\n(ranks [0 2] failed alike", "backend %s", backend)
+		require.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 2, "each rank's error reachable, backend %s", backend)
 
 		own := errors.New("rank 2's own cleanup failed")
 		err = launch.Run(context.Background(), launch.Options{Ranks: 3, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
@@ -361,5 +362,30 @@ func TestRankErrorsAreNeverLost(t *testing.T) {
 		require.ErrorIs(t, err, own, "backend %s", backend)
 		require.Contains(t, err.Error(), "rank 0: boom", "backend %s", backend)
 		require.Contains(t, err.Error(), "(ranks [2] failed with it: their errors carry it)", "backend %s", backend)
+	}
+}
+
+// A desync every rank sees is said once, naming the ranks that saw it
+// alike, and its call sites are the program's, not the runtime's frames
+// that run a rank; in-process and in simulation, whichever rank diverges.
+func TestADesyncIsReportedOnce(t *testing.T) {
+	clearMPI(t)
+	for _, backend := range []string{"local", "sim"} {
+		for _, odd := range []int{0, 2, 3} {
+			err := launch.Run(context.Background(), launch.Options{Ranks: 4, Backend: backend}, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == odd {
+					return c.Barrier(ctx)
+				}
+				out := make([]int64, 1)
+				return c.AllreduceInt64(ctx, comm.Sum, []int64{1}, out)
+			})
+			require.ErrorIs(t, err, comm.ErrDesync, "backend %s", backend)
+			msg := err.Error()
+			require.Equal(t, 1, strings.Count(msg, "collective desync"), "backend %s, odd rank %d:\n%s", backend, odd, msg)
+			require.Contains(t, msg, "(ranks [0 1 2 3] failed alike", "backend %s:\n%s", backend, msg)
+			for _, frame := range []string{"local/world.go", "sim/world.go", "launch.go", "testing.go"} {
+				require.NotContains(t, msg, frame, "backend %s: the runtime's own frames:\n%s", backend, msg)
+			}
+		}
 	}
 }
