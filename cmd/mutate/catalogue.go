@@ -711,6 +711,16 @@ var catalogue = []mutant{
 	{name: "goodput-trace-scale-unset", file: "cmd/rankrun/goodput.go",
 		old: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)`, new: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(1+0*rate/recorded, 'g', -1, 64)`,
 		why: "goodput on a trace probes every rate at the recorded pace", pkgs: []string{"./cmd/rankrun"}},
+	// A user's program's failure, said once and in its own frames.
+	{name: "desync-said-per-rank", file: "launch/launch.go",
+		old: "if j, ok := e.alike[key]; ok {", new: "if j, ok := e.alike[key]; false && ok {",
+		why: "a desync every rank sees is printed once per rank (64 times at 64 ranks)", pkgs: []string{"./launch"}},
+	{name: "site-names-runner-frames", file: "comm/callpath.go",
+		old: "if plumbing(f.Function) || runner(f.Function) {", new: "if plumbing(f.Function) {",
+		why: "a call site names the runtime's frames that run a rank (local/world.go runRank) instead of the program's", pkgs: []string{"./launch"}},
+	{name: "trace-digest-missing", file: "executor/run.go",
+		old: "\tif traced {\n\t\tt0b = binary.LittleEndian.AppendUint64(t0b, digest)\n\t}\n", new: "\tif traced {\n\t\tt0b = binary.LittleEndian.AppendUint64(t0b, 0)\n\t}\n",
+		why: "world rank 0 broadcasts no digest of its trace: every rank but 0 is told it differs", pkgs: []string{"./executor"}},
 	// PyTorch's pickled dumps are untrusted input.
 	{name: "pickle-string-limit-removed", file: "diag/pickle.go",
 		old: "if size > maxPickleString {", new: "if false && size > maxPickleString {",
