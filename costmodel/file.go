@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/fabric"
 )
 
 // IsFile reports whether a --model or --hardware value names a file rather
@@ -122,7 +122,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 	if h.Name == "" {
 		h.Name = path
 	}
-	h.Fabric = sim.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Rails: f.Fabric.Rails, Channels: f.Fabric.Channels, NVLSTree: f.Fabric.NVLSTree, Ring: f.Fabric.Ring, NVLS: f.Fabric.NVLS, Source: f.Source}
+	h.Fabric = fabric.Fabric{Name: h.Name, RanksPerNode: f.Fabric.RanksPerNode, Rails: f.Fabric.Rails, Channels: f.Fabric.Channels, NVLSTree: f.Fabric.NVLSTree, Ring: f.Fabric.Ring, NVLS: f.Fabric.NVLS, Source: f.Source}
 	if f.StepOverhead != "" {
 		d, err := time.ParseDuration(f.StepOverhead)
 		if err != nil || d < 0 {
@@ -133,7 +133,7 @@ func DecodeHardware(path string, b []byte) (Hardware, error) {
 	for _, l := range []struct {
 		name string
 		in   linkFile
-		out  *sim.Link
+		out  *fabric.Link
 	}{{"intra", f.Fabric.Intra, &h.Fabric.Intra}, {"inter", f.Fabric.Inter, &h.Fabric.Inter}} {
 		l.out.Bandwidth = l.in.Bandwidth
 		if l.in.Latency == "" {

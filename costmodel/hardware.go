@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/fabric"
 )
 
 // Default efficiency factors: the achieved fraction of peak a model's
@@ -97,7 +97,7 @@ func effOK(e float64, zero bool) bool { return (zero && e == 0) || (e >= MinEff 
 
 // Hardware is one GPU of a cluster and the links between them: dense peak
 // FLOPs by matmul precision, HBM bandwidth and capacity, the achieved
-// fractions of both, and the fabric (sim.Fabric: NVLink within a node,
+// fractions of both, and the fabric (fabric.Fabric: NVLink within a node,
 // InfiniBand across) the sim backend's link model uses too.
 type Hardware struct {
 	Name         string
@@ -112,7 +112,7 @@ type Hardware struct {
 	KVEff        float64 // achieved fraction of HBMBandwidth moving KV cache (0: DefaultKVEff)
 	// StepOverhead is the fixed host cost of a forward step (0: none).
 	StepOverhead time.Duration
-	Fabric       sim.Fabric
+	Fabric       fabric.Fabric
 	Source       string
 }
 
@@ -220,7 +220,7 @@ func (h Hardware) Validate() error {
 func (h Hardware) validateFabric() error {
 	for _, l := range []struct {
 		name string
-		l    sim.Link
+		l    fabric.Link
 	}{{"intra", h.Fabric.Intra}, {"inter", h.Fabric.Inter}} {
 		if l.l.Latency < 0 || l.l.Latency > maxLinkLatency {
 			return fmt.Errorf("%w: hardware %q: fabric.%s.latency = %v: must be in [0, 1s]", ErrInvalid, h.Name, l.name, l.l.Latency)
@@ -259,21 +259,21 @@ func (h Hardware) validateFabric() error {
 // short names. Figures are per GPU, dense (the datasheets' headline
 // numbers for tensor cores are with 2:4 sparsity, twice these).
 var Hardwares = map[string]Hardware{
-	"zero": {Name: "zero", Fabric: sim.Fabrics["zero"], Source: "no compute figures: the control plane only"},
+	"zero": {Name: "zero", Fabric: fabric.Fabrics["zero"], Source: "no compute figures: the control plane only"},
 	// NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: BF16 1,979
 	// and FP8 3,958 TFLOPS with sparsity (989 and 1,979 dense), GPU
 	// memory 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s.
 	"h100-nvlink-ib400": {Name: "h100-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
-		HBMBandwidth: 3.35e12, HBMCapacity: 80e9, StepOverhead: H100StepOverhead, Fabric: sim.Fabrics["h100-nvlink-ib400"],
+		HBMBandwidth: 3.35e12, HBMCapacity: 80e9, StepOverhead: H100StepOverhead, Fabric: fabric.Fabrics["h100-nvlink-ib400"],
 		Source: "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 80 GB HBM3 at 3.35 TB/s; links: " +
-			sim.Fabrics["h100-nvlink-ib400"].Source},
+			fabric.Fabrics["h100-nvlink-ib400"].Source},
 	// NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column: the same
 	// tensor cores as H100 SXM (BF16 1,979 / FP8 3,958 TFLOPS sparse),
 	// 141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s.
 	"h200-nvlink-ib400": {Name: "h200-nvlink-ib400", PeakFLOPs: map[string]float64{"bf16": 989e12, "fp8": 1979e12},
-		HBMBandwidth: 4.8e12, HBMCapacity: 141e9, StepOverhead: H100StepOverhead, Fabric: sim.Fabrics["h200-nvlink-ib400"],
+		HBMBandwidth: 4.8e12, HBMCapacity: 141e9, StepOverhead: H100StepOverhead, Fabric: fabric.Fabrics["h200-nvlink-ib400"],
 		Source: "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOPS BF16 / 1,979 FP8 dense, 141 GB HBM3e at 4.8 TB/s; links: " +
-			sim.Fabrics["h200-nvlink-ib400"].Source},
+			fabric.Fabrics["h200-nvlink-ib400"].Source},
 	// NVIDIA GB200 NVL72 datasheet, per rack of 72 Blackwell GPUs: FP4
 	// 1,440 PFLOPS, FP8 720 PFLOPS, BF16 360 PFLOPS (with sparsity), up to
 	// 13.4 TB HBM3e at 576 TB/s. Per GPU and dense: 10 / 5 / 2.5 PFLOPS,
@@ -285,9 +285,9 @@ var Hardwares = map[string]Hardware{
 	// published GB200 row runs them).
 	"gb200-nvl72": {Name: "gb200-nvl72", PeakFLOPs: map[string]float64{"bf16": 2.5e15, "fp8": 5e15, "fp4": 10e15},
 		ComputeEffBy: map[string]float64{"fp4": GB200FP4ComputeEff}, KVEff: GB200KVEff,
-		HBMBandwidth: 8e12, HBMCapacity: 186e9, Fabric: sim.Fabrics["gb200-nvl72"],
+		HBMBandwidth: 8e12, HBMCapacity: 186e9, Fabric: fabric.Fabrics["gb200-nvl72"],
 		Source: "NVIDIA GB200 NVL72 datasheet: 360 / 720 / 1,440 PFLOPS BF16 / FP8 / FP4 sparse per 72 GPUs, 13.4 TB HBM3e at 576 TB/s; links: " +
-			sim.Fabrics["gb200-nvl72"].Source},
+			fabric.Fabrics["gb200-nvl72"].Source},
 }
 
 // Aliases are short names of the hardware presets.

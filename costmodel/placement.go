@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/fabric"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -173,7 +173,7 @@ func (s side) ffnMembers(pp int) []int {
 }
 
 // link is the link from stage pp to stage pp+1 of DP index dp.
-func (s side) link(dp, pp int) sim.Link {
+func (s side) link(dp, pp int) fabric.Link {
 	return s.hw.Fabric.Between(s.world(topology.Coord{DP: dp, PP: pp}), s.world(topology.Coord{DP: dp, PP: pp + 1}))
 }
 

@@ -96,3 +96,17 @@ func TestExecutorFileMap(t *testing.T) {
 		assert.Regexp(t, `(?m)^//\t.*\b`+regexp.QuoteMeta(name), string(doc), "executor/doc.go's file map lacks %s", name)
 	}
 }
+
+// Arrows point one way: the cost model prices links through package
+// fabric, never through a backend.
+func TestCostModelImportsNoBackend(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/rankrun/rankrun/costmodel").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/rankrun/rankrun/fabric")
+	for _, b := range []string{"comm/sim", "comm/local", "comm/mpi"} {
+		require.NotContains(t, deps, "github.com/rankrun/rankrun/"+b)
+	}
+}

@@ -120,7 +120,7 @@ func (c *Config) fill() error {
 	if c.Jitter < 0 || c.Deadline < 0 || c.Timeout < 0 {
 		return fmt.Errorf("%w: sim: jitter %v, deadline %v and timeout %v must not be negative", comm.ErrBadArgument, c.Jitter, c.Deadline, c.Timeout)
 	}
-	return c.Fabric.validate()
+	return c.Fabric.Validate()
 }
 
 // RankFunc runs on one simulated rank. It must block only through c, clk

@@ -1,4 +1,11 @@
-package sim
+// Package fabric is the link model both the simulator and the cost model
+// price with: a message's time over a link (latency plus bytes over
+// bandwidth), and a collective's over the ranks of a fabric (nodes,
+// rails, NVLink SHARP, NCCL's choice of ring or tree), with presets for the
+// machines rankrun knows and their sources. It knows nothing of ranks'
+// programs, schedules or time passing: comm/sim charges its costs in
+// virtual time, costmodel adds them to a step's price.
+package fabric
 
 import (
 	"fmt"
@@ -112,8 +119,8 @@ var Fabrics = map[string]Fabric{
 		Source: "NVIDIA GB200 NVL72 datasheet (NVLink 1.8 TB/s, 72 GPUs); DGX GB200 user guide (ConnectX-7 400 Gb/s per GPU); nccl-tests#290 (46-48 GB/s per NIC); coreweave/nccl-tests README (NVL72 all_reduce 834.6 GB/s)"},
 }
 
-// FabricNames lists the presets, sorted.
-func FabricNames() []string {
+// Names lists the presets, sorted.
+func Names() []string {
 	out := make([]string, 0, len(Fabrics))
 	for k := range Fabrics {
 		out = append(out, k)
@@ -122,11 +129,11 @@ func FabricNames() []string {
 	return out
 }
 
-// ParseFabric returns the named preset; the error lists the valid ones.
-func ParseFabric(name string) (Fabric, error) {
+// Parse returns the named preset; the error lists the valid ones.
+func Parse(name string) (Fabric, error) {
 	f, ok := Fabrics[name]
 	if !ok {
-		return Fabric{}, fmt.Errorf("sim: unknown fabric %q (valid: %s)", name, strings.Join(FabricNames(), ", "))
+		return Fabric{}, fmt.Errorf("fabric: unknown fabric %q (valid: %s)", name, strings.Join(Names(), ", "))
 	}
 	return f, nil
 }
@@ -337,34 +344,36 @@ func (f Fabric) alltoall(members []int, bytes int) time.Duration {
 	return f.span(members).Latency + time.Duration(worst*float64(time.Second))
 }
 
-// validate checks a fabric's figures.
-func (f Fabric) validate() error {
+// Validate checks a fabric's figures: every latency and bandwidth finite
+// and not negative, its counts not negative, an NVLS tree only with an
+// NVLS bandwidth.
+func (f Fabric) Validate() error {
 	for _, l := range []struct {
 		name string
 		l    Link
 	}{{"intra", f.Intra}, {"inter", f.Inter}} {
 		if l.l.Latency < 0 || l.l.Bandwidth < 0 || math.IsNaN(l.l.Bandwidth) || math.IsInf(l.l.Bandwidth, 0) {
-			return fmt.Errorf("sim: fabric %q: %s link %+v: latency and bandwidth must be finite and not negative", f.Name, l.name, l.l)
+			return fmt.Errorf("fabric: fabric %q: %s link %+v: latency and bandwidth must be finite and not negative", f.Name, l.name, l.l)
 		}
 	}
 	if f.RanksPerNode < 0 {
-		return fmt.Errorf("sim: fabric %q: ranks per node %d must not be negative", f.Name, f.RanksPerNode)
+		return fmt.Errorf("fabric: fabric %q: ranks per node %d must not be negative", f.Name, f.RanksPerNode)
 	}
 	if f.Rails < 0 {
-		return fmt.Errorf("sim: fabric %q: rails %d must not be negative (0: one NIC a node)", f.Name, f.Rails)
+		return fmt.Errorf("fabric: fabric %q: rails %d must not be negative (0: one NIC a node)", f.Name, f.Rails)
 	}
 	if f.Channels < 0 {
-		return fmt.Errorf("sim: fabric %q: channels %d must not be negative (0: every rail)", f.Name, f.Channels)
+		return fmt.Errorf("fabric: fabric %q: channels %d must not be negative (0: every rail)", f.Name, f.Channels)
 	}
 	if f.NVLSTree && f.NVLS <= 0 {
-		return fmt.Errorf("sim: fabric %q: nvls tree needs an NVLS bus bandwidth (NVLink SHARP within a node), and nvls is %v", f.Name, f.NVLS)
+		return fmt.Errorf("fabric: fabric %q: nvls tree needs an NVLS bus bandwidth (NVLink SHARP within a node), and nvls is %v", f.Name, f.NVLS)
 	}
 	for _, b := range []struct {
 		name string
 		v    float64
 	}{{"ring", f.Ring}, {"nvls", f.NVLS}} {
 		if b.v < 0 || math.IsNaN(b.v) || math.IsInf(b.v, 0) {
-			return fmt.Errorf("sim: fabric %q: %s bandwidth %v must be finite and not negative", f.Name, b.name, b.v)
+			return fmt.Errorf("fabric: fabric %q: %s bandwidth %v must be finite and not negative", f.Name, b.name, b.v)
 		}
 	}
 	return nil
