@@ -1,6 +1,7 @@
 # rankrun: make run (the main job, in-process) and make test (the whole suite).
 GO      ?= go
-# go-nvml's vendored header prints ~150 deprecation warnings on a cold build.
+# go-nvml's vendored header prints ~150 deprecation warnings on a cold build;
+# only builds with -tags nvml (bin/rankrun's devices command) compile it.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 BIN     := bin
 FUZZTIME ?= 20s
@@ -9,9 +10,11 @@ FUZZTIME ?= 20s
 
 all: build
 
+# bin/rankrun carries the real NVML for its devices command (-tags nvml);
+# a plain go build is pure Go and its devices command says how to rebuild.
 build:
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/rankrun ./cmd/rankrun
+	$(GO) build -tags nvml -o $(BIN)/rankrun ./cmd/rankrun
 
 # The MPI build needs Open MPI; scripts/ensure-mpi.sh installs it when missing.
 build-mpi: mpi-deps
@@ -44,6 +47,10 @@ test-go:
 	$(GO) test -race -count=1 -p 1 -timeout 15m $$pkgs || rc=$$?; \
 	echo "$(GO) test -count=1 -timeout 10m $(RACE_FREE)"; \
 	$(GO) test -count=1 -timeout 10m $(RACE_FREE) || rc=$$?; \
+	echo "$(GO) test -race -count=1 -tags nvml ./gpu (the real NVML)"; \
+	$(GO) test -race -count=1 -tags nvml ./gpu || rc=$$?; \
+	echo "CGO_ENABLED=0 $(GO) build ./... (every package but the MPI binding and NVML, which sit behind tags)"; \
+	CGO_ENABLED=0 $(GO) build ./... || rc=$$?; \
 	exit $$rc
 
 # Schedule search over the generated layout space (explore.Space: every
@@ -142,6 +149,7 @@ bench: mpi-deps
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags nvml ./gpu ./cmd/rankrun
 	@if pkg-config --exists ompi; then $(GO) vet -tags mpi ./...; else echo "lint: Open MPI missing, skipped go vet -tags mpi (make mpi-deps installs it)"; fi
 
 fuzz:

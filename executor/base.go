@@ -9,7 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -68,7 +68,7 @@ type loop struct {
 	ctl    comm.Comm // executor messages (a split of the world)
 	g      groups
 	tr     *transceiver.Transceiver
-	pool   *gpu.Pool
+	pool   *kvpool.Pool
 	shard  topology.Shard
 	layout topology.Layout
 	faults rankFaults

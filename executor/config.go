@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rankrun/rankrun/clock"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/reqtrace"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -128,7 +128,7 @@ type Config struct {
 	steps *stepMemo
 	// arena holds the KV pools of a run in one process (RunSim, RunLocal
 	// free it once every rank has returned); nil: the Go heap.
-	arena *gpu.Arena
+	arena *kvpool.Arena
 }
 
 // Defaults fills zero fields with their documented defaults.
@@ -227,10 +227,10 @@ func (c *Config) Validate() error {
 		return bad("ctx pool blocks", "must be at least 1", c.CtxBlocks)
 	case c.GenBlocks < 1:
 		return bad("gen pool blocks", "must be at least 1", c.GenBlocks)
-	case c.CtxBlocks > gpu.MaxBlocks:
-		return bad("ctx pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", gpu.MaxBlocks), c.CtxBlocks)
-	case c.GenBlocks > gpu.MaxBlocks:
-		return bad("gen pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", gpu.MaxBlocks), c.GenBlocks)
+	case c.CtxBlocks > kvpool.MaxBlocks:
+		return bad("ctx pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", kvpool.MaxBlocks), c.CtxBlocks)
+	case c.GenBlocks > kvpool.MaxBlocks:
+		return bad("gen pool blocks", fmt.Sprintf("must be at most %d (block ids are int32)", kvpool.MaxBlocks), c.GenBlocks)
 	case c.MaxBatch < 0:
 		return bad("max batch", "must not be negative (0: no limit)", c.MaxBatch)
 	case c.MaxTokens < 0:

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -448,7 +448,7 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 	g.order = keep
 	for _, id := range finished {
 		if err := g.releaseBlocks(id); err != nil {
-			if q := g.gen[id]; errors.Is(err, gpu.ErrPinned) && q.reports > 0 {
+			if q := g.gen[id]; errors.Is(err, kvpool.ErrPinned) && q.reports > 0 {
 				err = fmt.Errorf("%w; the group decided its transfer after reports=%d of holders=%d (the ranks that hold it), and this rank's receive was still open", err, q.reports, g.holders)
 			}
 			return false, err

@@ -13,7 +13,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/comm/sim"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -178,7 +178,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 	}
 	log := cfg.Log.With(zap.Int("rank", world.Rank()), zap.String("role", g.role.String()), zap.Int("instance_rank", g.rank),
 		zap.String("group", g.exec.Name()))
-	pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.role, g.rank), Arena: cfg.arena})
+	pool, err := kvpool.NewPool(kvpool.PoolConfig{Blocks: blocks, BlockBytes: shard.BlockBytes(), Name: fmt.Sprintf("%s-%d", g.role, g.rank), Arena: cfg.arena})
 	if err != nil {
 		return RankReport{}, err
 	}
@@ -324,7 +324,7 @@ func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result
 	}
 	cfg.Clock = nil // each rank takes its own virtual clock from its world
 	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
-	cfg.arena = gpu.NewArena()
+	cfg.arena = kvpool.NewArena()
 	defer cfg.arena.Free() // after sim.Run: no rank, event or message reads a block again
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
@@ -352,7 +352,7 @@ func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout t
 		return nil, err
 	}
 	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
-	cfg.arena = gpu.NewArena()
+	cfg.arena = kvpool.NewArena()
 	defer cfg.arena.Free() // after local.Run: every rank has returned
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())

@@ -12,7 +12,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -27,7 +27,7 @@ var NamedErrors = map[string]error{
 	"ErrBroken":            comm.ErrBroken,
 	"ErrMalformed":         transceiver.ErrMalformed,
 	"ErrDeadlock":          sim.ErrDeadlock,
-	"ErrPinned":            gpu.ErrPinned, // a pool invariant: blocks released while a lease pins them
+	"ErrPinned":            kvpool.ErrPinned, // a pool invariant: blocks released while a lease pins them
 }
 
 // ErrorName is the name of the first named error err wraps, in a fixed

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -387,8 +387,8 @@ var keys = map[string]setter{
 	},
 	"prefill-per-token":  durKey(func(s *Scenario) *time.Duration { return &s.PrefillPerToken }),
 	"decode-per-step":    durKey(func(s *Scenario) *time.Duration { return &s.DecodePerStep }),
-	"ctx-blocks":         intKeyIn(func(s *Scenario) *int { return &s.CtxBlocks }, 1, gpu.MaxBlocks),
-	"gen-blocks":         intKeyIn(func(s *Scenario) *int { return &s.GenBlocks }, 1, gpu.MaxBlocks),
+	"ctx-blocks":         intKeyIn(func(s *Scenario) *int { return &s.CtxBlocks }, 1, kvpool.MaxBlocks),
+	"gen-blocks":         intKeyIn(func(s *Scenario) *int { return &s.GenBlocks }, 1, kvpool.MaxBlocks),
 	"max-batch":          intKey(func(s *Scenario) *int { return &s.MaxBatch }, 0),
 	"max-tokens":         intKey(func(s *Scenario) *int { return &s.MaxTokens }, 0),
 	"chunked":            boolKey(func(s *Scenario) *bool { return &s.Chunked }),

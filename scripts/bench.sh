@@ -58,7 +58,7 @@ cat "$raw/transceiver-scaling.txt" "$raw/transceiver-xfer.txt" "$raw/transceiver
 $GO tool pprof -top -nodecount=15 "$raw/transceiver.test" "$raw/transfer64.pprof" 2>/dev/null |
 	sed -n '/^Showing\|flat%/,$p' >"$raw/transfer-profile.txt" || true
 step "KV block pool (gpu)"
-gobench ./gpu/ gpu.txt -bench 'AllocateRelease32|AllocateCtxRelease32|LeaseEndLease|ReferenceFreeList32' -benchtime 200000x
+gobench ./kvpool/ kvpool.txt -bench 'AllocateRelease32|AllocateCtxRelease32|LeaseEndLease|ReferenceFreeList32' -benchtime 200000x
 step "cost model: a published cell's finite run, closed form vs every step priced"
 gobench ./costmodel/ costmodel.txt -bench 'BenchmarkRun' -benchtime 5x
 step "6. executor control plane (go test)"

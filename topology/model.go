@@ -50,7 +50,7 @@ func (m Model) Validate() error {
 
 // MaxBlockBytes is the largest KV block of a whole model (every layer and
 // head) Validate accepts: 1 TiB, the largest pool a rank may hold
-// (gpu.MaxPoolBytes), so that no product of a block overflows.
+// (kvpool.MaxPoolBytes), so that no product of a block overflows.
 const MaxBlockBytes = 1 << 40
 
 // Blocks is the number of KV blocks a request of n tokens needs in total

@@ -35,7 +35,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -44,7 +44,7 @@ import (
 // benchRank is what a benchmark body gets on each rank.
 type benchRank struct {
 	tr     *transceiver.Transceiver
-	pool   *gpu.Pool
+	pool   *kvpool.Pool
 	groups *groups
 	world  comm.Comm
 	role   topology.Role
@@ -88,7 +88,7 @@ func withRanks(b *testing.B, o benchOpts, body func(ctx context.Context, r *benc
 		if r.shard, err = layout.Shard(o.model, g.Rank); err != nil {
 			return err
 		}
-		if r.pool, err = gpu.NewPool(gpu.PoolConfig{Blocks: blocks, BlockBytes: r.shard.BlockBytes(), Name: g.Role.String()}); err != nil {
+		if r.pool, err = kvpool.NewPool(kvpool.PoolConfig{Blocks: blocks, BlockBytes: r.shard.BlockBytes(), Name: g.Role.String()}); err != nil {
 			return err
 		}
 		var faults *transceiver.Faults

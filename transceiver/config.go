@@ -10,7 +10,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -137,7 +137,7 @@ type Config struct {
 	Scope []comm.Comm
 	// Pool is this rank's KV block pool; its BlockBytes must equal the
 	// rank's shard block size.
-	Pool *gpu.Pool
+	Pool *kvpool.Pool
 	// SenderWaitSlice bounds the rank-local poll of a CTX status check
 	// (default 1 s, like kv_transfer_sender_future_timeout_ms).
 	SenderWaitSlice time.Duration

@@ -12,7 +12,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -125,7 +125,7 @@ func setupGroups(ctx context.Context, world comm.Comm, ctxL, genL topology.Layou
 type rank struct {
 	t      *testing.T
 	tr     *transceiver.Transceiver
-	pool   *gpu.Pool
+	pool   *kvpool.Pool
 	groups *groups
 	world  *counting
 	role   topology.Role
@@ -193,7 +193,7 @@ func runRanks(t *testing.T, o setupOpts, body func(ctx context.Context, r *rank)
 		if err != nil {
 			return err
 		}
-		pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: o.blocks, BlockBytes: shard.BlockBytes(), Name: g.Role.String()})
+		pool, err := kvpool.NewPool(kvpool.PoolConfig{Blocks: o.blocks, BlockBytes: shard.BlockBytes(), Name: g.Role.String()})
 		if err != nil {
 			return err
 		}

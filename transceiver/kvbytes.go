@@ -309,7 +309,7 @@ func partsLen(parts [][]byte) int {
 // where it ends (adjacent runs in one block, adjacent blocks in the pool):
 // fewer, larger parts for the backend. parts[0], the header, is never
 // extended. Runs come only from Pool.Block, and a pool's storage is one
-// allocation (gpu.Pool.data): a pool split into chunks would need this to
+// allocation (kvpool.Pool.data): a pool split into chunks would need this to
 // stop at a chunk's end.
 func appendRun(parts [][]byte, r []byte) [][]byte {
 	if n := len(parts); n > 1 && len(r) > 0 && len(parts[n-1]) > 0 {

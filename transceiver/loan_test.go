@@ -8,7 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/local"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -30,7 +30,7 @@ func TestCloseReleasesAMatchedLoan(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		pool, err := gpu.NewPool(gpu.PoolConfig{Blocks: 2, BlockBytes: shard.BlockBytes(), Name: role.String()})
+		pool, err := kvpool.NewPool(kvpool.PoolConfig{Blocks: 2, BlockBytes: shard.BlockBytes(), Name: role.String()})
 		if err != nil {
 			return err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/rankrun/rankrun/request"
 
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 	"go.uber.org/zap"
 )
@@ -61,9 +61,9 @@ type session struct {
 	// lease pins the request's blocks on this rank while bytes may move
 	// into or out of them (none when the request has no block here: under
 	// CP a short request may have none). The executor owns the blocks.
-	lease    gpu.LeaseID
+	lease    kvpool.LeaseID
 	leased   bool
-	blocks   []gpu.BlockID
+	blocks   []kvpool.BlockID
 	started  time.Time
 	deadline time.Time
 	terminal time.Time

@@ -240,13 +240,13 @@ func xferMPIRows(raw string, add func(benchRow)) error {
 // poolRows: the KV block pool's hot operations next to a bare
 // mutex-protected free list moving the same 32 block ids.
 func poolRows(raw string, add func(benchRow)) error {
-	gb, err := parseGoBench(filepath.Join(raw, "gpu.txt"))
+	gb, err := parseGoBench(filepath.Join(raw, "kvpool.txt"))
 	if err != nil {
 		return err
 	}
 	ref, ok := gb["ReferenceFreeList32"]
 	if !ok {
-		return fmt.Errorf("no ReferenceFreeList32 in gpu.txt")
+		return fmt.Errorf("no ReferenceFreeList32 in kvpool.txt")
 	}
 	sec := "KV block pool (gpu)"
 	for _, c := range []struct{ name, what string }{

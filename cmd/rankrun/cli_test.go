@@ -650,6 +650,9 @@ func TestDevicesRealNVML(t *testing.T) {
 	code, out, errOut := cli(t, "devices", "--host-bytes", "16MiB")
 	require.Equal(t, 0, code, errOut)
 	assert.True(t, strings.HasPrefix(out, "NVML: ") || strings.HasPrefix(out, "no NVIDIA GPU: "), out)
+	if !gpu.Built { // a plain go build: the line says how to get the real one
+		assert.Contains(t, out, "built without NVML (rebuild with -tags nvml; make build does)")
+	}
 }
 
 func TestParseBytes(t *testing.T) {

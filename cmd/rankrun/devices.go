@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/rankrun/rankrun/executor"
-
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -53,6 +53,9 @@ type rankPlanRow struct {
 	Reason       string `json:"reason"`
 }
 
+// devicesCmd lists the node's GPUs through the real NVML when this binary
+// was built with the nvml tag (make build's bin/rankrun is); a plain go
+// build compiles no C, and its NVML says how to rebuild (gpu.NewNVML).
 func devicesCmd(args []string, stdout, stderr io.Writer) error {
 	return devices(args, gpu.NewNVML(), stdout, stderr)
 }
@@ -204,7 +207,7 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 || v*float64(mult) > float64(gpu.MaxPoolBytes) {
+	if err != nil || v <= 0 || v*float64(mult) > float64(kvpool.MaxPoolBytes) {
 		return 0, fmt.Errorf("must be a positive size of at most 1TiB, such as 1073741824, 512MiB or 2GiB")
 	}
 	n := int64(v * float64(mult))

@@ -110,3 +110,23 @@ func TestCostModelImportsNoBackend(t *testing.T) {
 		require.NotContains(t, deps, "github.com/rankrun/rankrun/"+b)
 	}
 }
+
+// The default build compiles no C outside the standard library: the KV
+// pool is pure Go (kvpool), the MPI binding and go-nvml sit behind the mpi
+// and nvml tags, so a plain go build is quiet on a cold cache and
+// CGO_ENABLED=0 builds the whole command. With -tags nvml, go-nvml is in.
+func TestDefaultBuildCompilesNoC(t *testing.T) {
+	cgoDeps := func(tags ...string) []string {
+		args := append([]string{"list", "-deps", "-f", "{{if and (not .Standard) .CgoFiles}}{{.ImportPath}}{{end}}"}, tags...)
+		out, err := exec.Command("go", append(args, "github.com/rankrun/rankrun/cmd/rankrun")...).Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		return strings.Fields(string(out))
+	}
+	assert.Empty(t, cgoDeps(), "packages with C in the default build of cmd/rankrun")
+	assert.Contains(t, cgoDeps("-tags", "nvml"), "github.com/NVIDIA/go-nvml/pkg/nvml")
+	pool, err := exec.Command("go", "list", "-deps", "github.com/rankrun/rankrun/executor").Output()
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Fields(string(pool)), "github.com/rankrun/rankrun/gpu", "the executor needs the pool, not the device side")
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -108,9 +108,9 @@ func checkSize(backend string, c *executor.Config) error {
 		if err != nil {
 			return usagef("%s: %v", side.flag, err)
 		}
-		if int64(side.blocks) > gpu.MaxPoolBytes/int64(s.BlockBytes()) {
+		if int64(side.blocks) > kvpool.MaxPoolBytes/int64(s.BlockBytes()) {
 			return usagef("%s %d: with %d-byte blocks a pool is above the %s limit per rank", side.flag, side.blocks,
-				s.BlockBytes(), executor.FormatBytes(gpu.MaxPoolBytes))
+				s.BlockBytes(), executor.FormatBytes(kvpool.MaxPoolBytes))
 		}
 		per := int64(side.blocks) * int64(s.BlockBytes())
 		if mem := hostMemory(); mem > 0 && per > mem {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
-	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -41,7 +41,7 @@ type rank struct {
 	c     comm.Comm
 	role  topology.Role
 	shard topology.Shard
-	pool  *gpu.Pool
+	pool  *kvpool.Pool
 	tr    *transceiver.Transceiver
 	next  request.ID
 }
@@ -56,7 +56,7 @@ func newRank(c comm.Comm, v transceiver.Verify) (*rank, error) {
 	if r.shard, err = ctxL.Shard(model, 0); err != nil {
 		return nil, err
 	}
-	if r.pool, err = gpu.NewPool(gpu.PoolConfig{Blocks: model.Blocks(tokens), BlockBytes: r.shard.BlockBytes()}); err != nil {
+	if r.pool, err = kvpool.NewPool(kvpool.PoolConfig{Blocks: model.Blocks(tokens), BlockBytes: r.shard.BlockBytes()}); err != nil {
 		return nil, err
 	}
 	r.tr, err = transceiver.New(transceiver.Config{Role: r.role, Ctx: ctxL, Gen: genL, Model: model, Rank: 0, World: c,

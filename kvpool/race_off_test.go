@@ -1,5 +1,5 @@
 //go:build !race
 
-package gpu
+package kvpool
 
 const raceEnabled = false

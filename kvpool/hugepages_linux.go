@@ -1,6 +1,6 @@
 //go:build linux && !race
 
-package gpu
+package kvpool
 
 import "syscall"
 

@@ -1,5 +1,5 @@
 //go:build unix && !linux && !race
 
-package gpu
+package kvpool
 
 func adviseHuge([]byte) {}

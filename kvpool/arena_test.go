@@ -1,4 +1,4 @@
-package gpu
+package kvpool
 
 import (
 	"testing"

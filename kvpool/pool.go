@@ -1,4 +1,4 @@
-package gpu
+package kvpool
 
 import (
 	"cmp"
@@ -136,17 +136,17 @@ func (p *Pool) checkN(op string, req request.ID, n int) error {
 		return fmt.Errorf("%w: pool %q: %s %d blocks for %v: n must be positive", ErrInvalid, p.name, op, n, req)
 	}
 	if n > len(p.state) {
-		return fmt.Errorf("gpu: pool %q: %s %d blocks for %v: %w (%d blocks in all)", p.name, op, n, req, ErrTooLarge, len(p.state))
+		return fmt.Errorf("kvpool: pool %q: %s %d blocks for %v: %w (%d blocks in all)", p.name, op, n, req, ErrTooLarge, len(p.state))
 	}
 	return nil
 }
 
 func (p *Pool) dupLocked(op string, req request.ID) error {
 	if h, ok := p.held[req]; ok {
-		return fmt.Errorf("gpu: pool %q: %s for %v: %w (it holds %d blocks; release them first)", p.name, op, req, ErrDuplicate, len(h.blocks))
+		return fmt.Errorf("kvpool: pool %q: %s for %v: %w (it holds %d blocks; release them first)", p.name, op, req, ErrDuplicate, len(h.blocks))
 	}
 	if _, ok := p.waiting[req]; ok {
-		return fmt.Errorf("gpu: pool %q: %s for %v: %w (another Allocate for it is waiting)", p.name, op, req, ErrDuplicate)
+		return fmt.Errorf("kvpool: pool %q: %s for %v: %w (another Allocate for it is waiting)", p.name, op, req, ErrDuplicate)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (p *Pool) Allocate(ctx context.Context, req request.ID, n int) ([]BlockID, 
 	select {
 	case <-done:
 		p.mu.Unlock()
-		return nil, fmt.Errorf("gpu: pool %q: allocate %d blocks for %v: %w", p.name, n, req, ctx.Err())
+		return nil, fmt.Errorf("kvpool: pool %q: allocate %d blocks for %v: %w", p.name, n, req, ctx.Err())
 	default:
 	}
 	if len(p.queue) == 0 && len(p.free) >= n {
@@ -203,7 +203,7 @@ func (p *Pool) Allocate(ctx context.Context, req request.ID, n int) ([]BlockID, 
 		}
 	}
 	p.mu.Unlock()
-	return nil, fmt.Errorf("gpu: pool %q: allocate %d blocks for %v: %w", p.name, n, req, ctx.Err())
+	return nil, fmt.Errorf("kvpool: pool %q: allocate %d blocks for %v: %w", p.name, n, req, ctx.Err())
 }
 
 // TryAllocate gives req n blocks if they are free now and nobody waits ahead;
@@ -218,7 +218,7 @@ func (p *Pool) TryAllocate(req request.ID, n int) ([]BlockID, error) {
 		return nil, err
 	}
 	if len(p.queue) > 0 || len(p.free) < n {
-		return nil, fmt.Errorf("gpu: pool %q: try-allocate %d blocks for %v: %w (%d free, %d waiters ahead)",
+		return nil, fmt.Errorf("kvpool: pool %q: try-allocate %d blocks for %v: %w (%d free, %d waiters ahead)",
 			p.name, n, req, ErrPoolFull, len(p.free), len(p.queue))
 	}
 	return slices.Clone(p.grantLocked(req, n)), nil
@@ -274,10 +274,10 @@ func (p *Pool) Release(req request.ID) error {
 		if _, w := p.waiting[req]; w {
 			why = "its Allocate is still waiting"
 		}
-		return fmt.Errorf("gpu: pool %q: release %v: %w (%s)", p.name, req, ErrNotAllocated, why)
+		return fmt.Errorf("kvpool: pool %q: release %v: %w (%s)", p.name, req, ErrNotAllocated, why)
 	}
 	if h.leases > 0 {
-		return fmt.Errorf("gpu: pool %q: release %v: %w (%d open leases; end them first)", p.name, req, ErrPinned, h.leases)
+		return fmt.Errorf("kvpool: pool %q: release %v: %w (%d open leases; end them first)", p.name, req, ErrPinned, h.leases)
 	}
 	p.releaseLocked(req)
 	return nil
@@ -305,7 +305,7 @@ func (p *Pool) Lease(req request.ID) (LeaseID, error) {
 	defer p.mu.Unlock()
 	h, ok := p.held[req]
 	if !ok {
-		return 0, fmt.Errorf("gpu: pool %q: lease %v: %w", p.name, req, ErrNotAllocated)
+		return 0, fmt.Errorf("kvpool: pool %q: lease %v: %w", p.name, req, ErrNotAllocated)
 	}
 	p.lastID++
 	id := p.lastID
@@ -328,7 +328,7 @@ func (p *Pool) EndLease(id LeaseID) error {
 	defer p.mu.Unlock()
 	req, ok := p.leases[id]
 	if !ok {
-		return fmt.Errorf("gpu: pool %q: end %v: %w (ended twice, or never granted)", p.name, id, ErrUnknownLease)
+		return fmt.Errorf("kvpool: pool %q: end %v: %w (ended twice, or never granted)", p.name, id, ErrUnknownLease)
 	}
 	delete(p.leases, id)
 	h := p.held[req]
@@ -347,7 +347,7 @@ func (p *Pool) EndLease(id LeaseID) error {
 // out of range.
 func (p *Pool) Block(id BlockID) []byte {
 	if id < 0 || int(id) >= len(p.state) {
-		panic(fmt.Sprintf("gpu: pool %q: %v out of range [0, %d)", p.name, id, len(p.state)))
+		panic(fmt.Sprintf("kvpool: pool %q: %v out of range [0, %d)", p.name, id, len(p.state)))
 	}
 	off := int(id) * p.blockBytes
 	return p.data[off : off+p.blockBytes : off+p.blockBytes]

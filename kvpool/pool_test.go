@@ -1,4 +1,4 @@
-package gpu
+package kvpool
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestPoolConfigValidate(t *testing.T) {
 		cfg  PoolConfig
 		want string
 	}{
-		{PoolConfig{Blocks: 0, BlockBytes: 1}, "gpu: invalid argument: PoolConfig.Blocks must be positive (got 0)"},
+		{PoolConfig{Blocks: 0, BlockBytes: 1}, "kvpool: invalid argument: PoolConfig.Blocks must be positive (got 0)"},
 		{PoolConfig{Blocks: 1 << 31, BlockBytes: 1}, "PoolConfig.Blocks must be at most 2147483647"},
 		{PoolConfig{Blocks: 1, BlockBytes: -1}, "PoolConfig.BlockBytes must be positive (got -1)"},
 		{PoolConfig{Blocks: 1 << 20, BlockBytes: 1 << 21}, "PoolConfig.Blocks*BlockBytes must be at most 1099511627776 bytes"},
@@ -88,7 +88,7 @@ func TestPoolBasics(t *testing.T) {
 
 	_, err = p.TryAllocate(3, 1)
 	assert.ErrorIs(t, err, ErrPoolFull)
-	assert.EqualError(t, err, `gpu: pool "test": try-allocate 1 blocks for req-3: gpu: pool full (0 free, 0 waiters ahead)`)
+	assert.EqualError(t, err, `kvpool: pool "test": try-allocate 1 blocks for req-3: kvpool: pool full (0 free, 0 waiters ahead)`)
 
 	_, err = p.TryAllocate(1, 1)
 	assert.ErrorIs(t, err, ErrDuplicate)
@@ -100,7 +100,7 @@ func TestPoolBasics(t *testing.T) {
 	assert.ErrorIs(t, err, ErrTooLarge)
 	_, err = p.Allocate(context.Background(), 4, 9) // never waits forever
 	assert.ErrorIs(t, err, ErrTooLarge)
-	assert.EqualError(t, err, `gpu: pool "test": allocate 9 blocks for req-4: gpu: request larger than the pool (8 blocks in all)`)
+	assert.EqualError(t, err, `kvpool: pool "test": allocate 9 blocks for req-4: kvpool: request larger than the pool (8 blocks in all)`)
 	_, err = p.TryAllocate(4, 0)
 	assert.ErrorIs(t, err, ErrInvalid)
 	_, err = p.Allocate(context.Background(), 4, -1)
@@ -113,7 +113,7 @@ func TestPoolBasics(t *testing.T) {
 	require.NoError(t, p.Release(1))
 	err = p.Release(1)
 	assert.ErrorIs(t, err, ErrNotAllocated)
-	assert.EqualError(t, err, `gpu: pool "test": release req-1: gpu: request not allocated (released twice, or never allocated)`)
+	assert.EqualError(t, err, `kvpool: pool "test": release req-1: kvpool: request not allocated (released twice, or never allocated)`)
 	assert.ErrorIs(t, p.Release(42), ErrNotAllocated)
 	require.NoError(t, p.Release(2))
 	st = p.Stats()
@@ -144,14 +144,14 @@ func TestLeases(t *testing.T) {
 
 	err = p.Release(1)
 	assert.ErrorIs(t, err, ErrPinned)
-	assert.EqualError(t, err, `gpu: pool "test": release req-1: gpu: request blocks pinned by open leases (2 open leases; end them first)`)
+	assert.EqualError(t, err, `kvpool: pool "test": release req-1: kvpool: request blocks pinned by open leases (2 open leases; end them first)`)
 
 	require.NoError(t, p.EndLease(l1))
 	assert.ErrorIs(t, p.Release(1), ErrPinned)
 	assert.Equal(t, 2, p.Stats().Pinned)
 	err = p.EndLease(l1)
 	assert.ErrorIs(t, err, ErrUnknownLease)
-	assert.EqualError(t, err, `gpu: pool "test": end lease-1: gpu: unknown lease (ended twice, or never granted)`)
+	assert.EqualError(t, err, `kvpool: pool "test": end lease-1: kvpool: unknown lease (ended twice, or never granted)`)
 	require.NoError(t, p.EndLease(l2))
 	assert.Equal(t, 0, p.Stats().Pinned)
 	assert.Equal(t, 2, p.Stats().PeakPinned)
@@ -245,7 +245,7 @@ func TestAllocateCancelLeavesPoolUnchanged(t *testing.T) {
 	cancel()
 	err = <-got
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.EqualError(t, err, `gpu: pool "test": allocate 2 blocks for req-2: context canceled`)
+	assert.EqualError(t, err, `kvpool: pool "test": allocate 2 blocks for req-2: context canceled`)
 	assert.Equal(t, before, p.Stats())
 	assert.Nil(t, p.Blocks(2))
 	checkInv(t, p)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rankrun/rankrun/kvpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -134,7 +135,7 @@ func TestPlanPool(t *testing.T) {
 	assert.Equal(t, 20*1024, p.Blocks) // half of 40 GiB in 1 MiB blocks
 	assert.Equal(t, int64(20*gib), p.Bytes)
 	assert.Contains(t, p.Reason, "GPU 1")
-	assert.Equal(t, PoolConfig{Blocks: 20 * 1024, BlockBytes: 1 << 20, Name: "r1"}, p.Config("r1", 1<<20))
+	assert.Equal(t, kvpool.PoolConfig{Blocks: 20 * 1024, BlockBytes: 1 << 20, Name: "r1"}, p.Config("r1", 1<<20))
 
 	p, err = PlanPool(host, 3, 0.9, 1000, 300)
 	require.NoError(t, err)

@@ -1,6 +1,6 @@
 //go:build !unix || race
 
-package gpu
+package kvpool
 
 // Without mmap, or under the race detector: the Go heap (see Arena).
 func mapAnon(int) ([]byte, bool) { return nil, false }

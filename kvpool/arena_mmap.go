@@ -1,6 +1,6 @@
 //go:build unix && !race
 
-package gpu
+package kvpool
 
 import "syscall"
 
