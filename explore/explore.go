@@ -11,6 +11,10 @@
 // replays exactly (one seed, one run); explore then shrinks the case
 // (fewer requests, smaller layouts) and reports the smallest reproducer.
 //
+// SearchProgram does the same for a user's own multi-rank function;
+// package exploretest calls it from a Go test (this package imports no
+// testing code).
+//
 // It knows scenarios (package scenario) and the simulation (comm/sim);
 // nothing below it knows it.
 package explore

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // goroutine is one record of a goroutine dump.
@@ -137,4 +138,67 @@ func orphans(gs []goroutine) []goroutine {
 		}
 	}
 	return out
+}
+
+// liveIDs is the set of every goroutine's id now.
+func liveIDs() map[uint64]bool {
+	ids := map[uint64]bool{}
+	for _, g := range goroutines() {
+		ids[g.id] = true
+	}
+	return ids
+}
+
+// leaked is every goroutine, but the caller, that was not live in before
+// and has not ended, once those a finished run left have had time to
+// wind down: nothing signals their end, so it looks again after 1 us,
+// doubling to 100 ms between looks, 20 times (about half a second in all)
+// before it names them. Goroutines the standard library starts for
+// itself (signal delivery) and parked test runners (a parallel test
+// started meanwhile) are not the run's.
+func leaked(before map[uint64]bool) []goroutine {
+	self := currentID()
+	wait := time.Microsecond
+	for try := 0; ; try++ {
+		var left []goroutine
+		for _, g := range goroutines() {
+			if !before[g.id] && g.id != self && !background(g) {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 || try == 20 {
+			return left
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// background: g is one the standard library or the test runner keeps for
+// itself, not a program's.
+func background(g goroutine) bool {
+	_, frames, _ := strings.Cut(g.stack, "\n")
+	switch g.top() {
+	case "testing.RunTests", "testing.(*T).Run", "testing.(*T).Parallel", "testing.runTests":
+		return true
+	}
+	return strings.Contains(frames, "os/signal.signal_recv") || strings.Contains(frames, "os/signal.loop")
+}
+
+// describe is g's header and the function it is in: "goroutine 7 [chan
+// receive]: main.worker".
+func (g goroutine) describe() string {
+	header, _, _ := strings.Cut(g.stack, "\n")
+	return header + " " + g.top()
+}
+
+// top is the function g is in: "testing.(*T).Run" (a frame's line ends
+// with its arguments in parentheses, which hold none of their own).
+func (g goroutine) top() string {
+	_, frames, _ := strings.Cut(g.stack, "\n")
+	line, _, _ := strings.Cut(frames, "\n")
+	if i := strings.LastIndex(line, "("); i > 0 {
+		line = line[:i]
+	}
+	return strings.TrimSpace(line)
 }

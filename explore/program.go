@@ -8,29 +8,14 @@ package explore
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/sim"
-)
-
-// The flags a failure's replay line sets (go test ... -rankrun.seed=N):
-// with -rankrun.seed, Program runs that one schedule.
-var (
-	replaySeed     = flag.Uint64("rankrun.seed", 0, "explore.Program: run only this schedule seed (from a failure's replay line)")
-	replayStrategy = flag.String("rankrun.strategy", "random", "explore.Program: the replayed schedule's strategy (random or pct)")
-	replayRanks    = flag.Int("rankrun.ranks", 0, "explore.Program: the replayed schedule's world size (0: the test's)")
 )
 
 // ProgramOptions configures a search over a program's schedules. The zero
@@ -237,7 +222,7 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 	if o.Setup != nil {
 		o.Setup()
 	}
-	before := goleak.IgnoreCurrent()
+	before := liveIDs()
 	prog := new(sim.Progress)
 	cfg := sim.Config{Seed: seed, Strategy: st, Depth: o.Depth, Checked: !o.Unchecked, AnySite: o.AnySite, Timeout: o.Timeout, Jitter: o.Jitter,
 		EarlyArrivals: !o.FixedArrivals, Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
@@ -279,8 +264,8 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 			why = append(why, "left behind: "+u.String())
 		}
 	}
-	if err := goleak.Find(before); err != nil {
-		why = append(why, "goroutines the ranks started are still running: "+firstLine(err.Error()))
+	if left := leaked(before); len(left) > 0 {
+		why = append(why, fmt.Sprintf("goroutines the ranks started are still running: %d, the first %s", len(left), left[0].describe()))
 	}
 	if len(why) == 0 {
 		return nil
@@ -390,71 +375,4 @@ func stacks(title string, gs []goroutine, pick func(goroutine) bool) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n\n")
 	return s
-}
-
-// Program runs fn on n simulated ranks under many schedules (see
-// SearchProgram) and fails t with the first failing schedule's errors and
-// the one command that replays exactly that schedule; run by that command
-// (-rankrun.seed), it runs that schedule only. It is the way a test asks
-// "does my program deadlock or desync under any schedule?".
-func Program(t testing.TB, n int, fn func(ctx context.Context, c comm.Comm) error, o ProgramOptions) ProgramResult {
-	t.Helper()
-	if *replaySeed != 0 {
-		st, err := sim.ParseStrategy(*replayStrategy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Exactly that schedule: no other seeds, no shrinking.
-		o.Seeds, o.Start, o.Strategy, o.Budget, o.MinRanks = 1, *replaySeed, &st, 0, 0
-		if *replayRanks > 0 {
-			n = *replayRanks
-		}
-	}
-	res := SearchProgram(context.Background(), n, fn, o)
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	if f := res.Smallest; f != nil {
-		msg := f.Error()
-		if res.First != res.Smallest {
-			msg = fmt.Sprintf("%s\n  (first found on %d ranks at seed %d)", msg, res.First.Ranks, res.First.Seed)
-		}
-		t.Fatalf("explore.Program: %s\n  replay: %s", msg, replayCommand(t, f, o.ReplayArgs))
-	}
-	return res
-}
-
-// replayCommand is the go test line that replays f in t's package.
-func replayCommand(t testing.TB, f *ProgramFailure, extra string) string {
-	pkg := "."
-	if wd, err := os.Getwd(); err == nil {
-		if root := moduleRoot(wd); root != "" {
-			if rel, err := filepath.Rel(root, wd); err == nil && rel != "." {
-				pkg = "./" + filepath.ToSlash(rel)
-			}
-		}
-	}
-	// Every level of the test's name, anchored: only this (sub)test runs
-	// with the forced schedule.
-	parts := strings.Split(t.Name(), "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	line := fmt.Sprintf("go test -run '%s' %s -rankrun.seed=%d -rankrun.strategy=%s -rankrun.ranks=%d", strings.Join(parts, "/"), pkg, f.Seed, f.Strategy, f.Ranks)
-	if extra != "" {
-		line += " " + extra
-	}
-	return line
-}
-
-// moduleRoot is the directory of the go.mod above dir ("" when none).
-func moduleRoot(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			return ""
-		}
-	}
 }

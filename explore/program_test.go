@@ -82,7 +82,13 @@ func TestSearchProgramOracles(t *testing.T) {
 				go func() { <-stop }()
 			}
 			return nil
-		}, []string{"goroutines the ranks started are still running"}},
+		}, []string{"goroutines the ranks started are still running: 1, the first goroutine ", " [chan receive]: github.com/rankrun/rankrun/explore_test."}},
+		{"goroutines left running by the last rank and a helper of its own", func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == c.Size()-1 {
+				go func() { go func() { <-stop }(); <-stop }()
+			}
+			return nil
+		}, []string{"goroutines the ranks started are still running: 2, the first goroutine "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := explore.SearchProgram(ctx, 3, tc.fn, explore.ProgramOptions{Seeds: 20})

@@ -12,7 +12,7 @@
 //
 // Checked collectives are on unless Options.Unchecked: a rank that enters
 // another collective than its peers gets comm.ErrDesync naming both call
-// sites. A test that wants schedules explored calls explore.Program, which
+// sites. A test that wants schedules explored calls exploretest.Program, which
 // runs the same function in simulation.
 package launch
 

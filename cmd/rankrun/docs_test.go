@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,4 +130,18 @@ func TestDefaultBuildCompilesNoC(t *testing.T) {
 	pool, err := exec.Command("go", "list", "-deps", "github.com/rankrun/rankrun/executor").Output()
 	require.NoError(t, err)
 	assert.NotContains(t, strings.Fields(string(pool)), "github.com/rankrun/rankrun/gpu", "the executor needs the pool, not the device side")
+}
+
+// The product carries no test tooling: explore's testing.TB helper and its
+// -rankrun.* flags live in explore/exploretest, which only tests import.
+func TestProductHasNoTestTooling(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/rankrun/rankrun/cmd/rankrun").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/rankrun/rankrun/explore")
+	for _, p := range []string{"testing", "go.uber.org/goleak", "github.com/rankrun/rankrun/explore/exploretest", "github.com/stretchr/testify/require"} {
+		assert.False(t, slices.Contains(deps, p), "cmd/rankrun depends on %s", p)
+	}
 }

@@ -6,13 +6,14 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/explore"
+	"github.com/rankrun/rankrun/explore/exploretest"
 )
 
 // Every token reaches the rank of its expert and comes back processed, on
 // 1 to 5 ranks, whatever the schedule.
 func TestMoEDispatchUnderEverySchedule(t *testing.T) {
 	for n := 1; n <= 5; n++ {
-		explore.Program(t, n, func(ctx context.Context, c comm.Comm) error {
+		exploretest.Program(t, n, func(ctx context.Context, c comm.Comm) error {
 			_, err := dispatch(ctx, c, 24, 2)
 			return err
 		}, explore.ProgramOptions{Seeds: 30})

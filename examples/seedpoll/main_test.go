@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/explore"
+	"github.com/rankrun/rankrun/explore/exploretest"
 )
 
 var unclamped = flag.Bool("unclamped", false, "TestSeedPollUnderEverySchedule: run the seed's bug (no clamp), to see the explorer's report and replay line")
@@ -22,7 +23,7 @@ func TestSeedPollUnderEverySchedule(t *testing.T) {
 	if *unclamped {
 		o.ReplayArgs = "-unclamped"
 	}
-	explore.Program(t, 4, func(ctx context.Context, c comm.Comm) error {
+	exploretest.Program(t, 4, func(ctx context.Context, c comm.Comm) error {
 		_, err := program(ctx, c, 6, !*unclamped)
 		return err
 	}, o)

@@ -1,4 +1,4 @@
-package explore
+package exploretest
 
 import (
 	"context"
@@ -9,18 +9,19 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/explore"
 )
 
 // A failure's replay line runs the test alone with the schedule's seed,
 // strategy and size, and with -rankrun.seed set Program runs exactly that
 // one schedule.
 func TestProgramReplayLine(t *testing.T) {
-	f := &ProgramFailure{Ranks: 3, Seed: 42, Strategy: sim.PCT}
-	require.Equal(t, "go test -run '^TestProgramReplayLine$' ./explore -rankrun.seed=42 -rankrun.strategy=pct -rankrun.ranks=3", replayCommand(t, f, ""))
+	f := &explore.ProgramFailure{Ranks: 3, Seed: 42, Strategy: sim.PCT}
+	require.Equal(t, "go test -run '^TestProgramReplayLine$' ./explore/exploretest -rankrun.seed=42 -rankrun.strategy=pct -rankrun.ranks=3", replayCommand(t, f, ""))
 	// A subtest's line runs that subtest alone, its name's every level
 	// anchored and quoted.
 	t.Run("tp=2/pp.1 x", func(t *testing.T) {
-		require.Equal(t, `go test -run '^TestProgramReplayLine$/^tp=2$/^pp\.1_x$' ./explore -rankrun.seed=42 -rankrun.strategy=pct -rankrun.ranks=3 -v2`,
+		require.Equal(t, `go test -run '^TestProgramReplayLine$/^tp=2$/^pp\.1_x$' ./explore/exploretest -rankrun.seed=42 -rankrun.strategy=pct -rankrun.ranks=3 -v2`,
 			replayCommand(t, f, "-v2"))
 	})
 
@@ -30,7 +31,7 @@ func TestProgramReplayLine(t *testing.T) {
 	res := Program(t, 5, func(ctx context.Context, c comm.Comm) error {
 		sizes[c.Size()] = true
 		return c.Barrier(ctx)
-	}, ProgramOptions{Seeds: 100})
+	}, explore.ProgramOptions{Seeds: 100})
 	require.Equal(t, 1, res.Schedules, "a replay runs one schedule")
 	require.Equal(t, map[int]bool{2: true}, sizes, "on the replay's world size")
 }
@@ -60,7 +61,7 @@ func TestProgramReplayDoesNotShrink(t *testing.T) {
 		}
 		return c.Barrier(ctx)
 	}
-	res := Program(tb, 5, fails, ProgramOptions{MinRanks: 1})
+	res := Program(tb, 5, fails, explore.ProgramOptions{MinRanks: 1})
 	require.Equal(t, 1, res.Schedules)
 	require.NotNil(t, res.Smallest)
 	require.Equal(t, 3, res.Smallest.Ranks, "the replay shrank to another world")
