@@ -227,6 +227,9 @@ func (l *loop) check(ctx context.Context, a ProgressAction) (transceiver.Result,
 	}
 	for _, x := range res.Reaped {
 		l.rep.ReapDelay.Add(x.Reaped.Sub(x.Terminal).Nanoseconds())
+		if x.Status != request.Completed && !x.Relayed && x.Reason != "" {
+			l.rep.noteCause(x.ID, x.Status, x.Reason)
+		}
 		l.progressed()
 		if l.cfg.Trace { // the span's names and arguments only when traced
 			l.traceAsync("transfer", fmt.Sprintf("req %d %s", x.ID, x.Status), fmt.Sprintf("rank%d-req%d", l.world.Rank(), x.ID),

@@ -23,6 +23,9 @@ type genLoop struct {
 	gen   map[request.ID]*genReq // admitted, receiving or decoding
 	order []request.ID           // admission order
 	recs  map[request.ID]*RequestRecord
+	// relayed: the requests whose record's reason is a peer's news (the
+	// report looks for the cause a rank found itself: RankReport.Causes).
+	relayed map[request.ID]bool
 	// outcomes: (id, status) pairs this rank's scope agreed this
 	// iteration, reported to the executor group (shareOutcomes).
 	outcomes   []int64
@@ -227,8 +230,21 @@ func (g *genLoop) noteReaped(reaped []transceiver.Reaped, scope CheckScope) {
 			rr.Verified += x.Verified
 			if x.Reason != "" {
 				rr.Reason = x.Reason
+				g.setRelayed(x.ID, x.Relayed)
 			}
 		}
+	}
+}
+
+// setRelayed notes whether request id's reason is a peer's news.
+func (g *genLoop) setRelayed(id request.ID, relayed bool) {
+	switch {
+	case relayed && g.relayed == nil:
+		g.relayed = map[request.ID]bool{id: true}
+	case relayed:
+		g.relayed[id] = true
+	default:
+		delete(g.relayed, id)
 	}
 }
 
@@ -270,9 +286,11 @@ func (g *genLoop) shareOutcomes(ctx context.Context) error {
 			continue
 		}
 		q.status, q.reason = st, rr.Reason
+		relayed := g.relayed[id]
 		if q.reason == "" || !g.mine(q.r) {
-			q.reason = fmt.Sprintf("%s on gen DP index %d", st, q.r.GenDP)
+			q.reason, relayed = fmt.Sprintf("%s on gen DP index %d", st, q.r.GenDP), true
 		}
+		g.setRelayed(id, relayed)
 	}
 	g.outcomes = g.outcomes[:0]
 	return nil
@@ -453,11 +471,12 @@ func (g *genLoop) decode(ctx context.Context) (bool, error) {
 			}
 			return false, err
 		}
-		rr := g.recs[id]
+		rr, relayed := g.recs[id], g.relayed[id]
 		delete(g.gen, id)
 		delete(g.recs, id)
+		delete(g.relayed, id)
 		g.progressed()
-		g.rep.finished(*rr, g.leader, g.cfg.Records, g.cfg.Sink)
+		g.rep.finished(*rr, relayed, g.leader, g.cfg.Records, g.cfg.Sink)
 		if !g.leader {
 			continue
 		}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -139,6 +140,10 @@ type RankReport struct {
 	PinnedAtEnd    int    `json:"pinned_at_end"`
 	CancelRefused  int    `json:"cancel_refused"`
 	InvariantError string `json:"invariant_error,omitempty"`
+	// Causes: why requests failed or were cancelled, as this rank found
+	// it itself (not a peer's news), naming this rank; the lowest request
+	// IDs, at most MaxNotCompleted of them.
+	Causes []NotCompleted `json:"causes,omitempty"`
 	// Finished tallies the requests a GEN leader finished: a size that
 	// does not grow with their number.
 	Finished RequestTally `json:"finished"`
@@ -174,6 +179,11 @@ type NotCompleted struct {
 	ID     request.ID     `json:"id"`
 	State  request.Status `json:"state"`
 	Reason string         `json:"reason"`
+	// Relayed: Reason is what the GEN leader heard from a peer ("failed on
+	// another rank of the group", "ctx rank 0 cancelled"); the report
+	// replaces it with the cause a rank found itself where one is known
+	// (RankReport.Causes).
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // noteNotCompleted keeps the MaxNotCompleted lowest IDs of notes and more.
@@ -183,7 +193,9 @@ func noteNotCompleted(notes []NotCompleted, more ...NotCompleted) []NotCompleted
 	return notes[:min(len(notes), MaxNotCompleted)]
 }
 
-func (t *RequestTally) add(q RequestRecord) {
+// add tallies q, explained (when it did not complete) by reason, which is
+// a peer's news when relayed.
+func (t *RequestTally) add(q RequestRecord, reason string, relayed bool) {
 	switch q.State {
 	case request.Completed:
 		t.Completed++
@@ -198,13 +210,41 @@ func (t *RequestTally) add(q RequestRecord) {
 		t.Cancelled++
 	}
 	if q.State == request.Failed || q.State == request.Cancelled {
-		t.NotCompleted = noteNotCompleted(t.NotCompleted, NotCompleted{ID: q.ID, State: q.State, Reason: q.Reason})
+		t.NotCompleted = noteNotCompleted(t.NotCompleted, NotCompleted{ID: q.ID, State: q.State, Reason: reason, Relayed: relayed})
 	}
 	if q.IdleArrival {
 		t.Handover.Add(q.PrefillStart - q.Arrival)
 	}
 	if q.TransferDone >= 0 {
 		t.Transfer.Add(q.TransferDone - q.PrefillEnd)
+	}
+}
+
+// noteCause records why request id ended in st, as this rank found it.
+func (rr *RankReport) noteCause(id request.ID, st request.Status, why string) {
+	rr.Causes = noteNotCompleted(rr.Causes, NotCompleted{ID: id, State: st, Reason: rr.found(why)})
+}
+
+// found is why, as this rank found it, naming the rank.
+func (rr *RankReport) found(why string) string {
+	return fmt.Sprintf("%s rank %d (world rank %d) found: %s", rr.Role, rr.Rank, rr.WorldRank, why)
+}
+
+// explain replaces each relayed reason of notes (the GEN leader heard of
+// the failure) with the cause a rank found itself for the same request,
+// the first of causes that has one (world rank order); a reason the leader
+// found itself already names it.
+func explain(notes, causes []NotCompleted) {
+	for i := range notes {
+		if !notes[i].Relayed {
+			continue
+		}
+		for _, c := range causes {
+			if c.ID == notes[i].ID {
+				notes[i].Reason, notes[i].Relayed = c.Reason, false
+				break
+			}
+		}
 	}
 }
 
@@ -223,7 +263,7 @@ func (t *RequestTally) merge(o RequestTally) {
 // finished accounts for a request this GEN rank finished: its bytes
 // (verified only when it completed) and, on the leader, its tally and,
 // when asked for, its record.
-func (rr *RankReport) finished(q RequestRecord, leader, records bool, sink Sink) {
+func (rr *RankReport) finished(q RequestRecord, relayed, leader, records bool, sink Sink) {
 	if q.State == request.Completed {
 		rr.BytesVerified += q.Verified
 	} else {
@@ -232,7 +272,11 @@ func (rr *RankReport) finished(q RequestRecord, leader, records bool, sink Sink)
 	if !leader {
 		return
 	}
-	rr.Finished.add(q)
+	reason := q.Reason
+	if !relayed && reason != "" {
+		reason = rr.found(reason)
+	}
+	rr.Finished.add(q, reason, relayed)
 	switch {
 	case records && sink != nil:
 		sink.Record(q)

@@ -175,6 +175,7 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 	}
 	var idleStep, busyStep, reap Sketch
 	var done RequestTally
+	var causes []NotCompleted
 	for _, role := range []string{"ctx", "gen"} {
 		l, blocks := cfg.Ctx, cfg.CtxBlocks
 		if role == "gen" {
@@ -203,12 +204,14 @@ func buildReport(cfg *Config, reps []RankReport, elapsed time.Duration) *Report 
 			r.Errors = append(r.Errors, fmt.Sprintf("world rank %d: %s", rr.WorldRank, rr.InvariantError))
 		}
 		done.merge(rr.Finished)
+		causes = append(causes, rr.Causes...)
 		r.Requests = append(r.Requests, rr.Requests...)
 		rr.Requests = nil // they travel once, in r.Requests
 		r.Ranks_ = append(r.Ranks_, rr)
 	}
 	slices.SortFunc(r.Requests, func(a, b RequestRecord) int { return cmp.Compare(a.ID, b.ID) })
 	r.RequestsCompleted, r.RequestsFailed, r.RequestsCancelled = done.Completed, done.Failed, done.Cancelled
+	explain(done.NotCompleted, causes)
 	r.NotCompleted = done.NotCompleted
 	if n := r.RequestsFailed + r.RequestsCancelled; n > 0 && len(cfg.Faults) == 0 {
 		// Nobody asked for failures: they are errors of the run.

@@ -65,10 +65,19 @@ func (t *Transceiver) withdrawAll(s *session, stuck map[int]bool) {
 // (CancelAck): withdrawing a receive a peer may still match would strand
 // that peer's send forever.
 func (t *Transceiver) genCancel(s *session, why string) {
+	t.genCancelFrom(s, why, false)
+}
+
+// genCancelRelayed is genCancel on a CTX peer's word: why names the peer.
+func (t *Transceiver) genCancelRelayed(s *session, why string) {
+	t.genCancelFrom(s, why, true)
+}
+
+func (t *Transceiver) genCancelFrom(s *session, why string, relayed bool) {
 	if s.cancelling || s.state.terminal() {
 		return
 	}
-	s.cancelling, s.cancelReason = true, why
+	s.cancelling, s.cancelReason, s.cancelRelayed = true, why, relayed
 	asked := map[int]bool{}
 	for _, fs := range s.frags {
 		if !fs.done && !asked[fs.peer] {
@@ -87,7 +96,7 @@ func (t *Transceiver) ctxPeerCancelled(s *session, g int) {
 		return
 	}
 	if !s.cancelling {
-		s.cancelling, s.cancelReason = true, fmt.Sprintf("gen rank %d cancelled", g-t.nCtx)
+		s.cancelling, s.cancelReason, s.cancelRelayed = true, fmt.Sprintf("gen rank %d cancelled", g-t.nCtx), true
 	}
 	t.ctxStopSending(s, g, KindCancelAck)
 	for _, fs := range s.frags {

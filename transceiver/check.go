@@ -205,14 +205,14 @@ func (t *Transceiver) apply(decided []consensus.Decision, res *Result) error {
 				// Cannot happen: an agreed id is over on every rank.
 				return fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", d.ID, t.cfg.Role, t.cfg.Rank)
 			}
-			reason := s.why
+			reason, relayed := s.why, s.whyRelayed()
 			if pass.st != s.state && (reason == "" || pass.st == StateCancelled) {
-				reason = fmt.Sprintf("%s on another rank of the group", pass.st)
+				reason, relayed = fmt.Sprintf("%s on another rank of the group", pass.st), true
 			}
 			if err := t.finish(s, pass.st); err != nil {
 				return err
 			}
-			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: pass.st.status(), Reason: reason, Bytes: s.bytes, Verified: s.verified,
+			res.Reaped = append(res.Reaped, Reaped{ID: s.req.ID, Status: pass.st.status(), Reason: reason, Relayed: relayed, Bytes: s.bytes, Verified: s.verified,
 				Started: s.started, Terminal: s.terminal, Reaped: now})
 		}
 	}

@@ -122,7 +122,7 @@ func (t *Transceiver) handleAck(s *session, src int, h Header) {
 		if fs.peer == src && !fs.acked {
 			fs.acked = true
 			if h.Status != CodeOK && !s.state.terminal() {
-				s.fail(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
+				s.failRelayed(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
 			}
 			return
 		}
@@ -163,7 +163,7 @@ func (t *Transceiver) handleCancel(s *session, src int, h Header) {
 	if t.cfg.Role == topology.Generation {
 		// A CTX peer sends Cancel only for fragments it never posted.
 		t.withdrawFrom(s, src)
-		t.genCancel(s, fmt.Sprintf("ctx rank %d cancelled", src))
+		t.genCancelRelayed(s, fmt.Sprintf("ctx rank %d cancelled", src))
 	} else {
 		t.ctxPeerCancelled(s, src)
 	}

@@ -75,7 +75,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 		t.setTerminal(s, StateTransferred, "")
 	}
 	if len(t.earlyCancel[req.ID]) > 0 {
-		t.genCancel(s, "a ctx rank cancelled before this gen rank started")
+		t.genCancelRelayed(s, "a ctx rank cancelled before this gen rank started")
 	}
 	delete(t.earlyCancel, req.ID)
 	if t.cfg.Faults != nil && t.cfg.Faults.Cancel[req.ID] {
@@ -133,7 +133,7 @@ func (t *Transceiver) progressRecv(s *session) {
 	switch {
 	case !all:
 		if late {
-			t.genCancel(s, "transfer deadline passed")
+			t.genCancel(s, fmt.Sprintf("the transfer timeout (%v) passed", t.cfg.TransferTimeout))
 		}
 	case s.failed:
 		t.setTerminal(s, StateFailed, s.why)

@@ -124,7 +124,7 @@ func (t *Transceiver) progressSend(s *session) {
 	case resolved:
 		t.setTerminal(s, StateTransferred, "")
 	case t.deadlinePassed(s):
-		t.tryCancel(s, "transfer deadline passed")
+		t.tryCancel(s, fmt.Sprintf("the transfer timeout (%v) passed", t.cfg.TransferTimeout))
 	}
 }
 

@@ -75,6 +75,10 @@ type session struct {
 	// the session ends cancelled once no write is in flight.
 	cancelling   bool
 	cancelReason string
+	// cancelRelayed: the cancel came from a peer (its message, or a
+	// cancel that reached this rank before its session started), so
+	// cancelReason names the peer, not the cause this rank saw.
+	cancelRelayed bool
 	refused      bool // a cancel was refused while a write was in flight
 	notStarted   bool // CTX: the transfer could not start (Faults.FailSend)
 }
@@ -93,6 +97,15 @@ func (s *session) failRelayed(why string) {
 	if !s.failed {
 		s.failed, s.why, s.relayed = true, why, true
 	}
+}
+
+// whyRelayed reports whether the reason s ended with is a peer's news
+// rather than what this rank found itself.
+func (s *session) whyRelayed() bool {
+	if s.failed {
+		return s.relayed
+	}
+	return s.cancelRelayed
 }
 
 // inFlight reports whether a write into or out of the session's blocks may

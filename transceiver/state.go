@@ -40,11 +40,15 @@ func (s State) status() request.Status {
 
 // Reaped describes a transfer whose end the group agreed on.
 type Reaped struct {
-	ID       request.ID
-	Status   request.Status // how the group agreed the transfer ended
-	Reason   string         // why it failed or was cancelled
-	Bytes    int64          // payload bytes this rank moved for it
-	Verified int64          // payload bytes this rank verified (GEN)
+	ID     request.ID
+	Status request.Status // how the group agreed the transfer ended
+	Reason string         // why it failed or was cancelled
+	// Relayed: Reason is a peer's news (it names the peer, or says the
+	// group agreed it), not a cause this rank found; the rank that found
+	// one reaps the same request with Relayed false.
+	Relayed  bool
+	Bytes    int64 // payload bytes this rank moved for it
+	Verified int64 // payload bytes this rank verified (GEN)
 	Started  time.Time
 	Terminal time.Time // when this rank saw it terminal
 	Reaped   time.Time // when the outcome consensus applied it
