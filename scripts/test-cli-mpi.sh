@@ -194,4 +194,21 @@ assert sorted(vals) == ["0", "1"], vals
 print(f"test-cli-mpi: ok: analyze: {m['group']} #{m['seq']}: new_local_failures {vals}")
 PY
 
+echo "test-cli-mpi: 7. a run whose requests fail prints its whole report and exits 1, five times, naming the rank that found the cause"
+# Every rank agrees the exit code (1) in Finalize; world rank 0 then
+# prints. mpirun ends the job at the first rank that exits non-zero, so
+# ranks that left with 1 cut the report short (in 1 or 2 runs of 5 before
+# only rank 0 carried the code).
+for i in 1 2 3 4 5; do
+	rc=0
+	mpirun_ -np 6 bin/rankrun-mpi run --ctx tp=2 --gen tp=4 --requests 4 --transfer-timeout 1ns >"$tmp/fail.out" 2>"$tmp/fail.err" || rc=$?
+	[ "$rc" -eq 1 ] || { cat "$tmp/fail.err" >&2; fail "run $i: mpirun exited $rc, want 1"; }
+	grep -q "^rankrun: run ended with 1 errors, 0 leaked blocks" "$tmp/fail.err" ||
+		{ cat "$tmp/fail.out" "$tmp/fail.err" >&2; fail "run $i: the report was cut short (no closing line)"; }
+	grep -q "^leaked blocks" "$tmp/fail.out" || { cat "$tmp/fail.out" >&2; fail "run $i: the report was cut short"; }
+	grep -Eq "^not completed +request 1 cancelled: (ctx|gen) rank [0-9] \(world rank [0-9]\) found: the transfer timeout \(1ns\) passed$" "$tmp/fail.out" ||
+		{ cat "$tmp/fail.out" >&2; fail "run $i: request 1's line does not name the rank and the transfer timeout"; }
+done
+echo "test-cli-mpi: ok: five whole reports, exit 1"
+
 echo "test-cli-mpi: PASS"

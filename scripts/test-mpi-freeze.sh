@@ -25,7 +25,7 @@ COLL_TIMEOUT=${COLL_TIMEOUT:-3}     # seconds: --collective-timeout
 # mpirun's teardown (measured 0.7-1.4 s with two busy loops beside the job;
 # 6 s is over 4x that).
 FREEZE_SLACK=${FREEZE_SLACK:-8}
-FREEZE_AFTER=${FREEZE_AFTER:-2}     # seconds of run before the freeze
+FREEZE_AFTER=${FREEZE_AFTER:-2}     # seconds from the first 100 requests finished to the freeze
 FREEZE_RANKS=${FREEZE_RANKS:-"2 1 0"} # world ranks to freeze, one job each (2, 1: gen ranks 1, 0; 0: the ctx rank)
 FREEZE_MODES=${FREEZE_MODES:-"unchecked checked"} # unchecked: --unchecked; checked: the default
 # Freezing the only CTX rank (world rank 0, also the router) leaves the GEN
@@ -79,14 +79,16 @@ results=()
 failed=0
 freeze_case() { # WORLD_RANK MODE
 	local frozen=$1 mode=$2 bad=() rc=0 pid="" t0 wall deadline
-	local args=(run --ctx tp=1 --gen tp=2 --requests 5000 --arrival rate=500 --collective-timeout "${COLL_TIMEOUT}s")
+	# --log-level debug: world rank 0 (the router) logs "requests finished"
+	# every 100 requests, the sign that the run is under way.
+	local args=(run --ctx tp=1 --gen tp=2 --requests 5000 --arrival rate=500 --collective-timeout "${COLL_TIMEOUT}s" --log-level debug)
 	[ "$mode" = checked ] || args+=(--unchecked)
 	# Checked: every rank that can writes its failure dump; rankrun
 	# analyze must then name the frozen rank (no dump), its last
 	# collective and the requests in flight with it.
 	rm -rf "$tmp/dumps"
 	[ "$mode" != checked ] || args+=(--dump-dir "$tmp/dumps")
-	echo "test-mpi-freeze: world rank $frozen: mpirun -np 3 bin/rankrun-mpi ${args[*]}, SIGSTOP after ${FREEZE_AFTER}s"
+	echo "test-mpi-freeze: world rank $frozen: mpirun -np 3 bin/rankrun-mpi ${args[*]}, SIGSTOP ${FREEZE_AFTER}s after its first 100 requests finished"
 	timeout --kill-after=10 "$MPI_TIMEOUT" mpirun --oversubscribe --bind-to none -np 3 \
 		"$tmp/rankrun-mpi" "${args[@]}" >"$tmp/out" 2>"$tmp/err" &
 	mpirun_pid=$!
@@ -103,6 +105,17 @@ freeze_case() { # WORLD_RANK MODE
 		record FAIL "freeze world rank $frozen $mode" 0 "no process for world rank $frozen"
 		return
 	fi
+	# Under way first: on a loaded host the job can take longer to start
+	# than the freeze delay, and a rank frozen before any request is in
+	# flight tests nothing of what follows.
+	deadline=$(($(date +%s) + 60))
+	until grep -q "requests finished" "$tmp/err" 2>/dev/null; do
+		if [ "$(date +%s)" -ge "$deadline" ] || ! kill -0 "$mpirun_pid" 2>/dev/null; then
+			bad+=("no 100 requests finished within 60 s of the start")
+			break
+		fi
+		sleep 0.1
+	done
 	sleep "$FREEZE_AFTER"
 	if ! kill -0 "$mpirun_pid" 2>/dev/null; then
 		bad+=("the job ended before the freeze")

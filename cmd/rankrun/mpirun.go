@@ -106,10 +106,15 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		}
 	}
 	final := w.Finalize(code)
-	if w.Rank() == 0 {
-		if sayFinish(stderr, (outputs{json: o.json}).finish(ctx, rep, nil, stdout), nil) { // the files are written
-			final = max(final, 1)
-		}
+	if w.Rank() != 0 {
+		// The ranks agreed the code, world rank 0 among them; it prints
+		// the report now and exits with it. mpirun ends the whole job at
+		// the first rank that exits non-zero, which would cut the report
+		// short mid-line, so the others leave quietly.
+		return exitError{code: 0}
+	}
+	if sayFinish(stderr, (outputs{json: o.json}).finish(ctx, rep, nil, stdout), nil) { // the files are written
+		final = max(final, 1)
 	}
 	return exitError{code: final}
 }
