@@ -100,9 +100,9 @@ test-perf:
 perf-update:
 	$(GO) test -count=1 -run '^TestPerfFigures$$' ./cmd/rankrun -perf.update
 
-# The suite must kill every named mutant of cmd/mutate's catalogue (each
+# The suite must kill every named mutant of tools/mutate's catalogue (each
 # applied alone to a scratch copy; the test that killed it last runs
-# alone first (cmd/mutate/killers.txt), then, unless that killed it with
+# alone first (tools/mutate/killers.txt), then, unless that killed it with
 # the suite still compiling and vetting, the fast sim and in-process
 # packages run against it, stopping at the first failure). The unmutated copy runs
 # the same suites first and must pass; a mutant is killed only by a named
@@ -111,7 +111,7 @@ perf-update:
 # compile and one whose failure names no such test each fail the run.
 # The MPI binding's mutants run the comm/mpi tests under real mpirun.
 mutate: mpi-deps
-	$(GO) run ./cmd/mutate
+	$(GO) run ./tools/mutate
 
 # The MPI backend's conformance suite under mpirun (np 2, 4, TCP), the CLI
 # under mpirun (np 5 equals in-process; SIGINT to mpirun gives one partial

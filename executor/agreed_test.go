@@ -16,7 +16,7 @@ import (
 // rank does: one rank's pool is shrunk (the first, a middle or the last of
 // a group of four, on either side), so the agreed admission fit is that
 // rank's and every other rank's own fit is larger. A rank that admitted by
-// its own fit (cmd/mutate's agreed-admission-* mutants, one per rank
+// its own fit (tools/mutate's agreed-admission-* mutants, one per rank
 // position) would take requests its peers did not: their next collectives
 // differ, or its blocks leak. Under attention-DP the GEN ranks agree on
 // how each transfer ended (the outcome set) over the executor group, while

@@ -24,13 +24,13 @@ import (
 // every other case (a stale line, a test renamed or gone, a mutant it no
 // longer kills, one that does not compile elsewhere) the whole suite
 // decides, as without the file: a line can cost time, never a verdict.
-// go run ./cmd/mutate -update-killers rewrites it from a run's verdicts.
-const killersFile = "cmd/mutate/killers.txt"
+// go run ./tools/mutate -update-killers rewrites it from a run's verdicts.
+const killersFile = "tools/mutate/killers.txt"
 
 const killersHead = `# The test that killed each mutant last: mutant, package, top-level test,
 # tab-separated. make mutate runs that test first and the mutant's whole
-# suite only when it does not kill it there (cmd/mutate/killers.go).
-# Rewritten by go run ./cmd/mutate -update-killers.
+# suite only when it does not kill it there (tools/mutate/killers.go).
+# Rewritten by go run ./tools/mutate -update-killers.
 `
 
 // killerBound bounds a last killer's run alone: a mutant it does not

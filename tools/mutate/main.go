@@ -19,7 +19,7 @@
 // its other test binaries neither linked nor run. In every other case the
 // whole suite runs and decides.
 //
-//	go run ./cmd/mutate [-run REGEXP] [-list] [-keep] [-timeout D] [-update-killers]
+//	go run ./tools/mutate [-run REGEXP] [-list] [-keep] [-timeout D] [-update-killers]
 //
 // make mutate runs it.
 package main
