@@ -73,3 +73,45 @@ func TestNotCompletedNamesTheRankAndTheCause(t *testing.T) {
 		}
 	}
 }
+
+// The CTX and GEN groups agree on a transfer apart, so a rank's own cause
+// may be for an outcome the request did not have: the report takes the
+// cause that ended the request as it ended. A CTX rank whose bytes all
+// left and whose ack came past the transfer timeout found no cause (the
+// GEN ranks hold the bytes and completed the request): it neither explains
+// the request nor takes the place of a real cause. In simulation, where
+// the timeout and the late ack are exact.
+func TestNotCompletedPrefersTheCauseOfItsOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		gen    string
+		faults []string
+		want   []string
+	}{
+		{"a failed receive beside a late ack", "tp=2", []string{"fail-transfer@gen:1,req=2", "delay-ack@gen:0,req=2,for=3s"},
+			[]string{"request 2 failed: gen rank 1 (world rank 2) found: injected rank-local receive failure"}},
+		{"a cancel and a failure on two GEN ranks: the group agreed cancelled", "tp=4", []string{"fail-transfer@gen:1,req=2", "cancel@gen:2,req=2"},
+			[]string{"request 2 cancelled: gen rank 2 (world rank 3) found: cancelled on this rank (injected)"}},
+		{"late acks of completed requests before a cancel", "tp=2",
+			[]string{"delay-ack@gen:0,req=1,for=3s", "delay-ack@gen:0,req=2,for=3s", "delay-ack@gen:0,req=3,for=3s", "cancel@ctx:0,req=5"},
+			[]string{"request 5 cancelled: ctx rank 0 (world rank 0) found: cancelled on this rank (injected)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig("tp=1", tc.gen, transceiver.Async)
+			cfg.Workload.Requests = 6
+			cfg.TransferTimeout = 500 * time.Millisecond
+			for _, s := range tc.faults {
+				f, err := executor.ParseFault(s)
+				require.NoError(t, err)
+				cfg.Faults = append(cfg.Faults, f)
+			}
+			rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true})
+			require.NoError(t, err)
+			var got []string
+			for _, n := range rep.NotCompleted {
+				got = append(got, fmt.Sprintf("request %d %s: %s", n.ID, n.State, n.Reason))
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}

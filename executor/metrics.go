@@ -231,19 +231,30 @@ func (rr *RankReport) found(why string) string {
 }
 
 // explain replaces each relayed reason of notes (the GEN leader heard of
-// the failure) with the cause a rank found itself for the same request,
-// the first of causes that has one (world rank order); a reason the leader
-// found itself already names it.
+// the failure) with the cause a rank found itself for the same request:
+// the first of causes (world rank order) that ended the request as the
+// note did, else the first of any state (the CTX and GEN groups agree on a
+// transfer apart). A reason the leader found itself already names it.
 func explain(notes, causes []NotCompleted) {
 	for i := range notes {
 		if !notes[i].Relayed {
 			continue
 		}
-		for _, c := range causes {
-			if c.ID == notes[i].ID {
-				notes[i].Reason, notes[i].Relayed = c.Reason, false
+		pick := -1
+		for j, c := range causes {
+			if c.ID != notes[i].ID {
+				continue
+			}
+			if c.State == notes[i].State {
+				pick = j
 				break
 			}
+			if pick < 0 {
+				pick = j
+			}
+		}
+		if pick >= 0 {
+			notes[i].Reason, notes[i].Relayed = causes[pick].Reason, false
 		}
 	}
 }

@@ -149,20 +149,29 @@ func liveIDs() map[uint64]bool {
 	return ids
 }
 
-// leaked is every goroutine, but the caller, that was not live in before
-// and has not ended, once those a finished run left have had time to
-// wind down: nothing signals their end, so it looks again after 1 us,
-// doubling to 100 ms between looks, 20 times (about half a second in all)
-// before it names them. Goroutines the standard library starts for
-// itself (signal delivery) and parked test runners (a parallel test
-// started meanwhile) are not the run's.
+// leaked is every goroutine that was not live in before and has not
+// ended, and that the caller's run may have started: one descended from
+// the caller (through goroutines still alive), or whose creator has
+// returned (a rank's helper, once its rank returned: whose it was cannot
+// be told). One descended from another goroutine of before is not the
+// run's: a test running in parallel started it. Those a finished run left
+// get time to wind down: nothing signals their end, so it looks again
+// after 1 us, doubling to 100 ms between looks, 20 times (about half a
+// second in all) before it names them. Goroutines the standard library
+// starts for itself (signal delivery) and parked test runners are not the
+// run's either.
 func leaked(before map[uint64]bool) []goroutine {
 	self := currentID()
 	wait := time.Microsecond
 	for try := 0; ; try++ {
+		gs := goroutines()
+		live := make(map[uint64]goroutine, len(gs))
+		for _, g := range gs {
+			live[g.id] = g
+		}
 		var left []goroutine
-		for _, g := range goroutines() {
-			if !before[g.id] && g.id != self && !background(g) {
+		for _, g := range gs {
+			if !before[g.id] && g.id != self && !background(g) && ours(g, live, before, self) {
 				left = append(left, g)
 			}
 		}
@@ -172,6 +181,27 @@ func leaked(before map[uint64]bool) []goroutine {
 		time.Sleep(wait)
 		wait = min(2*wait, 100*time.Millisecond)
 	}
+}
+
+// ours: g descends from self through live goroutines, or its line of
+// creators breaks at one that has returned, rather than reaching another
+// goroutine of before.
+func ours(g goroutine, live map[uint64]goroutine, before map[uint64]bool, self uint64) bool {
+	for seen := 0; seen <= len(live); seen++ { // a cycle cannot be, but bound the walk
+		p := g.parent
+		switch {
+		case p == self || p == 0:
+			return true
+		case before[p]:
+			return false
+		}
+		next, ok := live[p]
+		if !ok {
+			return true // its creator returned
+		}
+		g = next
+	}
+	return true
 }
 
 // background: g is one the standard library or the test runner keeps for

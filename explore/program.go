@@ -228,8 +228,9 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 		EarlyArrivals: !o.FixedArrivals, Deadline: o.Deadline, Fabric: o.Fabric, Progress: prog}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done, root := make(chan sim.Result, 1), make(chan uint64, 1)
+	done, root, exited := make(chan sim.Result, 1), make(chan uint64, 1), make(chan struct{})
 	go func() {
+		defer close(exited) // then it only returns: not a goroutine the run left
 		root <- currentID() // the run's goroutines are this one's family
 		done <- sim.Run(rctx, n, cfg, func(ctx context.Context, c comm.Comm, _ clock.Clock) error { return fn(ctx, c) })
 	}()
@@ -264,6 +265,7 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 			why = append(why, "left behind: "+u.String())
 		}
 	}
+	<-exited
 	if left := leaked(before); len(left) > 0 {
 		why = append(why, fmt.Sprintf("goroutines the ranks started are still running: %d, the first %s", len(left), left[0].describe()))
 	}

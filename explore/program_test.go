@@ -3,6 +3,7 @@ package explore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -345,5 +346,25 @@ func TestSearchProgramBadOptions(t *testing.T) {
 		require.ErrorIs(t, res.Err, comm.ErrBadArgument)
 		require.ErrorContains(t, res.Err, tc.want)
 		require.Zero(t, res.Schedules)
+	}
+}
+
+// Searches running beside each other (t.Parallel tests in one process)
+// do not take each other's goroutines for leaks: a goroutine that another
+// live goroutine of before started is not the run's. Each program works
+// rank-local for a while so that the runs overlap, ending at different
+// times.
+func TestSearchProgramBesideParallelSearches(t *testing.T) {
+	for i := range 3 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == 0 {
+					spin(time.Duration(i+1) * 150 * time.Millisecond) // the shorter runs end while the longer ones run
+				}
+				return c.Barrier(ctx)
+			}, explore.ProgramOptions{Seeds: 2})
+			require.Nil(t, res.First, "a clean program failed beside other searches: %v", res.First)
+		})
 	}
 }

@@ -27,7 +27,7 @@ export OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun --version 2>/dev/null | head -1 >"$raw/ompi-version.txt" || true
 
 step "build"
-$GO build -o bin/rankrun ./cmd/rankrun
+$GO build -tags nvml -o bin/rankrun ./cmd/rankrun # bin/rankrun is make build's, with NVML
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
 
 step "1. MPI collectives vs C (scripts/bench-mpi.sh)"
@@ -57,7 +57,7 @@ gobench ./transceiver/ transceiver-xfer64.txt -bench 'Transfer/frag=64MiB' -benc
 cat "$raw/transceiver-scaling.txt" "$raw/transceiver-xfer.txt" "$raw/transceiver-xfer64.txt" >>"$raw/transceiver.txt"
 $GO tool pprof -top -nodecount=15 "$raw/transceiver.test" "$raw/transfer64.pprof" 2>/dev/null |
 	sed -n '/^Showing\|flat%/,$p' >"$raw/transfer-profile.txt" || true
-step "KV block pool (gpu)"
+step "KV block pool (kvpool)"
 gobench ./kvpool/ kvpool.txt -bench 'AllocateRelease32|AllocateCtxRelease32|LeaseEndLease|ReferenceFreeList32' -benchtime 200000x
 step "cost model: a published cell's finite run, closed form vs every step priced"
 gobench ./costmodel/ costmodel.txt -bench 'BenchmarkRun' -benchtime 5x

@@ -20,7 +20,7 @@ mpi_setup test-cli-scale python3
 tmp=$(mktemp -d)
 trap '[ -n "${SCALE_KEEP:-}" ] && cp -r "$tmp" "$SCALE_KEEP"; rm -rf "$tmp"' EXIT
 mkdir -p bin
-$GO build -o bin/rankrun ./cmd/rankrun
+$GO build -tags nvml -o bin/rankrun ./cmd/rankrun # bin/rankrun is make build's, with NVML
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
 flags=(run --layers 1 --kv-heads 1 --head-dim 8 --arrival closed=256 --json --timeout 1h) # the default 10 min ends the mpirun run (~25 min)
 

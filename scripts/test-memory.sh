@@ -22,8 +22,9 @@ die() {
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export CGO_CFLAGS=${CGO_CFLAGS:-"-O2 -g -Wno-deprecated-declarations"} # go-nvml's header (-tags nvml)
 mkdir -p bin
-$GO build -o bin/rankrun ./cmd/rankrun
+$GO build -tags nvml -o bin/rankrun ./cmd/rankrun # bin/rankrun is make build's, with NVML
 
 # check NAME BUDGET_BYTES CMD...: runs CMD (a --json run), fails unless it
 # exits 0 and reports a peak RSS within the budget.

@@ -55,7 +55,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "test-mpi-scenarios: building bin/rankrun-mpi (-tags mpi) and bin/rankrun"
 mkdir -p bin
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
-$GO build -o bin/rankrun ./cmd/rankrun
+$GO build -tags nvml -o bin/rankrun ./cmd/rankrun # bin/rankrun is make build's, with NVML
 if [ "${MPI_ADP:-1}" != 0 ] && [ -z "${SCENARIOS:-}" ]; then
 	mkdir -p "$tmp/adp"
 	while read -r f; do CASES+=("$f"); done < <(bin/rankrun scenario --generate adp --out "$tmp/adp")

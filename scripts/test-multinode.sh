@@ -308,7 +308,7 @@ echo "test-multinode: building bin/rankrun-mpi, bin/rankrun and the comm/mpi tes
 t0=$(now_us)
 mkdir -p bin
 $GO build -tags mpi -o bin/rankrun-mpi ./cmd/rankrun
-$GO build -o bin/rankrun ./cmd/rankrun
+$GO build -tags nvml -o bin/rankrun ./cmd/rankrun # bin/rankrun is make build's, with NVML
 $GO test -c -race -tags mpi -o "$work/mpi.test" ./comm/mpi/
 timed "build" "$t0"
 

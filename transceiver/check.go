@@ -205,7 +205,7 @@ func (t *Transceiver) apply(decided []consensus.Decision, res *Result) error {
 				// Cannot happen: an agreed id is over on every rank.
 				return fmt.Errorf("transceiver: agreed id %d has no session on %s rank %d", d.ID, t.cfg.Role, t.cfg.Rank)
 			}
-			reason, relayed := s.why, s.whyRelayed()
+			reason, relayed := s.why, s.whyRelayed() || t.sentWhole(s)
 			if pass.st != s.state && (reason == "" || pass.st == StateCancelled) {
 				reason, relayed = fmt.Sprintf("%s on another rank of the group", pass.st), true
 			}

@@ -142,7 +142,7 @@ func (t *Transceiver) progressRecv(s *session) {
 		// makes the transfer cancelled, never transferred.
 		why := s.cancelReason
 		if why == "" {
-			why = "a ctx rank cancelled"
+			why, s.cancelRelayed = "a ctx rank cancelled", true
 		}
 		t.setTerminal(s, StateCancelled, why)
 	case t.cfg.Faults != nil && t.cfg.Faults.FailReceive[s.req.ID]:

@@ -79,8 +79,8 @@ type session struct {
 	// cancel that reached this rank before its session started), so
 	// cancelReason names the peer, not the cause this rank saw.
 	cancelRelayed bool
-	refused      bool // a cancel was refused while a write was in flight
-	notStarted   bool // CTX: the transfer could not start (Faults.FailSend)
+	refused       bool // a cancel was refused while a write was in flight
+	notStarted    bool // CTX: the transfer could not start (Faults.FailSend)
 }
 
 // fail marks the session failed, keeping the first reason.
@@ -106,6 +106,22 @@ func (s *session) whyRelayed() bool {
 		return s.relayed
 	}
 	return s.cancelRelayed
+}
+
+// sentWhole reports whether s is a send every fragment of which left:
+// whatever this rank then saw (an ack past the transfer timeout), the
+// receivers hold every byte, so how the transfer ended is theirs to find,
+// not this rank's.
+func (t *Transceiver) sentWhole(s *session) bool {
+	if t.cfg.Role != topology.Context || len(s.frags) == 0 {
+		return false
+	}
+	for i := range s.frags {
+		if !s.frags[i].posted {
+			return false
+		}
+	}
+	return true
 }
 
 // inFlight reports whether a write into or out of the session's blocks may

@@ -248,7 +248,7 @@ func poolRows(raw string, add func(benchRow)) error {
 	if !ok {
 		return fmt.Errorf("no ReferenceFreeList32 in kvpool.txt")
 	}
-	sec := "KV block pool (gpu)"
+	sec := "KV block pool (kvpool)"
 	for _, c := range []struct{ name, what string }{
 		{"AllocateRelease32", "TryAllocate + Release of a 32-block request"},
 		{"AllocateCtxRelease32", "Allocate(ctx) + Release of a 32-block request"},
