@@ -154,32 +154,38 @@ func liveIDs() map[uint64]bool {
 // the caller (through goroutines still alive), or whose creator has
 // returned (a rank's helper, once its rank returned: whose it was cannot
 // be told). One descended from another goroutine of before is not the
-// run's: a test running in parallel started it. Those a finished run left
-// get time to wind down: nothing signals their end, so it looks again
-// after 1 us, doubling to 100 ms between looks, 20 times (about half a
-// second in all) before it names them. Goroutines the standard library
-// starts for itself (signal delivery) and parked test runners are not the
-// run's either.
-func leaked(before map[uint64]bool) []goroutine {
+// run's: a test running in parallel started it. Goroutines the standard
+// library starts for itself (signal delivery) and parked test runners are
+// not the run's either.
+//
+// The run has returned, so those it left either wind down or wait. While
+// one of them can run (it is ending, or about to wake one that waits on
+// it) leaked yields to them and looks again; once every one waits (on a
+// channel, a lock, a timer), none can end by itself and they are the
+// verdict, decided by their states, not by the host's speed. One that
+// keeps running past spin is named too, as awaitRun names a rank that
+// spins.
+func leaked(before map[uint64]bool, spin time.Duration) []goroutine {
 	self := currentID()
-	wait := time.Microsecond
-	for try := 0; ; try++ {
+	start := time.Now()
+	for {
 		gs := goroutines()
 		live := make(map[uint64]goroutine, len(gs))
 		for _, g := range gs {
 			live[g.id] = g
 		}
 		var left []goroutine
+		running := false
 		for _, g := range gs {
 			if !before[g.id] && g.id != self && !background(g) && ours(g, live, before, self) {
 				left = append(left, g)
+				running = running || g.canRun()
 			}
 		}
-		if len(left) == 0 || try == 20 {
+		if !running || time.Since(start) > spin {
 			return left
 		}
-		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
+		runtime.Gosched()
 	}
 }
 

@@ -266,7 +266,7 @@ func tryProgram(ctx context.Context, n int, fn func(ctx context.Context, c comm.
 		}
 	}
 	<-exited
-	if left := leaked(before); len(left) > 0 {
+	if left := leaked(before, o.Spin); len(left) > 0 {
 		why = append(why, fmt.Sprintf("goroutines the ranks started are still running: %d, the first %s", len(left), left[0].describe()))
 	}
 	if len(why) == 0 {

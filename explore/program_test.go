@@ -368,3 +368,20 @@ func TestSearchProgramBesideParallelSearches(t *testing.T) {
 		})
 	}
 }
+
+// A goroutine a rank started that is still working when the run returns
+// is winding down, not leaked: the search yields to it until it ends,
+// however long the host takes to run it (here it works 800 ms after its
+// rank returned, longer than a bounded wait for leaks would give it), at
+// the first, middle and last rank.
+func TestSearchProgramWaitsForWindingDownHelpers(t *testing.T) {
+	for _, r := range []int{0, 1, 2} {
+		res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
+			if c.Rank() == r {
+				go spin(800 * time.Millisecond)
+			}
+			return c.Barrier(ctx)
+		}, explore.ProgramOptions{Seeds: 1})
+		require.Nil(t, res.First, "rank %d's helper was named a leak while it worked: %v", r, res.First)
+	}
+}

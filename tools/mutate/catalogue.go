@@ -345,7 +345,7 @@ var catalogue = []mutant{
 		old: "case len(working) == 0:", new: "case true:",
 		why: "a rank that works rank-local for longer than Stuck (or waits that long for a CPU on a loaded host) is named stuck: a verdict from the host, not the program", pkgs: []string{"./explore"}},
 	{name: "program-leaks-unchecked", file: "explore/program.go",
-		old: "if left := leaked(before); len(left) > 0 {", new: "if left := leaked(before); len(left) > 1<<30 {",
+		old: "if left := leaked(before, o.Spin); len(left) > 0 {", new: "if left := leaked(before, o.Spin); len(left) > 1<<30 {",
 		why: "a program whose rank leaves a goroutine running passes the search: a leak that outlives the run is found in production instead", pkgs: []string{"./explore"}},
 	{name: "report-causes-unused", file: "executor/report.go",
 		old: "\texplain(done.NotCompleted, causes)\n", new: "",
