@@ -3,7 +3,6 @@ package explore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -349,26 +348,6 @@ func TestSearchProgramBadOptions(t *testing.T) {
 	}
 }
 
-// Searches running beside each other (t.Parallel tests in one process)
-// do not take each other's goroutines for leaks: a goroutine that another
-// live goroutine of before started is not the run's. Each program works
-// rank-local for a while so that the runs overlap, ending at different
-// times.
-func TestSearchProgramBesideParallelSearches(t *testing.T) {
-	for i := range 3 {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			t.Parallel()
-			res := explore.SearchProgram(context.Background(), 3, func(ctx context.Context, c comm.Comm) error {
-				if c.Rank() == 0 {
-					spin(time.Duration(i+1) * 150 * time.Millisecond) // the shorter runs end while the longer ones run
-				}
-				return c.Barrier(ctx)
-			}, explore.ProgramOptions{Seeds: 2})
-			require.Nil(t, res.First, "a clean program failed beside other searches: %v", res.First)
-		})
-	}
-}
-
 // A goroutine a rank started that is still working when the run returns
 // is winding down, not leaked: the search yields to it until it ends,
 // however long the host takes to run it (here it works 800 ms after its
@@ -384,4 +363,33 @@ func TestSearchProgramWaitsForWindingDownHelpers(t *testing.T) {
 		}, explore.ProgramOptions{Seeds: 1})
 		require.Nil(t, res.First, "rank %d's helper was named a leak while it worked: %v", r, res.First)
 	}
+}
+
+// A goroutine another test starts while a search runs (here blocked until
+// the search is over, so it is alive and waiting when the search looks for
+// leaks) is not the search's: its creator was live before the run.
+func TestSearchProgramIgnoresAnotherTestsGoroutine(t *testing.T) {
+	mid, created, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	t.Run("group", func(t *testing.T) {
+		t.Run("bystander", func(t *testing.T) {
+			t.Parallel()
+			<-mid
+			go func() { <-release }()
+			close(created)
+		})
+		t.Run("search", func(t *testing.T) {
+			t.Parallel()
+			defer close(release)
+			once := false
+			res := explore.SearchProgram(context.Background(), 2, func(ctx context.Context, c comm.Comm) error {
+				if c.Rank() == 0 && !once {
+					once = true
+					close(mid)
+					<-created
+				}
+				return c.Barrier(ctx)
+			}, explore.ProgramOptions{Seeds: 1})
+			require.Nil(t, res.First, "another test's goroutine was taken for a leak: %v", res.First)
+		})
+	})
 }
