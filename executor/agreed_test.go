@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/scenario"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -79,7 +78,7 @@ func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 			for seed := uint64(1); seed <= 3; seed++ {
 				sc := s.SimConfig()
 				sc.Seed = seed
-				rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+				rep, _, err := runSim(t.Context(), cfg, sc)
 				require.NoError(t, err, "seed %d", seed)
 				require.True(t, rep.OK(), "seed %d: %v", seed, rep.Errors)
 				require.Equal(t, c.completed, rep.RequestsCompleted, "seed %d", seed)

@@ -1,6 +1,6 @@
 package executor_test
 
-// Whole-run benchmarks, in-process (executor.RunLocal, unchecked). One
+// Whole-run benchmarks, in-process (executor.Run on launch.Local, unchecked). One
 // benchmark op is one request; the figures that matter are the custom
 // metrics taken from the run's Report: req/s (control-plane throughput with
 // zero compute cost) and handover-p50/p99-us (a request's arrival at an
@@ -22,7 +22,7 @@ func benchRun(b *testing.B, cfg executor.Config) *executor.Report {
 	cfg.Defaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := executor.RunLocal(ctx, cfg, false, 30*time.Second)
+	rep, err := runLocal(ctx, cfg, false, 30*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

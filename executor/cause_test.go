@@ -50,11 +50,11 @@ func TestNotCompletedNamesTheRankAndTheCause(t *testing.T) {
 				var err error
 				if backend == "sim" {
 					// Links that take time: a transfer outlives 1ns.
-					rep, _, err = executor.RunSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true, Fabric: sim.Fabrics["h100-nvlink-ib400"]})
+					rep, _, err = runSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true, Fabric: sim.Fabrics["h100-nvlink-ib400"]})
 				} else {
 					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 					defer cancel()
-					rep, err = executor.RunLocal(ctx, cfg, true, 10*time.Second)
+					rep, err = runLocal(ctx, cfg, true, 10*time.Second)
 				}
 				require.NoError(t, err)
 				require.Zero(t, rep.LeakedBlocks)
@@ -105,7 +105,7 @@ func TestNotCompletedPrefersTheCauseOfItsOutcome(t *testing.T) {
 				require.NoError(t, err)
 				cfg.Faults = append(cfg.Faults, f)
 			}
-			rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true})
+			rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true})
 			require.NoError(t, err)
 			var got []string
 			for _, n := range rep.NotCompleted {

@@ -120,14 +120,13 @@ type Config struct {
 	// simulated world gets its own.
 	Clock clock.Clock
 
-	// routes is shared by the ranks of a run in one process (RunSim,
-	// RunLocal): the EP dispatch counts a list of tokens routes to,
+	// routes is shared by the ranks of a run in one process (Run): the EP dispatch counts a list of tokens routes to,
 	// computed once for the members that route it (routeMemo).
 	routes *routeMemo
 	// steps is shared likewise: the group's step times (stepMemo).
 	steps *stepMemo
-	// arena holds the KV pools of a run in one process (RunSim, RunLocal
-	// free it once every rank has returned); nil: the Go heap.
+	// arena holds the KV pools of a run in one process (Run frees it
+	// once every rank has returned); nil: the Go heap.
 	arena *kvpool.Arena
 }
 

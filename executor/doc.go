@@ -5,7 +5,7 @@
 //
 // Files, one idea each:
 //
-//	run.go       RunRank / RunLocal: communicators, the rank's loop, reports
+//	run.go       RunRank / Run on a World: communicators, the rank's loop, reports
 //	base.go      the state both roles share; the status check as decided; termination
 //	ctx.go       the CTX loop: prefill, sends started
 //	gen.go       the GEN loop: receives started, outcomes shared, decode
@@ -57,7 +57,8 @@
 //
 // The named replays (Replays) bring old behaviours back on purpose, and the
 // faults (Fault) inject rank-local failures, so that regression tests can
-// prove they catch them. RunLocal runs a whole job in one process; RunRank is
-// one rank of a job on any comm.Comm (mpirun uses it through cmd/rankrun).
-// Both return a Report with stable JSON field names.
+// prove they catch them. Run runs a whole job in one process on a World the
+// caller picks (launch.Local, launch.Sim: executor imports no backend);
+// RunRank is one rank of a job on any comm.Comm (mpirun uses it through
+// cmd/rankrun). Both return a Report with stable JSON field names.
 package executor

@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/launch"
 	"github.com/rankrun/rankrun/topology"
 )
 
 // A whole disaggregated job in one process: CTX tp=1 sends every request's
 // KV to GEN tp=4, where every byte is verified; checked collectives.
-func ExampleRunLocal() {
+func ExampleRun() {
 	cfg := executor.Config{
 		Ctx:   topology.MustParseLayout("tp=1"),
 		Gen:   topology.MustParseLayout("tp=4"),
@@ -21,7 +22,7 @@ func ExampleRunLocal() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := executor.RunLocal(ctx, cfg, true, 10*time.Second)
+	rep, err := executor.Run(ctx, cfg, launch.Local{Checked: true, Timeout: 10 * time.Second})
 	if err != nil {
 		fmt.Println("error:", err)
 		return

@@ -34,7 +34,7 @@ func run(t *testing.T, cfg executor.Config) *executor.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rep, err := executor.RunLocal(ctx, cfg, true, 10*time.Second)
+	rep, err := runLocal(ctx, cfg, true, 10*time.Second)
 	require.NoError(t, err)
 	return rep
 }

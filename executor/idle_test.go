@@ -37,7 +37,7 @@ func TestSyncSingleRankCtxReapsWhileIdle(t *testing.T) {
 	// pinned to capacity.
 	cfg.Replays = executor.ReplaySet{executor.NoIdleReap: true}
 	cfg.StallTimeout = 500 * time.Millisecond
-	_, err := executor.RunLocal(t.Context(), cfg, true, 10*time.Second)
+	_, err := runLocal(t.Context(), cfg, true, 10*time.Second)
 	require.ErrorIs(t, err, executor.ErrStalled)
 	// Every used block is pinned by a transfer that is over but was never
 	// reaped: the seed's "pool at 99.9%, admission stopped".
@@ -130,7 +130,7 @@ func TestBadWorkloadIsRejectedUpFront(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := baseConfig("tp=1", "tp=2", transceiver.Async)
 			mutate(&cfg)
-			_, err := executor.RunLocal(t.Context(), cfg, true, time.Second)
+			_, err := runLocal(t.Context(), cfg, true, time.Second)
 			require.ErrorIs(t, err, executor.ErrConfig)
 		})
 	}
@@ -148,7 +148,7 @@ func TestIdleHandoverIsZeroInVirtualTime(t *testing.T) {
 			cfg.Workload.Arrival = executor.Arrival{Kind: executor.Closed, Concurrency: 1}
 			cfg.SenderWaitSlice, cfg.GenPollInterval = time.Second, time.Second
 			cfg.DecodePerStep = time.Millisecond
-			rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+			rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
 			require.NoError(t, err)
 			require.Equal(t, 50, rep.RequestsCompleted)
 			require.GreaterOrEqual(t, rep.IdleHandoverMs.N, 49, "every request after the first arrives at an idle CTX")
@@ -170,6 +170,6 @@ func TestPrefillPastADurationNeverEnds(t *testing.T) {
 	cfg := baseConfig("tp=1", "tp=1", transceiver.Async)
 	cfg.Workload.Requests, cfg.Workload.InputTokens, cfg.Workload.InputJitter = 1, 40, 0
 	cfg.PrefillPerToken = time.Duration(math.MaxInt64/40 + 1)
-	_, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Deadline: time.Hour})
+	_, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Deadline: time.Hour})
 	require.ErrorIs(t, err, sim.ErrDeadline)
 }

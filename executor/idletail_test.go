@@ -40,11 +40,11 @@ func TestTheWorkloadEndsTheIdleWait(t *testing.T) {
 				cfg.IdleTick = tick
 				var rep *executor.Report
 				if backend == "sim" {
-					rep, _, err = executor.RunSim(t.Context(), cfg, s.SimConfig())
+					rep, _, err = runSim(t.Context(), cfg, s.SimConfig())
 				} else {
 					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 					defer cancel()
-					rep, err = executor.RunLocal(ctx, cfg, true, 0)
+					rep, err = runLocal(ctx, cfg, true, 0)
 				}
 				require.NoError(t, err, "the run slept out its idle tick after its last request")
 				require.Equal(t, 3, rep.RequestsCompleted)

@@ -103,7 +103,7 @@ func TestReplayNotesAreSound(t *testing.T) {
 		}
 		t.Run(c.String(), func(t *testing.T) {
 			for seed := range uint64(4) {
-				rep, _, err := executor.RunSim(t.Context(), c.config(), sim.Config{Seed: seed + 1, Checked: true, Jitter: 20 * time.Microsecond})
+				rep, _, err := runSim(t.Context(), c.config(), sim.Config{Seed: seed + 1, Checked: true, Jitter: 20 * time.Microsecond})
 				require.NoError(t, err, "seed %d: the note says the replay cannot show its bug here", seed+1)
 				wantFailed := 0
 				if len(c.faults) > 0 && c.faults[0].Kind == executor.FaultFailTransfer {

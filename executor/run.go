@@ -11,8 +11,6 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/comm/local"
-	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
@@ -311,61 +309,48 @@ func peerBound(world comm.Comm) time.Duration {
 	return comm.DefaultCollectiveTimeout
 }
 
-// RunSim runs a whole disaggregated run in the simulation backend: every
-// rank in this process, one at a time, in virtual time, under sc's seed,
-// strategy and link model. Every time figure of the report is virtual; the
-// same cfg and sc give the same report. It returns the simulation's result
-// too (schedule steps, virtual duration, a deadlock when there was one). On
-// failure the report is partial, as RunLocal's.
-func RunSim(ctx context.Context, cfg Config, sc sim.Config) (*Report, sim.Result, error) {
-	cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, sim.Result{}, err
-	}
-	cfg.Clock = nil // each rank takes its own virtual clock from its world
-	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
-	cfg.arena = kvpool.NewArena()
-	defer cfg.arena.Free() // after sim.Run: no rank, event or message reads a block again
-	var rep *Report
-	out := newRankOutcomes(cfg.Ranks())
-	res := sim.Run(ctx, cfg.Ranks(), sc, func(ctx context.Context, c comm.Comm, _ clock.Clock) error {
-		r, err := runRank(ctx, c, cfg, func(rr RankReport, err error) { out.keep(ctx, c.Rank(), rr, err) })
-		if c.Rank() == 0 && r != nil {
-			rep = r
-		}
-		return err
-	})
-	if err := res.Err(); err != nil {
-		return out.partial(&cfg, err, res.Elapsed.Seconds()), res, err
-	}
-	return rep, res, nil
+// World is a backend that runs every rank of a run in this process:
+// launch.Local (a goroutine per rank) or launch.Sim (virtual time).
+// executor imports no backend; its caller picks one.
+type World interface {
+	// RunWorld runs rank on each of n ranks, handing each its
+	// communicator over the whole world and its clock (clk, or the
+	// rank's virtual clock where the world keeps time itself), and
+	// returns once every rank has returned: the first rank's error (the
+	// cause; the others were cancelled by it) and how long the world ran
+	// by that clock.
+	RunWorld(ctx context.Context, n int, clk clock.Clock, rank func(context.Context, comm.Comm, clock.Clock) error) (time.Duration, error)
 }
 
-// RunLocal runs a whole disaggregated run in this process, one goroutine per
-// rank, checked when checked is true, and returns the merged report. On
-// failure it returns the first rank's error (the cause; the others were
-// cancelled by it) with a partial report: what every rank measured up to
-// then, its Error set.
-func RunLocal(ctx context.Context, cfg Config, checked bool, collectiveTimeout time.Duration) (*Report, error) {
+// Run runs a whole disaggregated run on w and returns the merged report.
+// On failure it returns the first rank's error with a partial report:
+// what every rank measured up to then, its Error set. Under launch.Sim
+// every time figure of the report is virtual, and the same cfg and
+// sim.Config give the same report.
+func Run(ctx context.Context, cfg Config, w World) (*Report, error) {
+	if w == nil {
+		return nil, fmt.Errorf("%w: executor.Run: nil World (launch.Local or launch.Sim)", ErrConfig)
+	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.routes, cfg.steps = newRouteMemo(), newStepMemo()
 	cfg.arena = kvpool.NewArena()
-	defer cfg.arena.Free() // after local.Run: every rank has returned
+	defer cfg.arena.Free() // after RunWorld: no rank, event or message reads a block again
 	var rep *Report
 	out := newRankOutcomes(cfg.Ranks())
-	start := cfg.Clock.Now()
-	err := local.Run(ctx, cfg.Ranks(), local.Config{Checked: checked, Timeout: collectiveTimeout, Clock: cfg.Clock}, func(ctx context.Context, c comm.Comm) error {
-		r, err := runRank(ctx, c, cfg, func(rr RankReport, err error) { out.keep(ctx, c.Rank(), rr, err) })
+	elapsed, err := w.RunWorld(ctx, cfg.Ranks(), cfg.Clock, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
+		rc := cfg
+		rc.Clock = clk
+		r, err := runRank(ctx, c, rc, func(rr RankReport, err error) { out.keep(ctx, c.Rank(), rr, err) })
 		if c.Rank() == 0 && r != nil {
 			rep = r
 		}
 		return err
 	})
 	if err != nil {
-		return out.partial(&cfg, err, clock.Since(cfg.Clock, start).Seconds()), err
+		return out.partial(&cfg, err, elapsed.Seconds()), err
 	}
 	return rep, nil
 }

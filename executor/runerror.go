@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
-	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -38,7 +37,7 @@ var errorKinds = []struct {
 	{comm.ErrCollectiveTimeout, "collective-timeout"},
 	{ErrStalled, "stalled"},
 	{ErrInjected, "injected"},
-	{sim.ErrDeadlock, "deadlock"},
+	{errKinded, ""}, // a backend's own kind: the simulator's "deadlock"
 	{ErrConfig, "config"},
 	{context.DeadlineExceeded, "timeout"},
 	{context.Canceled, "cancelled"},
@@ -47,11 +46,31 @@ var errorKinds = []struct {
 // ErrorKind names the kind of a run error ("error" when none fits).
 func ErrorKind(err error) string {
 	for _, k := range errorKinds {
+		if k.err == errKinded {
+			if kind := backendKind(err); kind != "" {
+				return kind
+			}
+			continue
+		}
 		if errors.Is(err, k.err) {
 			return k.kind
 		}
 	}
 	return "error"
+}
+
+// errKinded marks the place in errorKinds of the kinds backends name
+// themselves: an error in err's chain with an ErrorKind method (the
+// simulator's *sim.DeadlockError says "deadlock"), so that executor
+// imports no backend to name their errors.
+var errKinded = errors.New("executor: a backend's error kind")
+
+func backendKind(err error) string {
+	var k interface{ ErrorKind() string }
+	if errors.As(err, &k) {
+		return k.ErrorKind()
+	}
+	return ""
 }
 
 // NewRunError describes err; failed lists the world ranks whose own

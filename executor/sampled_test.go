@@ -51,11 +51,11 @@ func TestSampledKVCheckCatchesEveryCoordinate(t *testing.T) {
 						cfg.Faults = []executor.Fault{{Kind: executor.FaultCorrupt, Role: topology.Context, Rank: rank, Request: 2, CorruptAt: at}}
 						var rep *executor.Report
 						if backend == "sim" {
-							rep, _, err = executor.RunSim(t.Context(), cfg, sim.Config{Seed: 3, Checked: true})
+							rep, _, err = runSim(t.Context(), cfg, sim.Config{Seed: 3, Checked: true})
 						} else {
 							ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 							defer cancel()
-							rep, err = executor.RunLocal(ctx, cfg, true, 10*time.Second)
+							rep, err = runLocal(ctx, cfg, true, 10*time.Second)
 						}
 						require.NoError(t, err)
 						require.Equal(t, 1, rep.RequestsFailed, "requests: %+v", rep.Requests)

@@ -33,7 +33,7 @@ func TestSchedulerLimits(t *testing.T) {
 	base.Records = true
 	sc := sim.Config{Seed: 3, Checked: true}
 	runSim := func(cfg executor.Config) *executor.Report {
-		rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+		rep, _, err := runSim(t.Context(), cfg, sc)
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "%v", rep.Errors)
 		require.Equal(t, 16, rep.RequestsCompleted)
@@ -130,7 +130,7 @@ func TestDecodeCapKeepsRunningRequests(t *testing.T) {
 		cfg.Workload.Requests, cfg.Workload.InputJitter, cfg.Workload.OutputTokens, cfg.Workload.Seed = 32, 0.9, 20, seed
 		cfg.Workload.Arrival = executor.Arrival{Kind: executor.Burst}
 		cfg.PrefillPerToken, cfg.DecodePerStep, cfg.MaxBatch, cfg.Records = 10*time.Microsecond, 10*time.Millisecond, 1, true
-		rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: seed, Checked: true, Jitter: 20 * time.Millisecond})
+		rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: seed, Checked: true, Jitter: 20 * time.Millisecond})
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "%v", rep.Errors)
 		require.Len(t, rep.Requests, 32)
@@ -162,7 +162,7 @@ func TestChunkedPrefill(t *testing.T) {
 	base.MaxTokens = 1000
 	ms := func(v float64) int64 { return int64(v * float64(time.Millisecond)) }
 	runSim := func(cfg executor.Config) *executor.Report {
-		rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 2, Checked: true})
+		rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 2, Checked: true})
 		require.NoError(t, err)
 		require.True(t, rep.OK(), "%v", rep.Errors)
 		require.Equal(t, cfg.Workload.Requests, rep.RequestsCompleted)
@@ -252,7 +252,7 @@ func TestChunkedPrefillAgrees(t *testing.T) {
 			require.Equal(t, 12, rep.RequestsCompleted)
 			require.Equal(t, rep.BytesMoved, rep.BytesVerified)
 			assert.Positive(t, rep.Instances[0].PrefillChunks, "prompts spanned steps")
-			srep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true, Jitter: 50 * time.Microsecond})
+			srep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 5, Checked: true, Jitter: 50 * time.Microsecond})
 			require.NoError(t, err)
 			require.Equal(t, 12, srep.RequestsCompleted)
 			require.True(t, srep.OK(), "%v", srep.Errors)
@@ -270,7 +270,7 @@ func TestChunkedPrefillCompute(t *testing.T) {
 	cfg.CtxBlocks, cfg.GenBlocks, cfg.MaxTokens, cfg.ChunkedPrefill = 2048, 2048, 1000, true
 	rc := &recordingCompute{}
 	cfg.Compute = rc
-	rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+	rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.RequestsCompleted)
 	assert.Equal(t, []executor.Seq{{Tokens: 1000, Partial: true}, {Tokens: 1000, Past: 1000, Partial: true}, {Tokens: 500, Past: 2000}}, rc.prefills)

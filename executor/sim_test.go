@@ -15,7 +15,7 @@ import (
 
 func simJSON(t *testing.T, cfg executor.Config, sc sim.Config) ([]byte, uint64) {
 	t.Helper()
-	rep, res, err := executor.RunSim(t.Context(), cfg, sc)
+	rep, res, err := runSim(t.Context(), cfg, sc)
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%v", rep.Errors)
 	b, err := json.Marshal(rep)
@@ -57,7 +57,7 @@ func TestFailedRankIsNamedDespiteItsCleanup(t *testing.T) {
 	require.NoError(t, err)
 	sc := s.SimConfig()
 	sc.Seed, sc.Strategy, sc.Depth, sc.Jitter = 2069, sim.PCT, 3, 20*time.Microsecond
-	rep, _, err := executor.RunSim(t.Context(), cfg, sc)
+	rep, _, err := runSim(t.Context(), cfg, sc)
 	require.ErrorIs(t, err, executor.ErrInjected)
 	require.Contains(t, err.Error(), "pending message: context canceled", "the schedule no longer has a message pending at the exit")
 	require.NotNil(t, rep.Error)
@@ -78,7 +78,7 @@ func TestAsyncTransfersMoveDuringCompute(t *testing.T) {
 		Arrival: executor.Arrival{Kind: executor.Closed, Concurrency: 4}, Seed: 1}
 	cfg.PrefillPerToken, cfg.DecodePerStep = 10*time.Microsecond, time.Millisecond
 	cfg.MaxTokens, cfg.CtxBlocks, cfg.GenBlocks = 1000, 256, 256
-	rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Fabric: sim.Fabrics["h100-nvlink-ib400"]})
+	rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true, Fabric: sim.Fabrics["h100-nvlink-ib400"]})
 	require.NoError(t, err)
 	require.True(t, rep.OK(), "%v", rep.Errors)
 	require.Equal(t, 4, rep.RequestsCompleted)

@@ -38,9 +38,9 @@ func TestSyncReceiveOutlastingTheCollectiveBound(t *testing.T) {
 				require.NoError(t, err)
 				var rep *executor.Report
 				if backend == "sim" {
-					rep, _, err = executor.RunSim(t.Context(), cfg, s.SimConfig())
+					rep, _, err = runSim(t.Context(), cfg, s.SimConfig())
 				} else {
-					rep, err = executor.RunLocal(t.Context(), cfg, true, s.CollectiveTimeout)
+					rep, err = runLocal(t.Context(), cfg, true, s.CollectiveTimeout)
 				}
 				require.NoError(t, err, "a peer inside its sync receive, within its deadline, timed out the group")
 				require.True(t, rep.OK(), "%v", rep.Errors)

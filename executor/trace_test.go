@@ -72,7 +72,7 @@ func TestTraceReplay(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 7, cfg.Workload.Requests)
 			cfg.Records = true
-			rep, _, err := executor.RunSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
+			rep, _, err := runSim(t.Context(), cfg, sim.Config{Seed: 1, Checked: true})
 			require.NoError(t, err)
 			require.True(t, rep.OK(), "%+v", rep.Errors)
 			require.Equal(t, 7, rep.RequestsCompleted)

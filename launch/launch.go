@@ -14,6 +14,9 @@
 // another collective than its peers gets comm.ErrDesync naming both call
 // sites. A test that wants schedules explored calls exploretest.Program, which
 // runs the same function in simulation.
+//
+// Local and Sim are the two in-process worlds the serving job runs on
+// (executor.Run takes either; executor imports no backend itself).
 package launch
 
 import (

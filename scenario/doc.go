@@ -38,7 +38,7 @@
 // names bytes-verified itself, as a corruption scenario must), and every
 // request accounted for (completed + failed + cancelled == requests).
 //
-// Run executes a scenario with executor.RunLocal in checked mode; it never
+// Run executes a scenario with executor.Run on launch.Local in checked mode; it never
 // hangs: a run that has not returned by its deadline (plus a grace period) is
 // a failure that names the scenario. Under mpirun, `rankrun-mpi scenario
 // FILE` runs one variant per job: every rank runs RunRank, and world rank 0

@@ -14,6 +14,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/launch"
 )
 
 // hangGrace is how long Run waits past a real-time run's deadline for the
@@ -196,8 +197,9 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 				o.simCfg(&sc)
 			}
 			sc.Progress = progress
-			rep, res, err := executor.RunSim(rctx, cfg, sc)
-			done <- ret{rep, err, res.Elapsed}
+			w := &launch.Sim{Config: sc}
+			rep, err := executor.Run(rctx, cfg, w)
+			done <- ret{rep, err, w.Result.Elapsed}
 		}()
 	} else {
 		// A real-time run's own deadline (the ranks notice it and return).
@@ -206,7 +208,7 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 		defer dcancel()
 		go func() {
 			defer close(finished)
-			rep, err := executor.RunLocal(rctx, cfg, true, s.CollectiveTimeout)
+			rep, err := executor.Run(rctx, cfg, launch.Local{Checked: true, Timeout: s.CollectiveTimeout})
 			done <- ret{rep: rep, err: err}
 		}()
 		guard = s.Timeout + hangGrace

@@ -6,8 +6,8 @@
 // runs every repeat of every cell, a given number at a time.
 //
 // What a run is stays the caller's: Run takes a Runner, so a Go user can
-// run the cells in simulation (executor.RunSim), in this process
-// (executor.RunLocal) or anywhere else, and rankrun's sweep command is a
+// run the cells in simulation (executor.Run on a launch.Sim), in this
+// process (on a launch.Local) or anywhere else, and rankrun's sweep command is a
 // thin shell over this package.
 //
 //	grid := sweep.Grid{GPUs: 8}

@@ -8,6 +8,7 @@ import (
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/goodput"
+	"github.com/rankrun/rankrun/launch"
 	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -37,8 +38,7 @@ func Example() {
 	}
 	slo := goodput.SLO{TTFT: 10 * time.Millisecond, TPOT: 5 * time.Millisecond, Share: 0.9}
 	run := func(ctx context.Context, cfg executor.Config, i int) (*executor.Report, error) {
-		rep, _, err := executor.RunSim(ctx, cfg, sim.Config{Seed: cfg.Workload.Seed, Checked: true})
-		return rep, err
+		return executor.Run(ctx, cfg, &launch.Sim{Config: sim.Config{Seed: cfg.Workload.Seed, Checked: true}})
 	}
 	done := sweep.Run(context.Background(), cells, sweep.Options{SLO: slo}, run)
 	fmt.Println("pairs:", len(pairs), "cells run:", len(done))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/launch"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 	"go.uber.org/zap"
@@ -25,7 +26,7 @@ func runLocalBench(cfg executor.Config) (*executor.Report, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return executor.RunLocal(ctx, cfg, false, 30*time.Second)
+	return executor.Run(ctx, cfg, launch.Local{Timeout: 30 * time.Second})
 }
 
 func benchConfig(ctxL, genL string, requests, input, output, closed int) executor.Config {

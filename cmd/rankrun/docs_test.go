@@ -112,6 +112,20 @@ func TestCostModelImportsNoBackend(t *testing.T) {
 	}
 }
 
+// The executor depends on comm alone: a run's backend is its caller's
+// (launch.Local, launch.Sim, an MPI world through RunRank).
+func TestExecutorImportsNoBackend(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/rankrun/rankrun/executor").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	require.Contains(t, deps, "github.com/rankrun/rankrun/comm")
+	for _, b := range []string{"comm/sim", "comm/local", "comm/mpi", "launch"} {
+		require.NotContains(t, deps, "github.com/rankrun/rankrun/"+b)
+	}
+}
+
 // The default build compiles no C outside the standard library: the KV
 // pool is pure Go (kvpool), the MPI binding and go-nvml sit behind the mpi
 // and nvml tags, so a plain go build is quiet on a cold cache and

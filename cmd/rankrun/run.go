@@ -9,8 +9,8 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
-	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/launch"
 )
 
 const runExamples = `  rankrun run                                   # CTX tp=1 -> GEN tp=4, 64 requests, in-process
@@ -145,17 +145,17 @@ func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Con
 		if serr != nil {
 			return nil, serr
 		}
-		var res sim.Result
-		rep, res, err = executor.RunSim(ctx, cfg, sc)
+		w := &launch.Sim{Config: sc}
+		rep, err = executor.Run(ctx, cfg, w)
 		if rep != nil {
 			rep.Sim = &executor.SimInfo{Seed: sc.Seed, Strategy: sc.Strategy.String(), Hardware: sc.Fabric.Name,
-				Steps: res.Steps, Schedule: fmt.Sprintf("%016x", res.Schedule)}
+				Steps: w.Result.Steps, Schedule: fmt.Sprintf("%016x", w.Result.Schedule)}
 		}
 	} else {
 		var cancel context.CancelFunc
 		ctx, cancel = f.runContext(parent)
 		defer cancel()
-		rep, err = executor.RunLocal(ctx, cfg, f.collChecked(), f.collTimeout)
+		rep, err = executor.Run(ctx, cfg, launch.Local{Checked: f.collChecked(), Timeout: f.collTimeout})
 	}
 	if err != nil {
 		err = f.runError(ctx, err)

@@ -454,6 +454,10 @@ func (e *DeadlockError) Error() string {
 // Is makes errors.Is(err, ErrDeadlock) hold.
 func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }
 
+// ErrorKind names the error's kind in a run's report ("deadlock"), for
+// callers that import no backend (executor.ErrorKind).
+func (e *DeadlockError) ErrorKind() string { return "deadlock" }
+
 // userOp is the collective world rank r's own code is in, from its flight
 // recorder: the checked layer records the caller's operation (a Barrier),
 // where the backend sees the one Allgather that carries its stamp. "" when
