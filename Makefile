@@ -75,7 +75,7 @@ test-sim-scale: build
 test-memory:
 	@scripts/test-memory.sh
 
-# Every rankrun command line of the README, as written (a smaller size
+# Every rankrun command line of the README and docs/, as written (a smaller size
 # where cmd/rankrun/readme_test.go says so), without -race: the sweep and
 # the 70B run take minutes under it.
 test-docs:

@@ -32,8 +32,8 @@
 //
 // The KV-cache geometry of a run (layers, KV heads, head dim, bytes per
 // element) is Model.Geometry, so the bytes the runtime moves and the bytes
-// the model reads agree. What the model leaves out is listed in the README
-// ("Cost model"): kernel launch and framework overheads (it under-predicts
+// the model reads agree. What the model leaves out is listed in
+// docs/costmodel.md ("What it leaves out"): kernel launch and framework overheads (it under-predicts
 // short prompts), sliding-window attention, contention between collectives,
 // and prefill/decode overlap inside one rank.
 package costmodel

@@ -11,7 +11,7 @@ import (
 )
 
 // Report is the outcome of a run. Its JSON field names are stable: scripts
-// depend on them (see README "JSON report").
+// depend on them (see docs/cli.md, "JSON report").
 type Report struct {
 	// Backend ran the job: local, mpi or sim. Under sim every time figure
 	// is virtual and the report is the same for the same seed; the only

@@ -159,3 +159,42 @@ func TestProductHasNoTestTooling(t *testing.T) {
 		assert.False(t, slices.Contains(deps, p), "cmd/rankrun depends on %s", p)
 	}
 }
+
+// The README's first screen says what rankrun is, for whom, and the two
+// commands; the README stays short (at most 400 lines), the guides live in
+// docs/, each linked from the README, and every relative link of the
+// README and the guides leads to a file.
+func TestREADMEFirstScreenAndLinks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	readme := string(b)
+	lines := strings.Split(strings.TrimSuffix(readme, "\n"), "\n")
+	assert.LessOrEqual(t, len(lines), 400, "README.md lines: move per-feature text to docs/")
+	first := strings.Join(lines[:min(len(lines), 30)], "\n")
+	assert.True(t, strings.Contains(first, "rankrun is a Go runtime for multi-rank collective programs"), "the README's first screen says what rankrun is")
+	assert.True(t, strings.Contains(first, "for engineers who"), "the README's first screen says for whom")
+	assert.Regexp(t, "(?m)^make run ", first)
+	assert.Regexp(t, "(?m)^make test ", first)
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(?:#[^)]*)?\)`)
+	linked := map[string]bool{}
+	docs := userDocs(t)
+	for _, f := range docs {
+		doc, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(doc), -1) {
+			if strings.Contains(m[1], "://") {
+				continue
+			}
+			target := filepath.Join(filepath.Dir(f), m[1])
+			_, err := os.Stat(target)
+			assert.NoError(t, err, "%s links %s", f, m[1])
+			linked[target] = true
+		}
+	}
+	for _, f := range docs[1:] { // a guide is found from the README, or from a guide it links
+		assert.True(t, linked[f], "no user doc links the guide %s", f)
+		if filepath.Base(f) != "RFC-18450.md" {
+			assert.True(t, strings.Contains(readme, "](docs/"+filepath.Base(f)+")"), "the README links the guide %s", f)
+		}
+	}
+}

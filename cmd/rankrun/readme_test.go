@@ -59,17 +59,38 @@ var readmeCommands = map[string]readmeCommand{
 		want: regexp.MustCompile(`(?m)^tp=1 +1 +231\.0 run +16\.29 +13153 +13153\n^tp=1: max_batch=256 max_tokens=2048 chunked=false overlap=true$`)},
 }
 
-// readmeLines returns the command lines of the README's plain code blocks
-// (continuations joined) that run rankrun, leaving out the command list
-// and printed output.
+// userDocs are the README and the guides under docs/ it links to: every
+// rankrun command line in them runs (TestREADMECommands).
+func userDocs(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, docs)
+	// The design document shows no command; its package graph's
+	// "cmd/rankrun -> ..." is not one.
+	docs = slices.DeleteFunc(docs, func(f string) bool { return filepath.Base(f) == "DESIGN.md" })
+	return append([]string{filepath.Join(repoRoot, "README.md")}, docs...)
+}
+
+// readmeLines returns the command lines of the user docs' plain code
+// blocks (continuations joined) that run rankrun, leaving out the command
+// list and printed output.
 func readmeLines(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	require.NoError(t, err)
+	var out []string
+	for _, f := range userDocs(t) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		out = append(out, docLines(string(b))...)
+	}
+	return out
+}
+
+func docLines(doc string) []string {
 	var out []string
 	fence, lang := false, ""
 	cont := ""
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(doc, "\n") {
 		if rest, ok := strings.CutPrefix(line, "```"); ok {
 			fence, lang = !fence, strings.TrimSpace(rest)
 			continue
@@ -98,7 +119,7 @@ func readmeLines(t *testing.T) []string {
 	return out
 }
 
-// Every rankrun command in the README runs as written (a smaller size
+// Every rankrun command in the README and docs/ runs as written (a smaller size
 // where readmeCommands says so, which the README names), with the exit
 // and the output it describes.
 //
