@@ -28,30 +28,14 @@ run: build
 
 test: test-go test-explore test-sim-scale test-memory test-docs test-perf test-examples test-mpi test-multinode
 
-# -p 1: one test package at a time. Multi-rank tests run many goroutine
-# ranks under the race detector; on a 2-core machine, two such packages at
-# once starve ranks long enough to trip their collective timeouts.
-# RACE_FREE packages run without -race: they start no goroutine and
-# neither do their tests (each has a TestStartsNoGoroutine that holds it,
-# and cmd/rankrun's TestRaceSkipsRunInTheirTarget checks that it has), so
-# the detector has nothing to compare there and only makes them five times
-# slower; their code is raced in every package that calls it. go list -e
-# lists a package that does not load, so that it fails; an empty list
-# fails too; both runs run, and either failing fails test-go.
+# Every package under -race, one package at a time, its test binaries built
+# first all at once (scripts/test-go.sh says why); RACE_FREE packages without
+# -race (they start no goroutine; their TestStartsNoGoroutine holds it);
+# gpu with the real NVML; CGO_ENABLED=0 builds every package but the MPI
+# binding and NVML. Any failing fails test-go.
 RACE_FREE := github.com/rankrun/rankrun/topology
 test-go:
-	@pkgs=$$($(GO) list -e ./... | grep -vxF $(foreach p,$(RACE_FREE),-e $(p))); \
-	[ -n "$$pkgs" ] || { echo "test-go: go list -e ./... found no package to test" >&2; exit 1; }; \
-	rc=0; \
-	echo "$(GO) test -race -count=1 -p 1 -timeout 15m (every package but $(RACE_FREE))"; \
-	$(GO) test -race -count=1 -p 1 -timeout 15m $$pkgs || rc=$$?; \
-	echo "$(GO) test -count=1 -timeout 10m $(RACE_FREE)"; \
-	$(GO) test -count=1 -timeout 10m $(RACE_FREE) || rc=$$?; \
-	echo "$(GO) test -race -count=1 -tags nvml ./gpu (the real NVML)"; \
-	$(GO) test -race -count=1 -tags nvml ./gpu || rc=$$?; \
-	echo "CGO_ENABLED=0 $(GO) build ./... (every package but the MPI binding and NVML, which sit behind tags)"; \
-	CGO_ENABLED=0 $(GO) build ./... || rc=$$?; \
-	exit $$rc
+	@GO="$(GO)" RACE_FREE="$(RACE_FREE)" scripts/test-go.sh
 
 # Schedule search over the generated layout space (explore.Space: every
 # layout family, each side up to 8 ranks, async and sync, with and without
