@@ -3,11 +3,12 @@ package comm
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // DefaultCollectiveTimeout bounds a checked collective when CheckConfig
@@ -25,7 +26,7 @@ type CheckConfig struct {
 	Timeout time.Duration
 	// Recorder is this rank's flight recorder; the backend's Inspector
 	// must return the same records for this rank.
-	Recorder *Recorder
+	Recorder *flight.Recorder
 	// AnySite lets collectives entered from different call paths pair up:
 	// the stamps then compare sequence, kind and shape (datatype,
 	// reduction, root, counts) only. By default the call paths must agree
@@ -42,11 +43,6 @@ const stampLen = 6
 
 const stampMagic = 0x52524e // "RRN"
 
-// anchor is a function entry used to turn call-site program counters into
-// offsets that are equal in every process running the same binary, even a
-// position-independent one.
-var anchor = reflect.ValueOf(NewChecked).Pointer()
-
 type checked struct {
 	raw     Comm
 	stamper Stamper // raw's, when it compares stamps in its rounds
@@ -55,8 +51,8 @@ type checked struct {
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
-	path    Path   // of the collective in progress
-	cur     uint64 // its flight-record id
+	path    flight.Path // of the collective in progress
+	cur     uint64      // its flight-record id
 	stamp   [stampLen]int64
 	send    []int64  // stamp, then payload: the one backend collective's input
 	bsend   []int64  // Bcast: root's length and bytes as words
@@ -100,9 +96,8 @@ func (c *checked) Close() error { return c.raw.Close() }
 func noCancel() {}
 
 // entry is this rank's view of the collective in progress, for errors.
-func (c *checked) entry(kind Kind, shape int64) Entry {
-	g := c.cfg.Recorder.guardsOf(c.cur)
-	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape, Guards: g.values()}
+func (c *checked) entry(kind flight.Kind, shape int64) Entry {
+	return Entry{Rank: c.raw.Rank(), Seq: c.seq, Kind: kind, Site: c.path.Site(), Shape: shape, Guards: c.cfg.Recorder.GuardsAt(c.cur)}
 }
 
 // begin runs the one backend collective of a checked collective of kind
@@ -113,7 +108,7 @@ func (c *checked) entry(kind Kind, shape int64) Entry {
 // a desync is seen (and named), never misread. It returns the flight-record
 // id and the context of the operation; the contributions are in c.gather,
 // each after its stamp. The caller holds c.mu.
-func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path, payload []int64) (uint64, context.Context, context.CancelFunc, error) {
+func (c *checked) begin(ctx context.Context, kind flight.Kind, shape int64, path *flight.Path, payload []int64) (uint64, context.Context, context.CancelFunc, error) {
 	if c.broken != nil {
 		return 0, ctx, noCancel, fmt.Errorf("%w (group %q, rank %d): %w", ErrBroken, c.raw.Name(), c.raw.Rank(), c.broken)
 	}
@@ -127,10 +122,7 @@ func (c *checked) begin(ctx context.Context, kind Kind, shape int64, path *Path,
 	}
 	inner, hash := int64(0), int64(0)
 	if !c.cfg.AnySite {
-		hash = c.path.hash()
-		if c.path.n > 0 {
-			inner = c.path.pcs[0]
-		}
+		hash, inner = c.path.Hash(), c.path.Inner()
 	}
 	c.stamp = [stampLen]int64{stampMagic, int64(c.seq), int64(kind), hash, inner, shape}
 	s := c.stamp
@@ -187,7 +179,7 @@ func (c *checked) compareStamps() bool {
 // stampedEnd finishes a collective whose stamp rode the backend's round
 // (c.stamper): err is the backend call's; stamps that differ are a desync,
 // named on every rank alike (they all saw the same stamps).
-func (c *checked) stampedEnd(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, shape int64, err error) error {
+func (c *checked) stampedEnd(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind flight.Kind, shape int64, err error) error {
 	if err == nil && !c.stamper.StampsAgreed() {
 		err = c.desync(tctx, c.stamp)
 		cancel()
@@ -201,7 +193,7 @@ func (c *checked) stampedEnd(ctx, tctx context.Context, cancel context.CancelFun
 // payload is rank r's contribution after its stamp.
 func (c *checked) payload(r int) []int64 { return c.gather.Of(r)[stampLen:] }
 
-func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind Kind, shape int64, err error) error {
+func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id uint64, kind flight.Kind, shape int64, err error) error {
 	cancel()
 	if err != nil {
 		return c.fail(ctx, tctx, id, c.entry(kind, shape), err)
@@ -211,14 +203,14 @@ func (c *checked) end(ctx, tctx context.Context, cancel context.CancelFunc, id u
 }
 
 func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	if color < 0 {
 		return nil, fmt.Errorf("%w: Split: color %d is negative", ErrBadArgument, color)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindSplit, 0, &path, nil)
+	id, tctx, cancel, err := c.begin(ctx, flight.KindSplit, 0, &path, nil)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -226,36 +218,36 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 	if c.stamper != nil {
 		// A stamped barrier first: a Split round combines no stamps.
 		if err := c.raw.Barrier(tctx); err != nil || !c.stamper.StampsAgreed() {
-			return nil, c.stampedEnd(ctx, tctx, cancel, id, KindSplit, 0, err)
+			return nil, c.stampedEnd(ctx, tctx, cancel, id, flight.KindSplit, 0, err)
 		}
 	}
 	child, err := c.raw.Split(tctx, color, key)
-	if err = c.end(ctx, tctx, cancel, id, KindSplit, 0, err); err != nil {
+	if err = c.end(ctx, tctx, cancel, id, flight.KindSplit, 0, err); err != nil {
 		return nil, err
 	}
 	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && TimeoutOf(child) > 0, stamper: stamperOf(child)}, nil
 }
 
 func (c *checked) Barrier(ctx context.Context) error {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindBarrier, 0, &path, nil)
+	id, tctx, cancel, err := c.begin(ctx, flight.KindBarrier, 0, &path, nil)
 	if err != nil {
 		cancel()
 		return err
 	}
 	if c.stamper != nil {
-		return c.stampedEnd(ctx, tctx, cancel, id, KindBarrier, 0, c.raw.Barrier(tctx))
+		return c.stampedEnd(ctx, tctx, cancel, id, flight.KindBarrier, 0, c.raw.Barrier(tctx))
 	}
 	// The exchange synchronised every rank; a barrier needs nothing more.
-	return c.end(ctx, tctx, cancel, id, KindBarrier, 0, nil)
+	return c.end(ctx, tctx, cancel, id, flight.KindBarrier, 0, nil)
 }
 
 func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	if !op.Valid() {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", ErrBadArgument, op)
 	}
@@ -265,13 +257,13 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	shape := int64(len(in))<<8 | int64(op)
-	id, tctx, cancel, err := c.begin(ctx, KindAllreduce, shape, &path, in)
+	id, tctx, cancel, err := c.begin(ctx, flight.KindAllreduce, shape, &path, in)
 	if err != nil {
 		cancel()
 		return err
 	}
 	if c.stamper != nil {
-		return c.stampedEnd(ctx, tctx, cancel, id, KindAllreduce, shape, c.raw.AllreduceInt64(tctx, op, in, out))
+		return c.stampedEnd(ctx, tctx, cancel, id, flight.KindAllreduce, shape, c.raw.AllreduceInt64(tctx, op, in, out))
 	}
 	// The stamps agree, so every contribution has len(in) values and the
 	// same op: reduce them here, in rank order, as every rank does.
@@ -279,35 +271,35 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	for r := 1; r < c.raw.Size(); r++ {
 		op.Apply(out, c.payload(r))
 	}
-	return c.end(ctx, tctx, cancel, id, KindAllreduce, shape, nil)
+	return c.end(ctx, tctx, cancel, id, flight.KindAllreduce, shape, nil)
 }
 
 func (c *checked) AllgatherInt64s(ctx context.Context, in []int64, out *Gathered) error {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	if out == nil {
 		return fmt.Errorf("%w: AllgatherInt64s: nil output", ErrBadArgument)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, tctx, cancel, err := c.begin(ctx, KindAllgather, 0, &path, in)
+	id, tctx, cancel, err := c.begin(ctx, flight.KindAllgather, 0, &path, in)
 	if err != nil {
 		cancel()
 		return err
 	}
 	if c.stamper != nil {
-		return c.stampedEnd(ctx, tctx, cancel, id, KindAllgather, 0, c.raw.AllgatherInt64s(tctx, in, out))
+		return c.stampedEnd(ctx, tctx, cancel, id, flight.KindAllgather, 0, c.raw.AllgatherInt64s(tctx, in, out))
 	}
 	flat := out.ResetFunc(c.raw.Size(), func(r int) int { return c.gather.Counts[r] - stampLen })
 	for r := range c.raw.Size() {
 		copy(flat[out.offs[r]:], c.payload(r))
 	}
-	return c.end(ctx, tctx, cancel, id, KindAllgather, 0, nil)
+	return c.end(ctx, tctx, cancel, id, flight.KindAllgather, 0, nil)
 }
 
 func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	if root < 0 || root >= c.raw.Size() {
 		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", ErrBadArgument, root, c.raw.Size()-1)
 	}
@@ -319,23 +311,23 @@ func (c *checked) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	if c.raw.Rank() == root && c.stamper == nil {
 		c.bsend = appendBytes(append(c.bsend, int64(len(data))), data)
 	}
-	id, tctx, cancel, err := c.begin(ctx, KindBcast, int64(root), &path, c.bsend)
+	id, tctx, cancel, err := c.begin(ctx, flight.KindBcast, int64(root), &path, c.bsend)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	if c.stamper != nil {
 		got, err := c.raw.Bcast(tctx, root, data)
-		return got, c.stampedEnd(ctx, tctx, cancel, id, KindBcast, int64(root), err)
+		return got, c.stampedEnd(ctx, tctx, cancel, id, flight.KindBcast, int64(root), err)
 	}
 	if c.raw.Rank() == root {
-		return data, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), nil)
+		return data, c.end(ctx, tctx, cancel, id, flight.KindBcast, int64(root), nil)
 	}
 	got, err := unpackBytes(data, c.payload(root))
 	if err != nil {
 		err = fmt.Errorf("%w: Bcast from root %d: %v", ErrDesync, root, err)
 	}
-	return got, c.end(ctx, tctx, cancel, id, KindBcast, int64(root), err)
+	return got, c.end(ctx, tctx, cancel, id, flight.KindBcast, int64(root), err)
 }
 
 // unpackBytes copies the bytes packed in v (its length first) into buf,

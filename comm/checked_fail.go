@@ -9,27 +9,29 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // desync gathers every rank's stamp and call path and names, for each
 // distinct collective, the ranks that entered it and where.
 func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
-	c.gbuf = append(c.gbuf[:0], s[0], s[1], s[2], s[3], s[5], int64(c.path.n))
-	c.gbuf = append(c.gbuf, c.path.pcs[:c.path.n]...)
-	guards := c.cfg.Recorder.guardsOf(c.cur)
-	c.gbuf = appendGuards(c.gbuf, &guards)
+	words := c.path.Words()
+	c.gbuf = append(c.gbuf[:0], s[0], s[1], s[2], s[3], s[5], int64(len(words)))
+	c.gbuf = append(c.gbuf, words...)
+	c.gbuf = c.cfg.Recorder.AppendGuards(c.gbuf, c.cur)
 	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
 		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
 	}
 	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank(), WorldRanks: WorldRanksOf(c.raw)}
-	paths := make([]Path, c.raw.Size())
+	paths := make([]flight.Path, c.raw.Size())
 	for r := range c.raw.Size() {
 		v := c.gather.Of(r)
-		var gs []GuardValue
-		ok := len(v) >= 6 && v[0] == stampMagic && v[5] >= 0 && v[5] <= pathDepth && len(v) >= 6+int(v[5])
+		var gs []flight.GuardValue
+		ok := len(v) >= 6 && v[0] == stampMagic && v[5] >= 0 && v[5] <= flight.MaxWords && len(v) >= 6+int(v[5])
 		if ok {
 			var rest []int64
-			gs, rest, ok = parseGuards(v[6+int(v[5]):])
+			gs, rest, ok = flight.ParseGuards(v[6+int(v[5]):])
 			ok = ok && len(rest) == 0
 		}
 		if !ok {
@@ -37,14 +39,14 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 			continue
 		}
 		p := &paths[r]
-		p.n = copy(p.pcs[:], v[6:6+int(v[5])])
-		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3], Guards: gs})
+		p.SetWords(v[6 : 6+int(v[5])])
+		de.Entries = append(de.Entries, Entry{Rank: r, Seq: uint64(v[1]), Kind: flight.Kind(v[2]), Site: p.Site(), Shape: v[4], hash: v[3], Guards: gs})
 	}
 	// Where the first two differing paths part (same kind and site at
 	// the top, different branches below), for the reader.
 	for r := 1; r < len(de.Entries); r++ {
-		if de.Entries[r].hash != de.Entries[0].hash && paths[0].n > 0 && paths[r].n > 0 {
-			de.Parted = divergence(&paths[0], &paths[r])
+		if de.Entries[r].hash != de.Entries[0].hash && len(paths[0].Words()) > 0 && len(paths[r].Words()) > 0 {
+			de.Parted = flight.Divergence(&paths[0], &paths[r])
 			break
 		}
 	}
@@ -117,7 +119,7 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 		}
 		arrived := false
 		for _, r := range p.Records {
-			if r.Group == c.raw.Name() && r.Seq >= self.Seq && r.Kind != KindSend && r.Kind != KindRecv {
+			if r.Group == c.raw.Name() && r.Seq >= self.Seq && r.Kind != flight.KindSend && r.Kind != flight.KindRecv {
 				arrived = true
 				break
 			}

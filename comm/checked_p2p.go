@@ -7,27 +7,29 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 func (c *checked) Isend(buf []byte, dest, tag int) (Request, error) {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	req, err := c.raw.Isend(buf, dest, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindSend, dest, tag, &path)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), flight.KindSend, dest, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
 func (c *checked) Irecv(buf []byte, src, tag int) (Request, error) {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	req, err := c.raw.Irecv(buf, src, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), flight.KindRecv, src, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
@@ -63,13 +65,13 @@ func (c *checked) IsendParts(parts [][]byte, dest, tag int) (Request, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: IsendParts: backend %T neither lends bytes nor sends from parts", ErrBadArgument, c.raw)
 	}
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	req, err := l.IsendParts(parts, dest, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindSend, dest, tag, &path)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), flight.KindSend, dest, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
@@ -79,13 +81,13 @@ func (c *checked) IrecvLoan(src, tag int) (Loan, error) {
 	if !ok || !l.LendsBytes() {
 		return nil, fmt.Errorf("%w: IrecvLoan: backend %T does not lend bytes", ErrBadArgument, c.raw)
 	}
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	req, err := l.IrecvLoan(src, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), flight.KindRecv, src, tag, &path)
 	return &checkedLoan{checkedReq: checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, loan: req}, nil
 }
 
@@ -94,13 +96,13 @@ func (c *checked) IrecvParts(parts [][]byte, src, tag int) (Request, error) {
 	if !c.VectorIO() {
 		return nil, fmt.Errorf("%w: IrecvParts: backend %T does not receive into parts", ErrBadArgument, c.raw)
 	}
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	req, err := c.raw.(Vectored).IrecvParts(parts, src, tag)
 	if err != nil {
 		return nil, err
 	}
-	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), KindRecv, src, tag, &path)
+	id := c.cfg.Recorder.BeginP2PAt(c.raw.Name(), flight.KindRecv, src, tag, &path)
 	return &checkedReq{Request: req, rec: c.cfg.Recorder, id: id}, nil
 }
 
@@ -117,7 +119,7 @@ func (l *checkedLoan) Release()        { l.loan.Release() }
 // completes.
 type checkedReq struct {
 	Request
-	rec  *Recorder
+	rec  *flight.Recorder
 	id   uint64
 	once sync.Once
 }

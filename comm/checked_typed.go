@@ -3,6 +3,8 @@ package comm
 import (
 	"context"
 	"fmt"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Collective implements Collectives in checked mode: the typed collective
@@ -12,8 +14,8 @@ import (
 // another root, gets ErrDesync naming both call sites instead of a wrong
 // or mismatched exchange.
 func (c *checked) Collective(ctx context.Context, op *Op) error {
-	var path Path
-	path.capture()
+	var path flight.Path
+	path.Capture()
 	raw := CollectivesOf(c.raw)
 	if raw == nil {
 		return fmt.Errorf("%w: %s: the backend has no typed collectives", ErrBadArgument, op.Kind)

@@ -187,7 +187,7 @@ func (g *Gathered) ResetFunc(n int, count func(r int) int) []int64 {
 // must be called in the same order on every rank (the one rule), so a rank
 // normally drives them from one goroutine. A rank that records guard values
 // (Guard) must do so, and begin its operations on every communicator, from
-// one goroutine: recording takes no lock (see Recorder.Guard).
+// one goroutine: recording takes no lock (see flight.Recorder.Guard).
 type Comm interface {
 	// Rank is this rank's index in the group, 0 <= Rank < Size.
 	Rank() int

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,9 +37,9 @@ func TestDetectLaunch(t *testing.T) {
 }
 
 func TestRecorderKeepsTheLastOperations(t *testing.T) {
-	r := NewRecorder(4)
+	r := flight.NewRecorder(4)
 	for i := range 10 {
-		id := r.Begin("world", uint64(i+1), KindAllreduce, 0)
+		id := r.Begin("world", uint64(i+1), flight.KindAllreduce, 0)
 		if i < 9 {
 			r.End(id, nil)
 		}
@@ -61,25 +63,25 @@ func TestRecorderKeepsTheLastOperations(t *testing.T) {
 			t.Fatalf("a stale End touched %v", rec)
 		}
 	}
-	var nilRec *Recorder
-	nilRec.End(nilRec.Begin("x", 1, KindBarrier, 0), nil)
+	var nilRec *flight.Recorder
+	nilRec.End(nilRec.Begin("x", 1, flight.KindBarrier, 0), nil)
 	if nilRec.Snapshot() != nil {
 		t.Fatal("nil recorder must record nothing")
 	}
 }
 
 func TestRecordingDoesNotAllocate(t *testing.T) {
-	r := NewRecorder(0)
-	if n := testing.AllocsPerRun(100, func() { r.End(r.Begin("world", 1, KindBarrier, 1), nil) }); n != 0 {
+	r := flight.NewRecorder(0)
+	if n := testing.AllocsPerRun(100, func() { r.End(r.Begin("world", 1, flight.KindBarrier, 1), nil) }); n != 0 {
 		t.Fatalf("Begin+End allocated %v times", n)
 	}
 }
 
 func TestErrorMessagesNameSitesAndRanks(t *testing.T) {
 	de := &DesyncError{Group: "world", Self: 1, Entries: []Entry{
-		{Rank: 0, Seq: 3, Kind: KindBarrier, Site: "a.go:1"},
-		{Rank: 1, Seq: 3, Kind: KindAllreduce, Site: "b.go:2", Shape: 2<<8 | int64(Sum)},
-		{Rank: 2, Seq: 3, Kind: KindBarrier, Site: "a.go:1"},
+		{Rank: 0, Seq: 3, Kind: flight.KindBarrier, Site: "a.go:1"},
+		{Rank: 1, Seq: 3, Kind: flight.KindAllreduce, Site: "b.go:2", Shape: 2<<8 | int64(Sum)},
+		{Rank: 2, Seq: 3, Kind: flight.KindBarrier, Site: "a.go:1"},
 	}}
 	msg := de.Error()
 	for _, want := range []string{`"world"`, "ranks [0 2] entered Barrier #3 at a.go:1", "ranks [1] entered Allreduce #3 at b.go:2 (count 2, sum)"} {
@@ -90,8 +92,8 @@ func TestErrorMessagesNameSitesAndRanks(t *testing.T) {
 	if !errors.Is(de, ErrDesync) {
 		t.Error("DesyncError must wrap ErrDesync")
 	}
-	te := &TimeoutError{Group: "world/s0c1", Self: 0, Waiting: Entry{Kind: KindAllgather, Seq: 9, Site: "c.go:3"}, Missing: []int{2},
-		Peers: []PeerRecords{{Rank: 2, Records: []OpRecord{{Group: "world", Kind: KindRecv, Peer: 0, Tag: 5, Site: "d.go:4"}}}}}
+	te := &TimeoutError{Group: "world/s0c1", Self: 0, Waiting: Entry{Kind: flight.KindAllgather, Seq: 9, Site: "c.go:3"}, Missing: []int{2},
+		Peers: []PeerRecords{{Rank: 2, Records: []flight.OpRecord{{Group: "world", Kind: flight.KindRecv, Peer: 0, Tag: 5, Site: "d.go:4"}}}}}
 	msg = te.Error()
 	for _, want := range []string{"ranks [2] never arrived", "rank 2 last: Irecv peer 0 tag 5", "Allgather #9 at c.go:3"} {
 		if !strings.Contains(msg, want) {
@@ -141,9 +143,9 @@ func TestReduceOps(t *testing.T) {
 // merely behind, nor a desync).
 func TestTimeoutMessageNamesARankThatReturned(t *testing.T) {
 	// Its last record, a receive it left posted, is no wait of its own.
-	last := OpRecord{Group: "world", Kind: KindRecv, Peer: 3, Tag: 9, Start: time.Unix(1, 0)}
-	te := &TimeoutError{Group: "world", Self: 1, Bound: time.Second, Waiting: Entry{Kind: KindBarrier, Seq: 4}, Missing: []int{0, 2},
-		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 3, Returned: true, Records: []OpRecord{last}},
+	last := flight.OpRecord{Group: "world", Kind: flight.KindRecv, Peer: 3, Tag: 9, Start: time.Unix(1, 0)}
+	te := &TimeoutError{Group: "world", Self: 1, Bound: time.Second, Waiting: Entry{Kind: flight.KindBarrier, Seq: 4}, Missing: []int{0, 2},
+		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 3, Returned: true, Records: []flight.OpRecord{last}},
 			{Rank: 1, Counted: true, Entered: 4}, {Rank: 2, Counted: true, Entered: 3}, {Rank: 3, Counted: true, Entered: 4}}}
 	msg := te.Error()
 	for _, want := range []string{"ranks [0 2] never arrived; rank 0 has returned from its program: it enters nothing more (its last: " + last.String() + ")",
@@ -165,7 +167,7 @@ func TestTimeoutMessageNamesARankThatReturned(t *testing.T) {
 
 func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
 	te := &TimeoutError{Group: "world/s1c0", Self: 0, Bound: 3 * time.Second, WorldRanks: []int{1, 2, 4},
-		Waiting: Entry{Kind: KindBcast, Seq: 41, Site: "?"}, Missing: []int{1, 2},
+		Waiting: Entry{Kind: flight.KindBcast, Seq: 41, Site: "?"}, Missing: []int{1, 2},
 		Peers: []PeerRecords{{Rank: 0, Counted: true, Entered: 41}, {Rank: 1, Counted: true, Entered: 40},
 			{Rank: 2, Err: errors.New("no answer to the stall inspector within 300ms")}}}
 	msg := te.Error()
@@ -191,11 +193,11 @@ func TestTimeoutMessageFromABoundedBackend(t *testing.T) {
 // on another rank (a sync receive, a control send to a frozen peer) point
 // at it: the error follows them one step and names that rank's world rank.
 func TestTimeoutNamesTheRankTheMissingOnesWaitOn(t *testing.T) {
-	send := func(group string, peer int) []OpRecord {
-		return []OpRecord{{Group: group, Kind: KindSend, Peer: peer, Tag: 1, Start: time.Unix(1, 0)}}
+	send := func(group string, peer int) []flight.OpRecord {
+		return []flight.OpRecord{{Group: group, Kind: flight.KindSend, Peer: peer, Tag: 1, Start: time.Unix(1, 0)}}
 	}
 	te := &TimeoutError{Group: "world/s1c2/s1c0", Self: 1, WorldRanks: []int{2, 3, 4, 5}, Missing: []int{0, 2},
-		Waiting: Entry{Kind: KindAllgather, Seq: 3},
+		Waiting: Entry{Kind: flight.KindAllgather, Seq: 3},
 		Peers: []PeerRecords{{Rank: 0, Records: send("world", 0)}, {Rank: 1}, {Rank: 2, Records: send("world/s1c2/s1c0", 3)},
 			{Rank: 3, Records: send("world", 1)}}}
 	// Rank 0 waits on world rank 0; rank 2 on group rank 3, world rank 5;
@@ -205,7 +207,7 @@ func TestTimeoutNamesTheRankTheMissingOnesWaitOn(t *testing.T) {
 	require.Contains(t, te.Error(), "; they wait in point-to-point on world ranks [0 5]")
 	// A finished operation, or a collective, is no wait.
 	te.Peers[0].Records[0].End = time.Unix(2, 0)
-	te.Peers[2].Records[0].Kind = KindAllreduce
+	te.Peers[2].Records[0].Kind = flight.KindAllreduce
 	require.Empty(t, te.WaitsOn())
 }
 

@@ -20,7 +20,7 @@
 // collective
 // that does not complete within its deadline returns an error wrapping
 // ErrCollectiveTimeout that names the ranks that never arrived, with the last
-// operations of every rank taken from their flight recorders (Recorder).
+// operations of every rank taken from their flight recorders (flight.Recorder).
 //
 // Point to point, checked mode promises less, because messages may
 // legitimately differ between ranks (each rank sends what it has): it

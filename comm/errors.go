@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Sentinel errors. Backends and the checked layer wrap them with the rank,
@@ -40,12 +42,12 @@ var (
 type Entry struct {
 	Rank  int // rank within the group
 	Seq   uint64
-	Kind  Kind
+	Kind  flight.Kind
 	Site  string // the call path outside the collective plumbing
 	Shape int64  // argument shape: count for allreduce, root for bcast
 	// Guards are the rank-local values the rank recorded before it
-	// entered (Recorder.Guard): why it took this collective.
-	Guards []GuardValue
+	// entered (flight.Recorder.Guard): why it took this collective.
+	Guards []flight.GuardValue
 	hash   int64 // the call path's hash (desync reports)
 }
 
@@ -55,17 +57,17 @@ func (e Entry) String() string {
 
 // afterGuards is ", after fits=1 at executor/intake.go:88 (ctxIntake)"
 // for the guard values a collective was entered after, "" for none.
-func afterGuards(gs []GuardValue) string {
+func afterGuards(gs []flight.GuardValue) string {
 	if len(gs) == 0 {
 		return ""
 	}
-	return ", after " + GuardsText(gs)
+	return ", after " + flight.GuardsText(gs)
 }
 
 // DescribeShape renders a collective's stamped argument shape as an error
 // shows it: " (float32, sum, count 2)", " (int64, counts digest 0x...)",
 // " (count 4, sum)", "".
-func DescribeShape(kind Kind, shape int64) string {
+func DescribeShape(kind flight.Kind, shape int64) string {
 	return Entry{Kind: kind, Shape: shape}.shapeString()
 }
 
@@ -76,9 +78,9 @@ func (e Entry) shapeString() string {
 		return s
 	}
 	switch e.Kind {
-	case KindAllreduce:
+	case flight.KindAllreduce:
 		return fmt.Sprintf(" (count %d, %s)", e.Shape>>8, ReduceOp(e.Shape&0xff))
-	case KindBcast:
+	case flight.KindBcast:
 		return fmt.Sprintf(" (root %d)", e.Shape)
 	}
 	return ""
@@ -105,14 +107,14 @@ func (e *DesyncError) Error() string {
 	// call site once with the ranks that were there.
 	type key struct {
 		seq   uint64
-		kind  Kind
+		kind  flight.Kind
 		site  string
 		shape int64
 		hash  int64
 	}
 	var order []key
 	ranks := map[key][]int{}
-	guards := map[key][][]GuardValue{}
+	guards := map[key][][]flight.GuardValue{}
 	for _, en := range e.Entries {
 		k := key{en.Seq, en.Kind, en.Site, en.Shape, en.hash}
 		if _, ok := ranks[k]; !ok {
@@ -123,10 +125,10 @@ func (e *DesyncError) Error() string {
 	}
 	// One clause per distinct collective, however many ranks entered it:
 	// guard values the ranks of a clause recorded differently show their
-	// range (MergeGuards), so the message stays one line per side.
+	// range (flight.MergeGuards), so the message stays one line per side.
 	for _, k := range order {
 		en := Entry{Seq: k.seq, Kind: k.kind, Site: k.site, Shape: k.shape}
-		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString(), afterGuards(MergeGuards(guards[k])))
+		fmt.Fprintf(&b, " ranks %v%s entered %s #%d at %s%s%s;", ranks[k], worldsSuffix(e.WorldRanks, ranks[k]), en.Kind, en.Seq, en.Site, en.shapeString(), afterGuards(flight.MergeGuards(guards[k])))
 	}
 	out := strings.TrimSuffix(b.String(), ";")
 	if e.Parted != "" {
@@ -140,7 +142,7 @@ func (e *DesyncError) Unwrap() error { return ErrDesync }
 // PeerRecords is one rank's flight recorder as seen by the stall inspector.
 type PeerRecords struct {
 	Rank    int // rank within the group
-	Records []OpRecord
+	Records []flight.OpRecord
 	Err     error // set when the rank could not be asked (dead, unreachable)
 	// Entered is how many collectives the rank had entered on the group
 	// when it answered, for a backend that counts them (then Counted): a
@@ -148,8 +150,8 @@ type PeerRecords struct {
 	Entered uint64
 	Counted bool
 	// Pending are the guard values the rank recorded after its last
-	// collective began (Recorder.Pending): what kept it from this one.
-	Pending []GuardValue
+	// collective began (flight.Recorder.Pending): what kept it from this one.
+	Pending []flight.GuardValue
 	// Returned: the rank's program has returned (in-process, its rank
 	// function; under MPI, it is in Finalize): it enters nothing more, so
 	// a collective that waits for it waits for a call never made.
@@ -211,7 +213,7 @@ func (e *TimeoutError) Error() string {
 			fmt.Fprintf(&b, "; %s has recorded no operation", who)
 		}
 		if len(p.Pending) > 0 {
-			fmt.Fprintf(&b, "; since then %s recorded %s", who, GuardsText(p.Pending))
+			fmt.Fprintf(&b, "; since then %s recorded %s", who, flight.GuardsText(p.Pending))
 		}
 	}
 	if w := e.WaitsOn(); len(w) > 0 {
@@ -236,7 +238,7 @@ func (e *TimeoutError) WaitsOn() []int {
 			continue // a rank that returned waits on nothing: its request was left behind
 		}
 		r := p.Records[len(p.Records)-1]
-		if !r.InProgress() || (r.Kind != KindSend && r.Kind != KindRecv) || r.Peer < 0 {
+		if !r.InProgress() || (r.Kind != flight.KindSend && r.Kind != flight.KindRecv) || r.Peer < 0 {
 			continue
 		}
 		w := -1
@@ -330,7 +332,7 @@ func (e *TimeoutError) FlightLog() string {
 			fmt.Fprintf(&b, "  %s\n", r)
 		}
 		if len(p.Pending) > 0 {
-			fmt.Fprintf(&b, "  then recorded %s\n", GuardsText(p.Pending))
+			fmt.Fprintf(&b, "  then recorded %s\n", flight.GuardsText(p.Pending))
 		}
 	}
 	return b.String()

@@ -4,7 +4,11 @@
 
 package comm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/rankrun/rankrun/comm/flight"
+)
 
 // MismatchError is returned (wrapping ErrDesync) when the ranks of a group
 // entered the same typed collective with counts that do not pair up: a
@@ -17,7 +21,7 @@ import "fmt"
 // every rank shares: their stamps agreed.
 type MismatchError struct {
 	Group string
-	Kind  Kind
+	Kind  flight.Kind
 	// A and B are the two ranks (of Group) whose counts do not pair up:
 	// the sender and the receiver, where one sends the other.
 	A, B   int
@@ -55,7 +59,7 @@ func (e *MismatchError) Unwrap() error { return ErrDesync }
 // stamp.
 func (op *Op) pairsPerRank() bool {
 	switch op.Kind {
-	case KindGather, KindScatter, KindAlltoall:
+	case flight.KindGather, flight.KindScatter, flight.KindAlltoall:
 		return true
 	}
 	return false
@@ -72,21 +76,21 @@ func (op *Op) pairRows(rank, size int) (sends, expects []int64) {
 	}
 	es := op.Type.Size()
 	switch op.Kind {
-	case KindGather:
+	case flight.KindGather:
 		sends[op.Root] = int64(len(op.Send) / es)
 		if rank == op.Root {
 			for i := range size {
 				expects[i] = int64(op.RecvCounts[i])
 			}
 		}
-	case KindScatter:
+	case flight.KindScatter:
 		expects[op.Root] = int64(len(op.Recv) / es)
 		if rank == op.Root {
 			for j := range size {
 				sends[j] = int64(op.SendCounts[j])
 			}
 		}
-	case KindAlltoall:
+	case flight.KindAlltoall:
 		for j := range size {
 			sends[j], expects[j] = int64(op.SendCounts[j]), int64(op.RecvCounts[j])
 		}
@@ -103,21 +107,21 @@ func (op *Op) pairSums(rank, size int) (sent, expected int64) {
 	var s, e uint64
 	es := op.Type.Size()
 	switch op.Kind {
-	case KindGather:
+	case flight.KindGather:
 		s = pairHash(rank, op.Root, int64(len(op.Send)/es))
 		if rank == op.Root {
 			for i := range size {
 				e += pairHash(i, rank, int64(op.RecvCounts[i]))
 			}
 		}
-	case KindScatter:
+	case flight.KindScatter:
 		e = pairHash(op.Root, rank, int64(len(op.Recv)/es))
 		if rank == op.Root {
 			for j := range size {
 				s += pairHash(rank, j, int64(op.SendCounts[j]))
 			}
 		}
-	case KindAlltoall:
+	case flight.KindAlltoall:
 		for j := range size {
 			s += pairHash(rank, j, int64(op.SendCounts[j]))
 			e += pairHash(j, rank, int64(op.RecvCounts[j]))
@@ -139,7 +143,7 @@ func pairHash(from, to int, n int64) uint64 {
 // expects, size each), the first pair (i, j) in rank order whose send and
 // expectation differ, as the MismatchError every rank builds alike (A the
 // sender i, B the receiver j); ok is false when every count pairs up.
-func firstUnpaired(kind Kind, rows [][]int64) (e *MismatchError, ok bool) {
+func firstUnpaired(kind flight.Kind, rows [][]int64) (e *MismatchError, ok bool) {
 	size := len(rows)
 	for i := range size {
 		for j := range size {
@@ -149,9 +153,9 @@ func firstUnpaired(kind Kind, rows [][]int64) (e *MismatchError, ok bool) {
 			}
 			e := &MismatchError{Kind: kind, A: i, B: j}
 			switch kind {
-			case KindGather:
+			case flight.KindGather:
 				e.Detail = fmt.Sprintf("rank %d sends the root %s, the root expects %s", i, elements(s), elements(x))
-			case KindScatter:
+			case flight.KindScatter:
 				e.Detail = fmt.Sprintf("the root sends rank %d %s, it expects %s", j, elements(s), elements(x))
 			default:
 				e.Detail = fmt.Sprintf("rank %d sends rank %d %s, which expects %s", i, j, elements(s), elements(x))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // TestPairSumsAgreeWithPairRows: the two sums checked mode exchanges
@@ -20,7 +22,7 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 	paired, unpaired := 0, 0
 	for range 2000 {
 		n := 2 + rng.IntN(5)
-		kind := []Kind{KindGather, KindScatter, KindAlltoall}[rng.IntN(3)]
+		kind := []flight.Kind{flight.KindGather, flight.KindScatter, flight.KindAlltoall}[rng.IntN(3)]
 		root := rng.IntN(n)
 		// m[i][j]: what i sends j, the truth every rank's op is built from.
 		m := make([][]int, n)
@@ -34,16 +36,16 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 		for r := range n {
 			op := &Op{Kind: kind, Type: Int32, Root: root}
 			switch kind {
-			case KindGather:
+			case flight.KindGather:
 				op.Send = make([]byte, m[r][root]*es)
 				op.RecvCounts = make([]int, n)
 				for i := range n {
 					op.RecvCounts[i] = m[i][root]
 				}
-			case KindScatter:
+			case flight.KindScatter:
 				op.Recv = make([]byte, m[root][r]*es)
 				op.SendCounts = slices.Clone(m[root])
-			case KindAlltoall:
+			case flight.KindAlltoall:
 				op.SendCounts = slices.Clone(m[r])
 				op.RecvCounts = make([]int, n)
 				for i := range n {
@@ -57,11 +59,11 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 			r := rng.IntN(n)
 			op := ops[r]
 			switch kind {
-			case KindGather:
+			case flight.KindGather:
 				op.Send = append(op.Send, make([]byte, es)...)
-			case KindScatter:
+			case flight.KindScatter:
 				op.Recv = append(op.Recv, make([]byte, es)...)
-			case KindAlltoall:
+			case flight.KindAlltoall:
 				op.SendCounts[rng.IntN(n)]++
 			}
 		}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Datatype is the element type of a typed collective.
@@ -151,7 +153,7 @@ func (op ReduceOp) validFor(d Datatype) bool {
 //	Alltoallv      Send, SendCounts, SendDispls, Recv, RecvCounts, RecvDispls
 //	ReduceScatter  Send (the sum of RecvCounts); Recv (RecvCounts[rank]); RecvCounts; Reduce
 type Op struct {
-	Kind       Kind
+	Kind       flight.Kind
 	Type       Datatype
 	Reduce     ReduceOp
 	Root       int
@@ -177,15 +179,6 @@ func CollectivesOf(c Comm) Collectives {
 	return outermost(c, func(Collectives) bool { return true })
 }
 
-// The operation kinds the typed collectives add to Kind.
-const (
-	KindReduce Kind = KindRecv + 1 + iota
-	KindGather
-	KindScatter
-	KindAlltoall
-	KindReduceScatter
-)
-
 // Check validates op for rank rank of a group of size ranks: the error,
 // wrapping ErrBadArgument, names the argument and the rule. It checks what
 // one rank can see; what ranks must agree on (kind, type, root, counts) is
@@ -207,21 +200,21 @@ func (op *Op) Check(rank, size int) error {
 		}
 	}
 	ns, nr := len(op.Send)/es, len(op.Recv)/es
-	rooted := op.Kind == KindReduce || op.Kind == KindBcast || op.Kind == KindGather || op.Kind == KindScatter
+	rooted := op.Kind == flight.KindReduce || op.Kind == flight.KindBcast || op.Kind == flight.KindGather || op.Kind == flight.KindScatter
 	if rooted && (op.Root < 0 || op.Root >= size) {
 		return bad("root %d outside 0..%d", op.Root, size-1)
 	}
-	reduces := op.Kind == KindAllreduce || op.Kind == KindReduce || op.Kind == KindReduceScatter
+	reduces := op.Kind == flight.KindAllreduce || op.Kind == flight.KindReduce || op.Kind == flight.KindReduceScatter
 	if reduces && !op.Reduce.validFor(op.Type) {
 		return bad("reduction %s does not apply to %s", op.Reduce, op.Type)
 	}
 	// Only Allreduce may reduce in place (MPI_IN_PLACE: the same slice);
 	// for every other kind MPI calls overlapping buffers erroneous, and
 	// each backend would give a different wrong answer.
-	if op.Kind != KindAllreduce && op.Kind != KindBcast && overlap(op.Send, op.Recv) {
+	if op.Kind != flight.KindAllreduce && op.Kind != flight.KindBcast && overlap(op.Send, op.Recv) {
 		return bad("the send and receive buffers overlap (only Allreduce may run in place, with the same slice)")
 	}
-	if op.Kind == KindAllreduce && overlap(op.Send, op.Recv) && unsafe.SliceData(op.Send) != unsafe.SliceData(op.Recv) {
+	if op.Kind == flight.KindAllreduce && overlap(op.Send, op.Recv) && unsafe.SliceData(op.Send) != unsafe.SliceData(op.Recv) {
 		return bad("the send and receive buffers overlap without being the same slice (in place means in == out)")
 	}
 	counts := func(name string, c, d []int, buf int) error {
@@ -245,26 +238,26 @@ func (op *Op) Check(rank, size int) error {
 		return nil
 	}
 	switch op.Kind {
-	case KindAllreduce:
+	case flight.KindAllreduce:
 		if ns != nr {
 			return bad("send has %d elements, receive %d: they must be equal", ns, nr)
 		}
-	case KindReduce:
+	case flight.KindReduce:
 		if rank == op.Root && ns != nr {
 			return bad("send has %d elements, the root's receive %d: they must be equal", ns, nr)
 		}
-	case KindBcast:
+	case flight.KindBcast:
 		if rank == op.Root && op.Recv != nil && len(op.Recv) != len(op.Send) {
 			return bad("the root's send has %d elements, its receive %d", ns, nr)
 		}
-	case KindAllgather:
+	case flight.KindAllgather:
 		if err := counts("receive", op.RecvCounts, op.RecvDispls, nr); err != nil {
 			return err
 		}
 		if op.RecvCounts[rank] != ns {
 			return bad("send has %d elements, receive count for this rank %d", ns, op.RecvCounts[rank])
 		}
-	case KindGather:
+	case flight.KindGather:
 		if rank == op.Root {
 			if err := counts("receive", op.RecvCounts, op.RecvDispls, nr); err != nil {
 				return err
@@ -273,7 +266,7 @@ func (op *Op) Check(rank, size int) error {
 				return bad("send has %d elements, the root's receive count for itself %d", ns, op.RecvCounts[rank])
 			}
 		}
-	case KindScatter:
+	case flight.KindScatter:
 		if rank == op.Root {
 			if err := counts("send", op.SendCounts, op.SendDispls, ns); err != nil {
 				return err
@@ -282,7 +275,7 @@ func (op *Op) Check(rank, size int) error {
 				return bad("receive has %d elements, the root's send count for itself %d", nr, op.SendCounts[rank])
 			}
 		}
-	case KindAlltoall:
+	case flight.KindAlltoall:
 		if err := counts("send", op.SendCounts, op.SendDispls, ns); err != nil {
 			return err
 		}
@@ -292,7 +285,7 @@ func (op *Op) Check(rank, size int) error {
 		if op.SendCounts[rank] != op.RecvCounts[rank] {
 			return bad("this rank sends itself %d elements but receives %d from itself", op.SendCounts[rank], op.RecvCounts[rank])
 		}
-	case KindReduceScatter:
+	case flight.KindReduceScatter:
 		if err := counts("receive", op.RecvCounts, nil, math.MaxInt); err != nil {
 			return err
 		}
@@ -330,14 +323,14 @@ func (op *Op) Shape() int64 {
 	mix := func(v uint64) { h = (h ^ v) * 0x100000001b3 }
 	count := -1
 	switch op.Kind {
-	case KindAllreduce, KindReduce:
+	case flight.KindAllreduce, flight.KindReduce:
 		count = len(op.Send)
-	case KindBcast:
+	case flight.KindBcast:
 		count = len(op.Recv)
 		if op.Recv == nil {
 			count = len(op.Send)
 		}
-	case KindAllgather, KindReduceScatter:
+	case flight.KindAllgather, flight.KindReduceScatter:
 		for _, n := range op.RecvCounts {
 			mix(uint64(n))
 		}
@@ -358,7 +351,7 @@ func (op *Op) Shape() int64 {
 // typedShape describes a typed collective's stamped shape for an error:
 // " (float32, sum, root 0)"; ok is false for a shape that is not a typed
 // collective's.
-func typedShape(kind Kind, shape int64) (string, bool) {
+func typedShape(kind flight.Kind, shape int64) (string, bool) {
 	t := Datatype(uint64(shape) >> 56)
 	if !t.Valid() {
 		return "", false
@@ -368,7 +361,7 @@ func typedShape(kind Kind, shape int64) (string, bool) {
 		s += ", " + r.String()
 	}
 	switch kind {
-	case KindReduce, KindBcast, KindGather, KindScatter:
+	case flight.KindReduce, flight.KindBcast, flight.KindGather, flight.KindScatter:
 		s += fmt.Sprintf(", root %d", uint16(uint64(shape)>>32))
 	}
 	switch low := uint32(shape); {
@@ -422,20 +415,20 @@ func run(ctx context.Context, c Comm, op *Op) error {
 // does not require, the same result on every rank): compare their float
 // results with a tolerance.
 func Allreduce[T Element](ctx context.Context, c Comm, op ReduceOp, in, out []T) error {
-	return run(ctx, c, &Op{Kind: KindAllreduce, Type: DatatypeOf[T](), Reduce: op, Send: bytesOf(in), Recv: bytesOf(out)})
+	return run(ctx, c, &Op{Kind: flight.KindAllreduce, Type: DatatypeOf[T](), Reduce: op, Send: bytesOf(in), Recv: bytesOf(out)})
 }
 
 // Reduce reduces in over the group into out on root (out is ignored
 // elsewhere and may be nil there).
 func Reduce[T Element](ctx context.Context, c Comm, op ReduceOp, root int, in, out []T) error {
-	return run(ctx, c, &Op{Kind: KindReduce, Type: DatatypeOf[T](), Reduce: op, Root: root, Send: bytesOf(in), Recv: bytesOf(out)})
+	return run(ctx, c, &Op{Kind: flight.KindReduce, Type: DatatypeOf[T](), Reduce: op, Root: root, Send: bytesOf(in), Recv: bytesOf(out)})
 }
 
 // BcastOf sends root's buf to buf on every rank (the same length
 // everywhere).
 func BcastOf[T Element](ctx context.Context, c Comm, root int, buf []T) error {
 	b := bytesOf(buf)
-	op := &Op{Kind: KindBcast, Type: DatatypeOf[T](), Root: root, Recv: b}
+	op := &Op{Kind: flight.KindBcast, Type: DatatypeOf[T](), Root: root, Recv: b}
 	if c.Rank() == root {
 		op.Send, op.Recv = b, nil
 	}
@@ -446,39 +439,39 @@ func BcastOf[T Element](ctx context.Context, c Comm, root int, buf []T) error {
 // out, rank 0's first, on every rank; out holds Size()*len(in) elements.
 func Allgather[T Element](ctx context.Context, c Comm, in, out []T) error {
 	counts, displs := equal(c.Size(), len(in))
-	return run(ctx, c, &Op{Kind: KindAllgather, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: displs})
+	return run(ctx, c, &Op{Kind: flight.KindAllgather, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: displs})
 }
 
 // Allgatherv gathers rank r's in (counts[r] elements) into out at
 // displs[r], on every rank (every rank passes the same counts and
 // displacements; nil displacements pack the contributions in rank order).
 func Allgatherv[T Element](ctx context.Context, c Comm, in, out []T, counts, displs []int) error {
-	return run(ctx, c, &Op{Kind: KindAllgather, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: packed(counts, displs)})
+	return run(ctx, c, &Op{Kind: flight.KindAllgather, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: packed(counts, displs)})
 }
 
 // Gather gathers every rank's in (the same length) into out on root, rank
 // 0's first (out is ignored elsewhere).
 func Gather[T Element](ctx context.Context, c Comm, root int, in, out []T) error {
 	counts, displs := equal(c.Size(), len(in))
-	return run(ctx, c, &Op{Kind: KindGather, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: displs})
+	return run(ctx, c, &Op{Kind: flight.KindGather, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: displs})
 }
 
 // Gatherv gathers rank r's in (counts[r] elements) into out at displs[r]
 // on root (counts and displacements are read on root only).
 func Gatherv[T Element](ctx context.Context, c Comm, root int, in, out []T, counts, displs []int) error {
-	return run(ctx, c, &Op{Kind: KindGather, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: packed(counts, displs)})
+	return run(ctx, c, &Op{Kind: flight.KindGather, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts, RecvDispls: packed(counts, displs)})
 }
 
 // Scatter sends the r-th len(out) elements of root's in to rank r's out.
 func Scatter[T Element](ctx context.Context, c Comm, root int, in, out []T) error {
 	counts, displs := equal(c.Size(), len(out))
-	return run(ctx, c, &Op{Kind: KindScatter, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), SendCounts: counts, SendDispls: displs})
+	return run(ctx, c, &Op{Kind: flight.KindScatter, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), SendCounts: counts, SendDispls: displs})
 }
 
 // Scatterv sends counts[r] elements of root's in, from displs[r], to rank
 // r's out (counts and displacements are read on root only).
 func Scatterv[T Element](ctx context.Context, c Comm, root int, in, out []T, counts, displs []int) error {
-	return run(ctx, c, &Op{Kind: KindScatter, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), SendCounts: counts, SendDispls: packed(counts, displs)})
+	return run(ctx, c, &Op{Kind: flight.KindScatter, Type: DatatypeOf[T](), Root: root, Send: bytesOf(in), Recv: bytesOf(out), SendCounts: counts, SendDispls: packed(counts, displs)})
 }
 
 // Alltoall sends the r-th block of len(in)/Size() elements of in to rank
@@ -489,7 +482,7 @@ func Alltoall[T Element](ctx context.Context, c Comm, in, out []T) error {
 		return fmt.Errorf("%w: Alltoall: %d elements to send and %d to receive, want the same multiple of the %d ranks", ErrBadArgument, len(in), len(out), n)
 	}
 	counts, displs := equal(n, len(in)/n)
-	return run(ctx, c, &Op{Kind: KindAlltoall, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out),
+	return run(ctx, c, &Op{Kind: flight.KindAlltoall, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out),
 		SendCounts: counts, SendDispls: displs, RecvCounts: counts, RecvDispls: displs})
 }
 
@@ -498,7 +491,7 @@ func Alltoall[T Element](ctx context.Context, c Comm, in, out []T) error {
 // (nil displacements pack in rank order). What rank i sends rank j must be
 // what j expects from i.
 func Alltoallv[T Element](ctx context.Context, c Comm, in []T, sendCounts, sendDispls []int, out []T, recvCounts, recvDispls []int) error {
-	return run(ctx, c, &Op{Kind: KindAlltoall, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out),
+	return run(ctx, c, &Op{Kind: flight.KindAlltoall, Type: DatatypeOf[T](), Send: bytesOf(in), Recv: bytesOf(out),
 		SendCounts: sendCounts, SendDispls: packed(sendCounts, sendDispls), RecvCounts: recvCounts, RecvDispls: packed(recvCounts, recvDispls)})
 }
 
@@ -506,7 +499,7 @@ func Alltoallv[T Element](ctx context.Context, c Comm, in []T, sendCounts, sendD
 // rank) element-wise over the group and leaves block r of the result
 // (counts[r] elements) in rank r's out.
 func ReduceScatter[T Element](ctx context.Context, c Comm, op ReduceOp, in, out []T, counts []int) error {
-	return run(ctx, c, &Op{Kind: KindReduceScatter, Type: DatatypeOf[T](), Reduce: op, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts})
+	return run(ctx, c, &Op{Kind: flight.KindReduceScatter, Type: DatatypeOf[T](), Reduce: op, Send: bytesOf(in), Recv: bytesOf(out), RecvCounts: counts})
 }
 
 // equal returns n counts of k and their packed displacements.

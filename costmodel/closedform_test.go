@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -98,7 +98,7 @@ func TestPrefillClosedForm(t *testing.T) {
 				for i := range members {
 					members[i] = i
 				}
-				ar := hw.Fabric.Collective(comm.KindAllreduce, members, n*m.Hidden*m.ActBytes)
+				ar := hw.Fabric.Collective(flight.KindAllreduce, members, n*m.Hidden*m.ActBytes)
 				want := time.Duration(math.Round(compute*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 				// The precondition: this request is compute-bound.
 				w := p.side(l, 0).prefillWork(0, []Seq{{Tokens: n}})
@@ -175,7 +175,7 @@ func TestDecodeClosedForm(t *testing.T) {
 	p2 := Placement{Model: m, HW: hw, Ctx: l2, Gen: l2}
 	const long = 32768
 	mem = memTime(hw, work{weights: (m.Params() - float64(m.Vocab*m.Hidden)) * m.WeightBytes / 2, kv: long * m.KVBytesPerToken() / 2})
-	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
+	ar := hw.Fabric.Collective(flight.KindAllreduce, []int{0, 1}, m.Hidden*m.ActBytes)
 	// The GEN ranks follow the CTX ones: world ranks 2 and 3, one node.
 	want = time.Duration(math.Round(mem*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	assert.InDelta(t, want, p2.Decode([]Seq{{Tokens: long}}), 1)
@@ -206,7 +206,7 @@ func TestDecodeKernelsApart(t *testing.T) {
 	kv := batch * ctx * m.KVBytesPerToken() / 2 / (hw.HBMBandwidth * DefaultKVEff)
 	require.Greater(t, gemm, stream, "the precondition: the GEMMs compute")
 	require.Greater(t, kv, core, "the precondition: attention streams its KV")
-	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{2, 3}, batch*m.Hidden*m.ActBytes)
+	ar := hw.Fabric.Collective(flight.KindAllreduce, []int{2, 3}, batch*m.Hidden*m.ActBytes)
 	want := time.Duration(math.Round((gemm+kv)*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	batchOf := make([]Seq, batch)
 	for i := range batchOf {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Expert parallelism (topology.Layout.EP). The FFN ranks of a stage split
@@ -153,7 +153,7 @@ func (s side) ffnCollectives(pp int, rows []float64) time.Duration {
 	}
 	expertTP := float64(s.l.FFNRanks() / s.epParts())
 	send := busiest / float64(s.l.TP) * s.dispatchCopies() * expertTP * row
-	a2a := s.hw.Fabric.Collective(comm.KindAlltoall, members, int(math.Ceil(send)))
+	a2a := s.hw.Fabric.Collective(flight.KindAlltoall, members, int(math.Ceil(send)))
 	return add(times(int(dense), reduce), times(2*int(moe), a2a))
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -126,14 +126,14 @@ func TestExpertParallelCollectives(t *testing.T) {
 		for _, r := range tc.rows {
 			all += r
 		}
-		ar := hw.Fabric.Collective(comm.KindAllreduce, members, int(math.Ceil(all*row)))
+		ar := hw.Fabric.Collective(flight.KindAllreduce, members, int(math.Ceil(all*row)))
 		busiest := 5.0
 		if l.TP == 2 {
 			busiest = 6.0 / 2
 		}
 		c := copiesOf(l.EP)
 		assert.InDelta(t, c, s.dispatchCopies(), 1e-9, tc.spec)
-		a2a := hw.Fabric.Collective(comm.KindAlltoall, members, int(math.Ceil(busiest*c*tc.expertTP*row)))
+		a2a := hw.Fabric.Collective(flight.KindAlltoall, members, int(math.Ceil(busiest*c*tc.expertTP*row)))
 		want := 3*ar + 58*2*a2a
 		assert.Equal(t, want, s.ffnCollectives(0, tc.rows), tc.spec)
 		noEP := l

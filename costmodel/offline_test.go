@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -187,7 +187,7 @@ func TestOfflineKVBoundClosedForm(t *testing.T) {
 	require.Greater(t, ctxCore, ctxKV, "the precondition: context attention computes")
 	sec := gemm + ctxCore + genKV
 	tokens := prompts*2048 + decodes
-	ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
+	ar := hw.Fabric.Collective(flight.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
 	want := time.Duration(math.Round(sec*1e9)) + time.Duration(2*m.Layers)*ar + hw.StepOverhead
 	assert.InDelta(t, want, st.Step, 2, "step")
 }
@@ -244,7 +244,7 @@ func TestOfflineAttentionDPClosedForm(t *testing.T) {
 			gen := roof(0, 0, decodes*2*core*ctx, decodes*ctx*kvToken)
 			tokens := total*in/k + 2*decodes
 			ffn := roof(2*ffnParams*tokens/2+2*lm*(total/k+2*decodes), ffnParams/2+lm, 0, 0)
-			ar := hw.Fabric.Collective(comm.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
+			ar := hw.Fabric.Collective(flight.KindAllreduce, []int{0, 1}, int(math.Ceil(tokens*float64(m.Hidden*m.ActBytes))))
 			return attn + gen + ffn + (time.Duration(m.Layers) * ar).Seconds()
 		}
 		want := time.Duration(math.Round(((1-q)*step(0, 0)+q*step(1, 2*f/q))*1e9)) + hw.StepOverhead

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/fabric"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -178,11 +178,11 @@ func (s side) link(dp, pp int) fabric.Link {
 }
 
 func (s side) allreduce(members []int, bytes float64) time.Duration {
-	return s.hw.Fabric.Collective(comm.KindAllreduce, members, int(math.Ceil(bytes)))
+	return s.hw.Fabric.Collective(flight.KindAllreduce, members, int(math.Ceil(bytes)))
 }
 
 func (s side) allgather(members []int, bytes float64) time.Duration {
-	return s.hw.Fabric.Collective(comm.KindAllgather, members, int(math.Ceil(bytes)))
+	return s.hw.Fabric.Collective(flight.KindAllgather, members, int(math.Ceil(bytes)))
 }
 
 // kvHeadsPerRank is the KV heads a rank holds: split over TP (one each,

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -67,7 +67,7 @@ func publishedRows() []Row {
 	h100, gb200 := Hardwares["h100-nvlink-ib400"], Hardwares["gb200-nvl72"]
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	busBW := func(hw Hardware, members []int, bytes int) float64 {
-		t := hw.Fabric.Collective(comm.KindAllreduce, members, bytes).Seconds()
+		t := hw.Fabric.Collective(flight.KindAllreduce, members, bytes).Seconds()
 		p := float64(len(members))
 		return 2 * (p - 1) / p * float64(bytes) / t / 1e9
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
@@ -119,8 +120,8 @@ type loop struct {
 	reportBuf   [1]int64 // the local-error-collective replay's collective
 	reported    int      // local failures already reported by that replay
 	rep         RankReport
-	rec         *comm.Recorder // guard values (checked mode; nil otherwise)
-	log1        decisions      // the last decisions, for the failure dump
+	rec         *flight.Recorder // guard values (checked mode; nil otherwise)
+	log1        decisions        // the last decisions, for the failure dump
 }
 
 func (l *loop) isCtx() bool { return l.g.role == topology.Context }

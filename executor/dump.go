@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/diag"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/transceiver"
@@ -126,7 +127,7 @@ func membersOf(c comm.Comm, worldSize int) []int {
 	return out
 }
 
-func guardsOf(gs []comm.GuardValue) []diag.Guard {
+func guardsOf(gs []flight.GuardValue) []diag.Guard {
 	out := make([]diag.Guard, 0, len(gs))
 	for _, g := range gs {
 		out = append(out, diag.Guard{Name: g.Name, Value: g.Text(), Site: g.Site})

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // The executor's decision points record the rank-local values that decide
@@ -90,7 +91,7 @@ func (x decision) String() string {
 //
 //go:noinline
 func (l *loop) guardAdmission(waiting int, a AdmissionAction, free int) {
-	l.rec.GuardsCaller(comm.Value{Name: "waiting", V: int64(waiting)}, comm.Value{Name: "fits", V: int64(a.LocalFit)}, comm.Value{Name: "free_blocks", V: int64(free)})
+	l.rec.GuardsCaller(flight.Value{Name: "waiting", V: int64(waiting)}, flight.Value{Name: "fits", V: int64(a.LocalFit)}, flight.Value{Name: "free_blocks", V: int64(free)})
 	row := "no collective (nothing waits, or one rank)"
 	switch {
 	case a.ReapFirst:
@@ -122,9 +123,9 @@ func (l *loop) guardProgress(in ProgressInput, a ProgressAction) {
 		x.a, x.keys[0], x.bools[0] = b2i(in.ScopeHolds), "scope_holds", true
 	}
 	if x.keys[1] == "" {
-		l.rec.GuardsCaller(comm.Value{Name: x.keys[0], V: x.a, Bool: true})
+		l.rec.GuardsCaller(flight.Value{Name: x.keys[0], V: x.a, Bool: true})
 	} else {
-		l.rec.GuardsCaller(comm.Value{Name: x.keys[0], V: x.a, Bool: true}, comm.Value{Name: x.keys[1], V: x.b, Bool: x.bools[1]})
+		l.rec.GuardsCaller(flight.Value{Name: x.keys[0], V: x.a, Bool: true}, flight.Value{Name: x.keys[1], V: x.b, Bool: x.bools[1]})
 	}
 	l.decided(x)
 }
@@ -160,7 +161,7 @@ func (l *loop) lastDecisionText(what string) string {
 
 // recorderOf resolves a rank's flight recorder once (nil when unchecked:
 // recording is then a no-op).
-func recorderOf(g groups, world comm.Comm) *comm.Recorder {
+func recorderOf(g groups, world comm.Comm) *flight.Recorder {
 	for _, c := range []comm.Comm{g.exec, g.inst, world} {
 		if c != nil {
 			if r := comm.RecorderOf(c); r != nil {

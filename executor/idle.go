@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/transceiver"
 )
 
@@ -180,7 +181,7 @@ func (l *loop) probeIfStuck() error {
 		return nil
 	}
 	return &comm.TimeoutError{Group: l.world.Name(), Self: l.world.Rank(),
-		Waiting: comm.Entry{Rank: l.world.Rank(), Kind: comm.KindRecv, Site: "executor: progress of the group's work"},
+		Waiting: comm.Entry{Rank: l.world.Rank(), Kind: flight.KindRecv, Site: "executor: progress of the group's work"},
 		Missing: missing, Peers: peers, Bound: l.peerBound,
 		Cause: fmt.Errorf("%s saw no progress for %v with work outstanding, and asked every rank", l.g.who(),
 			now.Sub(l.progressAt).Round(time.Millisecond))}
@@ -253,7 +254,7 @@ func (l *loop) waitPeer(ctx context.Context, q comm.Request, peer int, what stri
 // frozen or dead process), whatever this rank was waiting for.
 func (l *loop) peerTimeout(peer int, what string, since time.Time) error {
 	te := &comm.TimeoutError{Group: l.g.exec.Name(), Self: l.g.exec.Rank(),
-		Waiting:    comm.Entry{Rank: l.g.exec.Rank(), Kind: comm.KindRecv, Site: "executor: " + what},
+		Waiting:    comm.Entry{Rank: l.g.exec.Rank(), Kind: flight.KindRecv, Site: "executor: " + what},
 		Bound:      l.peerBound,
 		WorldRanks: comm.WorldRanksOf(l.g.exec),
 		Cause:      fmt.Errorf("%s waited %v", l.g.who(), clock.Since(l.clk, since).Round(time.Millisecond))}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Link is the cost of moving bytes over one class of link: a message of n
@@ -234,7 +234,7 @@ func (f Fabric) nics(k int) int {
 // barrier send whole messages rank to rank, each at its slowest link's
 // bandwidth (one NIC across nodes). An alltoall posts every peer's message
 // at once (alltoall below).
-func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Duration {
+func (f Fabric) Collective(kind flight.Kind, members []int, bytes int) time.Duration {
 	p := len(members)
 	if p < 2 {
 		return 0
@@ -251,7 +251,7 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 	steps := func(k int, moved float64) time.Duration { return at(k, moved, l.Bandwidth) }
 	rounds := bits.Len(uint(p - 1)) // ceil(log2 p)
 	switch kind {
-	case comm.KindAllreduce:
+	case flight.KindAllreduce:
 		bus := f.bus(members)
 		ring := at(2*(p-1), 2*float64(p-1)/float64(p)*float64(bytes), bus)
 		tree := at(2*rounds, 2*float64(bytes), bus)
@@ -263,21 +263,21 @@ func (f Fabric) Collective(kind comm.Kind, members []int, bytes int) time.Durati
 			best = min(best, t)
 		}
 		return best
-	case comm.KindAllgather, comm.KindSplit:
+	case flight.KindAllgather, flight.KindSplit:
 		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
-	case comm.KindBcast, comm.KindReduce:
+	case flight.KindBcast, flight.KindReduce:
 		// A binomial tree: log2 p rounds, the whole buffer each.
 		return steps(rounds, float64(rounds)*float64(bytes))
-	case comm.KindGather, comm.KindScatter:
+	case flight.KindGather, flight.KindScatter:
 		// A binomial tree whose messages grow to half the root's buffer
 		// (bytes: the root's whole buffer, the larger of send and receive).
 		return steps(rounds, float64(p-1)/float64(p)*float64(bytes))
-	case comm.KindAlltoall:
+	case flight.KindAlltoall:
 		return f.alltoall(members, bytes)
-	case comm.KindReduceScatter:
+	case flight.KindReduceScatter:
 		// A ring: p-1 steps of 1/p of the buffer.
 		return at(p-1, float64(p-1)/float64(p)*float64(bytes), f.bus(members))
-	case comm.KindBarrier:
+	case flight.KindBarrier:
 		return steps(rounds, 0)
 	}
 	return 0

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/request"
@@ -164,11 +165,11 @@ func BenchmarkConsensusRound(b *testing.B) {
 	}
 	b.Run("guards", benchGuards)
 	b.Run("guards-none", func(b *testing.B) {
-		rec := comm.NewRecorder(0)
-		var p comm.Path
+		rec := flight.NewRecorder(0)
+		var p flight.Path
 		b.ReportAllocs()
 		for i := range b.N {
-			rec.End(rec.BeginAt("world", uint64(i), comm.KindAllgather, &p), nil)
+			rec.End(rec.BeginAt("world", uint64(i), flight.KindAllgather, &p), nil)
 		}
 	})
 }
@@ -182,15 +183,15 @@ func BenchmarkConsensusRound(b *testing.B) {
 // subtracts the record alone (guards-none): checked mode begins it with or
 // without guards.
 func benchGuards(b *testing.B) {
-	rec := comm.NewRecorder(0)
-	var p comm.Path
+	rec := flight.NewRecorder(0)
+	var p flight.Path
 	b.ReportAllocs()
 	for i := range b.N {
 		v := int64(i)
-		rec.Guards(comm.Value{Name: "waiting", V: v}, comm.Value{Name: "fits", V: v}, comm.Value{Name: "free_blocks", V: v})
+		rec.Guards(flight.Value{Name: "waiting", V: v}, flight.Value{Name: "fits", V: v}, flight.Value{Name: "free_blocks", V: v})
 		rec.Guard("inbox", v)
-		rec.Guards(comm.Value{Name: "scope_holds", V: v & 1, Bool: true}, comm.Value{Name: "busy_locally", V: v & 2, Bool: true})
-		rec.End(rec.BeginAt("world", uint64(i), comm.KindAllgather, &p), nil)
+		rec.Guards(flight.Value{Name: "scope_holds", V: v & 1, Bool: true}, flight.Value{Name: "busy_locally", V: v & 2, Bool: true})
+		rec.End(rec.BeginAt("world", uint64(i), flight.KindAllgather, &p), nil)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // caseBound bounds every case: a conformance case that hangs fails instead.
@@ -804,7 +805,7 @@ func desyncBranches(n int) RankFunc {
 func desyncGuards(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		start := comm.ClockOf(c).Now()
-		comm.Guard(c, "stale", 7) // kept with the barrier below, not the desync
+		comm.RecorderOf(c).Guard("stale", 7) // kept with the barrier below, not the desync
 		if err := c.Barrier(ctx); err != nil {
 			return err
 		}
@@ -812,8 +813,8 @@ func desyncGuards(n int) RankFunc {
 		if c.Rank() == n-1 {
 			fits = 0
 		}
-		comm.Guard(c, "fits", fits)
-		comm.GuardBool(c, "busy", c.Rank() == 0)
+		comm.RecorderOf(c).Guard("fits", fits)
+		comm.RecorderOf(c).GuardBool("busy", c.Rank() == 0)
 		var err error
 		if fits == 1 {
 			var g comm.Gathered
@@ -831,7 +832,7 @@ func desyncGuards(n int) RankFunc {
 				if en.Rank == n-1 {
 					want = "fits=0"
 				}
-				if g := comm.GuardsText(en.Guards); !strings.Contains(g, want) || !strings.Contains(g, "suite.go:") {
+				if g := flight.GuardsText(en.Guards); !strings.Contains(g, want) || !strings.Contains(g, "suite.go:") {
 					return errorf(c, "rank %d's entry has guards %q, want %s and where it was recorded", en.Rank, g, want)
 				}
 			}
@@ -850,7 +851,7 @@ func timeoutMissing(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		stalled := n - 1
 		if c.Rank() == stalled {
-			comm.Guard(c, "sessions", 1) // why it went to its receive instead
+			comm.RecorderOf(c).Guard("sessions", 1) // why it went to its receive instead
 			// The stall: this rank waits in rank-local work (a receive)
 			// until rank 0 has seen its timeout and releases it.
 			b := make([]byte, 1)
@@ -957,7 +958,7 @@ func uncheckedTimeoutMissing(n int) RankFunc {
 			verdict = errorf(c, "err %T does not carry *comm.TimeoutError", err)
 		case !slices.Equal(te.Missing, []int{stalled}):
 			verdict = errorf(c, "missing ranks %v, want [%d] (%v)", te.Missing, stalled, err)
-		case te.Group != c.Name() || te.Self != c.Rank() || te.Waiting.Kind != comm.KindAllreduce || te.Waiting.Seq == 0:
+		case te.Group != c.Name() || te.Self != c.Rank() || te.Waiting.Kind != flight.KindAllreduce || te.Waiting.Seq == 0:
 			verdict = errorf(c, "timeout names group %q rank %d, %s #%d; want group %q rank %d, Allreduce #>0",
 				te.Group, te.Self, te.Waiting.Kind, te.Waiting.Seq, c.Name(), c.Rank())
 		case elapsed > bound+uncheckedTimeoutSlack:

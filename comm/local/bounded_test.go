@@ -11,6 +11,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/local"
 )
 
@@ -105,7 +106,7 @@ func openRecv(ctx context.Context, c comm.Comm, rank int) (bool, error) {
 			continue
 		}
 		for _, r := range p.Records {
-			if r.Kind == comm.KindRecv && r.InProgress() {
+			if r.Kind == flight.KindRecv && r.InProgress() {
 				return true, nil
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
@@ -52,7 +53,7 @@ func newGroup(w *world, name string, members []int) *group {
 // result to the caller. A rank that waits longer than the world's
 // collective timeout (on w's clock, through the caller's waiter) breaks the
 // group with a *comm.TimeoutError naming the ranks that never arrived.
-func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64, kind comm.Kind, deposit func()) error {
+func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64, kind flight.Kind, deposit func()) error {
 	g.mu.Lock()
 	if g.broken != nil {
 		err := g.broken
@@ -154,7 +155,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 // from a desync reads it as before. nil when no such member, or when ctx
 // has ended (a rank that failed cancels the run as it returns: its
 // peers leave with its error, not this one). Caller holds g.mu.
-func (g *group) leftByReturnedLocked(ctx context.Context, r int, kind comm.Kind) error {
+func (g *group) leftByReturnedLocked(ctx context.Context, r int, kind flight.Kind) error {
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // rankComm is one rank's handle on a group.
@@ -71,7 +72,7 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	if err := c.usable("Barrier"); err != nil {
 		return err
 	}
-	return c.g.round(ctx, c.rank, c.waiter, stamp, comm.KindBarrier, func() { c.g.r.Kind[c.rank] = comm.KindBarrier })
+	return c.g.round(ctx, c.rank, c.waiter, stamp, flight.KindBarrier, func() { c.g.r.Kind[c.rank] = flight.KindBarrier })
 }
 
 func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -87,8 +88,8 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, stamp, comm.KindAllreduce, func() {
-		g.r.Kind[r] = comm.KindAllreduce
+	err := g.round(ctx, r, c.waiter, stamp, flight.KindAllreduce, func() {
+		g.r.Kind[r] = flight.KindAllreduce
 		g.r.Op[r] = op
 		g.r.In[r] = in
 	})
@@ -111,8 +112,8 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, stamp, comm.KindAllgather, func() {
-		g.r.Kind[r] = comm.KindAllgather
+	err := g.round(ctx, r, c.waiter, stamp, flight.KindAllgather, func() {
+		g.r.Kind[r] = flight.KindAllgather
 		g.r.In[r] = in
 	})
 	if err != nil {
@@ -135,8 +136,8 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, stamp, comm.KindBcast, func() {
-		g.r.Kind[r] = comm.KindBcast
+	err := g.round(ctx, r, c.waiter, stamp, flight.KindBcast, func() {
+		g.r.Kind[r] = flight.KindBcast
 		g.r.Root[r] = root
 		g.r.Bytes[r] = data
 	})
@@ -162,8 +163,8 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	}
 	g := c.g
 	r := c.rank
-	err := g.round(ctx, r, c.waiter, nil, comm.KindSplit, func() {
-		g.r.Kind[r] = comm.KindSplit
+	err := g.round(ctx, r, c.waiter, nil, flight.KindSplit, func() {
+		g.r.Kind[r] = flight.KindSplit
 		g.r.Color[r] = color
 		g.r.Key[r] = key
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Config configures a world.
@@ -113,7 +114,7 @@ func runRank(ctx context.Context, c comm.Comm, fn RankFunc) (err error) {
 type world struct {
 	n         int
 	cfg       Config
-	recorders []*comm.Recorder
+	recorders []*flight.Recorder
 	notify    []chan struct{} // per world rank, see comm.Notifier
 	// returned is set, per world rank, once its rank function has
 	// returned: the stall inspector says so of a rank its peers wait for.
@@ -135,9 +136,9 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc) *world {
 		w.notify[r] = make(chan struct{}, 1)
 	}
 	if cfg.Checked {
-		w.recorders = make([]*comm.Recorder, n)
+		w.recorders = make([]*flight.Recorder, n)
 		for r := range n {
-			w.recorders[r] = comm.NewRecorder(cfg.RecorderDepth)
+			w.recorders[r] = flight.NewRecorder(cfg.RecorderDepth)
 		}
 	}
 	members := make([]int, n)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // The stall inspector's reply: how many collectives the rank has entered on
@@ -35,8 +35,8 @@ type reply struct {
 	entered uint64 // collectives entered on the inspected communicator
 	// returned: the rank's program has returned; it enters nothing more.
 	returned bool
-	recs     []comm.OpRecord
-	pending  []comm.GuardValue // recorded since the rank's last collective
+	recs     []flight.OpRecord
+	pending  []flight.GuardValue // recorded since the rank's last collective
 }
 
 func encodeReply(rp reply) []byte {
@@ -68,7 +68,7 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-func appendGuards(b []byte, gs []comm.GuardValue) []byte {
+func appendGuards(b []byte, gs []flight.GuardValue) []byte {
 	b = binary.AppendUvarint(b, uint64(len(gs)))
 	for _, g := range gs {
 		b = appendString(b, g.Name)
@@ -80,19 +80,19 @@ func appendGuards(b []byte, gs []comm.GuardValue) []byte {
 }
 
 // guards reads what appendGuards wrote.
-func (r *replyReader) guards() []comm.GuardValue {
+func (r *replyReader) guards() []flight.GuardValue {
 	n := r.uvarint("guard count")
 	if r.err != nil {
 		return nil
 	}
 	// Every guard takes at least 4 bytes.
-	if n > comm.MaxGuards || n > uint64(len(r.b))/4 {
+	if n > flight.MaxGuards || n > uint64(len(r.b))/4 {
 		r.fail("guard count")
 		return nil
 	}
-	var out []comm.GuardValue
+	var out []flight.GuardValue
 	for range n {
-		g := comm.GuardValue{Name: r.str("guard name"), Value: r.varint("guard value")}
+		g := flight.GuardValue{Name: r.str("guard name"), Value: r.varint("guard value")}
 		g.Bool = r.byte1("guard flag") == 1
 		g.Site = r.str("guard site")
 		if r.err != nil {
@@ -205,12 +205,12 @@ func decodeReply(b []byte) (reply, error) {
 	if count > maxReplyRecords || count > uint64(len(r.b))/11 {
 		return reply{}, fmt.Errorf("%w: record count %d too large for %d bytes", errBadReply, count, len(r.b))
 	}
-	recs := make([]comm.OpRecord, 0, count)
+	recs := make([]flight.OpRecord, 0, count)
 	for range count {
-		var o comm.OpRecord
+		var o flight.OpRecord
 		o.Group = r.str("group")
 		o.Seq = r.uvarint("seq")
-		o.Kind = comm.Kind(r.byte1("kind"))
+		o.Kind = flight.Kind(r.byte1("kind"))
 		o.Site = r.str("site")
 		o.Peer = int(r.varint("peer"))
 		o.Tag = int(r.varint("tag"))

@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
-func sampleRecords() []comm.OpRecord {
+func sampleRecords() []flight.OpRecord {
 	t0 := time.Unix(1700000000, 123456789)
-	return []comm.OpRecord{
-		{Group: "world/s0c1", Seq: 7, Kind: comm.KindAllreduce, Site: "consensus/gather.go:42 (consensus.Gather)", Peer: -1, Start: t0, End: t0.Add(time.Microsecond),
-			Guards: []comm.GuardValue{{Name: "fits", Value: -3, Site: "executor/intake.go:94 (admit)"}, {Name: "busy", Value: 1, Bool: true}}},
-		{Group: "world", Kind: comm.KindRecv, Site: "?", Peer: 3, Tag: 21, Start: t0},
-		{Group: "", Seq: 1 << 60, Kind: comm.KindBarrier, Peer: -1, Err: "comm: collective timeout"},
+	return []flight.OpRecord{
+		{Group: "world/s0c1", Seq: 7, Kind: flight.KindAllreduce, Site: "consensus/gather.go:42 (consensus.Gather)", Peer: -1, Start: t0, End: t0.Add(time.Microsecond),
+			Guards: []flight.GuardValue{{Name: "fits", Value: -3, Site: "executor/intake.go:94 (admit)"}, {Name: "busy", Value: 1, Bool: true}}},
+		{Group: "world", Kind: flight.KindRecv, Site: "?", Peer: 3, Tag: 21, Start: t0},
+		{Group: "", Seq: 1 << 60, Kind: flight.KindBarrier, Peer: -1, Err: "comm: collective timeout"},
 	}
 }
 
 // The reply carries every record's guard values and the rank's pending
 // ones (each field: name, value, truth flag, site).
 func TestCodecRoundTrip(t *testing.T) {
-	pending := []comm.GuardValue{{Name: "sessions", Value: 1 << 40, Site: "a.go:1 (f)"}, {Name: "held", Bool: true}}
-	for i, recs := range [][]comm.OpRecord{nil, sampleRecords()} {
+	pending := []flight.GuardValue{{Name: "sessions", Value: 1 << 40, Site: "a.go:1 (f)"}, {Name: "held", Bool: true}}
+	for i, recs := range [][]flight.OpRecord{nil, sampleRecords()} {
 		returned := i == 1
 		rp, err := decodeReply(encodeReply(reply{nonce: -5, entered: 1 << 40, returned: returned, recs: recs, pending: pending}))
 		got := rp.recs

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // directMax is the largest group whose Barrier, AllreduceInt64,
@@ -33,7 +34,7 @@ const inlineValues = C.RR_INLINE
 // (the non-blocking AllgatherInt64s and Bcast make two), so that the bound
 // covers them all.
 type wait struct {
-	kind  comm.Kind
+	kind  flight.Kind
 	start time.Time // when the first poll came back empty (zero until then)
 	// mpiColl: the operation is one of MPI's non-blocking collectives (on
 	// c.co) even in a group whose own collectives are direct (typed
@@ -253,7 +254,7 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 // mismatch describes the message that did not match this rank's direct
 // collective (dx.bad): a peer in another collective (a desync), or one of
 // another shape. collMu held.
-func (c *mpiComm) mismatch(kind comm.Kind) error {
+func (c *mpiComm) mismatch(kind flight.Kind) error {
 	d := c.dx
 	peer, h0, h1 := int(d.bad_peer), int64(d.bad_h0), int64(d.bad_h1)
 	seq := uint64(h0) >> 8
@@ -266,7 +267,7 @@ func (c *mpiComm) mismatch(kind comm.Kind) error {
 		}
 	}
 	return fmt.Errorf("%w on group %q: %s is in %s, %s sent %s #%d%s%s",
-		comm.ErrDesync, c.name, comm.Who(c.worlds, c.rank), mine, comm.Who(c.worlds, peer), comm.Kind(h0&0xff), seq, shape(comm.Kind(h0&0xff), h1), note)
+		comm.ErrDesync, c.name, comm.Who(c.worlds, c.rank), mine, comm.Who(c.worlds, peer), flight.Kind(h0&0xff), seq, shape(flight.Kind(h0&0xff), h1), note)
 }
 
 func (c *mpiComm) enteredNow() uint64 {
@@ -276,16 +277,16 @@ func (c *mpiComm) enteredNow() uint64 {
 }
 
 // shape renders a direct collective's header shape.
-func shape(kind comm.Kind, h1 int64) string {
+func shape(kind flight.Kind, h1 int64) string {
 	if uint64(h1)>>56 != 0 { // a typed collective's (comm.Op.Shape)
 		return comm.DescribeShape(kind, h1)
 	}
 	switch kind {
-	case comm.KindAllreduce:
+	case flight.KindAllreduce:
 		return fmt.Sprintf(" (count %d, %s)", h1>>8, comm.ReduceOp(h1&0xff))
-	case comm.KindAllgather:
+	case flight.KindAllgather:
 		return fmt.Sprintf(" (%d values)", h1)
-	case comm.KindBcast:
+	case flight.KindBcast:
 		if h1 >= 0 {
 			return fmt.Sprintf(" (%d bytes)", h1)
 		}
@@ -333,12 +334,12 @@ func (c *mpiComm) Barrier(ctx context.Context) error {
 	if err := c.usableLocked("Barrier"); err != nil {
 		return err
 	}
-	return c.barrierLocked(ctx, comm.KindBarrier, "Barrier")
+	return c.barrierLocked(ctx, flight.KindBarrier, "Barrier")
 }
 
 // barrierLocked is Barrier (also Split's first step, kind KindSplit).
 // collMu held, c usable.
-func (c *mpiComm) barrierLocked(ctx context.Context, kind comm.Kind, op string) error {
+func (c *mpiComm) barrierLocked(ctx context.Context, kind flight.Kind, op string) error {
 	w := wait{kind: kind}
 	if c.direct {
 		if err := c.reserveDX(op, 0, 2); err != nil {
@@ -366,7 +367,7 @@ func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out 
 	if err := c.usableLocked("AllreduceInt64"); err != nil {
 		return err
 	}
-	w := wait{kind: comm.KindAllreduce}
+	w := wait{kind: flight.KindAllreduce}
 	if c.direct {
 		if err := c.reserveDX("AllreduceInt64", n, 2+n); err != nil {
 			return err
@@ -411,7 +412,7 @@ func (c *mpiComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Gat
 	if err := c.usableLocked("AllgatherInt64s"); err != nil {
 		return err
 	}
-	w := wait{kind: comm.KindAllgather}
+	w := wait{kind: flight.KindAllgather}
 	if c.direct {
 		return c.allgatherDX(ctx, &w, in, out)
 	}
@@ -543,7 +544,7 @@ func (c *mpiComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, err
 	if err := c.usableLocked("Bcast"); err != nil {
 		return nil, err
 	}
-	w := wait{kind: comm.KindBcast}
+	w := wait{kind: flight.KindBcast}
 	if c.direct {
 		return c.bcastDX(ctx, &w, root, data)
 	}

@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 var _ comm.Collectives = (*mpiComm)(nil)
@@ -20,21 +21,21 @@ var _ comm.Collectives = (*mpiComm)(nil)
 // typedKind maps a typed collective's kind to cmpi.h's RR_T_ codes.
 func typedKind(op *comm.Op) C.int {
 	switch op.Kind {
-	case comm.KindAllreduce:
+	case flight.KindAllreduce:
 		return C.RR_T_ALLREDUCE
-	case comm.KindReduce:
+	case flight.KindReduce:
 		return C.RR_T_REDUCE
-	case comm.KindBcast:
+	case flight.KindBcast:
 		return C.RR_T_BCAST
-	case comm.KindAllgather:
+	case flight.KindAllgather:
 		return C.RR_T_ALLGATHERV
-	case comm.KindGather:
+	case flight.KindGather:
 		return C.RR_T_GATHERV
-	case comm.KindScatter:
+	case flight.KindScatter:
 		return C.RR_T_SCATTERV
-	case comm.KindAlltoall:
+	case flight.KindAlltoall:
 		return C.RR_T_ALLTOALLV
-	case comm.KindReduceScatter:
+	case flight.KindReduceScatter:
 		return C.RR_T_REDUCE_SCATTER
 	}
 	return 0
@@ -61,7 +62,7 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	if err := c.usableLocked(name); err != nil {
 		return err
 	}
-	if op.Kind == comm.KindAllreduce && c.direct && len(op.Send) <= directTypedMax {
+	if op.Kind == flight.KindAllreduce && c.direct && len(op.Send) <= directTypedMax {
 		return c.allreduceDX(ctx, op)
 	}
 	co, h := c.co, c.h
@@ -86,30 +87,30 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	// The element count of the kinds that take one.
 	count := len(op.Send) / es
 	switch op.Kind {
-	case comm.KindBcast:
+	case flight.KindBcast:
 		if c.rank != op.Root {
 			count = len(op.Recv) / es
 		}
-	case comm.KindScatter:
+	case flight.KindScatter:
 		count = len(op.Recv) / es
 	}
 	sbuf, rbuf := op.Send, op.Recv
 	switch op.Kind {
-	case comm.KindBcast:
+	case flight.KindBcast:
 		if c.rank != op.Root {
 			sbuf = op.Recv // MPI_Ibcast has one buffer
 		}
-	case comm.KindGather:
+	case flight.KindGather:
 		if c.rank != op.Root {
 			rbuf = nil
 		}
-	case comm.KindScatter:
+	case flight.KindScatter:
 		if c.rank != op.Root {
 			sbuf = nil
 		}
 	}
 	inplace := 0
-	if op.Kind == comm.KindAllreduce && len(op.Send) > 0 && unsafe.SliceData(op.Send) == unsafe.SliceData(op.Recv) {
+	if op.Kind == flight.KindAllreduce && len(op.Send) > 0 && unsafe.SliceData(op.Send) == unsafe.SliceData(op.Recv) {
 		inplace = 1
 	}
 	pin := new(runtime.Pinner)
@@ -126,7 +127,7 @@ func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
 	c.typedPin = pin
 	var err error
 	switch {
-	case op.Kind == comm.KindAlltoall && c.direct:
+	case op.Kind == flight.KindAlltoall && c.direct:
 		// Every rank of a direct group takes this path whatever its own
 		// counts (Alltoallv's differ by rank): the choice must be the
 		// group's, or one rank posts MPI_Ialltoallv while its peers run
@@ -192,7 +193,7 @@ func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op) error {
 		return fmt.Errorf("%w: Allreduce on group %q rank %d: MPI finalized", comm.ErrClosed, c.name, c.rank)
 	}
 	c.entered++
-	w := wait{kind: comm.KindAllreduce}
+	w := wait{kind: flight.KindAllreduce}
 	h0 := C.int64_t(int64(c.entered<<8) | int64(w.kind))
 	yield := C.uintptr_t(uintptr(unsafe.Pointer(e.armYield())))
 	rc := C.rr_dx_tallreduce_run_u(C.uintptr_t(uintptr(unsafe.Pointer(c.dx))), h0, C.int64_t(op.Shape()),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // mpiComm is this rank's handle on an MPI communicator.
@@ -151,7 +152,7 @@ func (c *mpiComm) Split(ctx context.Context, color, key int) (comm.Comm, error) 
 	// MPI_Comm_split has no non-blocking form. A barrier first (which does
 	// honour ctx) brings every member to the split, so the blocking calls
 	// below return promptly instead of holding the MPI lock indefinitely.
-	if err := c.barrierLocked(ctx, comm.KindSplit, "Split"); err != nil {
+	if err := c.barrierLocked(ctx, flight.KindSplit, "Split"); err != nil {
 		return nil, err
 	}
 	h := c.h

@@ -51,7 +51,7 @@ type Config struct {
 	// (launch sets it; the executor bounds its own waits).
 	BoundWaits bool
 	// RecorderDepth is how many operations the flight recorder keeps
-	// (comm.DefaultRecorderDepth when 0).
+	// (flight.DefaultRecorderDepth when 0).
 	RecorderDepth int
 	// Size, when > 0, is the world size the program needs: Init fails,
 	// naming both sizes, when mpirun started another number of ranks.

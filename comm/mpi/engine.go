@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // engine owns this process's MPI library state. Every MPI call is made with
@@ -20,7 +21,7 @@ import (
 // binding only uses non-blocking operations and MPI_Test.
 type engine struct {
 	mu        sync.Mutex
-	rec       *comm.Recorder
+	rec       *flight.Recorder
 	worldRank int
 
 	// Guarded by mu.
@@ -67,7 +68,7 @@ type orphan struct {
 // newEngine makes the engine of world rank worldRank; oversub says that
 // the ranks on this node outnumber its cores (they then give the core
 // away while they wait).
-func newEngine(rec *comm.Recorder, worldRank int, oversub bool) *engine {
+func newEngine(rec *flight.Recorder, worldRank int, oversub bool) *engine {
 	return &engine{rec: rec, worldRank: worldRank, live: map[*mpiComm]struct{}{}, oversub: oversub,
 		yieldCell: (*C.int)(C.calloc(1, C.size_t(unsafe.Sizeof(C.int(0)))))}
 }

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // InspectPeers asks every other rank of the group for its flight records,
@@ -124,7 +125,7 @@ const inspectMax = 2 * time.Second
 // got, and the *comm.TimeoutError (which also breaks c) names the ranks
 // that never arrived: those that answered with fewer collectives entered
 // here than this one's number, and those that did not answer. collMu held.
-func (c *mpiComm) timedOut(kind comm.Kind, bound time.Duration) error {
+func (c *mpiComm) timedOut(kind flight.Kind, bound time.Duration) error {
 	c.e.mu.Lock()
 	seq := c.entered
 	c.e.mu.Unlock()
@@ -149,7 +150,7 @@ func (c *mpiComm) timedOut(kind comm.Kind, bound time.Duration) error {
 // that peer as returned (no bound ran out: Bound 0). A peer that returned
 // after entering it (its part is on its way) is waited for as before: nil.
 // collMu held.
-func (c *mpiComm) leftByReturned(kind comm.Kind) error {
+func (c *mpiComm) leftByReturned(kind flight.Kind) error {
 	c.e.mu.Lock()
 	seq := c.entered
 	c.e.mu.Unlock()
@@ -180,7 +181,7 @@ func callerSite() string {
 		f, more := frames.Next()
 		if !strings.HasPrefix(f.Function, "github.com/rankrun/rankrun/comm.") &&
 			!strings.HasPrefix(f.Function, "github.com/rankrun/rankrun/comm/mpi.") {
-			return comm.SiteString(f.PC)
+			return flight.SiteString(f.PC)
 		}
 		if !more {
 			return "?"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/commtest"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // testWorld is initialised by TestMain on every rank of the mpirun job (or
@@ -350,7 +351,7 @@ func TestInspectPeers(t *testing.T) {
 	w := testWorld
 	ctx := context.Background()
 	c := w.Raw().(*mpiComm)
-	w.Recorder().Begin("inspect-test", uint64(w.Rank()+1), comm.KindBarrier, 0)
+	w.Recorder().Begin("inspect-test", uint64(w.Rank()+1), flight.KindBarrier, 0)
 	if err := c.Barrier(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // ErrNotBuilt is returned by Init in a binary built without the mpi tag.
@@ -52,7 +53,7 @@ func (w *World) RequireSize(want int) error { unavailable(); return nil }
 func (w *World) Raw() comm.Comm { unavailable(); return nil }
 
 // Recorder panics: no World exists without MPI.
-func (w *World) Recorder() *comm.Recorder { unavailable(); return nil }
+func (w *World) Recorder() *flight.Recorder { unavailable(); return nil }
 
 // Finalize panics: no World exists without MPI.
 func (w *World) Finalize(exitCode int) int { unavailable(); return exitCode }

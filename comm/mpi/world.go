@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // responderEvery is how often the background responder services MPI.
@@ -34,7 +35,7 @@ type World struct {
 	// time out naming it as returned, instead of a desync it never made).
 	fin       *mpiComm
 	c         comm.Comm
-	rec       *comm.Recorder
+	rec       *flight.Recorder
 	localRank int
 	cfg       Config
 
@@ -95,7 +96,7 @@ func Init(cfg Config) (*World, error) {
 		return fail(mpiError(rc, "Init", "MPI_Comm_split_type", "world", int(wrank)))
 	}
 	setProcs(cfg.GOMAXPROCS, int(lsize))
-	rec := comm.NewRecorder(cfg.RecorderDepth)
+	rec := flight.NewRecorder(cfg.RecorderDepth)
 	// The binding yields itself where ranks outnumber cores, unless the
 	// user chose Open MPI's behaviour (it then yields, or not, itself).
 	e := newEngine(rec, int(wrank), !userYield && int(lsize) > int(C.rr_node_cpus()))
@@ -163,7 +164,7 @@ func (w *World) RequireSize(want int) error {
 
 // Recorder is this rank's flight recorder (the one checked mode records
 // into and the stall inspector reports).
-func (w *World) Recorder() *comm.Recorder { return w.rec }
+func (w *World) Recorder() *flight.Recorder { return w.rec }
 
 // Finalize reduces exitCode across every rank with MPI max, finalises MPI
 // and returns the reduced code, so every rank exits alike:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
@@ -79,7 +80,7 @@ func (w *world) groupFor(name string, members []int) (*group, error) {
 // collective has passed. A member that waits longer than the collective
 // timeout (virtual) breaks the group with a *comm.TimeoutError naming the
 // ranks that never arrived. Arrival and completion are scheduling points.
-func (g *group) round(ctx context.Context, r int, kind comm.Kind, bytes int, deposit func()) error {
+func (g *group) round(ctx context.Context, r int, kind flight.Kind, bytes int, deposit func()) error {
 	w := g.w
 	me := w.ranks[g.members[r]]
 	if g.broken != nil {

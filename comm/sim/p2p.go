@@ -264,7 +264,7 @@ func (c *rankComm) send(q *request, dest, tag int) *request {
 	case arrival.Equal(w.now) && w.scheduled[key] == 0 && len(w.inflight[key]) == 0:
 		g.arrive(q)
 	case w.inflight != nil:
-		f := flight{q: q}
+		f := airborne{q: q}
 		f.ev = w.at(arrival, true, func() { w.landed(key, q); g.arrive(q) })
 		w.inflight[key] = append(w.inflight[key], f)
 	case w.scheduled != nil:
@@ -324,8 +324,8 @@ func (c *rankComm) recv(q *request, src, tag int) *request {
 	return q
 }
 
-// flight is a message in flight (EarlyArrivals) and its arrival event.
-type flight struct {
+// airborne is a message in flight (EarlyArrivals) and its arrival event.
+type airborne struct {
 	q  *request
 	ev *event
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
@@ -54,7 +55,7 @@ func (c *rankComm) Barrier(ctx context.Context) error {
 	if err := c.usable("Barrier"); err != nil {
 		return err
 	}
-	return c.g.round(ctx, c.rank, comm.KindBarrier, 0, func() { c.g.r.Kind[c.rank] = comm.KindBarrier })
+	return c.g.round(ctx, c.rank, flight.KindBarrier, 0, func() { c.g.r.Kind[c.rank] = flight.KindBarrier })
 }
 
 func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
@@ -68,8 +69,8 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 		return fmt.Errorf("%w: AllreduceInt64: len(in)=%d != len(out)=%d", comm.ErrBadArgument, len(in), len(out))
 	}
 	g, r := c.g, c.rank
-	err := g.round(ctx, r, comm.KindAllreduce, 8*len(in), func() {
-		g.r.Kind[r], g.r.Op[r], g.r.In[r] = comm.KindAllreduce, op, in
+	err := g.round(ctx, r, flight.KindAllreduce, 8*len(in), func() {
+		g.r.Kind[r], g.r.Op[r], g.r.In[r] = flight.KindAllreduce, op, in
 	})
 	if err != nil {
 		return err
@@ -88,8 +89,8 @@ func (c *rankComm) AllgatherInt64s(ctx context.Context, in []int64, out *comm.Ga
 	g, r := c.g, c.rank
 	// The payload a ring allgather moves is the total; the longest
 	// contribution times the size is the bound every rank can compute.
-	err := g.round(ctx, r, comm.KindAllgather, 8*len(in)*len(g.members), func() {
-		g.r.Kind[r], g.r.In[r] = comm.KindAllgather, in
+	err := g.round(ctx, r, flight.KindAllgather, 8*len(in)*len(g.members), func() {
+		g.r.Kind[r], g.r.In[r] = flight.KindAllgather, in
 	})
 	if err != nil {
 		return err
@@ -111,8 +112,8 @@ func (c *rankComm) Bcast(ctx context.Context, root int, data []byte) ([]byte, er
 		return nil, fmt.Errorf("%w: Bcast: root %d outside 0..%d", comm.ErrBadArgument, root, c.Size()-1)
 	}
 	g, r := c.g, c.rank
-	err := g.round(ctx, r, comm.KindBcast, len(data), func() {
-		g.r.Kind[r], g.r.Root[r], g.r.Bytes[r] = comm.KindBcast, root, data
+	err := g.round(ctx, r, flight.KindBcast, len(data), func() {
+		g.r.Kind[r], g.r.Root[r], g.r.Bytes[r] = flight.KindBcast, root, data
 	})
 	if err != nil {
 		return nil, err
@@ -131,8 +132,8 @@ func (c *rankComm) Split(ctx context.Context, color, key int) (comm.Comm, error)
 		return nil, fmt.Errorf("%w: Split: color %d is negative", comm.ErrBadArgument, color)
 	}
 	g, r := c.g, c.rank
-	err := g.round(ctx, r, comm.KindSplit, 16*len(g.members), func() {
-		g.r.Kind[r], g.r.Color[r], g.r.Key[r] = comm.KindSplit, color, key
+	err := g.round(ctx, r, flight.KindSplit, 16*len(g.members), func() {
+		g.r.Kind[r], g.r.Color[r], g.r.Key[r] = flight.KindSplit, color, key
 	})
 	if err != nil {
 		return nil, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // A rank's run state.
@@ -122,8 +122,8 @@ func (w *world) at(t time.Time, progress bool, fn func()) *event {
 // waitOn is what a parked rank waits on, said only when a report needs it
 // (a park is a scheduling point: it formats nothing).
 type waitOn struct {
-	text string    // a fixed description, or
-	kind comm.Kind // collective #seq on group g, or
+	text string      // a fixed description, or
+	kind flight.Kind // collective #seq on group g, or
 	seq  uint64
 	g    *group
 	req  *request // a wait for a point-to-point request
@@ -468,7 +468,7 @@ func (w *world) userOp(r int) string {
 	}
 	recs := w.recorders[r].Snapshot()
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].InProgress() && recs[i].Kind != comm.KindSend && recs[i].Kind != comm.KindRecv {
+		if recs[i].InProgress() && recs[i].Kind != flight.KindSend && recs[i].Kind != flight.KindRecv {
 			return fmt.Sprintf("%s #%d on %s at %s", recs[i].Kind, recs[i].Seq, recs[i].Group, recs[i].Site)
 		}
 	}
@@ -482,7 +482,7 @@ func (w *world) lastOp(r int) string {
 	}
 	recs := w.recorders[r].Snapshot()
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Kind != comm.KindSend && recs[i].Kind != comm.KindRecv {
+		if recs[i].Kind != flight.KindSend && recs[i].Kind != flight.KindRecv {
 			return recs[i].String()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/sim"
 )
 
@@ -219,10 +220,10 @@ func TestLinkModel(t *testing.T) {
 	// steps of latency + twice the payload (a ring: 6 steps + 12 bytes).
 	members := []int{0, 1, 2, 3}
 	want := 4*10*time.Microsecond + time.Duration(2*8/1e9*float64(time.Second))
-	require.Equal(t, want, f.Collective(comm.KindAllreduce, members, 8))
+	require.Equal(t, want, f.Collective(flight.KindAllreduce, members, 8))
 	// 100 MB take the ring: 6 steps + 2(p-1)/p of the payload.
 	ring := 6*10*time.Microsecond + time.Duration(float64(2*3)/4*1e8/1e9*float64(time.Second))
-	require.Equal(t, ring, f.Collective(comm.KindAllreduce, members, 1e8))
+	require.Equal(t, ring, f.Collective(flight.KindAllreduce, members, 1e8))
 	var arDone time.Duration
 	res = sim.Run(t.Context(), 4, sim.Config{Fabric: f}, func(ctx context.Context, c comm.Comm, clk clock.Clock) error {
 		t0 := clk.Now()
@@ -324,44 +325,44 @@ func TestCollectiveRailsAndAlgorithms(t *testing.T) {
 	ringAt := func(k int, lat time.Duration, p int, bw float64) time.Duration {
 		return time.Duration(k)*lat + time.Duration(2*float64(p-1)/float64(p)*n/bw*float64(time.Second))
 	}
-	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 200e9), f.Collective(comm.KindAllreduce, eight, n), "4 rails of 50 GB/s")
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 200e9), f.Collective(flight.KindAllreduce, eight, n), "4 rails of 50 GB/s")
 	one := f
 	one.Rails = 1
-	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 50e9), one.Collective(comm.KindAllreduce, eight, n), "one rail")
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 50e9), one.Collective(flight.KindAllreduce, eight, n), "one rail")
 	wide := f
 	wide.Inter.Bandwidth = 100e9
-	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), wide.Collective(comm.KindAllreduce, eight, n), "capped by the ring within a node")
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), wide.Collective(flight.KindAllreduce, eight, n), "capped by the ring within a node")
 	// Two ranks on each of two nodes use two rails.
-	require.Equal(t, ringAt(6, 5*time.Microsecond, 4, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5}, n))
+	require.Equal(t, ringAt(6, 5*time.Microsecond, 4, 100e9), f.Collective(flight.KindAllreduce, []int{2, 3, 4, 5}, n))
 	// Within a node: NVLink SHARP at its bus bandwidth, charged a ring's
 	// steps; a small message takes the tree instead.
 	four := []int{0, 1, 2, 3}
-	require.Equal(t, ringAt(6, time.Microsecond, 4, 400e9), f.Collective(comm.KindAllreduce, four, n))
+	require.Equal(t, ringAt(6, time.Microsecond, 4, 400e9), f.Collective(flight.KindAllreduce, four, n))
 	small := 2 * 8.0
-	require.Equal(t, 4*time.Microsecond+time.Duration(small/300e9*float64(time.Second)), f.Collective(comm.KindAllreduce, four, 8), "8 bytes: the tree")
+	require.Equal(t, 4*time.Microsecond+time.Duration(small/300e9*float64(time.Second)), f.Collective(flight.KindAllreduce, four, 8), "8 bytes: the tree")
 	noNVLS := f
 	noNVLS.NVLS = 0
-	require.Equal(t, ringAt(6, time.Microsecond, 4, 300e9), noNVLS.Collective(comm.KindAllreduce, four, n), "a ring at Ring")
+	require.Equal(t, ringAt(6, time.Microsecond, 4, 300e9), noNVLS.Collective(flight.KindAllreduce, four, n), "a ring at Ring")
 	// Uneven groups: the node with the fewest members sets the rails
 	// (ranks 3 | 4..7: one rail).
-	require.Equal(t, ringAt(8, 5*time.Microsecond, 5, 50e9), f.Collective(comm.KindAllreduce, []int{3, 4, 5, 6, 7}, n))
+	require.Equal(t, ringAt(8, 5*time.Microsecond, 5, 50e9), f.Collective(flight.KindAllreduce, []int{3, 4, 5, 6, 7}, n))
 	// An inter link of unbounded bandwidth leaves the ring's.
 	free := f
 	free.Inter.Bandwidth = 0
-	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), free.Collective(comm.KindAllreduce, eight, n))
+	require.Equal(t, ringAt(14, 5*time.Microsecond, 8, 300e9), free.Collective(flight.KindAllreduce, eight, n))
 	// An alltoall sends to every peer at once: a rank's 4 messages to the
 	// other node through its own NIC, its 3 on its node over NVLink, at
 	// once; one latency.
 	sends := func(lat time.Duration, share, bw float64) time.Duration {
 		return lat + time.Duration(share*n/bw*float64(time.Second))
 	}
-	require.Equal(t, sends(5*time.Microsecond, 4/8.0, 50e9), f.Collective(comm.KindAlltoall, eight, n))
-	require.Equal(t, sends(time.Microsecond, 3/4.0, 450e9), f.Collective(comm.KindAlltoall, four, n))
+	require.Equal(t, sends(5*time.Microsecond, 4/8.0, 50e9), f.Collective(flight.KindAlltoall, eight, n))
+	require.Equal(t, sends(time.Microsecond, 3/4.0, 450e9), f.Collective(flight.KindAlltoall, four, n))
 	// Uneven: rank 3 alone on its node sends 4 of its 5 messages across.
-	require.Equal(t, sends(5*time.Microsecond, 4/5.0, 50e9), f.Collective(comm.KindAlltoall, []int{3, 4, 5, 6, 7}, n))
+	require.Equal(t, sends(5*time.Microsecond, 4/5.0, 50e9), f.Collective(flight.KindAlltoall, []int{3, 4, 5, 6, 7}, n))
 	// Allgather over the rails too.
 	moved := 7 / 8.0 * float64(n)
-	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(comm.KindAllgather, eight, n))
+	require.Equal(t, 7*5*time.Microsecond+time.Duration(moved/200e9*float64(time.Second)), f.Collective(flight.KindAllgather, eight, n))
 }
 
 // Channels bounds the NICs a node drives between nodes, for every
@@ -386,28 +387,28 @@ func TestCollectiveChannelsAndNVLSTree(t *testing.T) {
 	// Two nodes: within, 6 NVLS steps moving 1.5 n at 400 GB/s; between,
 	// one tree round each way (2 x 5 us) moving n through 2 channels of
 	// 50 GB/s, the slower phase.
-	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, n, 100e9), f.Collective(comm.KindAllreduce, ranks(8), n), "2 nodes")
+	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, n, 100e9), f.Collective(flight.KindAllreduce, ranks(8), n), "2 nodes")
 	// Four nodes: the tree (2 rounds each way) moves 1.5 n.
-	require.Equal(t, at(6*time.Microsecond+20*time.Microsecond, 1.5*n, 100e9), f.Collective(comm.KindAllreduce, ranks(16), n), "4 nodes")
+	require.Equal(t, at(6*time.Microsecond+20*time.Microsecond, 1.5*n, 100e9), f.Collective(flight.KindAllreduce, ranks(16), n), "4 nodes")
 	// Without the NVLS tree, a ring over 2 channels (not 4 rails).
 	flat := f
 	flat.NVLSTree = false
-	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), flat.Collective(comm.KindAllreduce, ranks(8), n), "a ring over 2 channels")
+	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), flat.Collective(flight.KindAllreduce, ranks(8), n), "a ring over 2 channels")
 	// Uneven nodes (2 | 4 members): no NVLS tree; a ring over 2 channels.
-	require.Equal(t, at(10*5*time.Microsecond, 2*5/6.0*n, 100e9), f.Collective(comm.KindAllreduce, []int{2, 3, 4, 5, 6, 7}, n), "uneven")
+	require.Equal(t, at(10*5*time.Microsecond, 2*5/6.0*n, 100e9), f.Collective(flight.KindAllreduce, []int{2, 3, 4, 5, 6, 7}, n), "uneven")
 	// Faster NICs: the phase within the nodes paces (1.5 n at NVLS).
 	fast := f
 	fast.Channels, fast.Inter.Bandwidth = 4, 200e9
-	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, 1.5*n, 400e9), fast.Collective(comm.KindAllreduce, ranks(8), n), "within paces")
+	require.Equal(t, at(6*time.Microsecond+10*time.Microsecond, 1.5*n, 400e9), fast.Collective(flight.KindAllreduce, ranks(8), n), "within paces")
 	// One member a node: no NVLS tree (nothing to reduce within); a ring
 	// at one NIC.
-	require.Equal(t, at(6*5*time.Microsecond, 1.5*n, 50e9), f.Collective(comm.KindAllreduce, []int{0, 4, 8, 12}, n), "one a node")
+	require.Equal(t, at(6*5*time.Microsecond, 1.5*n, 50e9), f.Collective(flight.KindAllreduce, []int{0, 4, 8, 12}, n), "one a node")
 	// No NVLink SHARP: no NVLS tree, whatever the flag says.
 	noNVLS := f
 	noNVLS.NVLS = 0
-	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), noNVLS.Collective(comm.KindAllreduce, ranks(8), n), "no NVLS")
+	require.Equal(t, at(14*5*time.Microsecond, 2*7/8.0*n, 100e9), noNVLS.Collective(flight.KindAllreduce, ranks(8), n), "no NVLS")
 	// Within one node nothing changes: NVLink SHARP at its bus bandwidth.
-	require.Equal(t, at(6*time.Microsecond, 2*3/4.0*n, 400e9), f.Collective(comm.KindAllreduce, ranks(4), n), "one node")
+	require.Equal(t, at(6*time.Microsecond, 2*3/4.0*n, 400e9), f.Collective(flight.KindAllreduce, ranks(4), n), "one node")
 	// A fabric's figures: channels must not be negative.
 	bad := f
 	bad.Channels = -1

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Sentinel errors.
@@ -188,14 +189,14 @@ type world struct {
 	notify          []chan struct{}
 	outstanding     [][]*request // by world rank: requests whose end its owner has not seen
 	unfinished      []Unfinished
-	recorders       []*comm.Recorder
+	recorders       []*flight.Recorder
 	errs            []error
 	first           int
 	lastArr         map[pairKey]time.Time // per-pair arrival order of messages
 	// With EarlyArrivals: the messages in flight on each pair, in arrival
 	// order, with their arrival events, and the coin that decides whether
 	// one has arrived by a Test.
-	inflight map[pairKey][]flight
+	inflight map[pairKey][]airborne
 	arrRng   *rand.Rand
 	// scheduled counts, per pair, the messages whose arrival event is
 	// pending (with Jitter, without EarlyArrivals, whose inflight does the
@@ -259,7 +260,7 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 	}
 	if cfg.EarlyArrivals { // drawn last: the other streams stay as they were
 		w.arrRng = rand.New(rand.NewPCG(base.Uint64(), base.Uint64()))
-		w.inflight = map[pairKey][]flight{}
+		w.inflight = map[pairKey][]airborne{}
 	} else if cfg.Jitter > 0 {
 		w.scheduled = map[pairKey]int{}
 	}
@@ -271,9 +272,9 @@ func newWorld(n int, cfg Config, cancel context.CancelCauseFunc, parent context.
 		w.notify[r] = make(chan struct{}, 1)
 	}
 	if cfg.Checked {
-		w.recorders = make([]*comm.Recorder, n)
+		w.recorders = make([]*flight.Recorder, n)
 		for r := range n {
-			w.recorders[r] = comm.NewRecorderOn(cfg.RecorderDepth, &rankClock{w: w, r: w.ranks[r]})
+			w.recorders[r] = flight.NewRecorderOn(cfg.RecorderDepth, &rankClock{w: w, r: w.ranks[r]})
 		}
 	}
 	members := make([]int, n)

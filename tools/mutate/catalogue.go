@@ -423,7 +423,7 @@ var catalogue = []mutant{
 		old: "\t\t\tfmt.Fprintf(&b, \"; since then %s recorded %s\", who, GuardsText(p.Pending))\n", new: "",
 		why: "a collective timeout names the rank that never arrived but not the value that kept it away", pkgs: []string{"./comm/local"}},
 	{name: "admission-guards-unrecorded", file: "executor/guards.go",
-		old: "\tl.rec.GuardsCaller(comm.Value{Name: \"waiting\", V: int64(waiting)}, comm.Value{Name: \"fits\", V: int64(a.LocalFit)}, comm.Value{Name: \"free_blocks\", V: int64(free)})\n", new: "",
+		old: "\tl.rec.GuardsCaller(flight.Value{Name: \"waiting\", V: int64(waiting)}, flight.Value{Name: \"fits\", V: int64(a.LocalFit)}, flight.Value{Name: \"free_blocks\", V: int64(free)})\n", new: "",
 		why: "the local-admission-gate desync no longer says that one rank's pool fit nothing (fits=0)", pkgs: []string{"./tests/multirank", "./cmd/rankrun"}},
 	{name: "analysis-forgets-absent-ranks", file: "diag/analyze.go",
 		old: "\t\t\tw.Absent = append(w.Absent, a)\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are", new: "\t\t\t_ = a\n\t\t}\n\t}\n\treturn out\n}\n\n// waits are",

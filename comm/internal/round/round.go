@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // Round holds the contributions of the current round by group rank, and
@@ -16,7 +17,7 @@ import (
 // next round completes, which needs every member to arrive again, so a
 // woken rank may read it without a lock.
 type Round struct {
-	Kind  []comm.Kind
+	Kind  []flight.Kind
 	Op    []comm.ReduceOp
 	In    [][]int64
 	Root  []int
@@ -45,7 +46,7 @@ type Round struct {
 
 // New returns a round for a group of n ranks.
 func New(n int) *Round {
-	return &Round{Kind: make([]comm.Kind, n), Op: make([]comm.ReduceOp, n), In: make([][]int64, n),
+	return &Round{Kind: make([]flight.Kind, n), Op: make([]comm.ReduceOp, n), In: make([][]int64, n),
 		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n), Stamp: make([][]int64, n),
 		Ops: make([]*comm.Op, n)}
 }
@@ -89,8 +90,8 @@ func (r *Round) Combine(group string, members []int) error {
 	}
 	defer r.clearInputs()
 	switch k {
-	case comm.KindBarrier:
-	case comm.KindAllreduce:
+	case flight.KindBarrier:
+	case flight.KindAllreduce:
 		n := len(r.In[0])
 		for i := range r.In {
 			if len(r.In[i]) != n || r.Op[i] != r.Op[0] {
@@ -102,13 +103,13 @@ func (r *Round) Combine(group string, members []int) error {
 		for i := 1; i < len(r.In); i++ {
 			r.Op[0].Apply(r.Ints, r.In[i])
 		}
-	case comm.KindAllgather:
+	case flight.KindAllgather:
 		flat := r.Gather.ResetFunc(len(r.In), func(i int) int { return len(r.In[i]) })
 		off := 0
 		for _, in := range r.In {
 			off += copy(flat[off:], in)
 		}
-	case comm.KindBcast:
+	case flight.KindBcast:
 		root := r.Root[0]
 		for i := range r.Root {
 			if r.Root[i] != root {
@@ -116,7 +117,7 @@ func (r *Round) Combine(group string, members []int) error {
 			}
 		}
 		r.Out = append(r.Out[:0], r.Bytes[root]...)
-	case comm.KindSplit:
+	case flight.KindSplit:
 		r.split(members)
 	}
 	return nil

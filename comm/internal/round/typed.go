@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/flight"
 )
 
 // combineTyped computes a round of typed collectives (comm.Op, one per
@@ -45,40 +46,40 @@ func (r *Round) combineTyped(group string, members []int) error {
 	// Pairing checks first: nothing is written unless every rank's
 	// buffers fit what the others send.
 	switch o.Kind {
-	case comm.KindAllreduce, comm.KindReduce:
+	case flight.KindAllreduce, flight.KindReduce:
 		for i, p := range ops {
 			if len(p.Send) != len(o.Send) {
 				return mismatch(0, i, "%d vs %d elements", len(o.Send)/es, len(p.Send)/es)
 			}
 		}
-	case comm.KindBcast:
+	case flight.KindBcast:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if i != o.Root && len(p.Recv) != len(root.Send) {
 				return mismatch(o.Root, i, "the root sends %d elements, %s receives %d", len(root.Send)/es, comm.Who(members, i), len(p.Recv)/es)
 			}
 		}
-	case comm.KindAllgather:
+	case flight.KindAllgather:
 		for i, p := range ops {
 			if !slices.Equal(p.RecvCounts, o.RecvCounts) {
 				return mismatch(0, i, "receive counts %v vs %v", o.RecvCounts, p.RecvCounts)
 			}
 		}
-	case comm.KindGather:
+	case flight.KindGather:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Send)/es != root.RecvCounts[i] {
 				return mismatch(i, o.Root, "%s sends %d elements, the root expects %d", comm.Who(members, i), len(p.Send)/es, root.RecvCounts[i])
 			}
 		}
-	case comm.KindScatter:
+	case flight.KindScatter:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Recv)/es != root.SendCounts[i] {
 				return mismatch(o.Root, i, "the root sends %s %d elements, it expects %d", comm.Who(members, i), root.SendCounts[i], len(p.Recv)/es)
 			}
 		}
-	case comm.KindAlltoall:
+	case flight.KindAlltoall:
 		for i, p := range ops {
 			for j, q := range ops {
 				if p.SendCounts[j] != q.RecvCounts[i] {
@@ -86,7 +87,7 @@ func (r *Round) combineTyped(group string, members []int) error {
 				}
 			}
 		}
-	case comm.KindReduceScatter:
+	case flight.KindReduceScatter:
 		for i, p := range ops {
 			if !slices.Equal(p.RecvCounts, o.RecvCounts) {
 				return mismatch(0, i, "counts %v vs %v", o.RecvCounts, p.RecvCounts)
@@ -95,17 +96,17 @@ func (r *Round) combineTyped(group string, members []int) error {
 	}
 	// The results.
 	switch o.Kind {
-	case comm.KindAllreduce, comm.KindReduce, comm.KindReduceScatter:
+	case flight.KindAllreduce, flight.KindReduce, flight.KindReduceScatter:
 		acc := slices.Clone(ops[0].Send)
 		for _, p := range ops[1:] {
 			comm.ReduceInto(o.Type, o.Reduce, acc, p.Send)
 		}
 		switch o.Kind {
-		case comm.KindAllreduce:
+		case flight.KindAllreduce:
 			for _, p := range ops {
 				copy(p.Recv, acc)
 			}
-		case comm.KindReduce:
+		case flight.KindReduce:
 			copy(ops[o.Root].Recv, acc)
 		default:
 			at := 0
@@ -115,30 +116,30 @@ func (r *Round) combineTyped(group string, members []int) error {
 				at += k
 			}
 		}
-	case comm.KindBcast:
+	case flight.KindBcast:
 		src := ops[o.Root].Send
 		for i, p := range ops {
 			if i != o.Root {
 				copy(p.Recv, src)
 			}
 		}
-	case comm.KindAllgather:
+	case flight.KindAllgather:
 		for _, p := range ops {
 			for j, q := range ops {
 				copy(seg(p.Recv, p.RecvDispls[j], p.RecvCounts[j]), q.Send)
 			}
 		}
-	case comm.KindGather:
+	case flight.KindGather:
 		root := ops[o.Root]
 		for j, q := range ops {
 			copy(seg(root.Recv, root.RecvDispls[j], root.RecvCounts[j]), q.Send)
 		}
-	case comm.KindScatter:
+	case flight.KindScatter:
 		root := ops[o.Root]
 		for j, q := range ops {
 			copy(q.Recv, seg(root.Send, root.SendDispls[j], root.SendCounts[j]))
 		}
-	case comm.KindAlltoall:
+	case flight.KindAlltoall:
 		for i, p := range ops {
 			for j, q := range ops {
 				copy(seg(q.Recv, q.RecvDispls[i], q.RecvCounts[i]), seg(p.Send, p.SendDispls[j], p.SendCounts[j]))

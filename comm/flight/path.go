@@ -1,7 +1,8 @@
-package comm
+package flight
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 )
@@ -20,10 +21,10 @@ type Path struct {
 	pcs [pathDepth]int64
 }
 
-// hash folds the path into one word for the stamp (FNV-1a over the
+// Hash folds the path into one word for the stamp (FNV-1a over the
 // offsets): two ranks at the same collective from different branches of
 // their loops differ here even when the immediate caller is the same line.
-func (p *Path) hash() int64 {
+func (p *Path) Hash() int64 {
 	h := uint64(14695981039346656037)
 	for _, pc := range p.pcs[:p.n] {
 		h ^= uint64(pc)
@@ -33,10 +34,11 @@ func (p *Path) hash() int64 {
 }
 
 // plumbing reports whether a frame belongs to the collective plumbing that
-// a reader does not care about (package comm and the consensus gather).
+// a reader does not care about (packages comm and flight, and the
+// consensus gather).
 func plumbing(fn string) bool {
 	short := fn[strings.LastIndexByte(fn, '/')+1:]
-	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(short, "consensus.")
+	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(short, "flight.") || strings.HasPrefix(short, "consensus.")
 }
 
 // runner reports whether a frame belongs to the code that runs a rank
@@ -123,9 +125,9 @@ func (p *Path) Full() string {
 	return strings.Join(parts, " < ")
 }
 
-// divergence names where two paths part: the first frame (from the
+// Divergence names where two paths part: the first frame (from the
 // outermost common one inwards) at which they differ, for a desync message.
-func divergence(a, b *Path) string {
+func Divergence(a, b *Path) string {
 	fa, fb := a.frames(), b.frames()
 	i, j := len(fa)-1, len(fb)-1
 	for i >= 0 && j >= 0 && fa[i].Function == fb[j].Function && fa[i].Line == fb[j].Line {
@@ -141,15 +143,45 @@ func divergence(a, b *Path) string {
 	return at(fa, i) + " vs " + at(fb, j)
 }
 
-// capture fills p with the call path that starts in the caller of the
-// function that called capture (a checked method, which is never inlined:
+// Capture fills p with the call path that starts in the caller of the
+// function that called Capture (a checked method, which is never inlined:
 // it is called through the Comm interface).
 //
 //go:noinline
-func (p *Path) capture() {
-	// Skip the return addresses into capture and into the checked method.
+func (p *Path) Capture() {
+	// Skip the return addresses into Capture and into the checked method.
 	p.n = walkFrames(&p.pcs, 2)
 	for i := range p.n {
 		p.pcs[i] -= int64(anchor)
 	}
 }
+
+// Inner is the innermost frame of the path (anchored; 0 for an empty
+// path): a stamp carries it beside the hash.
+func (p *Path) Inner() int64 {
+	if p.n == 0 {
+		return 0
+	}
+	return p.pcs[0]
+}
+
+// Words is the path as words (anchored return addresses, innermost first),
+// at most MaxWords: what a desync's gather carries.
+func (p *Path) Words() []int64 { return p.pcs[:p.n] }
+
+// MaxWords is the most words a path has.
+const MaxWords = pathDepth
+
+// SetWords makes p the path Words gave (false, and p unchanged, when w
+// is longer than MaxWords).
+func (p *Path) SetWords(w []int64) bool {
+	if len(w) > pathDepth {
+		return false
+	}
+	p.n = copy(p.pcs[:], w)
+	return true
+}
+
+// anchor is a function entry used to turn call-site program counters into
+// offsets that are the same in every process of one binary.
+var anchor = reflect.ValueOf(NewRecorder).Pointer()

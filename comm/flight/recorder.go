@@ -1,4 +1,12 @@
-package comm
+// Package flight is a rank's flight recorder: the ring of its last
+// operations on every communicator (Recorder, OpRecord), each with its
+// kind (Kind), call path (Path) and the guard values recorded before it
+// (GuardValue: the rank-local values its next collective decision depends
+// on). comm's checked mode records every operation here and names the call
+// paths and guards in the errors it returns; the stall inspector and the
+// failure dumps read the snapshots. It knows nothing of communicators: it
+// imports no rankrun package but clock.
+package flight
 
 import (
 	"fmt"
@@ -21,6 +29,15 @@ const (
 	KindSplit
 	KindSend
 	KindRecv
+)
+
+// The operation kinds of the typed collectives (comm.Reduce, comm.Gather, ...).
+const (
+	KindReduce Kind = KindRecv + 1 + iota
+	KindGather
+	KindScatter
+	KindAlltoall
+	KindReduceScatter
 )
 
 func (k Kind) String() string {
