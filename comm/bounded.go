@@ -7,7 +7,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 )
 
-// Bounded is an optional capability of a backend communicator: it bounds
+// boundedComm is an optional capability of a backend communicator: it bounds
 // every collective by its own timeout, in every mode (checked or not), so no
 // collective waits longer than CollectiveTimeout for a peer that never
 // arrives. Past the bound the collective returns an error wrapping
@@ -15,11 +15,11 @@ import (
 // where the backend can tell, the ranks that never arrived (Missing) and what
 // each rank did last (Peers). The communicator is broken afterwards.
 //
-// The checked layer (NewChecked) adds no deadline of its own over a Bounded
+// The checked layer (NewChecked) adds no deadline of its own over a boundedComm
 // backend: it enriches the backend's *TimeoutError with its stamps and the
-// flight records. Over a backend that is not Bounded it bounds each
+// flight records. Over a backend that is not boundedComm it bounds each
 // collective itself with CheckConfig.Timeout.
-type Bounded interface {
+type boundedComm interface {
 	// CollectiveTimeout is the bound of one collective (> 0).
 	CollectiveTimeout() time.Duration
 }
@@ -27,7 +27,7 @@ type Bounded interface {
 // TimeoutOf returns c's collective bound (looking through checked mode),
 // or 0 when the backend does not bound its collectives.
 func TimeoutOf(c Comm) time.Duration {
-	if b, ok := Unwrap(c).(Bounded); ok {
+	if b, ok := Unwrap(c).(boundedComm); ok {
 		return b.CollectiveTimeout()
 	}
 	return 0
@@ -54,12 +54,12 @@ func ClockOf(c Comm) clock.Clock {
 const InspectTimeout = inspectTimeout
 
 // Unreachable asks every rank of c whether it is alive, through the
-// backend's stall inspector (an optional capability, Inspector), and returns
+// backend's stall inspector (an optional capability, inspector), and returns
 // the ranks that did not answer within InspectTimeout with what the
 // inspector saw of every rank. A backend without an inspector, or one
 // whose ranks share this process, finds none.
 func Unreachable(c Comm) (missing []int, peers []PeerRecords) {
-	ins, ok := Unwrap(c).(Inspector)
+	ins, ok := Unwrap(c).(inspector)
 	if !ok {
 		return nil, nil
 	}

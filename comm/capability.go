@@ -9,24 +9,18 @@ import (
 // them under wrappers (checked mode, a test's counting layer): a caller
 // asks for what it can use and falls back where the backend lacks it.
 
-// Inspector is an optional capability of a backend communicator. After a
+// inspector is an optional capability of a backend communicator. After a
 // checked collective times out, the checked layer asks it for every rank's
 // flight records to tell which ranks never arrived and what they did last.
 // In-process this reads the peers' recorders; under MPI it asks the peers.
-type Inspector interface {
+type inspector interface {
 	InspectPeers(ctx context.Context) []PeerRecords
 }
 
-// Aborter is an optional capability: a backend that can end the whole job
-// (MPI_Abort) after an unrecoverable collective error.
-type Aborter interface {
-	Abort(code int, reason error)
-}
-
-// Wrapper is implemented by a communicator that wraps another (checked
+// wrapper is implemented by a communicator that wraps another (checked
 // mode, a test's counting layer), so that the optional capabilities of the
-// backend underneath (Notifier, Inspector, Bounded, ...) stay reachable.
-type Wrapper interface {
+// backend underneath (Notifier, inspector, boundedComm, ...) stay reachable.
+type wrapper interface {
 	Unwrap() Comm
 }
 
@@ -34,7 +28,7 @@ type Wrapper interface {
 // (c itself when it wraps nothing).
 func Unwrap(c Comm) Comm {
 	for {
-		w, ok := c.(Wrapper)
+		w, ok := c.(wrapper)
 		if !ok {
 			return c
 		}
@@ -48,7 +42,7 @@ func IsChecked(c Comm) bool {
 		if _, ok := c.(*checked); ok {
 			return true
 		}
-		w, ok := c.(Wrapper)
+		w, ok := c.(wrapper)
 		if !ok {
 			return false
 		}
@@ -74,7 +68,7 @@ func outermost[T any](c Comm, on func(T) bool) T {
 			}
 			return none
 		}
-		w, ok := c.(Wrapper)
+		w, ok := c.(wrapper)
 		if !ok {
 			return none
 		}
@@ -118,7 +112,7 @@ func ProgresserOf(c Comm) Progresser {
 	return nil
 }
 
-// Stamper is an optional capability of an in-process backend (comm/local):
+// stampComparer is an optional capability of an in-process backend (comm/local):
 // checked mode's stamp rides the collective's own round, which compares
 // every rank's before combining anything, instead of checked mode gathering
 // [stamp | payload] from every rank. SetStamp gives the stamp of this
@@ -126,13 +120,13 @@ func ProgresserOf(c Comm) Progresser {
 // returns, StampsAgreed says whether every rank gave an equal stamp. When
 // they differ the collective returns without error and without a result,
 // on every rank alike, and checked mode names the desync.
-type Stamper interface {
+type stampComparer interface {
 	SetStamp(stamp []int64)
 	StampsAgreed() bool
 }
 
-func stamperOf(c Comm) Stamper {
-	s, _ := c.(Stamper)
+func stamperOf(c Comm) stampComparer {
+	s, _ := c.(stampComparer)
 	return s
 }
 
@@ -192,11 +186,11 @@ type Vectored interface {
 // wraps, or nil where the backend has no vectored I/O.
 func VectoredOf(c Comm) Vectored { return outermost(c, Vectored.VectorIO) }
 
-// Members is an optional capability of a backend communicator: the world
+// members is an optional capability of a backend communicator: the world
 // rank of each rank of its group, so that an error raised on a
 // sub-communicator can name processes, not only group ranks. Every backend
 // of this module has it.
-type Members interface {
+type members interface {
 	// WorldRanks returns the world rank of each group rank, group rank 0
 	// first. The caller must not modify it.
 	WorldRanks() []int
@@ -205,25 +199,19 @@ type Members interface {
 // WorldRanksOf returns the world rank of each rank of c (looking through
 // wrappers), or nil when the backend does not say.
 func WorldRanksOf(c Comm) []int {
-	if m, ok := Unwrap(c).(Members); ok {
+	if m, ok := Unwrap(c).(members); ok {
 		return m.WorldRanks()
 	}
 	return nil
 }
 
-// Hosts is an optional capability of a backend whose ranks may run on
-// several hosts (MPI): the host each world rank runs on, so that an error
-// can say where to look.
-type Hosts interface {
-	// HostOf returns the name of the host world rank w runs on ("" when
-	// unknown).
-	HostOf(w int) string
-}
-
-// HostsOf returns c's host directory (looking through wrappers), or nil.
-func HostsOf(c Comm) Hosts {
-	if h, ok := Unwrap(c).(Hosts); ok {
-		return h
+// HostOf returns the name of the host world rank w of c's backend runs on
+// (looking through wrappers): "" where the backend does not say (ranks in
+// one process) or does not know. Under MPI ranks may run on several hosts,
+// and an error can say where to look.
+func HostOf(c Comm, w int) string {
+	if h, ok := Unwrap(c).(interface{ HostOf(w int) string }); ok {
+		return h.HostOf(w)
 	}
-	return nil
+	return ""
 }

@@ -22,9 +22,9 @@ const inspectTimeout = 2 * time.Second
 type CheckConfig struct {
 	// Timeout bounds every collective (DefaultCollectiveTimeout when 0)
 	// over a backend that does not bound its collectives itself (see
-	// Bounded); over one that does, the backend's bound applies.
+	// boundedComm); over one that does, the backend's bound applies.
 	Timeout time.Duration
-	// Recorder is this rank's flight recorder; the backend's Inspector
+	// Recorder is this rank's flight recorder; the backend's inspector
 	// must return the same records for this rank.
 	Recorder *flight.Recorder
 	// AnySite lets collectives entered from different call paths pair up:
@@ -45,9 +45,9 @@ const stampMagic = 0x52524e // "RRN"
 
 type checked struct {
 	raw     Comm
-	stamper Stamper // raw's, when it compares stamps in its rounds
+	stamper stampComparer // raw's, when it compares stamps in its rounds
 	cfg     CheckConfig
-	bounded bool       // the backend bounds its collectives (Bounded)
+	bounded bool       // the backend bounds its collectives (boundedComm)
 	mu      sync.Mutex // serialises collectives so seq matches call order
 	seq     uint64
 	broken  error
@@ -64,7 +64,7 @@ type checked struct {
 // NewChecked wraps raw in checked mode (see the package doc). Children from
 // Split are checked too, with the same configuration.
 //
-// Over a Bounded backend the backend's bound applies, unless cfg.Timeout
+// Over a boundedComm backend the backend's bound applies, unless cfg.Timeout
 // asks for a shorter one: then checked mode bounds each collective itself.
 func NewChecked(raw Comm, cfg CheckConfig) Comm {
 	return &checked{raw: raw, cfg: cfg.filled(), bounded: cfg.backendBounds(raw), stamper: stamperOf(raw)}
@@ -83,7 +83,7 @@ func (cfg CheckConfig) backendBounds(raw Comm) bool {
 	return b > 0 && (cfg.Timeout <= 0 || cfg.Timeout >= b)
 }
 
-// Unwrap implements Wrapper.
+// Unwrap implements wrapper.
 func (c *checked) Unwrap() Comm { return c.raw }
 
 func (c *checked) Rank() int    { return c.raw.Rank() }
@@ -92,7 +92,7 @@ func (c *checked) Name() string { return c.raw.Name() }
 func (c *checked) Close() error { return c.raw.Close() }
 
 // noCancel is the cancel function of a collective that needs no deadline
-// of its own (a Bounded backend bounds it).
+// of its own (a boundedComm backend bounds it).
 func noCancel() {}
 
 // entry is this rank's view of the collective in progress, for errors.

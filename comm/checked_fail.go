@@ -94,7 +94,7 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 	if te.WorldRanks == nil {
 		te.WorldRanks = WorldRanksOf(c.raw)
 	}
-	ins, ok := Unwrap(c.raw).(Inspector)
+	ins, ok := Unwrap(c.raw).(inspector)
 	if !ok {
 		if bte == nil {
 			for r := range c.raw.Size() {

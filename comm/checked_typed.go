@@ -7,7 +7,7 @@ import (
 	"github.com/rankrun/rankrun/comm/flight"
 )
 
-// Collective implements Collectives in checked mode: the typed collective
+// Collective implements collectives in checked mode: the typed collective
 // is stamped (kind, datatype, reduction, root and counts every rank shares:
 // Op.Shape) and its stamp compared before the backend's collective runs, so
 // a rank that reduces float32 while its peer reduces float64, or names
@@ -16,7 +16,7 @@ import (
 func (c *checked) Collective(ctx context.Context, op *Op) error {
 	var path flight.Path
 	path.Capture()
-	raw := CollectivesOf(c.raw)
+	raw := collectivesOf(c.raw)
 	if raw == nil {
 		return fmt.Errorf("%w: %s: the backend has no typed collectives", ErrBadArgument, op.Kind)
 	}

@@ -14,7 +14,7 @@ func RecorderOf(c Comm) *flight.Recorder {
 		if ch, ok := c.(*checked); ok {
 			return ch.cfg.Recorder
 		}
-		w, ok := c.(Wrapper)
+		w, ok := c.(wrapper)
 		if !ok {
 			return nil
 		}
@@ -37,7 +37,7 @@ func Entered(c Comm) (n uint64, ok bool) {
 			defer ch.mu.Unlock()
 			return ch.seq, true
 		}
-		w, isWrapper := c.(Wrapper)
+		w, isWrapper := c.(wrapper)
 		if !isWrapper {
 			return 0, false
 		}

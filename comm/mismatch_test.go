@@ -18,7 +18,7 @@ import (
 // half of them with one count off.
 func TestPairSumsAgreeWithPairRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	es := Int32.Size()
+	es := dtInt32.Size()
 	paired, unpaired := 0, 0
 	for range 2000 {
 		n := 2 + rng.IntN(5)
@@ -34,7 +34,7 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 		}
 		ops := make([]*Op, n)
 		for r := range n {
-			op := &Op{Kind: kind, Type: Int32, Root: root}
+			op := &Op{Kind: kind, Type: dtInt32, Root: root}
 			switch kind {
 			case flight.KindGather:
 				op.Send = make([]byte, m[r][root]*es)

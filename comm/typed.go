@@ -1,7 +1,7 @@
 package comm
 
 // The typed collectives an MPI user expects, over every backend. A backend
-// implements one method for the whole family (Collectives.Collective, with
+// implements one method for the whole family (collectives.Collective, with
 // an Op describing the operation, its datatype and its buffers as bytes);
 // the generic functions below are what programs call: Allreduce[float32],
 // Alltoallv[int64], ... Interfaces cannot carry type parameters, so the
@@ -22,27 +22,27 @@ type Datatype uint8
 
 // The datatypes.
 const (
-	Byte Datatype = iota + 1
-	Int32
-	Int64
-	Uint64
-	Float32
-	Float64
+	dtByte Datatype = iota + 1
+	dtInt32
+	dtInt64
+	dtUint64
+	dtFloat32
+	dtFloat64
 )
 
 func (d Datatype) String() string {
 	switch d {
-	case Byte:
+	case dtByte:
 		return "byte"
-	case Int32:
+	case dtInt32:
 		return "int32"
-	case Int64:
+	case dtInt64:
 		return "int64"
-	case Uint64:
+	case dtUint64:
 		return "uint64"
-	case Float32:
+	case dtFloat32:
 		return "float32"
-	case Float64:
+	case dtFloat64:
 		return "float64"
 	}
 	return fmt.Sprintf("Datatype(%d)", uint8(d))
@@ -51,21 +51,21 @@ func (d Datatype) String() string {
 // Size is the size of one element in bytes (0 for an unknown type).
 func (d Datatype) Size() int {
 	switch d {
-	case Byte:
+	case dtByte:
 		return 1
-	case Int32, Float32:
+	case dtInt32, dtFloat32:
 		return 4
-	case Int64, Uint64, Float64:
+	case dtInt64, dtUint64, dtFloat64:
 		return 8
 	}
 	return 0
 }
 
 // Valid reports whether d is a defined datatype.
-func (d Datatype) Valid() bool { return d >= Byte && d <= Float64 }
+func (d Datatype) Valid() bool { return d >= dtByte && d <= dtFloat64 }
 
 // Float reports whether d is a floating-point type (no bitwise reductions).
-func (d Datatype) Float() bool { return d == Float32 || d == Float64 }
+func (d Datatype) Float() bool { return d == dtFloat32 || d == dtFloat64 }
 
 // Element is a type the typed collectives carry.
 type Element interface {
@@ -77,36 +77,36 @@ func DatatypeOf[T Element]() Datatype {
 	var z T
 	switch any(z).(type) {
 	case byte:
-		return Byte
+		return dtByte
 	case int32:
-		return Int32
+		return dtInt32
 	case int64:
-		return Int64
+		return dtInt64
 	case uint64:
-		return Uint64
+		return dtUint64
 	case float32:
-		return Float32
+		return dtFloat32
 	case float64:
-		return Float64
+		return dtFloat64
 	}
 	// A named type (~T): tell them apart by size and by whether -1
 	// converts to a negative value or a fraction survives.
 	switch unsafe.Sizeof(z) {
 	case 1:
-		return Byte
+		return dtByte
 	case 4:
 		if isFloat[T]() {
-			return Float32
+			return dtFloat32
 		}
-		return Int32
+		return dtInt32
 	default:
 		switch {
 		case isFloat[T]():
-			return Float64
+			return dtFloat64
 		case isSigned[T]():
-			return Int64
+			return dtInt64
 		}
-		return Uint64
+		return dtUint64
 	}
 }
 
@@ -164,19 +164,19 @@ type Op struct {
 	RecvDispls []int
 }
 
-// Collectives is the typed collective family of a backend communicator
+// collectives is the typed collective family of a backend communicator
 // (every backend of this module has it, and checked mode stamps it).
 // Collective runs op on every rank of the group; its arguments are checked
 // with Op.Check first, the same error on every backend.
-type Collectives interface {
+type collectives interface {
 	Collective(ctx context.Context, op *Op) error
 }
 
-// CollectivesOf returns the outermost Collectives of c and the
+// collectivesOf returns the outermost collectives of c and the
 // communicators it wraps (checked mode, which stamps each operation, before
 // the backend), or nil.
-func CollectivesOf(c Comm) Collectives {
-	return outermost(c, func(Collectives) bool { return true })
+func collectivesOf(c Comm) collectives {
+	return outermost(c, func(collectives) bool { return true })
 }
 
 // Check validates op for rank rank of a group of size ranks: the error,
@@ -395,7 +395,7 @@ func bytesOf[T Element](s []T) []byte {
 
 // run hands op to c's collectives.
 func run(ctx context.Context, c Comm, op *Op) error {
-	cs := CollectivesOf(c)
+	cs := collectivesOf(c)
 	if cs == nil {
 		return fmt.Errorf("%w: %s: this communicator's backend has no typed collectives", ErrBadArgument, op.Kind)
 	}

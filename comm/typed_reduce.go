@@ -11,17 +11,17 @@ import (
 // backend that reduces in Go computes the same thing (MPI reduces in C).
 func ReduceInto(d Datatype, op ReduceOp, acc, in []byte) {
 	switch d {
-	case Byte:
+	case dtByte:
 		reduceInts(op, acc, in)
-	case Int32:
+	case dtInt32:
 		reduceInts(op, view[int32](acc), view[int32](in))
-	case Int64:
+	case dtInt64:
 		reduceInts(op, view[int64](acc), view[int64](in))
-	case Uint64:
+	case dtUint64:
 		reduceInts(op, view[uint64](acc), view[uint64](in))
-	case Float32:
+	case dtFloat32:
 		reduceFloats(op, view[float32](acc), view[float32](in))
-	case Float64:
+	case dtFloat64:
 		reduceFloats(op, view[float64](acc), view[float64](in))
 	default:
 		panic(fmt.Sprintf("comm: ReduceInto: unknown datatype %d", uint8(d)))

@@ -97,7 +97,9 @@ func firstAndLastOfThree(t *testing.T, fn func(rank, next int) local.RankFunc) {
 // openRecv reports whether rank's flight recorder holds a receive not yet
 // ended.
 func openRecv(ctx context.Context, c comm.Comm, rank int) (bool, error) {
-	ins, ok := comm.Unwrap(c).(comm.Inspector)
+	ins, ok := comm.Unwrap(c).(interface {
+		InspectPeers(context.Context) []comm.PeerRecords
+	})
 	if !ok {
 		return false, errors.New("the backend does not inspect")
 	}

@@ -16,7 +16,9 @@ import (
 	"github.com/rankrun/rankrun/comm/flight"
 )
 
-var _ comm.Collectives = (*mpiComm)(nil)
+var _ interface {
+	Collective(context.Context, *comm.Op) error
+} = (*mpiComm)(nil)
 
 // typedKind maps a typed collective's kind to cmpi.h's RR_T_ codes.
 func typedKind(op *comm.Op) C.int {

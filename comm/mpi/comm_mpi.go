@@ -63,12 +63,16 @@ type mpiComm struct {
 	closed atomic.Bool
 }
 
+// The optional capabilities comm looks for (comm/capability.go), by
+// their methods: a change of signature fails the build, not a run.
 var (
-	_ comm.Comm      = (*mpiComm)(nil)
-	_ comm.Inspector = (*mpiComm)(nil)
-	_ comm.Aborter   = (*mpiComm)(nil)
-	_ comm.Bounded   = (*mpiComm)(nil)
-	_ comm.Members   = (*mpiComm)(nil)
+	_ comm.Comm = (*mpiComm)(nil)
+	_ interface {
+		InspectPeers(context.Context) []comm.PeerRecords
+	} = (*mpiComm)(nil)
+	_ interface{ Abort(code int, reason error) }     = (*mpiComm)(nil)
+	_ interface{ CollectiveTimeout() time.Duration } = (*mpiComm)(nil)
+	_ interface{ WorldRanks() []int }                = (*mpiComm)(nil)
 )
 
 // newComm wraps h (and its inspection duplicate ih) and registers it with

@@ -19,15 +19,21 @@ type rankComm struct {
 	closed bool
 }
 
+// The optional capabilities comm looks for (comm/capability.go), by
+// their methods: a change of signature fails the build, not a run.
 var (
-	_ comm.Comm        = (*rankComm)(nil)
-	_ comm.Inspector   = (*rankComm)(nil)
-	_ comm.Aborter     = (*rankComm)(nil)
-	_ comm.Notifier    = (*rankComm)(nil)
-	_ comm.Bounded     = (*rankComm)(nil)
-	_ comm.Members     = (*rankComm)(nil)
-	_ comm.Collectives = (*rankComm)(nil)
-	_ comm.Vectored    = (*rankComm)(nil)
+	_ comm.Comm = (*rankComm)(nil)
+	_ interface {
+		InspectPeers(context.Context) []comm.PeerRecords
+	} = (*rankComm)(nil)
+	_ interface{ Abort(code int, reason error) }     = (*rankComm)(nil)
+	_ comm.Notifier                                  = (*rankComm)(nil)
+	_ interface{ CollectiveTimeout() time.Duration } = (*rankComm)(nil)
+	_ interface{ WorldRanks() []int }                = (*rankComm)(nil)
+	_ interface {
+		Collective(context.Context, *comm.Op) error
+	} = (*rankComm)(nil)
+	_ comm.Vectored = (*rankComm)(nil)
 )
 
 func (c *rankComm) Rank() int    { return c.rank }
