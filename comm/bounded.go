@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // boundedComm is an optional capability of a backend communicator: it bounds
@@ -33,17 +34,17 @@ func TimeoutOf(c Comm) time.Duration {
 	return 0
 }
 
-// Clocked is an optional capability of a backend communicator whose time
+// clocked is an optional capability of a backend communicator whose time
 // is not the wall clock's (the simulation backend: each rank's virtual
 // clock). The runtime's cores take their time from ClockOf(c) when their
 // configuration names no clock.
-type Clocked interface {
+type clocked interface {
 	Clock() clock.Clock
 }
 
 // ClockOf returns c's clock (looking through wrappers), or the real clock.
 func ClockOf(c Comm) clock.Clock {
-	if k, ok := Unwrap(c).(Clocked); ok {
+	if k, ok := Unwrap(c).(clocked); ok {
 		return k.Clock()
 	}
 	return clock.Real()
@@ -74,9 +75,6 @@ func Unreachable(c Comm) (missing []int, peers []PeerRecords) {
 	return missing, peers
 }
 
-// graceKey carries a collective's grace (WithGrace) in its context.
-type graceKey struct{}
-
 // WithGrace returns ctx carrying a grace of d for the collectives entered
 // with it: each waits its backend's bound plus d before it times out.
 // A caller that knows a peer may still be inside rank-local blocking work
@@ -86,15 +84,5 @@ type graceKey struct{}
 // would time out ranks that are only slow, never stuck. d <= 0 leaves
 // ctx as it is.
 func WithGrace(ctx context.Context, d time.Duration) context.Context {
-	if d <= 0 {
-		return ctx
-	}
-	return context.WithValue(ctx, graceKey{}, d)
-}
-
-// GraceOf returns the grace WithGrace put in ctx (0 when none). Backends
-// that bound their collectives add it to their bound.
-func GraceOf(ctx context.Context) time.Duration {
-	d, _ := ctx.Value(graceKey{}).(time.Duration)
-	return d
+	return kit.WithGrace(ctx, d)
 }

@@ -76,38 +76,31 @@ func outermost[T any](c Comm, on func(T) bool) T {
 	}
 }
 
-// Notifier is an optional capability of a backend communicator: Notify
-// returns a channel that receives a token (buffered, coalesced) whenever a
+// NotifyOf returns the channel of the backend under c (looking through
+// checked mode) that receives a token (buffered, coalesced) whenever a
 // point-to-point request posted by this rank completes, so a rank waiting
-// for progress can sleep on events instead of polling. Backends without it
-// (MPI, where progress needs polling) are polled with a short back-off.
-type Notifier interface {
-	Notify() <-chan struct{}
-}
-
-// NotifierOf returns c's notifier (looking through checked mode), or nil.
-func NotifierOf(c Comm) Notifier {
-	if n, ok := Unwrap(c).(Notifier); ok {
-		return n
+// for progress can sleep on events instead of polling; nil where the
+// backend has none (MPI, where progress needs polling: poll it with a short
+// back-off). A backend has one by its method Notify() <-chan struct{},
+// which returns the same channel every time.
+func NotifyOf(c Comm) <-chan struct{} {
+	if n, ok := Unwrap(c).(interface{ Notify() <-chan struct{} }); ok {
+		return n.Notify()
 	}
 	return nil
 }
 
-// Progresser is an optional capability of a backend whose point-to-point
-// bytes move only while the process calls into it (MPI: a large message
-// travels in fragments, each waiting for a progress call on both sides).
-// Progress drives it for up to budget, returning early when a request
+// ProgressOf returns what drives the point-to-point bytes of the backend
+// under c, or nil where they move without help. Under MPI a large message
+// travels in fragments, each waiting for a progress call on both sides:
+// the function drives it for up to budget, returning early when a request
 // completes; false means nothing is in flight (there was nothing to drive).
 // A caller waiting for bytes it knows are moving calls it instead of
-// sleeping between polls, as MPI_Wait would spin.
-type Progresser interface {
-	Progress(budget time.Duration) bool
-}
-
-// ProgresserOf returns the progresser of the backend under c, or nil.
-func ProgresserOf(c Comm) Progresser {
-	if p, ok := Unwrap(c).(Progresser); ok {
-		return p
+// sleeping between polls, as MPI_Wait would spin. A backend has it by its
+// method Progress(budget time.Duration) bool.
+func ProgressOf(c Comm) func(budget time.Duration) bool {
+	if p, ok := Unwrap(c).(interface{ Progress(time.Duration) bool }); ok {
+		return p.Progress
 	}
 	return nil
 }

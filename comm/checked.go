@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // DefaultCollectiveTimeout bounds a checked collective when CheckConfig
@@ -118,7 +119,7 @@ func (c *checked) begin(ctx context.Context, kind flight.Kind, shape int64, path
 	c.cur = id
 	tctx, cancel := ctx, context.CancelFunc(noCancel)
 	if !c.bounded {
-		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+GraceOf(ctx))
+		tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+kit.GraceOf(ctx))
 	}
 	inner, hash := int64(0), int64(0)
 	if !c.cfg.AnySite {

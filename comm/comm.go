@@ -222,18 +222,3 @@ type Comm interface {
 	// is idempotent.
 	Close() error
 }
-
-// CheckArgs validates the arguments shared by every backend's Isend/Irecv.
-func CheckArgs(c Comm, op string, peer, tag int, wildcard bool) error {
-	if wildcard && peer == AnySource {
-	} else if peer < 0 || peer >= c.Size() {
-		return fmt.Errorf("%w: %s: peer rank %d outside 0..%d", ErrBadArgument, op, peer, c.Size()-1)
-	}
-	if wildcard && tag == AnyTag {
-		return nil
-	}
-	if tag < 0 || tag > MaxTag {
-		return fmt.Errorf("%w: %s: tag %d outside 0..%d", ErrBadArgument, op, tag, MaxTag)
-	}
-	return nil
-}

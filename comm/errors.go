@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // Sentinel errors. Backends and the checked layer wrap them with the rank,
@@ -168,7 +169,7 @@ type TimeoutError struct {
 	Peers   []PeerRecords // last operations of every rank, when known
 	Cause   error         // what the backend reported, when not the deadline itself
 	// Bound is the timeout that ran out, when the backend bounds its
-	// collectives itself (comm.Bounded); 0 otherwise.
+	// collectives itself (comm.TimeoutOf); 0 otherwise.
 	Bound time.Duration
 	// WorldRanks maps each rank of Group to its rank in the world, when the
 	// backend knows it (nil otherwise), so the message can name processes.
@@ -273,26 +274,10 @@ func (e *TimeoutError) namedWorld() []int {
 }
 
 // WorldOf maps group ranks to world ranks through worlds (a group's
-// comm.Members), or returns nil when the mapping is unknown, does not cover
-// a rank, or is the identity for all of them (nothing worth printing).
-func WorldOf(worlds, ranks []int) []int {
-	if worlds == nil || len(ranks) == 0 {
-		return nil
-	}
-	out := make([]int, 0, len(ranks))
-	same := true
-	for _, r := range ranks {
-		if r < 0 || r >= len(worlds) {
-			return nil
-		}
-		out = append(out, worlds[r])
-		same = same && worlds[r] == r
-	}
-	if same {
-		return nil
-	}
-	return out
-}
+// comm.WorldRanksOf), or returns nil when the mapping is unknown, does not
+// cover a rank, or is the identity for all of them (nothing worth
+// printing).
+func WorldOf(worlds, ranks []int) []int { return kit.WorldOf(worlds, ranks) }
 
 // worldsSuffix is " (world ranks [..])" for group ranks whose world ranks
 // differ from them, "" otherwise.
@@ -304,12 +289,7 @@ func worldsSuffix(worlds, ranks []int) string {
 }
 
 // worldSuffix is " (world rank W)" for one group rank, as worldsSuffix.
-func worldSuffix(worlds []int, rank int) string {
-	if w := WorldOf(worlds, []int{rank}); w != nil {
-		return fmt.Sprintf(" (world rank %d)", w[0])
-	}
-	return ""
-}
+func worldSuffix(worlds []int, rank int) string { return kit.WorldSuffix(worlds, rank) }
 
 func (e *TimeoutError) Unwrap() error { return ErrCollectiveTimeout }
 
@@ -346,12 +326,6 @@ func containsInt(s []int, v int) bool {
 	}
 	return false
 }
-
-// Who names group rank r as an error should: "rank r", followed by its
-// world rank when worlds (the group's comm.Members) maps it elsewhere, so
-// a reader of an error on a sub-communicator knows which process to look
-// at: "rank 1 (world rank 3)".
-func Who(worlds []int, r int) string { return fmt.Sprintf("rank %d%s", r, worldSuffix(worlds, r)) }
 
 // WaitTimeoutError is returned (wrapping ErrWaitTimeout) by a Wait on a
 // send or receive that no peer matched within Bound: two ranks that both

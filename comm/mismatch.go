@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // MismatchError is returned (wrapping ErrDesync) when the ranks of a group
@@ -39,7 +40,7 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	who := Who(e.WorldRanks, e.A) + " and " + Who(e.WorldRanks, e.B)
+	who := kit.Who(e.WorldRanks, e.A) + " and " + kit.Who(e.WorldRanks, e.B)
 	if e.Site == "" {
 		return fmt.Sprintf("%v: group %q: %s: %s disagree: %s (unchecked mode cannot name call sites; run checked)",
 			ErrDesync, e.Group, e.Kind, who, e.Detail)

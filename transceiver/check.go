@@ -34,13 +34,13 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 		// thick of a transfer still answers within 50 us, and an idle
 		// one takes a new request within 250 us (the idle-handover goal
 		// under mpirun is p99 < 1 ms).
-		if t.progress == nil || !t.bytesMoving() || !t.progress.Progress(min(d, 50*time.Microsecond)) {
+		if t.progress == nil || !t.bytesMoving() || !t.progress(min(d, 50*time.Microsecond)) {
 			pause := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), 250*time.Microsecond)
 			comm.PollPause(min(d, pause))
 		}
 		return ctx.Err()
 	}
-	return t.waiter.Wait(ctx, t.notify.Notify(), deadline)
+	return t.waiter.Wait(ctx, t.notify, deadline)
 }
 
 // bytesMoving reports whether a fragment send of a live session is posted

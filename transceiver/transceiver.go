@@ -53,7 +53,7 @@ type Transceiver struct {
 	pendingInfo map[request.ID][]Header
 	everSent    bool
 	gather      consensus.Gatherer
-	notify      comm.Notifier
+	notify      <-chan struct{} // World's completion events (nil: poll)
 	ctl         comm.Request
 	ctlBuf      []byte
 	outbox      []comm.Request
@@ -66,10 +66,10 @@ type Transceiver struct {
 	finished    map[request.ID]bool
 	finishedQ   []request.ID
 	bufs        bufPool
-	lender      comm.Lender     // World, where it lends bytes (nil: pack and copy)
-	progress    comm.Progresser // World's backend, where bytes move only while called
-	activeAt    time.Time       // the last message, completion or start seen (WaitEvent's poll backs off from it)
-	vector      comm.Vectored   // World, where it sends from and receives into parts (and does not lend): GEN receives straight into its blocks
+	lender      comm.Lender              // World, where it lends bytes (nil: pack and copy)
+	progress    func(time.Duration) bool // World's backend, where bytes move only while called
+	activeAt    time.Time                // the last message, completion or start seen (WaitEvent's poll backs off from it)
+	vector      comm.Vectored            // World, where it sends from and receives into parts (and does not lend): GEN receives straight into its blocks
 	closed      bool
 	clk         clock.Clock
 	waiter      clock.Waiter
@@ -98,7 +98,7 @@ func New(cfg Config) (*Transceiver, error) {
 	t := &Transceiver{
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[request.ID]*session{}, pendingInfo: map[request.ID][]Header{},
-		notify: comm.NotifierOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
+		notify: comm.NotifyOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}
@@ -106,14 +106,14 @@ func New(cfg Config) (*Transceiver, error) {
 	if t.lender == nil {
 		t.vector = comm.VectoredOf(cfg.World)
 	}
-	t.progress = comm.ProgresserOf(cfg.World)
+	t.progress = comm.ProgressOf(cfg.World)
 	// In-process, every rank shares the machine's cores: the long loops
 	// over KV blocks yield between blocks so a rank woken by an event runs
 	// within microseconds, not after the scheduler's 10 ms preemption
 	// slice. Under a backend with its own clock (simulation) ranks run one
 	// at a time and wall-clock latency decides nothing: no yield.
 	t.yield = runtime.Gosched
-	if _, virtual := comm.Unwrap(cfg.World).(comm.Clocked); virtual {
+	if _, virtual := comm.Unwrap(cfg.World).(interface{ Clock() clock.Clock }); virtual {
 		t.yield = func() {}
 	}
 	if err := t.postControl(); err != nil {
@@ -179,7 +179,7 @@ func (t *Transceiver) Notify() <-chan struct{} {
 	if t.notify == nil {
 		return nil
 	}
-	return t.notify.Notify()
+	return t.notify
 }
 
 // Close withdraws the control receive and every posted fragment receive.

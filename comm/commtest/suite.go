@@ -919,7 +919,7 @@ func releaseStalled(ctx context.Context, c comm.Comm, stalled, tag int) error {
 const uncheckedTimeoutSlack = 3 * time.Second
 
 // uncheckedTimeoutMissing: a backend that bounds its collectives itself
-// (comm.Bounded) bounds them in unchecked mode too. One rank stays in
+// (comm.TimeoutOf) bounds them in unchecked mode too. One rank stays in
 // rank-local work; the others' allreduce fails within the slack of the
 // bound with a *comm.TimeoutError that names the missing rank and the
 // operation, and leaves the group broken. Not before the bound: the rank

@@ -10,6 +10,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
@@ -93,7 +94,7 @@ func (g *group) round(ctx context.Context, r int, wt clock.Waiter, stamp []int64
 	}
 	g.mu.Unlock()
 
-	bound := g.w.cfg.Timeout + comm.GraceOf(ctx)
+	bound := g.w.cfg.Timeout + kit.GraceOf(ctx)
 	deadline := g.w.cfg.Clock.Now().Add(bound)
 	for {
 		werr := wt.Wait(ctx, g.wake[r], deadline)

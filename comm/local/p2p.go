@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/args"
 )
 
 // mailbox holds the unmatched messages addressed to one group rank and the
@@ -193,7 +194,7 @@ func (c *rankComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error
 	if err := c.usable("IrecvParts"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "IrecvParts", src, tag, true); err != nil {
+	if err := args.Check(c, "IrecvParts", src, tag, true); err != nil {
 		return nil, err
 	}
 	if parts == nil {
@@ -233,7 +234,7 @@ func (c *rankComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, erro
 	if err := c.usable("IsendParts"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "IsendParts", dest, tag, false); err != nil {
+	if err := args.Check(c, "IsendParts", dest, tag, false); err != nil {
 		return nil, err
 	}
 	if parts == nil {
@@ -247,7 +248,7 @@ func (c *rankComm) IrecvLoan(src, tag int) (comm.Loan, error) {
 	if err := c.usable("IrecvLoan"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "IrecvLoan", src, tag, true); err != nil {
+	if err := args.Check(c, "IrecvLoan", src, tag, true); err != nil {
 		return nil, err
 	}
 	q := &request{box: &c.g.boxes[c.rank], loan: true, peer: src, tag: tag}
@@ -295,7 +296,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	if err := c.usable("Isend"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "Isend", dest, tag, false); err != nil {
+	if err := args.Check(c, "Isend", dest, tag, false); err != nil {
 		return nil, err
 	}
 	if buf == nil {
@@ -308,7 +309,7 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	if err := c.usable("Irecv"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "Irecv", src, tag, true); err != nil {
+	if err := args.Check(c, "Irecv", src, tag, true); err != nil {
 		return nil, err
 	}
 	if buf == nil {

@@ -18,7 +18,7 @@ type rankComm struct {
 	rank   int
 	splits int // Splits called on this communicator (equal on every member)
 	closed atomic.Bool
-	stamp  []int64 // checked mode's stamp for the next collective (comm.Stamper)
+	stamp  []int64 // checked mode's stamp for the next collective (checked mode's stamp comparer)
 	// waiter times this rank's collectives on the group (collectives of
 	// one communicator are made one at a time: their order is the contract).
 	waiter clock.Waiter
@@ -32,7 +32,7 @@ var (
 		InspectPeers(context.Context) []comm.PeerRecords
 	} = (*rankComm)(nil)
 	_ interface{ Abort(code int, reason error) }     = (*rankComm)(nil)
-	_ comm.Notifier                                  = (*rankComm)(nil)
+	_ interface{ Notify() <-chan struct{} }          = (*rankComm)(nil)
 	_ interface{ CollectiveTimeout() time.Duration } = (*rankComm)(nil)
 	_ interface{ WorldRanks() []int }                = (*rankComm)(nil)
 	_ interface {
@@ -44,10 +44,10 @@ func newRankComm(w *world, g *group, rank int) *rankComm {
 	return &rankComm{w: w, g: g, rank: rank, waiter: w.cfg.Clock.NewWaiter()}
 }
 
-// CollectiveTimeout implements comm.Bounded.
+// CollectiveTimeout is what comm.TimeoutOf reads.
 func (c *rankComm) CollectiveTimeout() time.Duration { return c.w.cfg.Timeout }
 
-// Notify implements comm.Notifier: one channel per world rank, shared by
+// Notify is what comm.NotifyOf returns: one channel per world rank, shared by
 // all of the rank's communicators.
 func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.WorldRank()] }
 
@@ -58,7 +58,7 @@ func (c *rankComm) Name() string { return c.g.name }
 // WorldRank returns the world rank of this rank.
 func (c *rankComm) WorldRank() int { return c.g.members[c.rank] }
 
-// WorldRanks implements comm.Members.
+// WorldRanks is what comm.WorldRanksOf reads.
 func (c *rankComm) WorldRanks() []int { return c.g.members }
 
 func (c *rankComm) Close() error {
@@ -210,11 +210,11 @@ func (c *rankComm) Abort(code int, reason error) {
 	c.w.abort(fmt.Errorf("local: rank %d aborted the world (code %d): %w", c.g.members[c.rank], code, reason))
 }
 
-// SetStamp implements comm.Stamper: the stamp rides this rank's next
+// SetStamp is checked mode's stamp comparer: the stamp rides this rank's next
 // collective on c, and the round compares every rank's.
 func (c *rankComm) SetStamp(s []int64) { c.stamp = s }
 
-// StampsAgreed implements comm.Stamper: whether every rank gave the same
+// StampsAgreed is checked mode's stamp comparer: whether every rank gave the same
 // stamp to the last collective (the round's result stays valid until this
 // rank's next collective).
 func (c *rankComm) StampsAgreed() bool { return c.g.r.Agreed }
@@ -225,7 +225,7 @@ func (c *rankComm) takeStamp() []int64 {
 	return s
 }
 
-// Collective implements comm.Collectives: one round, in which the last rank
+// Collective runs comm's typed collectives: one round, in which the last rank
 // to arrive writes every rank's result into its receive buffer.
 func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {
 	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // directMax is the largest group whose Barrier, AllreduceInt64,
@@ -195,7 +196,7 @@ func (e *engine) waitColl(ctx context.Context, c *mpiComm, w *wait, op string) e
 	if w.start.IsZero() {
 		w.start = waitStart
 	}
-	bound := c.timeout + comm.GraceOf(ctx)
+	bound := c.timeout + kit.GraceOf(ctx)
 	deadline := w.start.Add(bound)
 	asked := 0 // the "returned" notices already followed up
 	for i := 0; ; i++ {
@@ -267,7 +268,7 @@ func (c *mpiComm) mismatch(kind flight.Kind) error {
 		}
 	}
 	return fmt.Errorf("%w on group %q: %s is in %s, %s sent %s #%d%s%s",
-		comm.ErrDesync, c.name, comm.Who(c.worlds, c.rank), mine, comm.Who(c.worlds, peer), flight.Kind(h0&0xff), seq, shape(flight.Kind(h0&0xff), h1), note)
+		comm.ErrDesync, c.name, kit.Who(c.worlds, c.rank), mine, kit.Who(c.worlds, peer), flight.Kind(h0&0xff), seq, shape(flight.Kind(h0&0xff), h1), note)
 }
 
 func (c *mpiComm) enteredNow() uint64 {

@@ -43,7 +43,7 @@ func typedKind(op *comm.Op) C.int {
 	return 0
 }
 
-// Collective implements comm.Collectives with MPI's non-blocking
+// Collective runs comm's typed collectives with MPI's non-blocking
 // collectives on MPI's own datatypes and reductions, straight on the
 // caller's buffers (pinned while MPI may touch them; an allreduce whose
 // input is its output runs in place), polled under the communicator's

@@ -44,7 +44,7 @@ type Config struct {
 	// Timeout bounds every collective, checked or not
 	// (comm.DefaultCollectiveTimeout when 0): past it the collective returns
 	// a *comm.TimeoutError naming the ranks that never arrived, and the
-	// communicator is broken (comm.Bounded).
+	// communicator is broken (comm.TimeoutOf).
 	Timeout time.Duration
 	// BoundWaits bounds every point-to-point Wait by Timeout too: a wait
 	// that no peer matches in time returns a *comm.WaitTimeoutError

@@ -1,8 +1,8 @@
 // Package mpi is rankrun's Open MPI backend: a thin cgo binding (build tag
 // mpi, `#cgo pkg-config: ompi`) that implements comm.Comm with real MPI
-// calls, plus the optional capabilities comm.Inspector (the stall
-// inspector asks peers for their flight records) and comm.Aborter
-// (MPI_Abort).
+// calls, plus the optional capabilities comm looks for: the stall inspector
+// (InspectPeers asks peers for their flight records), a collective bound
+// and World.Abort (MPI_Abort).
 //
 // Use:
 //

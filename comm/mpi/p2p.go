@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/args"
 )
 
 // errCancelled is the error a cancelled receive reports from Test and Wait.
@@ -51,7 +52,7 @@ func (c *mpiComm) post(op string, buf []byte, peer, tag int, recv bool) (comm.Re
 	if buf == nil {
 		return nil, fmt.Errorf("%w: %s on group %q rank %d: nil buffer", comm.ErrBadArgument, op, c.name, c.rank)
 	}
-	if err := comm.CheckArgs(c, op, peer, tag, recv); err != nil {
+	if err := args.Check(c, op, peer, tag, recv); err != nil {
 		return nil, err
 	}
 	if len(buf) > math.MaxInt32 {
@@ -129,7 +130,7 @@ func (c *mpiComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error)
 // Empty parts are skipped; none at all (nil included, as on every backend)
 // is an empty message.
 func (c *mpiComm) postParts(op string, parts [][]byte, peer, tag int, recv bool) (comm.Request, error) {
-	if err := comm.CheckArgs(c, op, peer, tag, recv); err != nil {
+	if err := args.Check(c, op, peer, tag, recv); err != nil {
 		return nil, err
 	}
 	total, n := 0, 0
@@ -381,7 +382,7 @@ func (r *request) pollCancelledLocked() bool {
 // finish arriving before it gives up and leaves the receive in flight.
 const cancelBound = 200 * time.Millisecond
 
-// Progress implements comm.Progresser: it tests every incomplete
+// Progress is what comm.ProgressOf returns: it tests every incomplete
 // point-to-point request in flight, in C, for up to budget (each test
 // drives MPI's progress for all of them), and returns as soon as any of
 // them completes, whichever it is: the caller's next Test or Wait reports

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 	"github.com/rankrun/rankrun/comm/internal/round"
 )
 
@@ -116,7 +117,7 @@ func (g *group) round(ctx context.Context, r int, kind flight.Kind, bytes int, d
 			w.at(w.now.Add(cost), true, finish)
 		}
 	}
-	bound := w.cfg.Timeout + comm.GraceOf(ctx)
+	bound := w.cfg.Timeout + kit.GraceOf(ctx)
 	deadline := w.now.Add(bound)
 	for g.done < mine {
 		if g.broken != nil && g.opened < mine {

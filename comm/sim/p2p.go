@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/args"
 )
 
 // mailbox holds the messages that arrived at one group rank and were not
@@ -210,7 +211,7 @@ func (c *rankComm) Isend(buf []byte, dest, tag int) (comm.Request, error) {
 	if err := c.usable("Isend"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "Isend", dest, tag, false); err != nil {
+	if err := args.Check(c, "Isend", dest, tag, false); err != nil {
 		return nil, err
 	}
 	if buf == nil {
@@ -229,7 +230,7 @@ func (c *rankComm) IsendParts(parts [][]byte, dest, tag int) (comm.Request, erro
 	if err := c.usable("IsendParts"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "IsendParts", dest, tag, false); err != nil {
+	if err := args.Check(c, "IsendParts", dest, tag, false); err != nil {
 		return nil, err
 	}
 	if parts == nil {
@@ -284,7 +285,7 @@ func (c *rankComm) Irecv(buf []byte, src, tag int) (comm.Request, error) {
 	if err := c.usable("Irecv"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "Irecv", src, tag, true); err != nil {
+	if err := args.Check(c, "Irecv", src, tag, true); err != nil {
 		return nil, err
 	}
 	if buf == nil {
@@ -298,7 +299,7 @@ func (c *rankComm) IrecvParts(parts [][]byte, src, tag int) (comm.Request, error
 	if err := c.usable("IrecvParts"); err != nil {
 		return nil, err
 	}
-	if err := comm.CheckArgs(c, "IrecvParts", src, tag, true); err != nil {
+	if err := args.Check(c, "IrecvParts", src, tag, true); err != nil {
 		return nil, err
 	}
 	if parts == nil {

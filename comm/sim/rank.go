@@ -27,7 +27,7 @@ var (
 		InspectPeers(context.Context) []comm.PeerRecords
 	} = (*rankComm)(nil)
 	_ interface{ Abort(code int, reason error) }     = (*rankComm)(nil)
-	_ comm.Notifier                                  = (*rankComm)(nil)
+	_ interface{ Notify() <-chan struct{} }          = (*rankComm)(nil)
 	_ interface{ CollectiveTimeout() time.Duration } = (*rankComm)(nil)
 	_ interface{ WorldRanks() []int }                = (*rankComm)(nil)
 	_ interface {
@@ -41,13 +41,13 @@ func (c *rankComm) Size() int    { return len(c.g.members) }
 func (c *rankComm) Name() string { return c.g.name }
 func (c *rankComm) Close() error { c.closed = true; return nil }
 
-// WorldRanks implements comm.Members.
+// WorldRanks is what comm.WorldRanksOf reads.
 func (c *rankComm) WorldRanks() []int { return c.g.members }
 
-// Notify implements comm.Notifier: one channel per world rank.
+// Notify is what comm.NotifyOf returns: one channel per world rank.
 func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.g.members[c.rank]] }
 
-// CollectiveTimeout implements comm.Bounded (virtual time).
+// CollectiveTimeout is what comm.TimeoutOf reads (virtual time).
 func (c *rankComm) CollectiveTimeout() time.Duration { return c.w.cfg.Timeout }
 
 func (c *rankComm) usable(op string) error {
@@ -175,10 +175,10 @@ func (c *rankComm) Abort(code int, reason error) {
 	c.w.cancelWorld(fmt.Errorf("sim: rank %d aborted the world (code %d): %w", c.g.members[c.rank], code, reason))
 }
 
-// Clock implements comm.Clocked: the rank's virtual clock.
+// Clock is what comm.ClockOf reads: the rank's virtual clock.
 func (c *rankComm) Clock() clock.Clock { return &rankClock{w: c.w, r: c.w.ranks[c.g.members[c.rank]]} }
 
-// Collective implements comm.Collectives: one round, its result written
+// Collective runs comm's typed collectives: one round, its result written
 // when the last rank arrives and read when the link model's time for the
 // operation has passed.
 func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // Round holds the contributions of the current round by group rank, and
@@ -27,7 +28,7 @@ type Round struct {
 	// Ops: each rank's typed collective (comm.Op), nil for the others.
 	Ops []*comm.Op
 	// Stamp is checked mode's stamp of each rank's collective, where the
-	// backend compares stamps in the round itself (comm.Stamper); nil
+	// backend compares stamps in the round itself (checked mode's stamp comparer); nil
 	// when the rank gave none.
 	Stamp [][]int64
 	// Agreed: every rank gave the same stamp (or none did). When they
@@ -75,7 +76,7 @@ func (r *Round) Combine(group string, members []int) error {
 		if (p != nil) != typed {
 			defer r.clearInputs()
 			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s, one of them a typed collective (unchecked mode cannot name call sites; run checked)",
-				comm.ErrDesync, group, comm.Who(members, 0), k, comm.Who(members, i), r.Kind[i])
+				comm.ErrDesync, group, kit.Who(members, 0), k, kit.Who(members, i), r.Kind[i])
 		}
 	}
 	if typed {
@@ -85,7 +86,7 @@ func (r *Round) Combine(group string, members []int) error {
 	for i, ki := range r.Kind {
 		if ki != k {
 			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s (unchecked mode cannot name call sites; run checked)",
-				comm.ErrDesync, group, comm.Who(members, 0), k, comm.Who(members, i), ki)
+				comm.ErrDesync, group, kit.Who(members, 0), k, kit.Who(members, i), ki)
 		}
 	}
 	defer r.clearInputs()
@@ -96,7 +97,7 @@ func (r *Round) Combine(group string, members []int) error {
 		for i := range r.In {
 			if len(r.In[i]) != n || r.Op[i] != r.Op[0] {
 				return fmt.Errorf("%w: group %q: Allreduce %s has %d x %s, %s has %d x %s",
-					comm.ErrDesync, group, comm.Who(members, 0), n, r.Op[0], comm.Who(members, i), len(r.In[i]), r.Op[i])
+					comm.ErrDesync, group, kit.Who(members, 0), n, r.Op[0], kit.Who(members, i), len(r.In[i]), r.Op[i])
 			}
 		}
 		r.Ints = append(r.Ints[:0], r.In[0]...)
@@ -113,7 +114,7 @@ func (r *Round) Combine(group string, members []int) error {
 		root := r.Root[0]
 		for i := range r.Root {
 			if r.Root[i] != root {
-				return fmt.Errorf("%w: group %q: Bcast %s has root %d, %s has root %d", comm.ErrDesync, group, comm.Who(members, 0), root, comm.Who(members, i), r.Root[i])
+				return fmt.Errorf("%w: group %q: Bcast %s has root %d, %s has root %d", comm.ErrDesync, group, kit.Who(members, 0), root, kit.Who(members, i), r.Root[i])
 			}
 		}
 		r.Out = append(r.Out[:0], r.Bytes[root]...)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/kit"
 )
 
 // combineTyped computes a round of typed collectives (comm.Op, one per
@@ -18,7 +19,7 @@ func (r *Round) combineTyped(group string, members []int) error {
 	o := ops[0]
 	desync := func(i int, format string, args ...any) error {
 		return fmt.Errorf("%w: group %q: %s: %s and %s disagree: %s (unchecked mode cannot name call sites; run checked)",
-			comm.ErrDesync, group, o.Kind, comm.Who(members, 0), comm.Who(members, i), fmt.Sprintf(format, args...))
+			comm.ErrDesync, group, o.Kind, kit.Who(members, 0), kit.Who(members, i), fmt.Sprintf(format, args...))
 	}
 	// mismatch: ranks a and b (the sender and the receiver, where one
 	// sends the other) entered the same collective with counts that do
@@ -56,7 +57,7 @@ func (r *Round) combineTyped(group string, members []int) error {
 		root := ops[o.Root]
 		for i, p := range ops {
 			if i != o.Root && len(p.Recv) != len(root.Send) {
-				return mismatch(o.Root, i, "the root sends %d elements, %s receives %d", len(root.Send)/es, comm.Who(members, i), len(p.Recv)/es)
+				return mismatch(o.Root, i, "the root sends %d elements, %s receives %d", len(root.Send)/es, kit.Who(members, i), len(p.Recv)/es)
 			}
 		}
 	case flight.KindAllgather:
@@ -69,21 +70,21 @@ func (r *Round) combineTyped(group string, members []int) error {
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Send)/es != root.RecvCounts[i] {
-				return mismatch(i, o.Root, "%s sends %d elements, the root expects %d", comm.Who(members, i), len(p.Send)/es, root.RecvCounts[i])
+				return mismatch(i, o.Root, "%s sends %d elements, the root expects %d", kit.Who(members, i), len(p.Send)/es, root.RecvCounts[i])
 			}
 		}
 	case flight.KindScatter:
 		root := ops[o.Root]
 		for i, p := range ops {
 			if len(p.Recv)/es != root.SendCounts[i] {
-				return mismatch(o.Root, i, "the root sends %s %d elements, it expects %d", comm.Who(members, i), root.SendCounts[i], len(p.Recv)/es)
+				return mismatch(o.Root, i, "the root sends %s %d elements, it expects %d", kit.Who(members, i), root.SendCounts[i], len(p.Recv)/es)
 			}
 		}
 	case flight.KindAlltoall:
 		for i, p := range ops {
 			for j, q := range ops {
 				if p.SendCounts[j] != q.RecvCounts[i] {
-					return mismatch(i, j, "%s sends %s %d elements, which expects %d", comm.Who(members, i), comm.Who(members, j), p.SendCounts[j], q.RecvCounts[i])
+					return mismatch(i, j, "%s sends %s %d elements, which expects %d", kit.Who(members, i), kit.Who(members, j), p.SendCounts[j], q.RecvCounts[i])
 				}
 			}
 		}
