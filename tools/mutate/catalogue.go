@@ -49,7 +49,7 @@ var catalogue = []mutant{
 		old: "bound := w.cfg.Timeout + kit.GraceOf(ctx)", new: "bound := w.cfg.Timeout",
 		why: "the simulation backend bounds a collective by its timeout alone, ignoring the caller's grace", pkgs: []string{"./comm/sim", "./executor"}},
 	{name: "grace-ignored-checked", file: "comm/checked.go",
-		old: "tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+GraceOf(ctx))", new: "tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)",
+		old: "tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout+kit.GraceOf(ctx))", new: "tctx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)",
 		why: "the checked layer's own bound (shorter than the backend's) ignores the caller's grace", pkgs: []string{"./comm/local"}},
 	{name: "grace-ignored-mpi", file: "comm/mpi/coll.go",
 		old: "bound := c.timeout + kit.GraceOf(ctx)", new: "bound := c.timeout",
