@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/rankrun/rankrun/topology"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // withdrawFrom withdraws the session's unmatched receives from CTX peer
@@ -82,7 +84,7 @@ func (t *Transceiver) genCancelFrom(s *session, why string, relayed bool) {
 	for _, fs := range s.frags {
 		if !fs.done && !asked[fs.peer] {
 			asked[fs.peer] = true
-			_ = t.sendControl(fs.peer, Header{Kind: KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
+			_ = t.sendControl(fs.peer, wire.Header{Kind: wire.KindCancel, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
 		}
 	}
 }
@@ -98,10 +100,10 @@ func (t *Transceiver) ctxPeerCancelled(s *session, g int) {
 	if !s.cancelling {
 		s.cancelling, s.cancelReason, s.cancelRelayed = true, fmt.Sprintf("gen rank %d cancelled", g-t.nCtx), true
 	}
-	t.ctxStopSending(s, g, KindCancelAck)
+	t.ctxStopSending(s, g, wire.KindCancelAck)
 	for _, fs := range s.frags {
 		if fs.peer != g {
-			t.ctxStopSending(s, fs.peer, KindCancel)
+			t.ctxStopSending(s, fs.peer, wire.KindCancel)
 		}
 	}
 }
@@ -109,7 +111,7 @@ func (t *Transceiver) ctxPeerCancelled(s *session, g int) {
 // ctxStopSending cancels the fragments for GEN peer g when none of them has
 // been posted, and tells g with kind (Cancel or CancelAck). If one was
 // posted, the rest are sent too: g then keeps all of its receives.
-func (t *Transceiver) ctxStopSending(s *session, g int, kind Kind) {
+func (t *Transceiver) ctxStopSending(s *session, g int, kind wire.Kind) {
 	changed := false
 	for i := range s.frags {
 		fs := &s.frags[i]
@@ -131,7 +133,7 @@ func (t *Transceiver) ctxStopSending(s *session, g int, kind Kind) {
 			fs.cancelled = true
 		}
 	}
-	_ = t.sendControl(g, Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
+	_ = t.sendControl(g, wire.Header{Kind: kind, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: s.cancelStatus()})
 }
 
 // tryCancel asks to cancel a session. It is refused (and retried by the
@@ -165,6 +167,6 @@ func (t *Transceiver) stopAll(s *session) {
 		peers[fs.peer] = true
 	}
 	for _, g := range slices.Sorted(maps.Keys(peers)) {
-		t.ctxStopSending(s, g, KindCancel)
+		t.ctxStopSending(s, g, wire.KindCancel)
 	}
 }

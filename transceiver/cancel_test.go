@@ -8,6 +8,7 @@ import (
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // cancelRun moves one request from CTX tp=2 to GEN tp=1 (the GEN rank
@@ -89,7 +90,7 @@ func TestErrorReplyDoesNotStrandAPostedSend(t *testing.T) {
 				return err
 			}
 			// The same request info again (the first data tag is 16).
-			dup := transceiver.EncodeMessage(nil, transceiver.Header{Kind: transceiver.KindRequestInfo,
+			dup := wire.EncodeMessage(nil, wire.Header{Kind: wire.KindRequestInfo,
 				RequestID: uint64(q.ID), Sender: 0, Fragment: 16, BlockCount: 32}, nil)
 			sq, err := r.world.Isend(dup, 0, 1)
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 func (t *Transceiver) postControl() error {
@@ -19,8 +21,8 @@ func (t *Transceiver) postControl() error {
 	return nil
 }
 
-func (t *Transceiver) sendControl(dest int, h Header) error {
-	msg := EncodeMessage(nil, h, nil)
+func (t *Transceiver) sendControl(dest int, h wire.Header) error {
+	msg := wire.EncodeMessage(nil, h, nil)
 	q, err := t.cfg.World.Isend(msg, dest, tagControl)
 	if err != nil {
 		return fmt.Errorf("transceiver: send %s to world rank %d: %w", h.Kind, dest, err)
@@ -50,7 +52,7 @@ func (t *Transceiver) pumpControl() {
 
 func (t *Transceiver) handleControl(src int, msg []byte) {
 	t.activeAt = t.clk.Now()
-	h, _, err := DecodeMessage(msg)
+	h, _, err := wire.DecodeMessage(msg)
 	if err != nil {
 		t.stats.ControlErrors++
 		t.cfg.Log.Warn("malformed control message", zap.Int("from", src), zap.Error(err))
@@ -59,7 +61,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 	id := request.ID(h.RequestID)
 	s := t.sessions[id]
 	switch {
-	case h.Kind == KindRequestInfo && t.cfg.Role == topology.Context:
+	case h.Kind == wire.KindRequestInfo && t.cfg.Role == topology.Context:
 		if s == nil {
 			if t.finished[id] {
 				return // a late info for a transfer this rank already ended
@@ -68,9 +70,9 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 			return
 		}
 		t.applyInfo(s, h)
-	case h.Kind == KindAck && t.cfg.Role == topology.Context:
+	case h.Kind == wire.KindAck && t.cfg.Role == topology.Context:
 		t.handleAck(s, src, h)
-	case h.Kind == KindSending && t.cfg.Role == topology.Generation:
+	case h.Kind == wire.KindSending && t.cfg.Role == topology.Generation:
 		if s != nil {
 			for i := range s.frags {
 				if s.frags[i].peer == src {
@@ -78,21 +80,21 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 				}
 			}
 		}
-	case h.Kind == KindDigest && t.cfg.Role == topology.Generation:
+	case h.Kind == wire.KindDigest && t.cfg.Role == topology.Generation:
 		if s == nil || s.state.terminal() {
 			return // a digest for a transfer this rank already ended
 		}
 		t.digestArrived(s, src, h)
-	case h.Kind == KindCancel:
+	case h.Kind == wire.KindCancel:
 		t.handleCancel(s, src, h)
-	case h.Kind == KindCancelAck && t.cfg.Role == topology.Generation:
+	case h.Kind == wire.KindCancelAck && t.cfg.Role == topology.Generation:
 		if s != nil && !s.state.terminal() {
-			if h.Status == CodeFailed {
+			if h.Status == wire.CodeFailed {
 				t.peerFailed(s, src)
 			}
 			t.withdrawFrom(s, src)
 		}
-	case h.Kind == KindError:
+	case h.Kind == wire.KindError:
 		if s != nil && !s.state.terminal() {
 			s.failRelayed(fmt.Sprintf("peer world rank %d reported %s", src, h.Status))
 			if t.cfg.Role == topology.Generation {
@@ -109,7 +111,7 @@ func (t *Transceiver) handleControl(src int, msg []byte) {
 }
 
 // handleAck applies a GEN peer's acknowledgement of a fragment (CTX).
-func (t *Transceiver) handleAck(s *session, src int, h Header) {
+func (t *Transceiver) handleAck(s *session, src int, h wire.Header) {
 	if s == nil {
 		if !t.finished[request.ID(h.RequestID)] {
 			t.stats.ControlErrors++
@@ -121,7 +123,7 @@ func (t *Transceiver) handleAck(s *session, src int, h Header) {
 		fs := &s.frags[i]
 		if fs.peer == src && !fs.acked {
 			fs.acked = true
-			if h.Status != CodeOK && !s.state.terminal() {
+			if h.Status != wire.CodeOK && !s.state.terminal() {
 				s.failRelayed(fmt.Sprintf("gen rank %d rejected the fragment: %s", src-t.nCtx, h.Status))
 			}
 			return
@@ -134,14 +136,14 @@ func (t *Transceiver) handleAck(s *session, src int, h Header) {
 // session is already over answers at once: it will send nothing more, so
 // a GEN peer that asks (its deadline passed) never waits on a session that
 // cannot answer otherwise.
-func (t *Transceiver) handleCancel(s *session, src int, h Header) {
+func (t *Transceiver) handleCancel(s *session, src int, h wire.Header) {
 	id := request.ID(h.RequestID)
 	if t.cfg.Role == topology.Context && (s == nil && t.finished[id] || s != nil && s.state.terminal()) {
-		status := CodeCancelled
+		status := wire.CodeCancelled
 		if s != nil && s.failed {
-			status = CodeFailed
+			status = wire.CodeFailed
 		}
-		_ = t.sendControl(src, Header{Kind: KindCancelAck, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: status})
+		_ = t.sendControl(src, wire.Header{Kind: wire.KindCancelAck, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: status})
 		return
 	}
 	if s == nil {
@@ -150,14 +152,14 @@ func (t *Transceiver) handleCancel(s *session, src int, h Header) {
 				t.earlyCancel[id] = map[int]bool{}
 			}
 			// The value says whether the peer reported a failure.
-			t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == CodeFailed
+			t.earlyCancel[id][src] = t.earlyCancel[id][src] || h.Status == wire.CodeFailed
 		}
 		return
 	}
 	if s.state.terminal() {
 		return
 	}
-	if h.Status == CodeFailed {
+	if h.Status == wire.CodeFailed {
 		t.peerFailed(s, src)
 	}
 	if t.cfg.Role == topology.Generation {
@@ -169,7 +171,7 @@ func (t *Transceiver) handleCancel(s *session, src int, h Header) {
 	}
 }
 
-func (t *Transceiver) applyInfo(s *session, h Header) {
+func (t *Transceiver) applyInfo(s *session, h wire.Header) {
 	g := t.genWorld(int(h.Sender))
 	matched := false
 	for i := range s.frags {
@@ -178,7 +180,7 @@ func (t *Transceiver) applyInfo(s *session, h Header) {
 			if fs.dataTag >= 0 {
 				t.stats.ControlErrors++
 				t.cfg.Log.Warn("duplicate request info", zap.Uint64("request", h.RequestID), zap.Int32("gen", h.Sender))
-				_ = t.sendControl(g, Header{Kind: KindError, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: CodeDuplicate})
+				_ = t.sendControl(g, wire.Header{Kind: wire.KindError, RequestID: h.RequestID, Sender: int32(t.cfg.Rank), Status: wire.CodeDuplicate})
 				return
 			}
 			fs.dataTag = int(h.Fragment)

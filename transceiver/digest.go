@@ -14,6 +14,8 @@ import (
 
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // digest chains xxh3 over a fragment's runs in wire order: each run is
@@ -35,7 +37,7 @@ func (d *digest) add(run []byte) { *d = digest(xxh3.HashSeed(run, uint64(*d))) }
 // rank src is for: the one src sends, with h's ranges. It reports false
 // for none (a digest that belongs to no fragment of this session) or for
 // one that already has its digest.
-func digestTarget(s *session, src int, h Header) (int, bool) {
+func digestTarget(s *session, src int, h wire.Header) (int, bool) {
 	for i := range s.frags {
 		fs := &s.frags[i]
 		f := fs.f

@@ -5,6 +5,8 @@ import (
 
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // A Digest message belongs to one fragment: the one its sender sends with
@@ -16,8 +18,8 @@ func TestDigestGoesToItsOwnFragment(t *testing.T) {
 	f0 := topology.Fragment{CtxRank: 0, LayerHi: 4, HeadHi: 4, BlockMod: 1}
 	f1 := topology.Fragment{CtxRank: 1, LayerHi: 4, HeadLo: 4, HeadHi: 8, BlockMod: 1}
 	s := &session{frags: []fragState{{f: f0, peer: 0}, {f: f1, peer: 1}}}
-	hdr := func(f topology.Fragment) Header {
-		return Header{Kind: KindDigest, Sender: int32(f.CtxRank), LayerLo: uint16(f.LayerLo), LayerHi: uint16(f.LayerHi),
+	hdr := func(f topology.Fragment) wire.Header {
+		return wire.Header{Kind: wire.KindDigest, Sender: int32(f.CtxRank), LayerLo: uint16(f.LayerLo), LayerHi: uint16(f.LayerHi),
 			HeadLo: uint16(f.HeadLo), HeadHi: uint16(f.HeadHi), BlockMod: uint16(f.BlockMod), BlockRem: uint16(f.BlockRem)}
 	}
 	// Rank 1's digest first: it is fragment 1's, not the first awaiting one.

@@ -28,7 +28,8 @@
 // Files: transceiver.go (the type, New, Pump, Close), session.go (the
 // session model and leases), send.go and recv.go (the data paths),
 // cancel.go (the cancel protocol), control.go (the control channel),
-// check.go (the status check), setup.go (consensus scopes), wire.go,
+// check.go (the status check), setup.go (consensus scopes), kvbytes.go,
+// digest.go, internal/wire (the message codec, the package's own),
 // pattern.go, buffers.go, state.go, config.go.
 //
 // A Transceiver is owned by one goroutine (the rank's executor loop); its

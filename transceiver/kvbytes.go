@@ -20,6 +20,8 @@ import (
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver/internal/wordseq"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // eachRun calls fn with every run of fragment f in wire order: for each of
@@ -66,12 +68,12 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	var msg []byte
 	var parts [][]byte
 	if lend {
-		msg = t.bufs.get(HeaderSize)
+		msg = t.bufs.get(wire.HeaderSize)
 		parts = append(t.bufs.getParts(1+t.partsOf(fs.f, fs.f.BlockCount(totalBlocks))), msg)
 	} else {
-		msg = t.bufs.get(HeaderSize + payload)
+		msg = t.bufs.get(wire.HeaderSize + payload)
 	}
-	p := msg[HeaderSize:HeaderSize]
+	p := msg[wire.HeaderSize:wire.HeaderSize]
 	n := 0
 	var err error
 	if lend {
@@ -103,16 +105,16 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	if corrupt {
 		p[t.corruptOffset(fs.f, fs.f.BlockCount(totalBlocks), payload, corruptAt)] ^= 0xFF // after the digest: corrupted on the way
 	}
-	h := Header{Kind: KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
+	h := wire.Header{Kind: wire.KindFragment, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
 		LayerLo: uint16(fs.f.LayerLo), LayerHi: uint16(fs.f.LayerHi), HeadLo: uint16(fs.f.HeadLo), HeadHi: uint16(fs.f.HeadHi),
 		BlockMod: uint16(fs.f.BlockMod), BlockRem: uint16(fs.f.BlockRem), BlockCount: uint32(totalBlocks),
 		PayloadLen: uint32(payload)}
 	if sum {
-		h.Flags = FlagDigestFollows
+		h.Flags = wire.FlagDigestFollows
 	}
 	// The payload is already in place after the header (or lent): write
 	// the header in front of it instead of copying the payload again.
-	if err := h.Put(msg[:HeaderSize]); err != nil {
+	if err := h.Put(msg[:wire.HeaderSize]); err != nil {
 		t.bufs.put(msg)
 		t.bufs.putParts(parts)
 		return fmt.Errorf("fragment header: %w", err)
@@ -120,7 +122,7 @@ func (t *Transceiver) postFragment(s *session, fs *fragState) error {
 	if t.progress != nil && t.notify == nil {
 		// Bytes move only while both sides call into the backend: tell
 		// the receiver to drive it now (until then it need not spin).
-		if err := t.sendControl(fs.peer, Header{Kind: KindSending, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank)}); err != nil {
+		if err := t.sendControl(fs.peer, wire.Header{Kind: wire.KindSending, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank)}); err != nil {
 			t.bufs.put(msg)
 			t.bufs.putParts(parts)
 			return err
@@ -174,7 +176,7 @@ func (t *Transceiver) sendDigest(s *session, fs *fragState) error {
 		}
 		fs.digest = d
 	}
-	return t.sendControl(fs.peer, Header{Kind: KindDigest, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
+	return t.sendControl(fs.peer, wire.Header{Kind: wire.KindDigest, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank),
 		LayerLo: uint16(f.LayerLo), LayerHi: uint16(f.LayerHi), HeadLo: uint16(f.HeadLo), HeadHi: uint16(f.HeadHi),
 		BlockMod: uint16(f.BlockMod), BlockRem: uint16(f.BlockRem), BlockCount: uint32(t.cfg.Model.Blocks(s.req.Tokens)),
 		Digest: uint64(fs.digest)})
@@ -216,7 +218,7 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 	if t.vector != nil {
 		// Straight into the destination blocks; checked there once the
 		// message is in (acceptFragment, in place).
-		fs.msg = t.bufs.get(HeaderSize)
+		fs.msg = t.bufs.get(wire.HeaderSize)
 		nb := fs.f.BlockCount(t.cfg.Model.Blocks(s.req.Tokens))
 		parts, err := t.appendRuns(append(t.bufs.getParts(1+t.partsOf(fs.f, nb)), fs.msg), s, fs.f, "gen")
 		var q comm.Request
@@ -232,7 +234,7 @@ func (t *Transceiver) postReceive(s *session, fs *fragState) error {
 		fs.req, fs.parts = q, parts
 		return nil
 	}
-	fs.msg = t.bufs.get(HeaderSize + fs.payload)
+	fs.msg = t.bufs.get(wire.HeaderSize + fs.payload)
 	q, err := t.cfg.World.Irecv(fs.msg, fs.peer, fs.dataTag)
 	if err != nil {
 		t.bufs.put(fs.msg)
@@ -255,7 +257,7 @@ func (t *Transceiver) received(fs *fragState, st comm.Status) (parts [][]byte, f
 		parts := fs.parts
 		// A message shorter than a header fills only part of the recycled
 		// header buffer: hand over what arrived (DecodeHeader names it).
-		return [][]byte{msg[:min(st.Len, HeaderSize)]}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
+		return [][]byte{msg[:min(st.Len, wire.HeaderSize)]}, func() { t.bufs.put(msg); t.bufs.putParts(parts); fs.msg, fs.parts = nil, nil }
 	}
 	return [][]byte{msg[:st.Len]}, func() { t.bufs.put(msg); fs.msg = nil }
 }
@@ -331,27 +333,27 @@ func appendRun(parts [][]byte, r []byte) [][]byte {
 func (t *Transceiver) acceptFragment(s *session, fs *fragState, parts [][]byte, received int) error {
 	in := partReader{parts: parts}
 	f := fs.f
-	hb, ok := in.next(HeaderSize)
+	hb, ok := in.next(wire.HeaderSize)
 	if !ok {
-		return fmt.Errorf("fragment from ctx rank %d: %w: truncated header: %d bytes", f.CtxRank, ErrMalformed, in.size())
+		return fmt.Errorf("fragment from ctx rank %d: %w: truncated header: %d bytes", f.CtxRank, wire.ErrMalformed, in.size())
 	}
-	h, err := DecodeHeader(hb)
+	h, err := wire.DecodeHeader(hb)
 	if err != nil {
 		return fmt.Errorf("fragment from ctx rank %d: %w", f.CtxRank, err)
 	}
-	if h.Kind != KindFragment || request.ID(h.RequestID) != s.req.ID || int(h.LayerLo) != f.LayerLo || int(h.LayerHi) != f.LayerHi ||
+	if h.Kind != wire.KindFragment || request.ID(h.RequestID) != s.req.ID || int(h.LayerLo) != f.LayerLo || int(h.LayerHi) != f.LayerHi ||
 		int(h.HeadLo) != f.HeadLo || int(h.HeadHi) != f.HeadHi || int(h.BlockMod) != f.BlockMod || int(h.BlockRem) != f.BlockRem {
 		return fmt.Errorf("fragment from ctx rank %d: header %+v does not match the expected %s of request %d", f.CtxRank, h, f, s.req.ID)
 	}
 	got := in.size()
 	if t.vector != nil {
-		got = received - HeaderSize // the payload went straight into the blocks
+		got = received - wire.HeaderSize // the payload went straight into the blocks
 	}
 	if got != fs.payload || int(h.PayloadLen) != got {
 		return fmt.Errorf("fragment from ctx rank %d: %d payload bytes (header says %d), expected %d", f.CtxRank, got, h.PayloadLen, fs.payload)
 	}
 	sum := t.cfg.Verify == VerifyChecksum
-	if flagged := h.Flags&FlagDigestFollows != 0; flagged != sum {
+	if flagged := h.Flags&wire.FlagDigestFollows != 0; flagged != sum {
 		return fmt.Errorf("fragment from ctx rank %d: payload digest sent %v, but this rank verifies %s (every rank must use the same --verify)",
 			f.CtxRank, flagged, t.cfg.Verify)
 	}

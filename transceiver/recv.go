@@ -12,6 +12,8 @@ import (
 	"github.com/rankrun/rankrun/request"
 
 	"github.com/rankrun/rankrun/topology"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // StartReceive opens the GEN receive session of req: it leases the
@@ -64,7 +66,7 @@ func (t *Transceiver) StartReceive(req Request) error {
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(peers)) {
-		h := Header{Kind: KindRequestInfo, RequestID: uint64(req.ID), Sender: int32(t.cfg.Rank),
+		h := wire.Header{Kind: wire.KindRequestInfo, RequestID: uint64(req.ID), Sender: int32(t.cfg.Rank),
 			Fragment: uint32(s.dataTag), BlockCount: uint32(totalBlocks)}
 		if err := t.sendControl(p, h); err != nil {
 			return err
@@ -106,13 +108,13 @@ func (t *Transceiver) progressRecv(s *session) {
 				switch {
 				case err != nil:
 					s.fail(err.Error())
-					t.ackFragment(s, fs, CodeVerify)
+					t.ackFragment(s, fs, wire.CodeVerify)
 				case fs.awaitDigest:
 					if t.compareDigest(s, fs) { // the digest came first
 						t.settleDigest(s, fs)
 					}
 				default:
-					t.ackFragment(s, fs, CodeOK)
+					t.ackFragment(s, fs, wire.CodeOK)
 				}
 			}
 		}
@@ -179,11 +181,11 @@ func (t *Transceiver) ReceiveSync(ctx context.Context, id request.ID) error {
 
 // ackFragment acknowledges a received fragment to its sender (unless an
 // injected fault drops it): the CTX send is complete only then.
-func (t *Transceiver) ackFragment(s *session, fs *fragState, status StatusCode) {
+func (t *Transceiver) ackFragment(s *session, fs *fragState, status wire.StatusCode) {
 	if t.cfg.Faults != nil && t.cfg.Faults.DropAck[s.req.ID] {
 		return
 	}
-	h := Header{Kind: KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status}
+	h := wire.Header{Kind: wire.KindAck, RequestID: uint64(s.req.ID), Sender: int32(t.cfg.Rank), Status: status}
 	if t.cfg.Faults != nil && t.cfg.Faults.DelayAck[s.req.ID] > 0 {
 		t.delayed = append(t.delayed, delayedAck{due: t.clk.Now().Add(t.cfg.Faults.DelayAck[s.req.ID]), peer: fs.peer, h: h})
 		return
@@ -195,7 +197,7 @@ func (t *Transceiver) ackFragment(s *session, fs *fragState, status StatusCode) 
 type delayedAck struct {
 	due  time.Time
 	peer int
-	h    Header
+	h    wire.Header
 }
 
 // HeldAcks counts the acknowledgements a delay-ack fault still holds: a
@@ -238,15 +240,15 @@ func (t *Transceiver) sendDelayedAcks() {
 func (t *Transceiver) settleDigest(s *session, fs *fragState) {
 	if fs.digestErr != "" {
 		s.fail(fs.digestErr)
-		t.ackFragment(s, fs, CodeVerify)
+		t.ackFragment(s, fs, wire.CodeVerify)
 		return
 	}
-	t.ackFragment(s, fs, CodeOK)
+	t.ackFragment(s, fs, wire.CodeOK)
 }
 
 // digestArrived applies a Digest message from world rank src: the sender's
 // digest of one fragment, which settles it if its bytes are in.
-func (t *Transceiver) digestArrived(s *session, src int, h Header) {
+func (t *Transceiver) digestArrived(s *session, src int, h wire.Header) {
 	i, ok := digestTarget(s, src, h)
 	if !ok {
 		t.stats.ControlErrors++

@@ -12,6 +12,8 @@ import (
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 	"go.uber.org/zap"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 type fragState struct {
@@ -265,11 +267,11 @@ func (t *Transceiver) allocTag() int {
 // when the session failed (so that every rank records a failure, not a
 // cancel, and the group's outcome is the same whatever the timing),
 // CodeCancelled otherwise.
-func (s *session) cancelStatus() StatusCode {
+func (s *session) cancelStatus() wire.StatusCode {
 	if s.failed {
-		return CodeFailed
+		return wire.CodeFailed
 	}
-	return CodeCancelled
+	return wire.CodeCancelled
 }
 
 // peerFailed records that peer (a world rank) reported the transfer failed.

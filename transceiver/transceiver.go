@@ -12,6 +12,8 @@ import (
 	"github.com/rankrun/rankrun/consensus"
 	"github.com/rankrun/rankrun/request"
 	"github.com/rankrun/rankrun/topology"
+
+	"github.com/rankrun/rankrun/transceiver/internal/wire"
 )
 
 // Tags. Control messages (request info, acks, cancels, errors) are one
@@ -28,6 +30,15 @@ const (
 // sample of each head charges in full, less its header: sim.Config's
 // PayloadTagsFrom and PayloadHeader).
 const DataTagLow = 16
+
+// HeaderSize is the size of every transfer message's header (the wire
+// format, transceiver/internal/wire, is the package's own): a control
+// message is this long, a fragment this plus its bytes.
+const HeaderSize = wire.HeaderSize
+
+// ErrMalformed is wrapped by the error of a received message that does
+// not decode (a corrupted header, a CRC that does not match).
+var ErrMalformed = wire.ErrMalformed
 
 // Transceiver is one rank's transfer engine. See the package doc.
 type Transceiver struct {
@@ -50,7 +61,7 @@ type Transceiver struct {
 	held       consensus.Votes
 	unquiesced int
 	// CTX: request info that arrived before the session existed.
-	pendingInfo map[request.ID][]Header
+	pendingInfo map[request.ID][]wire.Header
 	everSent    bool
 	gather      consensus.Gatherer
 	notify      <-chan struct{} // World's completion events (nil: poll)
@@ -97,8 +108,8 @@ func New(cfg Config) (*Transceiver, error) {
 	}
 	t := &Transceiver{
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
-		sessions: map[request.ID]*session{}, pendingInfo: map[request.ID][]Header{},
-		notify: comm.NotifyOf(cfg.World), ctlBuf: make([]byte, HeaderSize), nextTag: dataTagLow,
+		sessions: map[request.ID]*session{}, pendingInfo: map[request.ID][]wire.Header{},
+		notify: comm.NotifyOf(cfg.World), ctlBuf: make([]byte, wire.HeaderSize), nextTag: dataTagLow,
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}

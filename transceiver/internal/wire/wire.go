@@ -1,4 +1,4 @@
-package transceiver
+package wire
 
 // The transfer wire format between CTX and GEN ranks (DESIGN.md §5).
 //
