@@ -89,9 +89,9 @@ type loop struct {
 	waiting  []rec // taken in, not admitted (identical on every rank of the group)
 	// unfinished are CTX's admitted prompts whose chunked prefill has
 	// chunks left, in admission order (identical on every rank of the
-	// group); plan is the step's ChunkPlan over them and the waiting list.
+	// group); plan is the step's chunkPlan over them and the waiting list.
 	unfinished []unfinished
-	plan       StepPlan
+	plan       stepPlan
 	chunkBuf   []chunk // a step's chunks, reused
 	batchBuf   []byte
 	seqBuf     []Seq               // the compute model's batch, reused
@@ -309,12 +309,12 @@ func (l *loop) progressed() {
 	l.checksAt = l.tr.Stats().StatusChecks
 }
 
-// stallCheck ends the run with ErrStalled when DecideStall says so.
+// stallCheck ends the run with ErrStalled when decideStall says so.
 func (l *loop) stallCheck() error {
 	if len(l.waiting) == 0 && l.tr.Sessions() == 0 {
 		return nil
 	}
-	in := StallInput{Waiting: len(l.waiting), Quiet: clock.Since(l.clk, l.progressAt), StallTimeout: l.cfg.StallTimeout,
+	in := stallInput{Waiting: len(l.waiting), Quiet: clock.Since(l.clk, l.progressAt), StallTimeout: l.cfg.StallTimeout,
 		Held: l.tr.Sessions(), Over: l.tr.TerminalHeld(), Checked: l.tr.Stats().StatusChecks > l.checksAt,
 		TransferTimeout: l.cfg.TransferTimeout}
 	if in.Quiet < in.StallTimeout {
@@ -326,7 +326,7 @@ func (l *loop) stallCheck() error {
 	if since := l.tr.OverdueSince(); !since.IsZero() {
 		in.OverdueFor = clock.Since(l.clk, since)
 	}
-	if !DecideStall(in) {
+	if !decideStall(in) {
 		return nil
 	}
 	st := l.pool.Stats()
@@ -338,8 +338,8 @@ func (l *loop) stallCheck() error {
 		ErrStalled, l.g.who(), len(l.waiting), in.Quiet.Round(time.Millisecond), st.Used, st.Total, st.Pinned, in.Over, l.lastDecisionText("progress"))
 }
 
-// StallInput is what a rank knows when it asks whether it is stalled.
-type StallInput struct {
+// stallInput is what a rank knows when it asks whether it is stalled.
+type stallInput struct {
 	Waiting      int           // requests waiting for room
 	Quiet        time.Duration // since the last admission, reap, completion or decode step
 	StallTimeout time.Duration
@@ -353,7 +353,7 @@ type StallInput struct {
 	OverdueFor time.Duration
 }
 
-// DecideStall is the stall verdict, a pure function of the rank's state,
+// decideStall is the stall verdict, a pure function of the rank's state,
 // not of the host's speed: work waits, nothing progressed for the stall
 // timeout, and nothing this rank holds can still make room.
 //   - A transfer still in flight here is waited for, however slowly it
@@ -371,7 +371,7 @@ type StallInput struct {
 //     (TensorRT-LLM #17124's wedged transfer; the deadlines-when-busy
 //     replay). A pump past a deadline begins the cancel, so a healthy
 //     run never holds one that long.
-func DecideStall(in StallInput) bool {
+func decideStall(in stallInput) bool {
 	switch {
 	case in.OverdueFor >= in.StallTimeout && in.StallTimeout > 0:
 		return true

@@ -77,7 +77,7 @@ func (l *loop) injectOnIntake(ctx context.Context, id request.ID) error {
 }
 
 // schedule is how many waiting requests the step scheduler lets this
-// iteration admit (ScheduleCap, or under chunked prefill ChunkPlan, kept
+// iteration admit (scheduleCap, or under chunked prefill chunkPlan, kept
 // in l.plan for the step): on CTX, a batch's requests and prompt tokens
 // per DP index; GEN admits whatever its pools fit (its transfers
 // start on admission) and caps its decode steps instead (DecodeCap). It
@@ -97,10 +97,10 @@ func (l *loop) schedule() int {
 		for i, u := range l.unfinished {
 			contDPs[i], contLeft[i] = int(u.r.CtxDP), u.r.Tokens-u.done
 		}
-		l.plan = ChunkPlan(contDPs, contLeft, dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
+		l.plan = chunkPlan(contDPs, contLeft, dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
 		n = len(l.plan.New)
 	} else {
-		n = ScheduleCap(dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
+		n = scheduleCap(dps, tokens, l.cfg.MaxBatch, l.cfg.MaxTokens)
 	}
 	if n < len(l.waiting) {
 		l.rep.SchedulerHeld++

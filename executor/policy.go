@@ -216,7 +216,7 @@ type AdmissionAction struct {
 // waiting list is agreed (intake is broadcast and admission agreed), so the
 // skip is the same on every rank.
 func DecideAdmission(in AdmissionInput) AdmissionAction {
-	a := AdmissionAction{LocalFit: LocalFit(in.Needs, in.Free)}
+	a := AdmissionAction{LocalFit: localFit(in.Needs, in.Free)}
 	switch {
 	case len(in.Needs) == 0, in.GroupRanks <= 1:
 	case in.Replays.On(LocalAdmissionGate) && in.Role == topology.Context && a.LocalFit == 0:
@@ -229,14 +229,14 @@ func DecideAdmission(in AdmissionInput) AdmissionAction {
 	return a
 }
 
-// ScheduleCap is how many of the waiting requests (their DP indices and
+// scheduleCap is how many of the waiting requests (their DP indices and
 // prompt tokens, in order) a CTX iteration may admit: the FIFO prefix in
 // which no DP index gets more than maxBatch requests or, past its first,
 // more than maxTokens prompt tokens (a first prompt longer than the budget
 // runs alone; 0: no limit). Limits are per DP index, as a serving engine's
 // are per attention-DP rank. Its inputs are agreed (the broadcast waiting
 // list), so every rank of a group gets the same answer.
-func ScheduleCap(dps []int, tokens []int64, maxBatch, maxTokens int) int {
+func scheduleCap(dps []int, tokens []int64, maxBatch, maxTokens int) int {
 	if maxBatch <= 0 && maxTokens <= 0 {
 		return len(tokens)
 	}
@@ -252,27 +252,27 @@ func ScheduleCap(dps []int, tokens []int64, maxBatch, maxTokens int) int {
 	return len(tokens)
 }
 
-// StepPlan is one CTX step under chunked prefill (ChunkPlan): the tokens
+// stepPlan is one CTX step under chunked prefill (chunkPlan): the tokens
 // each unfinished prompt prefills (Cont, 0 when its DP index's budget is
 // spent), and the first chunk of each waiting request the step may admit
 // (New: its length is how many; a prefix of them keeps the same chunks).
-type StepPlan struct {
+type stepPlan struct {
 	Cont []int64
 	New  []int64
 }
 
-// ChunkPlan plans one CTX step under chunked prefill
+// chunkPlan plans one CTX step under chunked prefill
 // (Config.ChunkedPrefill): contDPs and contLeft are the unfinished prompts
 // admitted in earlier steps (their DP indices and the tokens each has
 // left), in admission order; dps and tokens the waiting requests', in
 // order. The unfinished go first, each taking what is left of its DP
 // index's maxTokens, up to its rest; then the waiting requests are
-// admitted in order (a FIFO prefix, as ScheduleCap's) while their DP index
+// admitted in order (a FIFO prefix, as scheduleCap's) while their DP index
 // has budget left and, with maxBatch, fewer than maxBatch requests in the
 // step, each taking up to what is left. Limits are per DP index; the
 // inputs are agreed (the broadcast waiting list and the agreed admissions),
 // so every rank of a group gets the same plan.
-func ChunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBatch, maxTokens int) StepPlan {
+func chunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBatch, maxTokens int) stepPlan {
 	left, count := map[int]int64{}, map[int]int{}
 	budget := func(d int) int64 {
 		if v, ok := left[d]; ok {
@@ -288,7 +288,7 @@ func ChunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBa
 		}
 		return n
 	}
-	p := StepPlan{Cont: make([]int64, len(contLeft))}
+	p := stepPlan{Cont: make([]int64, len(contLeft))}
 	for i, t := range contLeft {
 		p.Cont[i] = take(contDPs[i], t)
 	}
@@ -302,17 +302,12 @@ func ChunkPlan(contDPs []int, contLeft []int64, dps []int, tokens []int64, maxBa
 	return p
 }
 
-// DecodeCap marks which of the requests ready to decode (their DP
+// decodeCap marks which of the requests ready to decode (their DP
 // indices, in order) a GEN step decodes: the first maxBatch of each DP
 // index (0: all). The rest wait, their KV held, for a later step. Its
-// inputs are agreed (the group's order and agreed receipts).
-func DecodeCap(dps []int, maxBatch int, in []bool) []bool {
-	in, _ = decodeCap(dps, maxBatch, in, nil)
-	return in
-}
-
-// decodeCap is DecodeCap counting in count (reused; returned grown as
-// needed): the DP indices seen, each followed by its count.
+// inputs are agreed (the group's order and agreed receipts). It counts in
+// count (reused; returned grown as needed): the DP indices seen, each
+// followed by its count.
 func decodeCap(dps []int, maxBatch int, in []bool, count []int) ([]bool, []int) {
 	in = in[:0]
 	count = count[:0]
@@ -333,8 +328,8 @@ func decodeCap(dps []int, maxBatch int, in []bool, count []int) ([]bool, []int) 
 	return in, count
 }
 
-// LocalFit is how many of needs, taken in order, fit in free blocks.
-func LocalFit(needs []int, free int) int {
+// localFit is how many of needs, taken in order, fit in free blocks.
+func localFit(needs []int, free int) int {
 	for i, n := range needs {
 		if n > free {
 			return i

@@ -157,8 +157,8 @@ func TestDecideAdmission(t *testing.T) {
 		assert.True(t, a.Agree, "free %d", free)
 		assert.False(t, a.ReapFirst, "free %d", free)
 	}
-	assert.Equal(t, 3, LocalFit([]int{1, 0, 2, 9}, 3))
-	assert.Equal(t, 0, LocalFit(nil, 3))
+	assert.Equal(t, 3, localFit([]int{1, 0, 2, 9}, 3))
+	assert.Equal(t, 0, localFit(nil, 3))
 }
 
 // The step scheduler's cap on a CTX waiting list: a FIFO prefix within
@@ -185,12 +185,16 @@ func TestScheduleCap(t *testing.T) {
 		{"both: batch tighter", []int{0, 0, 0, 0}, []int64{10, 10, 10, 10}, 2, 100, 2},
 		{"both: budget tighter", []int{0, 0, 0}, []int64{60, 60, 60}, 3, 100, 1},
 	} {
-		assert.Equal(t, tc.want, ScheduleCap(tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
+		assert.Equal(t, tc.want, scheduleCap(tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
 	}
 }
 
 // A GEN step decodes the first max_batch ready requests of each DP index.
 func TestDecodeCap(t *testing.T) {
+	DecodeCap := func(dps []int, maxBatch int, in []bool) []bool {
+		in, _ = decodeCap(dps, maxBatch, in, nil)
+		return in
+	}
 	assert.Equal(t, []bool{true, true, true}, DecodeCap([]int{0, 0, 1}, 0, nil), "no limit")
 	assert.Equal(t, []bool{true, true, false, false, true, false}, DecodeCap([]int{0, 1, 0, 1, 2, 2}, 1, nil), "one per index")
 	assert.Equal(t, []bool{true, true, false, true}, DecodeCap([]int{0, 0, 0, 1}, 2, make([]bool, 9)), "a reused buffer")
@@ -208,23 +212,23 @@ func TestChunkPlan(t *testing.T) {
 		dps                 []int
 		tokens              []int64
 		maxBatch, maxTokens int
-		want                StepPlan
+		want                stepPlan
 	}{
-		{"nothing", nil, nil, nil, nil, 0, 100, StepPlan{Cont: []int64{}}},
-		{"whole prompts that fit", nil, nil, []int{0, 0}, []int64{40, 60}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{40, 60}}},
-		{"the last is cut", nil, nil, []int{0, 0, 0}, []int64{40, 70, 10}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{40, 60}}},
-		{"a long first prompt", nil, nil, []int{0, 0}, []int64{250, 10}, 0, 100, StepPlan{Cont: []int64{}, New: []int64{100}}},
-		{"unfinished first, all of the budget", []int{0}, []int64{150}, []int{0}, []int64{10}, 0, 100, StepPlan{Cont: []int64{100}}},
-		{"unfinished ends, then the waiting", []int{0}, []int64{30}, []int{0, 0}, []int64{50, 50}, 0, 100, StepPlan{Cont: []int64{30}, New: []int64{50, 20}}},
+		{"nothing", nil, nil, nil, nil, 0, 100, stepPlan{Cont: []int64{}}},
+		{"whole prompts that fit", nil, nil, []int{0, 0}, []int64{40, 60}, 0, 100, stepPlan{Cont: []int64{}, New: []int64{40, 60}}},
+		{"the last is cut", nil, nil, []int{0, 0, 0}, []int64{40, 70, 10}, 0, 100, stepPlan{Cont: []int64{}, New: []int64{40, 60}}},
+		{"a long first prompt", nil, nil, []int{0, 0}, []int64{250, 10}, 0, 100, stepPlan{Cont: []int64{}, New: []int64{100}}},
+		{"unfinished first, all of the budget", []int{0}, []int64{150}, []int{0}, []int64{10}, 0, 100, stepPlan{Cont: []int64{100}}},
+		{"unfinished ends, then the waiting", []int{0}, []int64{30}, []int{0, 0}, []int64{50, 50}, 0, 100, stepPlan{Cont: []int64{30}, New: []int64{50, 20}}},
 		{"a spent index stops the prefix", []int{1}, []int64{500}, []int{0, 1, 0}, []int64{60, 5, 60}, 0, 100,
-			StepPlan{Cont: []int64{100}, New: []int64{60}}},
+			stepPlan{Cont: []int64{100}, New: []int64{60}}},
 		{"per DP index, the other has room", []int{1}, []int64{500}, []int{0, 0, 1}, []int64{60, 60, 5}, 0, 100,
-			StepPlan{Cont: []int64{100}, New: []int64{60, 40}}},
-		{"a spent index gives no chunk", []int{0, 0}, []int64{100, 50}, nil, nil, 0, 100, StepPlan{Cont: []int64{100, 0}}},
+			stepPlan{Cont: []int64{100}, New: []int64{60, 40}}},
+		{"a spent index gives no chunk", []int{0, 0}, []int64{100, 50}, nil, nil, 0, 100, stepPlan{Cont: []int64{100, 0}}},
 		{"max batch counts the unfinished", []int{0}, []int64{10}, []int{0, 0, 0}, []int64{10, 10, 10}, 2, 100,
-			StepPlan{Cont: []int64{10}, New: []int64{10}}},
+			stepPlan{Cont: []int64{10}, New: []int64{10}}},
 	} {
-		assert.Equal(t, tc.want, ChunkPlan(tc.contDPs, tc.contLeft, tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
+		assert.Equal(t, tc.want, chunkPlan(tc.contDPs, tc.contLeft, tc.dps, tc.tokens, tc.maxBatch, tc.maxTokens), tc.name)
 	}
 }
 

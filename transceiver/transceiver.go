@@ -242,7 +242,7 @@ func (t *Transceiver) deadlinePassed(s *session) bool {
 // begun for (a pump past the deadline begins one), or the zero time when
 // none is. In a healthy run such a session lasts one pump at most; one
 // that lasts longer had its deadline never checked (the stall detector's
-// last line of defence: executor.DecideStall).
+// last line of defence: the executor's stall verdict).
 func (t *Transceiver) OverdueSince() time.Time {
 	var since time.Time
 	now := t.clk.Now()
