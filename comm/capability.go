@@ -197,14 +197,3 @@ func WorldRanksOf(c Comm) []int {
 	}
 	return nil
 }
-
-// HostOf returns the name of the host world rank w of c's backend runs on
-// (looking through wrappers): "" where the backend does not say (ranks in
-// one process) or does not know. Under MPI ranks may run on several hosts,
-// and an error can say where to look.
-func HostOf(c Comm, w int) string {
-	if h, ok := Unwrap(c).(interface{ HostOf(w int) string }); ok {
-		return h.HostOf(w)
-	}
-	return ""
-}

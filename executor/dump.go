@@ -29,9 +29,6 @@ func (l *loop) writeDump(err error) (string, error) {
 func (l *loop) dump(err error) *diag.Dump {
 	d := &diag.Dump{Job: l.cfg.DumpJob, WorldRank: l.world.Rank(), WorldSize: l.world.Size(), PID: os.Getpid(), Backend: l.cfg.DumpBackend}
 	d.Host, _ = os.Hostname()
-	if name := comm.HostOf(l.world, l.world.Rank()); name != "" {
-		d.Host = name
-	}
 	if err != nil {
 		d.Error, d.ErrorKind = err.Error(), ErrorKind(err)
 	}

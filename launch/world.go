@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/rankrun/rankrun/clock"
@@ -33,9 +34,10 @@ func (l Local) RunWorld(ctx context.Context, n int, clk clock.Clock, rank func(c
 }
 
 // Sim runs a whole world in virtual time under Config (comm/sim): the
-// simulation backend of executor.Run. Result holds the last run's
-// outcome: its virtual duration, schedule steps and fingerprint, the
-// deadlock when there was one.
+// simulation backend of executor.Run. Result holds the outcome of its last
+// RunWorld (unchanged when executor.Run refused the configuration before
+// it ran): its virtual duration, schedule steps and fingerprint, the
+// deadlock when there was one. One Sim runs one world at a time.
 type Sim struct {
 	Config sim.Config
 	Result sim.Result
@@ -45,6 +47,9 @@ type Sim struct {
 // (clk is not used: virtual time is the world's), keeps the outcome in
 // s.Result, and returns its first rank's error and virtual duration.
 func (s *Sim) RunWorld(ctx context.Context, n int, _ clock.Clock, rank func(context.Context, comm.Comm, clock.Clock) error) (time.Duration, error) {
+	if s == nil {
+		return 0, fmt.Errorf("%w: launch: a nil *Sim", comm.ErrBadArgument)
+	}
 	s.Result = sim.Run(ctx, n, s.Config, rank)
 	return s.Result.Elapsed, s.Result.Err()
 }

@@ -37,8 +37,7 @@ var readmeCommands = map[string]readmeCommand{
 		want: regexp.MustCompile(`smallest`)},
 	"rankrun explore --ctx tp=2 --gen tp=2 --strategy pct": {shrink: []string{"--budget", "2s"},
 		want: regexp.MustCompile(`explore: no failure in \d+ schedules \(pct strategy`)},
-	// As written: the README says this run samples the KV heads on a host
-	// of 23.5 GiB (1/4); a larger host may need none.
+	// As written (the README's cost-model run).
 	"rankrun run --backend sim --model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4": {
 		want: regexp.MustCompile(`(?m)^requests +64 completed, 0 failed(?s:.*)^errors +none$`)},
 	"rankrun sweep --backend sim --model llama-3-70b --hardware h100 --gpus 8": {shrink: []string{"--requests", "4", "--arrival", "poisson=4"},

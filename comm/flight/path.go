@@ -38,7 +38,7 @@ func (p *Path) Hash() int64 {
 // consensus gather).
 func plumbing(fn string) bool {
 	short := fn[strings.LastIndexByte(fn, '/')+1:]
-	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(short, "flight.") || strings.HasPrefix(short, "consensus.")
+	return strings.HasPrefix(short, "comm.") || strings.HasPrefix(fn, "github.com/rankrun/rankrun/comm/flight.") || strings.HasPrefix(short, "consensus.")
 }
 
 // runner reports whether a frame belongs to the code that runs a rank

@@ -630,3 +630,29 @@ func TestBoundedWaitNamesTheUnmatchedReceive(t *testing.T) {
 		}
 	}
 }
+
+// comm finds every capability of the MPI backend it looks for by method set
+// (comm/capability.go), also under checked mode: a bound, world ranks,
+// progress to drive, vectored I/O, and no completion events (MPI's
+// progress needs polling).
+func TestMPICapabilities(t *testing.T) {
+	raw := testWorld.Raw()
+	checked := comm.NewChecked(raw, comm.CheckConfig{Timeout: time.Minute, Recorder: testWorld.Recorder()})
+	for _, c := range []comm.Comm{raw, checked} {
+		if comm.TimeoutOf(c) <= 0 {
+			t.Errorf("%T: no collective bound", c)
+		}
+		if w := comm.WorldRanksOf(c); len(w) != c.Size() {
+			t.Errorf("%T: world ranks %v for %d ranks", c, w, c.Size())
+		}
+		if comm.ProgressOf(c) == nil {
+			t.Errorf("%T: no progress to drive", c)
+		}
+		if comm.NotifyOf(c) != nil {
+			t.Errorf("%T: completion events, which MPI does not have", c)
+		}
+		if comm.VectoredOf(c) == nil {
+			t.Errorf("%T: no vectored I/O", c)
+		}
+	}
+}

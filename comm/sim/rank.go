@@ -20,7 +20,9 @@ type rankComm struct {
 }
 
 // The optional capabilities comm looks for (comm/capability.go), by
-// their methods: a change of signature fails the build, not a run.
+// their methods: a method of this backend that drifts fails the build;
+// one comm asks for by another signature fails comm's
+// TestBackendCapabilities (local and sim; MPI's: TestMPICapabilities).
 var (
 	_ comm.Comm = (*rankComm)(nil)
 	_ interface {
