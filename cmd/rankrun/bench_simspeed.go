@@ -24,17 +24,18 @@ var simSpeedRuns = []struct {
 	name, args string
 	goal       float64
 	wallGoal   float64
+	floor      bool // also measure the floor its bytes set (simFloorRow)
 }{
 	{"deepseek-r1-fp4 / gb200, ctx dp=4,ep=4,adp -> gen tp=8,ep=8, 128 requests of 8192/256, poisson=20",
-		"--model deepseek-r1-fp4 --hardware gb200 --ctx dp=4,ep=4,adp --gen tp=8,ep=8 --input 8192 --output 256 --arrival poisson=20 --requests 128", 20, 0},
+		"--model deepseek-r1-fp4 --hardware gb200 --ctx dp=4,ep=4,adp --gen tp=8,ep=8 --input 8192 --output 256 --arrival poisson=20 --requests 128", 20, 0, false},
 	{"gpt-oss-120b / gb200, ctx tp=1 -> gen tp=4, 64 requests of 8192/1024, closed=16",
-		"--model gpt-oss-120b --hardware gb200 --ctx tp=1 --gen tp=4 --input 8192 --output 1024 --arrival closed=16 --requests 64", 100, 0},
+		"--model gpt-oss-120b --hardware gb200 --ctx tp=1 --gen tp=4 --input 8192 --output 1024 --arrival closed=16 --requests 64", 100, 0, true},
 	{"llama-3-70b / h100, ctx tp=4 -> gen tp=4, 1000 requests of 1024/256, poisson=8",
-		"--model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --input 1024 --output 256 --arrival poisson=8 --requests 1000", 100, 0},
+		"--model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --input 1024 --output 256 --arrival poisson=8 --requests 1000", 100, 0, false},
 	{"deepseek-r1-fp4 / gb200 at rack scale, ctx dp=16,ep=16,adp -> gen dp=32,ep=32,adp (48 ranks), 200 requests of 2048/256, poisson=100",
-		"--model deepseek-r1-fp4 --hardware gb200 --ctx dp=16,ep=16,adp --gen dp=32,ep=32,adp --input 2048 --output 256 --arrival poisson=100 --requests 200", 5, 0},
+		"--model deepseek-r1-fp4 --hardware gb200 --ctx dp=16,ep=16,adp --gen dp=32,ep=32,adp --input 2048 --output 256 --arrival poisson=100 --requests 200", 5, 0, false},
 	{"control plane, 4096 ranks (ctx dp=2048 -> gen dp=2048, no model), 20,000 requests",
-		"--ctx dp=2048 --gen dp=2048 --layers 1 --kv-heads 1 --head-dim 8 --requests 20000", 0, 3},
+		"--ctx dp=2048 --gen dp=2048 --layers 1 --kv-heads 1 --head-dim 8 --requests 20000", 0, 3, false},
 }
 
 // simRSSBudget is the peak RSS each of simSpeedRuns must stay within.
@@ -44,6 +45,7 @@ const simRSSBudget = 1 << 30
 type simTiming struct {
 	virtual, wall, user, sys float64 // seconds
 	rss                      int64   // peak, bytes
+	moved                    int64   // KV bytes the run moved (its sample's)
 }
 
 // timeSimRun runs exe's `run --backend sim ARGS --json` as a process of
@@ -61,12 +63,13 @@ func timeSimRun(exe, args string) (simTiming, error) {
 	var rep struct {
 		Duration float64 `json:"duration_s"`
 		PeakRSS  int64   `json:"wall_peak_rss_bytes"` // the child's own (VmHWM)
+		Moved    int64   `json:"bytes_moved"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		return simTiming{}, fmt.Errorf("its report: %w", err)
 	}
 	return simTiming{virtual: rep.Duration, wall: wall, user: cmd.ProcessState.UserTime().Seconds(), sys: cmd.ProcessState.SystemTime().Seconds(),
-		rss: rep.PeakRSS}, nil
+		rss: rep.PeakRSS, moved: rep.Moved}, nil
 }
 
 // simSpeedRows times each of simSpeedRuns reps times (best wall time
@@ -109,6 +112,14 @@ func simSpeedRows(reps int, add func(benchRow), missing func(string, error)) {
 			row.Met = ptr(false)
 		}
 		add(row)
+		if r.floor {
+			fr, err := simFloorRow(r.name, best, reps)
+			if err != nil {
+				missing("simulation speed: the floor of "+r.name, err)
+				continue
+			}
+			add(fr)
+		}
 	}
 }
 
