@@ -23,8 +23,8 @@
 //	routememo.go one routing of an EP group's tokens per process
 //	guards.go    the rank-local values that decide the next collective
 //	dump.go      a rank's failure dump (DESIGN.md §12)
-//	collect.go   rank reports gathered on world rank 0, in bounded chunks
-//	runerror.go  a run's named error and its partial report
+//	collect.go   rank reports gathered on world rank 0 (internal/pieces)
+//	runerror.go  a run's named error and its partial report (Partial)
 //	sketch.go    the report's distributions (DDSketch)
 //	config.go, workload.go, fault.go, replay.go, replay_needs.go, metrics.go,
 //	report.go, tracereport.go (a replayed production trace in the report)
@@ -60,5 +60,7 @@
 // prove they catch them. Run runs a whole job in one process on a World the
 // caller picks (launch.Local, launch.Sim: executor imports no backend);
 // RunRank is one rank of a job on any comm.Comm (mpirun uses it through
-// cmd/rankrun). Both return a Report with stable JSON field names.
+// cmd/rankrun, whose internal/jobreport still makes one report of a job
+// that failed, from what its ranks send). Both return a Report with
+// stable JSON field names.
 package executor

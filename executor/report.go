@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/rankrun/rankrun/internal/units"
 )
 
 // Report is the outcome of a run. Its JSON field names are stable: scripts
@@ -310,17 +312,17 @@ func (r *Report) WriteText(w io.Writer) {
 	d("idle host step (ctx)", r.IdleStepMs)
 	d("transfer (prefill end -> agreed)", r.TransferMs)
 	d("reap delay", r.ReapDelayMs)
-	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified (of completed requests)", FormatBytes(r.BytesMoved), FormatBytes(r.BytesVerified))
+	fmt.Fprintf(tw, "KV bytes\t%s moved, %s verified (of completed requests)", units.Bytes(r.BytesMoved), units.Bytes(r.BytesVerified))
 	if len(r.MissingRanks) > 0 {
 		fmt.Fprintf(tw, ", by the ranks that reported (not world ranks %v)", r.MissingRanks)
 	}
 	if r.BytesDiscarded > 0 {
-		fmt.Fprintf(tw, ", %s discarded (of failed or cancelled ones)", FormatBytes(r.BytesDiscarded))
+		fmt.Fprintf(tw, ", %s discarded (of failed or cancelled ones)", units.Bytes(r.BytesDiscarded))
 	}
 	if r.KVSample > 1 {
 		// The counts are the bytes carried; the run modelled KVSample
 		// times as many, and charged the links for all of them.
-		fmt.Fprintf(tw, "; sampled 1/%d: %s modelled, the links charged for all of it", r.KVSample, FormatBytes(r.BytesMoved*int64(r.KVSample)))
+		fmt.Fprintf(tw, "; sampled 1/%d: %s modelled, the links charged for all of it", r.KVSample, units.Bytes(r.BytesMoved*int64(r.KVSample)))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "collectives\t%d consensus collectives (%d by idle checks)\n", r.Collectives, r.IdleCollectives)
@@ -341,7 +343,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "leaked blocks\t%d (pinned at end: %d)\n", r.LeakedBlocks, r.PinnedBlocksAtEnd)
 	}
 	if r.WallPeakRSS > 0 {
-		fmt.Fprintf(tw, "host\t%.2f s of wall time, peak RSS %s (this process)\n", r.WallSeconds, FormatBytes(r.WallPeakRSS))
+		fmt.Fprintf(tw, "host\t%.2f s of wall time, peak RSS %s (this process)\n", r.WallSeconds, units.Bytes(r.WallPeakRSS))
 	}
 	if len(r.Errors) == 0 && r.Error == nil {
 		fmt.Fprintf(tw, "errors\tnone\n")
@@ -366,17 +368,4 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.2fms", v)
 	}
 	return fmt.Sprintf("%.0fms", v)
-}
-
-// FormatBytes renders a byte count with a binary unit (B, KiB, MiB, GiB).
-func FormatBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -23,16 +23,13 @@ import (
 
 // RunRank runs one rank of a disaggregated run on world (every CTX rank,
 // then every GEN rank). It is collective over world. World rank 0 returns
-// the merged Report; the other ranks return nil and their own error.
-func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, error) {
-	return runRank(ctx, world, cfg, nil)
-}
-
-// RunRankPartial is RunRank that also hands this rank's own report, and
-// how the rank ended, to keep (when not nil) before returning: what it
-// measured up to a failure, for a partial report.
-func RunRankPartial(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {
-	return runRank(ctx, world, cfg, keep)
+// the merged Report; the other ranks return nil. Every rank returns its
+// own report, as far as it got (what it measured up to a failure, for a
+// partial report: see Partial), and its own error.
+func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, RankReport, error) {
+	var mine RankReport
+	rep, err := runRank(ctx, world, cfg, func(rr RankReport, _ error) { mine = rr })
+	return rep, mine, err
 }
 
 func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {

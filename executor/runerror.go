@@ -152,14 +152,27 @@ func (o *rankOutcomes) partial(cfg *Config, err error, elapsed float64) *Report 
 	return rep
 }
 
-// PartialOf is the partial report of a run as one rank saw it: its own
-// figures and the error that ended it (under MPI a failing rank cannot
-// wait for its peers' reports).
-func PartialOf(cfg Config, worldRank int, mine RankReport, err error, elapsed time.Duration) *Report {
+// RankEnd is how one rank of a failed run ended: what it measured up to
+// then, and its error. An error that only follows from another rank's
+// (ErrInterrupted, a cancellation, a deadline) does not make the rank one
+// of those that failed.
+type RankEnd struct {
+	WorldRank int
+	Report    RankReport
+	Err       error
+}
+
+// Partial is the report of a run that failed on err, merged from what the
+// ranks in ends measured (a rank absent from ends, or out of range, adds
+// nothing): under mpirun a failing rank cannot wait for its peers'
+// reports, and world rank 0 builds the report from those that came.
+func Partial(cfg Config, ends []RankEnd, err error, elapsed time.Duration) *Report {
 	cfg.Defaults()
 	out := newRankOutcomes(cfg.Ranks())
-	if worldRank >= 0 && worldRank < cfg.Ranks() {
-		out.keep(context.Background(), worldRank, mine, err)
+	for _, e := range ends {
+		if e.WorldRank >= 0 && e.WorldRank < cfg.Ranks() {
+			out.keep(context.Background(), e.WorldRank, e.Report, e.Err)
+		}
 	}
 	return out.partial(&cfg, err, elapsed.Seconds())
 }

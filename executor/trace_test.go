@@ -167,7 +167,7 @@ func TestRanksAgreeOnTheTrace(t *testing.T) {
 			if world.Rank() == c.odd {
 				cfg = load(other)
 			}
-			_, err := executor.RunRank(ctx, world, cfg)
+			_, _, err := executor.RunRank(ctx, world, cfg)
 			return err
 		})
 		cancel()

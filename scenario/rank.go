@@ -70,7 +70,7 @@ func RunRank(ctx context.Context, world comm.Comm, s *Scenario, withReplay bool,
 	rctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	start := clk.Now()
-	out.Report, out.Err = executor.RunRank(rctx, world, cfg)
+	out.Report, _, out.Err = executor.RunRank(rctx, world, cfg)
 	out.Elapsed = clock.Since(clk, start)
 	if out.Err != nil && rctx.Err() != nil && ctx.Err() == nil {
 		out.Hung = true // the run's own deadline ended it

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/internal/units"
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -141,7 +141,7 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	// pool (gpu.PlanPool), so the node's total must fit the host.
 	if d.HostMemAvailable > 0 && rep.TotalPoolBytes > d.HostMemAvailable {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the %d pools need %s in all but the host has %s available (rankrun keeps KV bytes in host memory)",
-			n, executor.FormatBytes(rep.TotalPoolBytes), executor.FormatBytes(d.HostMemAvailable)))
+			n, units.Bytes(rep.TotalPoolBytes), units.Bytes(d.HostMemAvailable)))
 	}
 	if d.Available && n > len(d.Devices) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d local ranks share %d GPUs: each GPU's pools are planned from its free memory independently, so together they take more than --fraction %v of it",
@@ -162,16 +162,16 @@ func writeDevicesText(w io.Writer, rep *devicesReport) {
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "GPU\tNAME\tUUID\tMEMORY TOTAL\tMEMORY FREE")
 		for _, d := range rep.Devices {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Index, d.Name, d.UUID, executor.FormatBytes(int64(d.MemTotal)), executor.FormatBytes(int64(d.MemFree)))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Index, d.Name, d.UUID, units.Bytes(int64(d.MemTotal)), units.Bytes(int64(d.MemFree)))
 		}
 		_ = tw.Flush()
 	} else {
 		fmt.Fprintf(w, "%s\n", rep.Reason)
 		host := "unknown"
 		if rep.HostMemAvailable > 0 {
-			host = executor.FormatBytes(rep.HostMemAvailable)
+			host = units.Bytes(rep.HostMemAvailable)
 		}
-		fmt.Fprintf(w, "KV pools fall back to host memory: %s per rank (--host-bytes); host memory available: %s\n", executor.FormatBytes(rep.HostBytes), host)
+		fmt.Fprintf(w, "KV pools fall back to host memory: %s per rank (--host-bytes); host memory available: %s\n", units.Bytes(rep.HostBytes), host)
 	}
 	fmt.Fprintf(w, "\n%d local ranks of layout %s:\n", len(rep.Ranks), rep.Layout)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -181,10 +181,10 @@ func writeDevicesText(w io.Writer, rep *devicesReport) {
 		if r.Device != nil {
 			dev = fmt.Sprintf("GPU %d", *r.Device)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%s\n", r.LocalRank, r.InstanceRank, dev, r.Source, r.BlockBytes, r.Blocks, executor.FormatBytes(r.PoolBytes))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%s\n", r.LocalRank, r.InstanceRank, dev, r.Source, r.BlockBytes, r.Blocks, units.Bytes(r.PoolBytes))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "total pool bytes: %s\n", executor.FormatBytes(rep.TotalPoolBytes))
+	fmt.Fprintf(w, "total pool bytes: %s\n", units.Bytes(rep.TotalPoolBytes))
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

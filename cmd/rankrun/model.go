@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/units"
 	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -140,7 +141,7 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		if b := poolBytes(c, one); hostMemory() > 0 && b > hostMemory()/2 {
 			return usagef("--model %s: the %d ranks' KV pools take %s in this process even with the default sample of each head (--kv-sample %d), more than half this host's %s: "+
 				"give smaller pools (--ctx-blocks, --gen-blocks) or fewer --requests", f.model, c.Ranks(),
-				executor.FormatBytes(b), n, executor.FormatBytes(hostMemory()))
+				units.Bytes(b), n, units.Bytes(hostMemory()))
 		}
 		if n > 1 {
 			f.sampleNote = fmt.Sprintf("; the default sample: %s of each head proves where every (request, block, layer, K/V, head, token) lands (--kv-sample 1 carries every byte)",

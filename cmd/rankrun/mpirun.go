@@ -13,6 +13,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/jobreport"
 )
 
 // interruptBounds split mpirun's kill window after a signal (mpirun
@@ -85,8 +86,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	defer stop()
 	ctx, cancel := f.runContext(sctx)
 	defer cancel()
-	var mine executor.RankReport
-	rep, err := executor.RunRankPartial(ctx, w.Comm(), cfg, func(rr executor.RankReport, _ error) { mine = rr })
+	rep, mine, err := executor.RunRank(ctx, w.Comm(), cfg)
 	if err != nil {
 		return mpiFailed(ctx, w, cfg, f, o, mine, f.runError(ctx, err), time.Since(start), stdout, stderr)
 	}
@@ -150,7 +150,7 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		// signal) comes first.
 		wctx, wcancel := context.WithTimeout(context.Background(), bounds.partial+bounds.ack+drainBound)
 		defer wcancel()
-		_ = executor.SendPartial(wctx, w.Comm(), mine)
+		_ = jobreport.SendPartial(wctx, w.Comm(), mine)
 		<-wctx.Done()
 		return exitError{code: code}
 	}
@@ -164,16 +164,16 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 		// and it reports this error with what the ranks measured.
 		// Bounded short: a frozen rank 0 must not delay the abort.
 		nctx, ncancel := context.WithTimeout(bctx, failureBound)
-		_ = executor.SendFailure(nctx, w.Comm(), err)
+		_ = jobreport.SendFailure(nctx, w.Comm(), err)
 		ncancel()
 		w.Abort(code, err)
 	}
 	var rep *executor.Report
 	done := func(context.Context) {}
 	if isInt {
-		rep, done = executor.CollectPartial(bctx, w.Comm(), cfg, mine, err, elapsed, bounds.partial)
+		rep, done = jobreport.Collect(bctx, w.Comm(), cfg, mine, err, elapsed, bounds.partial)
 	} else {
-		rep = executor.PartialOf(cfg, w.Rank(), mine, err, elapsed)
+		rep = executor.Partial(cfg, []executor.RankEnd{{WorldRank: w.Rank(), Report: mine, Err: err}}, err, elapsed)
 	}
 	rep.Backend, rep.WallSeconds, rep.Compute = "mpi", elapsed.Seconds(), describeCompute(&cfg)
 	rep.WallPeakRSS = peakRSS()

@@ -14,6 +14,7 @@ import (
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/units"
 	"github.com/rankrun/rankrun/kvpool"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -110,18 +111,18 @@ func checkSize(backend string, c *executor.Config) error {
 		}
 		if int64(side.blocks) > kvpool.MaxPoolBytes/int64(s.BlockBytes()) {
 			return usagef("%s %d: with %d-byte blocks a pool is above the %s limit per rank", side.flag, side.blocks,
-				s.BlockBytes(), executor.FormatBytes(kvpool.MaxPoolBytes))
+				s.BlockBytes(), units.Bytes(kvpool.MaxPoolBytes))
 		}
 		per := int64(side.blocks) * int64(s.BlockBytes())
 		if mem := hostMemory(); mem > 0 && per > mem {
 			return usagef("%s %d: a pool of %s per rank, more than this host's %s of memory %s", side.flag, side.blocks,
-				executor.FormatBytes(per), executor.FormatBytes(mem), smallerPools)
+				units.Bytes(per), units.Bytes(mem), smallerPools)
 		}
 		inProcess += per * int64(side.l.Ranks())
 	}
 	if mem := hostMemory(); backend != "mpi" && mem > 0 && inProcess > mem {
 		return usagef("--ctx-blocks %d, --gen-blocks %d: the %d ranks' pools take %s in this process, more than this host's %s of memory %s",
-			c.CtxBlocks, c.GenBlocks, c.Ranks(), executor.FormatBytes(inProcess), executor.FormatBytes(mem), smallerPools)
+			c.CtxBlocks, c.GenBlocks, c.Ranks(), units.Bytes(inProcess), units.Bytes(mem), smallerPools)
 	}
 	return nil
 }
