@@ -35,8 +35,6 @@ var (
 	// ErrNotCancelled: Cancel was called on a request that can no longer be
 	// withdrawn (a send, or a receive that already matched).
 	ErrNotCancelled = errors.New("comm: request cannot be cancelled")
-	// ErrUnderMPI: a binary built without MPI support was started by mpirun.
-	ErrUnderMPI = errors.New("comm: started under mpirun without MPI support")
 )
 
 // Entry is one rank's view of a collective: what it entered, where.
@@ -273,16 +271,10 @@ func (e *TimeoutError) namedWorld() []int {
 	return out
 }
 
-// WorldOf maps group ranks to world ranks through worlds (a group's
-// comm.WorldRanksOf), or returns nil when the mapping is unknown, does not
-// cover a rank, or is the identity for all of them (nothing worth
-// printing).
-func WorldOf(worlds, ranks []int) []int { return kit.WorldOf(worlds, ranks) }
-
 // worldsSuffix is " (world ranks [..])" for group ranks whose world ranks
 // differ from them, "" otherwise.
 func worldsSuffix(worlds, ranks []int) string {
-	if w := WorldOf(worlds, ranks); w != nil {
+	if w := kit.WorldOf(worlds, ranks); w != nil {
 		return fmt.Sprintf(" (world ranks %v)", w)
 	}
 	return ""

@@ -41,10 +41,7 @@ func (l *loop) dump(err error) *diag.Dump {
 	if errors.As(err, &te) && timedOutHere(te, l.world.Rank()) {
 		t := &diag.Timeout{Group: te.Group, Seq: te.Waiting.Seq, Kind: te.Waiting.Kind.String(), Site: te.Waiting.Site, Missing: []int{}}
 		for _, m := range te.Missing {
-			if w := comm.WorldOf(te.WorldRanks, []int{m}); w != nil {
-				m = w[0]
-			}
-			t.Missing = append(t.Missing, m)
+			t.Missing = append(t.Missing, worldRank(te.WorldRanks, m))
 		}
 		d.Timeout = t
 	}
@@ -198,6 +195,15 @@ func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTi
 	return out
 }
 
+// worldRank is group rank r's world rank through worlds (a group's
+// comm.WorldRanksOf), or r where worlds does not cover it.
+func worldRank(worlds []int, r int) int {
+	if r >= 0 && r < len(worlds) {
+		return worlds[r]
+	}
+	return r
+}
+
 // timedOutHere reports whether te is world rank w's own timeout.
 func timedOutHere(te *comm.TimeoutError, w int) bool {
 	self, missing := te.Self, te.Missing
@@ -205,9 +211,9 @@ func timedOutHere(te *comm.TimeoutError, w int) bool {
 		if self < 0 || self >= len(te.WorldRanks) {
 			return false
 		}
-		self, missing = te.WorldRanks[self], comm.WorldOf(te.WorldRanks, te.Missing)
-		if missing == nil {
-			missing = te.Missing // the identity mapping
+		self, missing = te.WorldRanks[self], make([]int, len(te.Missing))
+		for i, m := range te.Missing {
+			missing[i] = worldRank(te.WorldRanks, m)
 		}
 	} else if te.Group != "world" {
 		return false

@@ -36,6 +36,7 @@ import (
 	"github.com/rankrun/rankrun/comm/local"
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/comm/sim"
+	"github.com/rankrun/rankrun/internal/mpienv"
 )
 
 // Func is a program: it runs on every rank, with the rank's communicator
@@ -79,7 +80,7 @@ func (o Options) backend() (string, error) {
 	if b == "" || b == "auto" {
 		b, env = os.Getenv("RANKRUN_BACKEND"), true
 	}
-	underMPI := comm.DetectLaunch().UnderMPI
+	underMPI := mpienv.Detect().UnderMPI
 	switch b {
 	case "", "auto":
 		if underMPI {

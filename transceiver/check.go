@@ -11,6 +11,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/consensus"
+	"github.com/rankrun/rankrun/internal/mpienv"
 )
 
 // WaitEvent sleeps until a communication event of this rank (a request
@@ -36,7 +37,7 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 		// under mpirun is p99 < 1 ms).
 		if t.progress == nil || !t.bytesMoving() || !t.progress(min(d, 50*time.Microsecond)) {
 			pause := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), 250*time.Microsecond)
-			comm.PollPause(min(d, pause))
+			mpienv.PollPause(min(d, pause))
 		}
 		return ctx.Err()
 	}

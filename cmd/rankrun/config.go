@@ -11,6 +11,7 @@ import (
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/mpienv"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
 )
@@ -256,7 +257,7 @@ func (f *runFlags) config() (executor.Config, error) {
 	backend := f.backend
 	if backend == "auto" {
 		backend = "local"
-		if comm.DetectLaunch().UnderMPI {
+		if mpienv.Detect().UnderMPI {
 			backend = "mpi"
 		}
 	}

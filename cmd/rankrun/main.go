@@ -25,8 +25,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
+	"github.com/rankrun/rankrun/internal/mpienv"
 )
 
 // usageError is a bad command line: exit code 2.
@@ -132,7 +132,7 @@ func exitCode(err error, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if errors.Is(err, comm.ErrUnderMPI) && quietRank() {
+	if errors.Is(err, mpi.ErrUnderMPI) && quietRank() {
 		leaveLast()
 		return 1
 	}
@@ -153,7 +153,7 @@ func exitCode(err error, stderr io.Writer) int {
 // of an mpirun job: a refusal that every rank reaches alike (a bad command
 // line, a build without MPI) is printed once, by world rank 0.
 func quietRank() bool {
-	l := comm.DetectLaunch()
+	l := mpienv.Detect()
 	return l.UnderMPI && l.WorldRank > 0
 }
 

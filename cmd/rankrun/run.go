@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/mpienv"
 	"github.com/rankrun/rankrun/launch"
 )
 
@@ -101,7 +101,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 // resolveBackend turns --backend auto into local or mpi, and refuses an
 // in-process backend under mpirun.
 func (f runFlags) resolveBackend() (string, error) {
-	launch := comm.DetectLaunch()
+	launch := mpienv.Detect()
 	switch f.backend {
 	case "auto":
 		if launch.UnderMPI {

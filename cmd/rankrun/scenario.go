@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
 
+	"github.com/rankrun/rankrun/internal/mpienv"
 	"github.com/rankrun/rankrun/scenario"
 )
 
@@ -96,7 +96,7 @@ func scenarioCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if launch := comm.DetectLaunch(); launch.UnderMPI {
+	if launch := mpienv.Detect(); launch.UnderMPI {
 		if len(all) != 1 {
 			return usagef("scenario: under mpirun, give exactly one scenario file (each job is one run of one scenario)")
 		}

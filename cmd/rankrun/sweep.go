@@ -10,9 +10,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/mpienv"
 	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
@@ -67,7 +67,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	// A sweep runs every rank in this process. Started by mpirun it would
 	// run as N independent copies: refuse, whatever the build.
-	if l := comm.DetectLaunch(); l.UnderMPI {
+	if l := mpienv.Detect(); l.UnderMPI {
 		return fmt.Errorf("sweep runs all its ranks in this process but was started by mpirun (rank %d of %d): "+
 			"run the sweep without mpirun (under mpirun use rankrun run)", l.WorldRank, l.WorldSize)
 	}

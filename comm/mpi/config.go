@@ -3,7 +3,13 @@ package mpi
 import (
 	"fmt"
 	"time"
+
+	"github.com/rankrun/rankrun/internal/mpienv"
 )
+
+// ErrUnderMPI is wrapped by Init's error in a binary built without the mpi
+// tag that mpirun started: it must not run as N silent copies of rank 0.
+var ErrUnderMPI = mpienv.ErrUnderMPI
 
 // ThreadLevel is the MPI thread support level requested from
 // MPI_Init_thread.

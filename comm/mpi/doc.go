@@ -12,7 +12,7 @@
 //	os.Exit(w.Finalize(code))    // max exit code over all ranks
 //
 // Without the mpi tag the package still builds: Init returns ErrNotBuilt
-// (wrapping comm.ErrUnderMPI as well when started by mpirun) and Available
+// (wrapping ErrUnderMPI as well when started by mpirun) and Available
 // reports false. There is no stub world of size 1.
 //
 // How it works (one funnel under MPI_THREAD_SERIALIZED, polled collectives

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/internal/mpienv"
 )
 
 // ErrNotBuilt is returned by Init in a binary built without the mpi tag.
@@ -20,13 +21,13 @@ func Available() bool { return false }
 type World struct{ _ [0]func() }
 
 // Init always fails in a binary built without the mpi tag. Under mpirun the
-// error also wraps comm.ErrUnderMPI, so the program refuses to run as N
+// error also wraps ErrUnderMPI, so the program refuses to run as N
 // copies of rank 0.
 func Init(cfg Config) (*World, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := comm.DetectLaunch().RefuseUnderMPI("this program"); err != nil {
+	if err := mpienv.Detect().RefuseUnderMPI("this program"); err != nil {
 		return nil, errors.Join(ErrNotBuilt, err)
 	}
 	return nil, ErrNotBuilt

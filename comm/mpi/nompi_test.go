@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rankrun/rankrun/comm"
 )
 
 func TestInitWithoutMPI(t *testing.T) {
@@ -23,7 +22,7 @@ func TestInitWithoutMPI(t *testing.T) {
 	if w != nil || !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "rebuild with -tags mpi") {
 		t.Fatalf("Init = %v, %v; want ErrNotBuilt", w, err)
 	}
-	if errors.Is(err, comm.ErrUnderMPI) {
+	if errors.Is(err, ErrUnderMPI) {
 		t.Fatalf("not under mpirun, but %v", err)
 	}
 }
@@ -32,8 +31,8 @@ func TestInitWithoutMPIUnderMpirun(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "4")
 	t.Setenv("OMPI_COMM_WORLD_RANK", "2")
 	_, err := Init(Config{})
-	if !errors.Is(err, ErrNotBuilt) || !errors.Is(err, comm.ErrUnderMPI) {
-		t.Fatalf("Init under mpirun = %v; want ErrNotBuilt and comm.ErrUnderMPI", err)
+	if !errors.Is(err, ErrNotBuilt) || !errors.Is(err, ErrUnderMPI) {
+		t.Fatalf("Init under mpirun = %v; want ErrNotBuilt and ErrUnderMPI", err)
 	}
 }
 

@@ -1,10 +1,22 @@
-package comm
+// Package mpienv is what a process learns of mpirun from outside the MPI
+// library: whether mpirun started it, and as which rank (the variables it
+// sets), and how long to pause between polls of a backend that has no
+// completion events. The CLI, launch and the MPI backend share it; no
+// user calls it (a program picks its backend through launch).
+package mpienv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 )
+
+// ErrUnderMPI: a binary built without MPI support was started by mpirun
+// (comm/mpi exports it as mpi.ErrUnderMPI).
+var ErrUnderMPI = errors.New("comm: started under mpirun without MPI support")
 
 // Launch describes how the process was started, read from the variables
 // mpirun sets (OMPI_COMM_WORLD_* and PMIX_RANK).
@@ -15,10 +27,10 @@ type Launch struct {
 	LocalRank int // -1 when unknown
 }
 
-// DetectLaunch reads the launcher's environment.
-func DetectLaunch() Launch { return detectLaunch(os.Getenv) }
+// Detect reads the launcher's environment.
+func Detect() Launch { return detect(os.Getenv) }
 
-func detectLaunch(getenv func(string) string) Launch {
+func detect(getenv func(string) string) Launch {
 	l := Launch{WorldRank: -1, WorldSize: -1, LocalRank: -1}
 	num := func(name string) int {
 		v, err := strconv.Atoi(getenv(name))
@@ -51,4 +63,16 @@ func (l Launch) RefuseUnderMPI(binary string) error {
 	return fmt.Errorf("%w: %s was started by mpirun (rank %d of %d) but was built without MPI; "+
 		"rebuild with `go build -tags mpi` (make build-mpi) or run it without mpirun to use in-process ranks",
 		ErrUnderMPI, binary, l.WorldRank, l.WorldSize)
+}
+
+// PollPause sleeps about d (capped at 1 ms) between polls of a backend that
+// has no completion events (MPI). A Go timer shorter than a millisecond
+// sleeps a whole millisecond when the process is otherwise idle (the
+// runtime's poller waits in milliseconds: 50 us timers took 1.08 ms here),
+// which would put a millisecond of latency on every idle wake-up; the
+// kernel's nanosleep keeps it near d (124 us for 50 us here).
+func PollPause(d time.Duration) {
+	d = min(max(d, 0), time.Millisecond)
+	ts := syscall.NsecToTimespec(d.Nanoseconds())
+	_ = syscall.Nanosleep(&ts, nil)
 }
