@@ -10,6 +10,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/kit"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // DefaultCollectiveTimeout bounds a checked collective when CheckConfig
@@ -249,7 +250,7 @@ func (c *checked) Barrier(ctx context.Context) error {
 func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int64) error {
 	var path flight.Path
 	path.Capture()
-	if !op.Valid() {
+	if !typed.Valid(op) {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", ErrBadArgument, op)
 	}
 	if len(in) != len(out) {
@@ -270,7 +271,7 @@ func (c *checked) AllreduceInt64(ctx context.Context, op ReduceOp, in, out []int
 	// same op: reduce them here, in rank order, as every rank does.
 	copy(out, c.payload(0))
 	for r := 1; r < c.raw.Size(); r++ {
-		op.Apply(out, c.payload(r))
+		typed.Apply(op, out, c.payload(r))
 	}
 	return c.end(ctx, tctx, cancel, id, flight.KindAllreduce, shape, nil)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // desync gathers every rank's stamp and call path and names, for each
@@ -57,7 +58,7 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 // communicator broken, and ends the flight record.
 func (c *checked) fail(ctx, tctx context.Context, id uint64, self Entry, err error) error {
 	var bte *TimeoutError
-	var me *MismatchError
+	var me *typed.MismatchError
 	switch {
 	case errors.As(err, &me) && me.Site == "":
 		// The backend's own round found counts that do not pair up, in
@@ -136,7 +137,7 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 
 // mismatch is e (counts that do not pair up) with where the ranks were:
 // self's sequence number and call site, which every rank's stamp shares.
-func (c *checked) mismatch(e MismatchError, self Entry) *MismatchError {
+func (c *checked) mismatch(e typed.MismatchError, self Entry) *typed.MismatchError {
 	e.Seq, e.Site, e.AnySite = self.Seq, self.Site, c.cfg.AnySite
 	if e.WorldRanks == nil {
 		e.WorldRanks = WorldRanksOf(c.raw)

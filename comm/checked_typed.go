@@ -5,15 +5,16 @@ import (
 	"fmt"
 
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // Collective implements collectives in checked mode: the typed collective
 // is stamped (kind, datatype, reduction, root and counts every rank shares:
-// Op.Shape) and its stamp compared before the backend's collective runs, so
+// typed.Op.Shape) and its stamp compared before the backend's collective runs, so
 // a rank that reduces float32 while its peer reduces float64, or names
 // another root, gets ErrDesync naming both call sites instead of a wrong
 // or mismatched exchange.
-func (c *checked) Collective(ctx context.Context, op *Op) error {
+func (c *checked) Collective(ctx context.Context, op *typed.Op) error {
 	var path flight.Path
 	path.Capture()
 	raw := collectivesOf(c.raw)
@@ -27,12 +28,12 @@ func (c *checked) Collective(ctx context.Context, op *Op) error {
 	defer c.mu.Unlock()
 	shape := op.Shape()
 	// Counts that are each rank's own (Shape cannot stamp them) ride the
-	// stamp's exchange as two sums (Op.pairSums); a backend that carries
-	// the stamp in its own round checks them there (MismatchError).
+	// stamp's exchange as two sums (typed.Op.PairSums); a backend that carries
+	// the stamp in its own round checks them there (typed.MismatchError).
 	var payload []int64
-	pairs := op.pairsPerRank() && c.stamper == nil
+	pairs := op.PairsPerRank() && c.stamper == nil
 	if pairs {
-		s, e := op.pairSums(c.raw.Rank(), c.raw.Size())
+		s, e := op.PairSums(c.raw.Rank(), c.raw.Size())
 		c.pairBuf = append(c.pairBuf[:0], s, e)
 		payload = c.pairBuf
 	}
@@ -58,11 +59,11 @@ func (c *checked) Collective(ctx context.Context, op *Op) error {
 
 // pairUp checks, after a stamp exchange whose stamps agreed, that op's
 // per-rank counts pair up over the group: the sums every rank contributed
-// (Op.pairSums) balance. Where they do not, every rank gathers every
+// (typed.Op.PairSums) balance. Where they do not, every rank gathers every
 // rank's counts (every rank saw the same sums, so all of them do) and
 // names the first pair that differs, with the collective's sequence number
 // and call site.
-func (c *checked) pairUp(ctx context.Context, op *Op, shape int64) error {
+func (c *checked) pairUp(ctx context.Context, op *typed.Op, shape int64) error {
 	var sent, expected int64
 	for r := range c.raw.Size() {
 		p := c.payload(r)
@@ -76,7 +77,7 @@ func (c *checked) pairUp(ctx context.Context, op *Op, shape int64) error {
 		return nil
 	}
 	n := c.raw.Size()
-	sends, expects := op.pairRows(c.raw.Rank(), n)
+	sends, expects := op.PairRows(c.raw.Rank(), n)
 	c.pairBuf = append(append(c.pairBuf[:0], sends...), expects...)
 	if err := c.raw.AllgatherInt64s(ctx, c.pairBuf, &c.gather); err != nil {
 		return fmt.Errorf("%w: group %q: %s #%d: counts do not pair up (gathering them: %v)", ErrDesync, c.raw.Name(), op.Kind, c.seq, err)
@@ -88,7 +89,7 @@ func (c *checked) pairUp(ctx context.Context, op *Op, shape int64) error {
 			return fmt.Errorf("%w: group %q: %s #%d: rank %d sent %d counts, want %d", ErrDesync, c.raw.Name(), op.Kind, c.seq, r, len(rows[r]), 2*n)
 		}
 	}
-	e, ok := firstUnpaired(op.Kind, rows)
+	e, ok := typed.FirstUnpaired(op.Kind, rows)
 	if !ok { // cannot be: counts that all pair up sum alike
 		return fmt.Errorf("%w: group %q: %s #%d: the count sums differ but every count pairs up", ErrDesync, c.raw.Name(), op.Kind, c.seq)
 	}

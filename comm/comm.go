@@ -2,49 +2,27 @@ package comm
 
 import (
 	"context"
-	"fmt"
+
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // ReduceOp is the element-wise operation of a reduction (AllreduceInt64,
-// and the typed Allreduce, Reduce and ReduceScatter of typed.go, which add
-// Prod and BitXor).
-type ReduceOp uint8
+// and the typed Allreduce, Reduce and ReduceScatter, which add Prod and
+// BitXor).
+type ReduceOp = typed.ReduceOp
 
-// The reductions every backend supports.
+// The reductions: every backend supports each for int64s; for the typed
+// collectives, Sum, Prod, Min and Max reduce every Element, the bitwise
+// ones the integers only.
 const (
-	Sum ReduceOp = iota + 1
-	Min
-	Max
-	BitOr
-	BitAnd
+	Sum    = typed.Sum
+	Min    = typed.Min
+	Max    = typed.Max
+	BitOr  = typed.BitOr
+	BitAnd = typed.BitAnd
+	Prod   = typed.Prod
+	BitXor = typed.BitXor
 )
-
-func (op ReduceOp) String() string {
-	switch op {
-	case Sum:
-		return "sum"
-	case Min:
-		return "min"
-	case Max:
-		return "max"
-	case BitOr:
-		return "bor"
-	case BitAnd:
-		return "band"
-	case Prod:
-		return "prod"
-	case BitXor:
-		return "bxor"
-	}
-	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
-}
-
-// Valid reports whether op is one of the defined reductions.
-func (op ReduceOp) Valid() bool { return op >= Sum && op <= BitXor }
-
-// Apply folds b into a element-wise (a[i] = a[i] op b[i]). Backends that
-// reduce in Go use it so that every backend computes the same thing.
-func (op ReduceOp) Apply(a, b []int64) { reduceInts(op, a, b) }
 
 // Wildcards for Irecv.
 const (

@@ -60,23 +60,6 @@ func TestGatheredReusesItsBuffers(t *testing.T) {
 	}
 }
 
-func TestReduceOps(t *testing.T) {
-	for _, tc := range []struct {
-		op   ReduceOp
-		want int64
-	}{{Sum, 9}, {Min, 1}, {Max, 5}, {BitOr, 7}, {BitAnd, 1}} {
-		a := []int64{5}
-		tc.op.Apply(a, []int64{3})
-		tc.op.Apply(a, []int64{1})
-		if a[0] != tc.want {
-			t.Errorf("%s: got %d want %d", tc.op, a[0], tc.want)
-		}
-	}
-	if ReduceOp(0).Valid() || ReduceOp(9).Valid() {
-		t.Error("unknown ops must be invalid")
-	}
-}
-
 // A rank whose program returned is named so, with its last operation:
 // the collective waits for a call it will never make (not a rank that is
 // merely behind, nor a desync).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/kit"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // Sentinel errors. Backends and the checked layer wrap them with the rank,
@@ -15,7 +16,7 @@ import (
 var (
 	// ErrDesync: ranks of one group entered different collectives (or the
 	// same collective with different argument shapes). See *DesyncError.
-	ErrDesync = errors.New("comm: collective desync")
+	ErrDesync = typed.ErrDesync
 	// ErrCollectiveTimeout: a collective did not complete within its
 	// deadline. See *TimeoutError for the ranks that never arrived.
 	ErrCollectiveTimeout = errors.New("comm: collective timeout")
@@ -29,7 +30,7 @@ var (
 	ErrBroken = errors.New("comm: communicator broken by an earlier failure")
 	// ErrBadArgument: a caller error (negative rank or tag, nil buffer,
 	// mismatched lengths, unknown op).
-	ErrBadArgument = errors.New("comm: bad argument")
+	ErrBadArgument = typed.ErrBadArgument
 	// ErrTruncated: a message was longer than the receive buffer.
 	ErrTruncated = errors.New("comm: message truncated")
 	// ErrNotCancelled: Cancel was called on a request that can no longer be
@@ -63,27 +64,8 @@ func afterGuards(gs []flight.GuardValue) string {
 	return ", after " + flight.GuardsText(gs)
 }
 
-// DescribeShape renders a collective's stamped argument shape as an error
-// shows it: " (float32, sum, count 2)", " (int64, counts digest 0x...)",
-// " (count 4, sum)", "".
-func DescribeShape(kind flight.Kind, shape int64) string {
-	return Entry{Kind: kind, Shape: shape}.shapeString()
-}
-
-// shapeString renders the argument shape of a stamp: allreduce stamps carry
-// count<<8 | op, bcast stamps the root.
-func (e Entry) shapeString() string {
-	if s, ok := typedShape(e.Kind, e.Shape); ok {
-		return s
-	}
-	switch e.Kind {
-	case flight.KindAllreduce:
-		return fmt.Sprintf(" (count %d, %s)", e.Shape>>8, ReduceOp(e.Shape&0xff))
-	case flight.KindBcast:
-		return fmt.Sprintf(" (root %d)", e.Shape)
-	}
-	return ""
-}
+// shapeString renders the argument shape of a stamp (typed.DescribeShape).
+func (e Entry) shapeString() string { return typed.DescribeShape(e.Kind, e.Shape) }
 
 // DesyncError is returned (wrapping ErrDesync) on every rank that took part
 // in a stamp exchange whose stamps disagreed.

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/rankrun/rankrun/comm"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // typedMatrix counts what one rank checked, for the caller's report.
@@ -63,7 +64,7 @@ func toU64[T comm.Element](v T) uint64 { return uint64(v) }
 
 // reductionsOf lists the reductions that apply to T.
 func reductionsOf[T comm.Element]() []comm.ReduceOp {
-	if comm.DatatypeOf[T]().Float() {
+	if typed.DatatypeOf[T]().Float() {
 		return []comm.ReduceOp{comm.Sum, comm.Prod, comm.Min, comm.Max}
 	}
 	return []comm.ReduceOp{comm.Sum, comm.Prod, comm.Min, comm.Max, comm.BitOr, comm.BitAnd, comm.BitXor}
@@ -114,7 +115,7 @@ func typedAll(n int) RankFunc {
 
 func typedOps[T comm.Element](ctx context.Context, c comm.Comm, m *typedMatrix) error {
 	n, me := c.Size(), c.Rank()
-	dt := comm.DatatypeOf[T]()
+	dt := typed.DatatypeOf[T]()
 	fail := func(what string, got, want any) error {
 		return errorf(c, "%s %s: got %v, want %v", dt, what, got, want)
 	}
@@ -482,7 +483,7 @@ func typedDesyncCount(n int) RankFunc {
 }
 
 // typedMismatch: ranks that agree on a typed collective's kind, datatype
-// and root but whose counts do not pair up get a comm.MismatchError naming
+// and root but whose counts do not pair up get a typed.MismatchError naming
 // the sender and the receiver that disagree, with the collective's
 // sequence number and call site (checked mode; every rank's stamp agreed):
 // a Reduce whose last rank reduces more (stamped: a desync naming both
@@ -542,7 +543,7 @@ func typedMismatch(n int) RankFunc {
 			}
 			err = tc.call(d)
 			d.Close()
-			var mm *comm.MismatchError
+			var mm *typed.MismatchError
 			switch {
 			case !errors.As(err, &mm):
 				return errorf(c, "%s: %v, want a MismatchError", tc.name, err)

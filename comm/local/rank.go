@@ -9,6 +9,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // rankComm is one rank's handle on a group.
@@ -38,7 +39,7 @@ var (
 	_ interface{ CollectiveTimeout() time.Duration } = (*rankComm)(nil)
 	_ interface{ WorldRanks() []int }                = (*rankComm)(nil)
 	_ interface {
-		Collective(context.Context, *comm.Op) error
+		Collective(context.Context, *typed.Op) error
 	} = (*rankComm)(nil)
 )
 
@@ -88,7 +89,7 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	if err := c.usable("AllreduceInt64"); err != nil {
 		return err
 	}
-	if !op.Valid() {
+	if !typed.Valid(op) {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", comm.ErrBadArgument, op)
 	}
 	if len(in) != len(out) {
@@ -229,7 +230,7 @@ func (c *rankComm) takeStamp() []int64 {
 
 // Collective runs comm's typed collectives: one round, in which the last rank
 // to arrive writes every rank's result into its receive buffer.
-func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {
+func (c *rankComm) Collective(ctx context.Context, op *typed.Op) error {
 	stamp := c.takeStamp() // whatever happens next: a stamp is for this call only
 	if err := c.usable(op.Kind.String()); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/kit"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // directMax is the largest group whose Barrier, AllreduceInt64,
@@ -143,7 +144,7 @@ func (c *mpiComm) runDX(ctx context.Context, w *wait, op string, kind C.int, h1 
 // runDXAlltoall runs a direct typed all-to-all (rr_dx_a2a_run_u): h1 is
 // the op's shape, in and out the caller's pinned buffers, c4 the counts
 // and displacements in elements of dt. collMu held.
-func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int64, in, out unsafe.Pointer, c4 *C.int, dt comm.Datatype) error {
+func (c *mpiComm) runDXAlltoall(ctx context.Context, w *wait, op string, h1 int64, in, out unsafe.Pointer, c4 *C.int, dt typed.Datatype) error {
 	// Room for this rank's header and a header from each peer.
 	if err := c.reserveDX(op, 0, 2); err != nil {
 		return err
@@ -279,8 +280,8 @@ func (c *mpiComm) enteredNow() uint64 {
 
 // shape renders a direct collective's header shape.
 func shape(kind flight.Kind, h1 int64) string {
-	if uint64(h1)>>56 != 0 { // a typed collective's (comm.Op.Shape)
-		return comm.DescribeShape(kind, h1)
+	if uint64(h1)>>56 != 0 { // a typed collective's (typed.Op.Shape)
+		return typed.DescribeShape(kind, h1)
 	}
 	switch kind {
 	case flight.KindAllreduce:
@@ -353,7 +354,7 @@ func (c *mpiComm) barrierLocked(ctx context.Context, kind flight.Kind, op string
 }
 
 func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out []int64) error {
-	if !op.Valid() {
+	if !typed.Valid(op) {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", comm.ErrBadArgument, op)
 	}
 	if len(in) != len(out) {
@@ -383,7 +384,7 @@ func (c *mpiComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out 
 		// commutative: every rank computes the same result in any order.
 		copy(out, mine)
 		for i := range c.size - 1 {
-			op.Apply(out, int64s(at(d.rbuf, i*(2+n)+2), n))
+			typed.Apply(op, out, int64s(at(d.rbuf, i*(2+n)+2), n))
 		}
 		return nil
 	}

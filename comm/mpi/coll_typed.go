@@ -14,14 +14,15 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 var _ interface {
-	Collective(context.Context, *comm.Op) error
+	Collective(context.Context, *typed.Op) error
 } = (*mpiComm)(nil)
 
 // typedKind maps a typed collective's kind to cmpi.h's RR_T_ codes.
-func typedKind(op *comm.Op) C.int {
+func typedKind(op *typed.Op) C.int {
 	switch op.Kind {
 	case flight.KindAllreduce:
 		return C.RR_T_ALLREDUCE
@@ -48,7 +49,7 @@ func typedKind(op *comm.Op) C.int {
 // caller's buffers (pinned while MPI may touch them; an allreduce whose
 // input is its output runs in place), polled under the communicator's
 // bound like the others. Nothing is copied or reduced in Go.
-func (c *mpiComm) Collective(ctx context.Context, op *comm.Op) error {
+func (c *mpiComm) Collective(ctx context.Context, op *typed.Op) error {
 	name := op.Kind.String()
 	if err := op.Check(c.rank, c.size); err != nil {
 		return err
@@ -169,7 +170,7 @@ const directTypedMax = 64 << 10
 // kind and shape (datatype, reduction, count hash), so a peer in another
 // collective, or reducing another datatype, is a desync. collMu held, c
 // usable.
-func (c *mpiComm) allreduceDX(ctx context.Context, op *comm.Op) error {
+func (c *mpiComm) allreduceDX(ctx context.Context, op *typed.Op) error {
 	nb, es, n := len(op.Send), op.Type.Size(), c.size
 	words := max((nb+7)/8, 1)
 	if int(c.co.scap) < words || int(c.co.rcap) < n*words {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
 )
 
 func TestInitWithoutMPI(t *testing.T) {

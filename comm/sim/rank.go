@@ -9,6 +9,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/round"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // rankComm is one rank's handle on a group.
@@ -33,7 +34,7 @@ var (
 	_ interface{ CollectiveTimeout() time.Duration } = (*rankComm)(nil)
 	_ interface{ WorldRanks() []int }                = (*rankComm)(nil)
 	_ interface {
-		Collective(context.Context, *comm.Op) error
+		Collective(context.Context, *typed.Op) error
 	} = (*rankComm)(nil)
 	_ comm.Vectored = (*rankComm)(nil)
 )
@@ -70,7 +71,7 @@ func (c *rankComm) AllreduceInt64(ctx context.Context, op comm.ReduceOp, in, out
 	if err := c.usable("AllreduceInt64"); err != nil {
 		return err
 	}
-	if !op.Valid() {
+	if !typed.Valid(op) {
 		return fmt.Errorf("%w: AllreduceInt64: unknown op %v", comm.ErrBadArgument, op)
 	}
 	if len(in) != len(out) {
@@ -183,7 +184,7 @@ func (c *rankComm) Clock() clock.Clock { return &rankClock{w: c.w, r: c.w.ranks[
 // Collective runs comm's typed collectives: one round, its result written
 // when the last rank arrives and read when the link model's time for the
 // operation has passed.
-func (c *rankComm) Collective(ctx context.Context, op *comm.Op) error {
+func (c *rankComm) Collective(ctx context.Context, op *typed.Op) error {
 	if err := c.usable(op.Kind.String()); err != nil {
 		return err
 	}

@@ -284,7 +284,7 @@ var catalogue = []mutant{
 		old: "\t\terr = c.mismatch(*me, self)\n", new: "\t\t_ = self\n",
 		why: "checked mode passes on the backend's count mismatch without the collective's sequence number and call site, telling a checked run to run checked", pkgs: []string{"./comm/local"}},
 	{name: "checked-counts-unpaired", file: "comm/checked_typed.go",
-		old: "\tpairs := op.pairsPerRank() && c.stamper == nil\n", new: "\tpairs := false && op.pairsPerRank() && c.stamper == nil\n",
+		old: "\tpairs := op.PairsPerRank() && c.stamper == nil\n", new: "\tpairs := false && op.PairsPerRank() && c.stamper == nil\n",
 		why: "checked mode no longer checks that a gather's, scatter's or all-to-all's per-rank counts pair up: under MPI the root alone fails (MPI_ERR_TRUNCATE), its peers return nil",
 		mpi: &mpiSuite{nps: []int{2, 3}, pattern: "^TestConformance$/^TypedMismatchedCounts$"}},
 	// Verdicts from the system, not the host; errors that name processes.

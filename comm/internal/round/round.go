@@ -11,6 +11,7 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/kit"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
 // Round holds the contributions of the current round by group rank, and
@@ -25,8 +26,8 @@ type Round struct {
 	Bytes [][]byte
 	Color []int
 	Key   []int
-	// Ops: each rank's typed collective (comm.Op), nil for the others.
-	Ops []*comm.Op
+	// Ops: each rank's typed collective (typed.Op), nil for the others.
+	Ops []*typed.Op
 	// Stamp is checked mode's stamp of each rank's collective, where the
 	// backend compares stamps in the round itself (checked mode's stamp comparer); nil
 	// when the rank gave none.
@@ -49,7 +50,7 @@ type Round struct {
 func New(n int) *Round {
 	return &Round{Kind: make([]flight.Kind, n), Op: make([]comm.ReduceOp, n), In: make([][]int64, n),
 		Root: make([]int, n), Bytes: make([][]byte, n), Color: make([]int, n), Key: make([]int, n), Stamp: make([][]int64, n),
-		Ops: make([]*comm.Op, n)}
+		Ops: make([]*typed.Op, n)}
 }
 
 // Combine computes the round's result from every rank's contribution
@@ -71,15 +72,15 @@ func (r *Round) Combine(group string, members []int) error {
 		return nil
 	}
 	k := r.Kind[0]
-	typed := r.Ops[0] != nil
+	isTyped := r.Ops[0] != nil
 	for i, p := range r.Ops {
-		if (p != nil) != typed {
+		if (p != nil) != isTyped {
 			defer r.clearInputs()
 			return fmt.Errorf("%w: group %q: %s entered %s but %s entered %s, one of them a typed collective (unchecked mode cannot name call sites; run checked)",
 				comm.ErrDesync, group, kit.Who(members, 0), k, kit.Who(members, i), r.Kind[i])
 		}
 	}
-	if typed {
+	if isTyped {
 		defer r.clearInputs()
 		return r.combineTyped(group, members)
 	}
@@ -102,7 +103,7 @@ func (r *Round) Combine(group string, members []int) error {
 		}
 		r.Ints = append(r.Ints[:0], r.In[0]...)
 		for i := 1; i < len(r.In); i++ {
-			r.Op[0].Apply(r.Ints, r.In[i])
+			typed.Apply(r.Op[0], r.Ints, r.In[i])
 		}
 	case flight.KindAllgather:
 		flat := r.Gather.ResetFunc(len(r.In), func(i int) int { return len(r.In[i]) })

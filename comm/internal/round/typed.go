@@ -7,9 +7,10 @@ import (
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
 	"github.com/rankrun/rankrun/comm/internal/kit"
+	"github.com/rankrun/rankrun/comm/internal/typed"
 )
 
-// combineTyped computes a round of typed collectives (comm.Op, one per
+// combineTyped computes a round of typed collectives (typed.Op, one per
 // rank, each already checked by its rank): the last rank to arrive writes
 // every rank's output into that rank's receive buffer, in rank order, while
 // the others wait. Ranks that disagree (kind, type, reduction, root, or
@@ -23,9 +24,9 @@ func (r *Round) combineTyped(group string, members []int) error {
 	}
 	// mismatch: ranks a and b (the sender and the receiver, where one
 	// sends the other) entered the same collective with counts that do
-	// not pair up; checked mode adds where (comm.MismatchError).
+	// not pair up; checked mode adds where (typed.MismatchError).
 	mismatch := func(a, b int, format string, args ...any) error {
-		return &comm.MismatchError{Group: group, Kind: o.Kind, A: a, B: b, Detail: fmt.Sprintf(format, args...), WorldRanks: members}
+		return &typed.MismatchError{Group: group, Kind: o.Kind, A: a, B: b, Detail: fmt.Sprintf(format, args...), WorldRanks: members}
 	}
 	for i, p := range ops {
 		switch {
@@ -100,7 +101,7 @@ func (r *Round) combineTyped(group string, members []int) error {
 	case flight.KindAllreduce, flight.KindReduce, flight.KindReduceScatter:
 		acc := slices.Clone(ops[0].Send)
 		for _, p := range ops[1:] {
-			comm.ReduceInto(o.Type, o.Reduce, acc, p.Send)
+			typed.ReduceInto(o.Type, o.Reduce, acc, p.Send)
 		}
 		switch o.Kind {
 		case flight.KindAllreduce:
@@ -153,4 +154,4 @@ func (r *Round) combineTyped(group string, members []int) error {
 
 // TypedBytes is how many bytes a rank's typed collective puts on the links,
 // for a link model: the larger of its send and receive buffers.
-func TypedBytes(op *comm.Op) int { return max(len(op.Send), len(op.Recv)) }
+func TypedBytes(op *typed.Op) int { return max(len(op.Send), len(op.Recv)) }

@@ -1,4 +1,4 @@
-package comm
+package typed
 
 import (
 	"math/rand/v2"
@@ -70,8 +70,8 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 		var sent, expected int64
 		rows := make([][]int64, n)
 		for r, op := range ops {
-			s, e := op.pairSums(r, n)
-			sends, expects := op.pairRows(r, n)
+			s, e := op.PairSums(r, n)
+			sends, expects := op.PairRows(r, n)
 			var fs, fe uint64
 			for j, k := range sends {
 				if k >= 0 {
@@ -88,7 +88,7 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 			sent, expected = sent+s, expected+e
 			rows[r] = append(sends, expects...)
 		}
-		_, found := firstUnpaired(kind, rows)
+		_, found := FirstUnpaired(kind, rows)
 		assert.Equal(t, off, found, "%s on %d ranks: a count off by one, found unpaired", kind, n)
 		assert.Equal(t, !off, sent == expected, "%s on %d ranks: the sums balance exactly when every count pairs up", kind, n)
 		if off {

@@ -2,7 +2,7 @@
 // agree on kind, datatype, reduction and root but whose buffers do not fit
 // what the others send.
 
-package comm
+package typed
 
 import (
 	"fmt"
@@ -54,11 +54,11 @@ func (e *MismatchError) Error() string {
 
 func (e *MismatchError) Unwrap() error { return ErrDesync }
 
-// pairsPerRank says whether op's counts are each rank's own (a Gather's
+// PairsPerRank says whether op's counts are each rank's own (a Gather's
 // sends, a Scatter's receives, an all-to-all's both), so that only the
 // ranks together can tell whether they pair up: the kinds Shape cannot
 // stamp.
-func (op *Op) pairsPerRank() bool {
+func (op *Op) PairsPerRank() bool {
 	switch op.Kind {
 	case flight.KindGather, flight.KindScatter, flight.KindAlltoall:
 		return true
@@ -66,11 +66,11 @@ func (op *Op) pairsPerRank() bool {
 	return false
 }
 
-// pairRows is what rank sends each rank and expects from each, in
+// PairRows is what rank sends each rank and expects from each, in
 // elements, -1 where it sends or expects nothing, for the kinds of
-// pairsPerRank: over the group, what i sends j must be what j expects from
+// PairsPerRank: over the group, what i sends j must be what j expects from
 // i.
-func (op *Op) pairRows(rank, size int) (sends, expects []int64) {
+func (op *Op) PairRows(rank, size int) (sends, expects []int64) {
 	sends, expects = make([]int64, size), make([]int64, size)
 	for i := range size {
 		sends[i], expects[i] = -1, -1
@@ -99,12 +99,12 @@ func (op *Op) pairRows(rank, size int) (sends, expects []int64) {
 	return sends, expects
 }
 
-// pairSums folds pairRows into two sums over (from, to, count): over the
+// PairSums folds PairRows into two sums over (from, to, count): over the
 // group, the sends' sums equal the expectations' when every count pairs
 // up (and, but for a hash collision, only then). Two words a rank is what
 // checked mode adds to its stamp for such a collective; it allocates
 // nothing (the hot path's all-to-all takes it).
-func (op *Op) pairSums(rank, size int) (sent, expected int64) {
+func (op *Op) PairSums(rank, size int) (sent, expected int64) {
 	var s, e uint64
 	es := op.Type.Size()
 	switch op.Kind {
@@ -140,11 +140,11 @@ func pairHash(from, to int, n int64) uint64 {
 	return z ^ z>>31
 }
 
-// firstUnpaired is, over every rank's pairRows (rows[r] = sends then
+// FirstUnpaired is, over every rank's PairRows (rows[r] = sends then
 // expects, size each), the first pair (i, j) in rank order whose send and
 // expectation differ, as the MismatchError every rank builds alike (A the
 // sender i, B the receiver j); ok is false when every count pairs up.
-func firstUnpaired(kind flight.Kind, rows [][]int64) (e *MismatchError, ok bool) {
+func FirstUnpaired(kind flight.Kind, rows [][]int64) (e *MismatchError, ok bool) {
 	size := len(rows)
 	for i := range size {
 		for j := range size {
@@ -167,7 +167,7 @@ func firstUnpaired(kind flight.Kind, rows [][]int64) (e *MismatchError, ok bool)
 	return nil, false
 }
 
-// elements renders a pairRows count: "2 elements", "1 element", "nothing".
+// elements renders a PairRows count: "2 elements", "1 element", "nothing".
 func elements(n int64) string {
 	switch {
 	case n < 0:

@@ -1,9 +1,69 @@
-package comm
+package typed
 
 import (
 	"fmt"
 	"unsafe"
 )
+
+// ReduceOp is the element-wise operation of a reduction (comm.ReduceOp:
+// AllreduceInt64, and the typed Allreduce, Reduce and ReduceScatter, which
+// add Prod and BitXor).
+type ReduceOp uint8
+
+// The reductions every backend supports.
+const (
+	Sum ReduceOp = iota + 1
+	Min
+	Max
+	BitOr
+	BitAnd
+)
+
+func (op ReduceOp) String() string {
+	switch op {
+	case Sum:
+		return "sum"
+	case Min:
+		return "min"
+	case Max:
+		return "max"
+	case BitOr:
+		return "bor"
+	case BitAnd:
+		return "band"
+	case Prod:
+		return "prod"
+	case BitXor:
+		return "bxor"
+	}
+	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
+}
+
+// Valid reports whether op is one of the defined reductions.
+func Valid(op ReduceOp) bool { return op >= Sum && op <= BitXor }
+
+// Apply folds b into a element-wise (a[i] = a[i] op b[i]). Backends that
+// reduce in Go use it so that every backend computes the same thing.
+func Apply(op ReduceOp, a, b []int64) { reduceInts(op, a, b) }
+
+// Reductions beyond ReduceOp's integer ones: a product for every type, and
+// exclusive or for the integers.
+const (
+	Prod ReduceOp = BitAnd + 1 + iota
+	BitXor
+)
+
+// ValidFor reports whether op reduces elements of type d: sum, prod, min and
+// max reduce every type; the bitwise ops the integers (and bytes) only.
+func (op ReduceOp) ValidFor(d Datatype) bool {
+	switch op {
+	case Sum, Prod, Min, Max:
+		return true
+	case BitOr, BitAnd, BitXor:
+		return !d.Float()
+	}
+	return false
+}
 
 // ReduceInto folds in into acc element-wise (acc[i] = acc[i] op in[i]),
 // both the bytes of elements of type d, of the same length. The in-process
