@@ -110,8 +110,8 @@ test-examples:
 
 test-mpi: mpi-deps
 	@scripts/test-mpi.sh
-	@scripts/test-mpi-cli.sh
-	@scripts/test-cli-mpi.sh
+	@echo "test-mpi: the CLI under mpirun (go test -tags mpirun ./tests/mpicli)"
+	@PATH="$$($(GO) env GOROOT)/bin:$$PATH" $(GO) test -tags mpirun -count=1 -timeout 20m ./tests/mpicli
 	@if [ -x scripts/test-mpi-scenarios.sh ]; then scripts/test-mpi-scenarios.sh; else echo "test-mpi: scripts/test-mpi-scenarios.sh missing" >&2; exit 1; fi
 	@scripts/test-mpi-freeze.sh
 

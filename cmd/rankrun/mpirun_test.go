@@ -12,7 +12,7 @@ import (
 // default of 1 s the partial reports get 400 ms as before, and a job that
 // raises the window (--mca odls_base_sigkill_timeout 5) gives them more
 // (with --trace on an oversubscribed host they took up to 0.75 s).
-// test-cli-mpi.sh checks under real mpirun that the job's window arrives:
+// tests/mpicli checks under real mpirun that the job's window arrives:
 // its kill -9 case names the 1.2 s waited under a 3 s window.
 func TestInterruptBoundsFollowTheKillWindow(t *testing.T) {
 	for window, want := range map[time.Duration]interruptBounds{

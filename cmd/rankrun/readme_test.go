@@ -42,7 +42,7 @@ var readmeCommands = map[string]readmeCommand{
 		want: regexp.MustCompile(`(?m)^requests +64 completed, 0 failed(?s:.*)^errors +none$`)},
 	"rankrun sweep --backend sim --model llama-3-70b --hardware h100 --gpus 8": {shrink: []string{"--requests", "4", "--arrival", "poisson=4"},
 		want: regexp.MustCompile(`best placement for 8 GPUs: \S+/\S+ \(\d GPUs\): goodput 4 requests/s`)},
-	"mpirun -np 5 --oversubscribe bin/rankrun-mpi run --ctx tp=1 --gen tp=4": {skip: "scripts/test-mpi-cli.sh runs it under mpirun"},
+	"mpirun -np 5 --oversubscribe bin/rankrun-mpi run --ctx tp=1 --gen tp=4": {skip: "tests/mpicli (make test-mpi) runs it under mpirun"},
 	"rankrun run --backend sim --ctx tp=2 --gen tp=2 --requests 24 --input 64 --output 2 --arrival closed=8 --ctx-blocks 64 --gen-blocks 64 --fault shrink-pool@ctx:1,blocks=8 --replay local-admission-gate": {
 		code: 1, want: regexp.MustCompile(`(?m)^requests +0 completed`)},
 	"rankrun run --backend sim --model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --arrival trace=traces/AzureLLMInferenceTrace_conv.csv --requests 200": {
