@@ -53,11 +53,11 @@ test-explore:
 test-sim-scale: build
 	$(BIN)/rankrun scenario --backend sim tests/multirank/testdata/scale/*.txt
 
-# Peak RSS against stated budgets (scripts/test-memory.sh has the table):
-# a run's trace and records stream to their files, and a 2048-rank
+# Peak RSS against stated budgets (tests/memory's package doc has the
+# table): a run's trace and records stream to their files, and a 2048-rank
 # simulation fits its budget.
 test-memory:
-	@scripts/test-memory.sh
+	@PATH="$$($(GO) env GOROOT)/bin:$$PATH" $(GO) test -tags memory -count=1 -timeout 30m ./tests/memory
 
 # Every rankrun command line of the README and docs/, as written (a smaller size
 # where cmd/rankrun/readme_test.go says so), without -race: the sweep and
@@ -134,6 +134,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags nvml ./gpu ./cmd/rankrun
+	$(GO) vet -tags mpirun ./tests/mpicli
+	$(GO) vet -tags memory ./tests/memory
 	@if pkg-config --exists ompi; then $(GO) vet -tags mpi ./...; else echo "lint: Open MPI missing, skipped go vet -tags mpi (make mpi-deps installs it)"; fi
 
 fuzz:

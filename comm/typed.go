@@ -2,10 +2,11 @@ package comm
 
 // The typed collectives an MPI user expects, over every backend. A backend
 // implements one method for the whole family (collectives.Collective, with
-// an Op describing the operation, its datatype and its buffers as bytes);
-// the generic functions below are what programs call: Allreduce[float32],
-// Alltoallv[int64], ... Interfaces cannot carry type parameters, so the
-// element type travels as a Datatype.
+// a typed.Op describing the operation, its datatype and its buffers as
+// bytes: comm/internal/typed); the generic functions below are what
+// programs call: Allreduce[float32], Alltoallv[int64], ... Interfaces
+// cannot carry type parameters, so the element type travels as a
+// typed.Datatype.
 
 import (
 	"context"

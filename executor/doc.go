@@ -60,7 +60,7 @@
 // prove they catch them. Run runs a whole job in one process on a World the
 // caller picks (launch.Local, launch.Sim: executor imports no backend);
 // RunRank is one rank of a job on any comm.Comm (mpirun uses it through
-// cmd/rankrun, whose internal/jobreport still makes one report of a job
-// that failed, from what its ranks send). Both return a Report with
+// cmd/rankrun; the module's internal/jobreport still makes one report of
+// a job that failed, from what its ranks send). Both return a Report with
 // stable JSON field names.
 package executor

@@ -32,10 +32,9 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, RankRep
 	return rep, mine, err
 }
 
+// runRank is one rank's run; keep is handed the rank's own report and how
+// it ended before it returns.
 func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {
-	if keep == nil {
-		keep = func(RankReport, error) {}
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = comm.ClockOf(world) // a simulated world's virtual clock
 	}

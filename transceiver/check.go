@@ -11,7 +11,7 @@ import (
 	"github.com/rankrun/rankrun/clock"
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/consensus"
-	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/internal/pause"
 )
 
 // WaitEvent sleeps until a communication event of this rank (a request
@@ -36,8 +36,8 @@ func (t *Transceiver) WaitEvent(ctx context.Context, deadline time.Time) error {
 		// one takes a new request within 250 us (the idle-handover goal
 		// under mpirun is p99 < 1 ms).
 		if t.progress == nil || !t.bytesMoving() || !t.progress(min(d, 50*time.Microsecond)) {
-			pause := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), 250*time.Microsecond)
-			mpienv.PollPause(min(d, pause))
+			gap := min(max(t.clk.Now().Sub(t.activeAt)/16, 50*time.Microsecond), 250*time.Microsecond)
+			pause.Poll(min(d, gap))
 		}
 		return ctx.Err()
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/flight"
-	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/internal/pause"
 )
 
 // engine owns this process's MPI library state. Every MPI call is made with
@@ -166,7 +166,7 @@ func backoff(long bool) {
 		// rank 0's output: a pty it cannot drain blocks rank 0's
 		// report); a sleeper is woken in time where a yielder waits
 		// for the slice.
-		mpienv.PollPause(50 * time.Microsecond)
+		pause.Poll(50 * time.Microsecond)
 		return
 	}
 	runtime.Gosched()

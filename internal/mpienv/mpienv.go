@@ -1,8 +1,7 @@
 // Package mpienv is what a process learns of mpirun from outside the MPI
 // library: whether mpirun started it, and as which rank (the variables it
-// sets), and how long to pause between polls of a backend that has no
-// completion events. The CLI, launch and the MPI backend share it; no
-// user calls it (a program picks its backend through launch).
+// sets). The CLI, launch and the MPI backend share it; no user calls it
+// (a program picks its backend through launch).
 package mpienv
 
 import (
@@ -10,8 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
-	"time"
 )
 
 // ErrUnderMPI: a binary built without MPI support was started by mpirun
@@ -63,16 +60,4 @@ func (l Launch) RefuseUnderMPI(binary string) error {
 	return fmt.Errorf("%w: %s was started by mpirun (rank %d of %d) but was built without MPI; "+
 		"rebuild with `go build -tags mpi` (make build-mpi) or run it without mpirun to use in-process ranks",
 		ErrUnderMPI, binary, l.WorldRank, l.WorldSize)
-}
-
-// PollPause sleeps about d (capped at 1 ms) between polls of a backend that
-// has no completion events (MPI). A Go timer shorter than a millisecond
-// sleeps a whole millisecond when the process is otherwise idle (the
-// runtime's poller waits in milliseconds: 50 us timers took 1.08 ms here),
-// which would put a millisecond of latency on every idle wake-up; the
-// kernel's nanosleep keeps it near d (124 us for 50 us here).
-func PollPause(d time.Duration) {
-	d = min(max(d, 0), time.Millisecond)
-	ts := syscall.NsecToTimespec(d.Nanoseconds())
-	_ = syscall.Nanosleep(&ts, nil)
 }

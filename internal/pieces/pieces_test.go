@@ -3,6 +3,8 @@ package pieces_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +66,9 @@ func TestAMalformedHeaderIsRefused(t *testing.T) {
 			return pieces.SendWait(ctx, w, []byte{1, 2, 3}, 0, 7)
 		}
 		_, _, err := pieces.Recv(ctx, w, comm.AnySource, 7, 8)
-		require.ErrorContains(t, err, "world rank 1: a 3-byte report header")
+		if err == nil || !strings.Contains(err.Error(), "world rank 1: a 3-byte report header") {
+			return fmt.Errorf("receiving a 3-byte header: %v, want it refused naming world rank 1", err)
+		}
 		return nil
 	})
 	require.NoError(t, err)

@@ -61,7 +61,6 @@ func TestMpirunInterruptReportsOnce(t *testing.T) {
 	}
 	if slices.Contains(missing, 1) {
 		assert.Contains(t, r.CountsPartial, "GEN leader world ranks [1]")
-		assert.GreaterOrEqual(t, r.RequestsCompleted, 0)
 	} else {
 		assert.Positive(t, r.RequestsCompleted)
 	}
@@ -148,7 +147,7 @@ func TestMpirunKilledGenLeaderIsNamed(t *testing.T) {
 	b := startJob(t, dir, append([]string{"--mca", "odls_base_sigkill_timeout", "3", "-np", "5", mpiBin},
 		append(slices.Clone(longRun), "--dump-dir", dumps)...)...)
 	require.True(t, waitFor(60*time.Second, func() bool { return b.progressed(5) }), "no progress within 60 s")
-	victim, ok := processOfWorldRank("rankrun-mpi run --requests 1000000", 1)
+	victim, ok := processOfWorldRank(b.cmd.Process.Pid, 1)
 	require.True(t, ok, "no process of world rank 1 found")
 	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
 	j := b.wait(t, 30*time.Second)
@@ -188,13 +187,20 @@ func TestMpirunDesyncDumpsAreAnalysed(t *testing.T) {
 	sides, _ := m["sides"].([]any)
 	require.Len(t, sides, 2)
 	var vals []string
-	for _, sd := range sides {
-		gs, _ := sd.(map[string]any)["guards"].([]any)
+	for i, sd := range sides {
+		side, _ := sd.(map[string]any)
+		gs, _ := side["guards"].([]any)
+		var v []string
 		for _, g := range gs {
-			if gm := g.(map[string]any); gm["name"] == "new_local_failures" {
-				vals = append(vals, gm["value"].(string))
+			gm, _ := g.(map[string]any)
+			if gm["name"] == "new_local_failures" {
+				val, ok := gm["value"].(string)
+				require.True(t, ok, "side %d: new_local_failures' value %v is not a string", i, gm["value"])
+				v = append(v, val)
 			}
 		}
+		require.Len(t, v, 1, "side %d: one new_local_failures value: %v", i, side)
+		vals = append(vals, v[0])
 	}
 	slices.Sort(vals)
 	assert.Equal(t, []string{"0", "1"}, vals)

@@ -101,6 +101,7 @@ func runJob(t *testing.T, name string, args ...string) job {
 	ctx, cancel := context.WithTimeout(context.Background(), jobBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // a test binary that dies takes its job along
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	var out, errb bytes.Buffer
@@ -194,6 +195,7 @@ func startJob(t *testing.T, dir string, args ...string) *background {
 		t.Fatal(err)
 	}
 	b.cmd = exec.Command("mpirun", mpirunArgs(args...)...)
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	b.cmd.Stdout, b.cmd.Stderr = so, se
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -205,9 +207,18 @@ func startJob(t *testing.T, dir string, args ...string) *background {
 		close(b.done)
 	}()
 	t.Cleanup(func() {
+		// A job still running (its test failed early) is ended as a user
+		// would: SIGTERM, which mpirun passes on to its ranks, then, past
+		// the longest kill window here, SIGKILL.
 		select {
 		case <-b.done:
+			return
 		default:
+		}
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(15 * time.Second):
 			_ = b.cmd.Process.Kill()
 			<-b.done
 		}
@@ -253,19 +264,15 @@ func (b *background) wait(t *testing.T, d time.Duration) job {
 	return j
 }
 
-// processOfWorldRank finds the process of world rank r among those whose
-// command line contains marker (Open MPI sets OMPI_COMM_WORLD_RANK in each
-// rank's environment).
-func processOfWorldRank(marker string, r int) (int, bool) {
+// processOfWorldRank finds the process of world rank r among the children
+// of the mpirun whose pid is parent (Open MPI sets OMPI_COMM_WORLD_RANK in
+// each rank's environment), so no other job's rank is ever picked.
+func processOfWorldRank(parent, r int) (int, bool) {
 	dirs, _ := os.ReadDir("/proc")
 	want := []byte("OMPI_COMM_WORLD_RANK=" + strconv.Itoa(r))
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), []byte(marker)) {
+		if err != nil || parentOf(pid) != parent {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
@@ -279,6 +286,28 @@ func processOfWorldRank(marker string, r int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// parentOf is pid's parent pid from /proc/PID/stat (its fourth field,
+// after the command name in parentheses), or -1.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return -1
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	p, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return p
 }
 
 // lines counts the lines of s that start with prefix.
@@ -297,3 +326,16 @@ func decodeLine(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // regexpQuote quotes s for a regular expression.
 func regexpQuote(s string) string { return regexp.QuoteMeta(s) }
+
+// requireKeys fails unless the job's stdout is a JSON object with every
+// one of keys (null counts as present).
+func requireKeys(t *testing.T, j job, keys ...string) {
+	t.Helper()
+	var m map[string]json.RawMessage
+	decode(t, j.stdout, &m, j)
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("the report has no %q\n%v", k, j)
+		}
+	}
+}

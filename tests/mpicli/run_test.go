@@ -47,6 +47,12 @@ func TestMpirunRunEqualsInProcess(t *testing.T) {
 	var mpi, local report
 	decode(t, mj.stdout, &mpi, mj)
 	decode(t, lj.stdout, &local, lj)
+	// A key the struct reads but the report lacks would read as zero:
+	// each must be there, on both sides.
+	keys := []string{"backend", "ranks", "wall_seconds", "duration_s", "requests_completed", "requests_failed", "requests_cancelled",
+		"bytes_moved", "bytes_verified", "leaked_blocks", "pinned_blocks_at_end", "ttft_ms", "errors", "error"}
+	requireKeys(t, mj, keys...)
+	requireKeys(t, lj, keys...)
 
 	assert.Equal(t, "mpi", mpi.Backend)
 	assert.Equal(t, 5, mpi.Ranks)
@@ -77,6 +83,11 @@ func TestMpirunRunEqualsInProcess(t *testing.T) {
 	}
 	mr, lr := readRequests(t, filepath.Join(dir, "mpi.jsonl")), readRequests(t, filepath.Join(dir, "local.jsonl"))
 	assert.Len(t, mr, 32, "one --requests-out record per request")
+	seen := map[int]bool{}
+	for _, r := range mr {
+		assert.False(t, seen[r.ID], "request %d recorded twice in --requests-out", r.ID)
+		seen[r.ID] = true
+	}
 	assert.Equal(t, lr, mr, "request ids and states, mpirun against in-process")
 }
 
@@ -85,6 +96,7 @@ func TestMpirunRunEqualsInProcess(t *testing.T) {
 func TestMpirunWrongRankCountIsNamed(t *testing.T) {
 	j := mpirun(t, 4, mpiBin, "run", "--ctx", "tp=1", "--gen", "tp=4", "--requests", "32", "--json", "--checked")
 	require.NotEqual(t, 0, j.code, "%v", j)
+	assert.Equal(t, 1, lines(j.stderr, "rankrun:"), "one line, from world rank 0\n%v", j)
 	assert.Contains(t, j.stderr, "-np 5")
 	assert.Contains(t, j.stderr, "world has 4 ranks")
 	assert.Empty(t, j.stdout, "no report")
@@ -95,6 +107,7 @@ func TestMpirunWrongRankCountIsNamed(t *testing.T) {
 func TestMpirunRefusesABuildWithoutMPI(t *testing.T) {
 	j := mpirun(t, 2, noMPIBin, "run", "--requests", "4", "--json")
 	require.NotEqual(t, 0, j.code, "%v", j)
+	assert.Equal(t, 1, lines(j.stderr, "rankrun:"), "one line, from world rank 0\n%v", j)
 	assert.Contains(t, j.stderr, "built without MPI")
 	assert.Empty(t, j.stdout, "no report")
 }
@@ -108,6 +121,7 @@ func TestMpirunExpertDispatch(t *testing.T) {
 		"--requests", "4", "--input", "128", "--output", "8", "--json"}
 	j := mpirun(t, 4, mpiBin, ep...)
 	require.Equal(t, 0, j.code, "%v", j)
+	requireKeys(t, j, "requests_completed", "errors")
 	var r report
 	decode(t, j.stdout, &r, j)
 	assert.Equal(t, 4, r.RequestsCompleted)
@@ -135,6 +149,7 @@ func TestMpirunChunkedPrefill(t *testing.T) {
 			args = append(args, "--requests", "6", "--input", "300", "--output", "4", "--max-tokens", "128", "--chunked", "--json")
 			j := mpirun(t, 4, mpiBin, args...)
 			require.Equal(t, 0, j.code, "%v", j)
+			requireKeys(t, j, "requests_completed", "errors", "scheduler", "instances", "bytes_moved", "bytes_verified")
 			var r report
 			decode(t, j.stdout, &r, j)
 			assert.Equal(t, 6, r.RequestsCompleted)

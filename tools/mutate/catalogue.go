@@ -332,7 +332,7 @@ var catalogue = []mutant{
 		old: "n > 1 && tag >= w.cfg.PayloadTagsFrom {", new: "n > 1 {",
 		why: "a run that carries a sample of each KV head charges its control messages N times too: its virtual times drift from the full run's", pkgs: []string{"./comm/sim"}},
 	// Streams: a run's records and events go to its sink as they
-	// happen, not into the reports (make test's test-memory.sh holds the
+	// happen, not into the reports (make test's tests/memory holds the
 	// trace's memory to a budget too).
 	{name: "sink-ignored-for-records", file: "executor/metrics.go",
 		old: "\tcase records && sink != nil:\n", new: "\tcase records && sink != nil && false:\n",

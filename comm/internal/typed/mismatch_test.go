@@ -12,8 +12,8 @@ import (
 )
 
 // TestPairSumsAgreeWithPairRows: the two sums checked mode exchanges
-// (pairSums) are the fold of the counts it gathers when they do not balance
-// (pairRows), and they balance exactly when firstUnpaired finds every count
+// (PairSums) are the fold of the counts it gathers when they do not balance
+// (PairRows), and they balance exactly when FirstUnpaired finds every count
 // paired: over random Gather, Scatter and Alltoall counts on 2 to 6 ranks,
 // half of them with one count off.
 func TestPairSumsAgreeWithPairRows(t *testing.T) {
@@ -83,8 +83,8 @@ func TestPairSumsAgreeWithPairRows(t *testing.T) {
 					fe += pairHash(i, r, k)
 				}
 			}
-			require.Equal(t, int64(fs), s, "%s rank %d: pairSums' sends are not pairRows'", kind, r)
-			require.Equal(t, int64(fe), e, "%s rank %d: pairSums' expectations are not pairRows'", kind, r)
+			require.Equal(t, int64(fs), s, "%s rank %d: PairSums' sends are not PairRows'", kind, r)
+			require.Equal(t, int64(fe), e, "%s rank %d: PairSums' expectations are not PairRows'", kind, r)
 			sent, expected = sent+s, expected+e
 			rows[r] = append(sends, expects...)
 		}
