@@ -373,6 +373,7 @@ func TestRefusesUnderMPIWithoutMPI(t *testing.T) {
 			assert.Contains(t, errOut, "mpirun")
 			assert.Contains(t, errOut, "of 2")
 			assert.NotContains(t, errOut, "goroutine ")
+			assert.Equal(t, 1, strings.Count(errOut, "rankrun:"), "one line: %q", errOut)
 		})
 	}
 }

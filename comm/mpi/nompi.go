@@ -28,10 +28,18 @@ func Init(cfg Config) (*World, error) {
 		return nil, err
 	}
 	if err := mpienv.Detect().RefuseUnderMPI("this program"); err != nil {
-		return nil, errors.Join(ErrNotBuilt, err)
+		return nil, notBuiltUnderMPI{err}
 	}
 	return nil, ErrNotBuilt
 }
+
+// notBuiltUnderMPI is Init's error under mpirun: it is both ErrNotBuilt
+// and ErrUnderMPI (errors.Is finds each), and reads as the refusal alone,
+// which already says to rebuild with -tags mpi: one line, not two.
+type notBuiltUnderMPI struct{ refusal error }
+
+func (e notBuiltUnderMPI) Error() string   { return e.refusal.Error() }
+func (e notBuiltUnderMPI) Unwrap() []error { return []error{ErrNotBuilt, e.refusal} }
 
 func unavailable() { panic(ErrNotBuilt) }
 
