@@ -21,6 +21,18 @@ import (
 // tiny model), logging its progress.
 var longRun = []string{"run", "--requests", "1000000", "--layers", "1", "--kv-heads", "1", "--head-dim", "8", "--json", "--log-level", "debug"}
 
+// startLongRun starts longRun with extra flags under mpirun -np 5, whose
+// kill window (mpirun's SIGKILL after it forwarded a signal) is window
+// seconds, and returns once every rank started and requests finished
+// (within 60 s).
+func startLongRun(t *testing.T, dir, window string, extra ...string) *background {
+	t.Helper()
+	b := startJob(t, dir, append([]string{"--mca", "odls_base_sigkill_timeout", window, "-np", "5", mpiBin},
+		append(slices.Clone(longRun), extra...)...)...)
+	require.True(t, waitFor(60*time.Second, func() bool { return b.progressed(5) }), "no progress within 60 s")
+	return b
+}
+
 // SIGINT to mpirun during a long run (mpirun forwards it to every rank as
 // SIGTERM and kills them a window later): world rank 0 prints one brief
 // JSON report marked interrupted with what the ranks measured, naming any
@@ -35,9 +47,7 @@ var longRun = []string{"run", "--requests", "1000000", "--layers", "1", "--kv-he
 func TestMpirunInterruptReportsOnce(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "trace.json")
-	b := startJob(t, dir, append([]string{"--mca", "odls_base_sigkill_timeout", "5", "-np", "5", mpiBin},
-		append(slices.Clone(longRun), "--trace", trace)...)...)
-	require.True(t, waitFor(60*time.Second, func() bool { return b.progressed(5) }), "no progress within 60 s")
+	b := startLongRun(t, dir, "5", "--trace", trace)
 	require.NoError(t, b.cmd.Process.Signal(syscall.SIGINT))
 	j := b.wait(t, 30*time.Second)
 	require.NotEqual(t, 0, j.code, "mpirun exited 0 after SIGINT\n%v", j)
@@ -144,9 +154,7 @@ func ints(v any) []int {
 func TestMpirunKilledGenLeaderIsNamed(t *testing.T) {
 	dir := t.TempDir()
 	dumps := filepath.Join(dir, "dumps")
-	b := startJob(t, dir, append([]string{"--mca", "odls_base_sigkill_timeout", "3", "-np", "5", mpiBin},
-		append(slices.Clone(longRun), "--dump-dir", dumps)...)...)
-	require.True(t, waitFor(60*time.Second, func() bool { return b.progressed(5) }), "no progress within 60 s")
+	b := startLongRun(t, dir, "3", "--dump-dir", dumps)
 	victim, ok := processOfWorldRank(b.cmd.Process.Pid, 1)
 	require.True(t, ok, "no process of world rank 1 found")
 	require.NoError(t, syscall.Kill(victim, syscall.SIGKILL))
