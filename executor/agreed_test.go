@@ -76,7 +76,8 @@ func TestEveryRankActsOnTheAgreedValues(t *testing.T) {
 			cfg, err := s.Config(false)
 			require.NoError(t, err)
 			for seed := uint64(1); seed <= 3; seed++ {
-				sc := s.SimConfig()
+				sc, err := s.SimConfig()
+				require.NoError(t, err)
 				sc.Seed = seed
 				rep, _, err := runSim(t.Context(), cfg, sc)
 				require.NoError(t, err, "seed %d", seed)

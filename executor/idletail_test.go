@@ -40,7 +40,9 @@ func TestTheWorkloadEndsTheIdleWait(t *testing.T) {
 				cfg.IdleTick = tick
 				var rep *executor.Report
 				if backend == "sim" {
-					rep, _, err = runSim(t.Context(), cfg, s.SimConfig())
+					sc, serr := s.SimConfig()
+					require.NoError(t, serr)
+					rep, _, err = runSim(t.Context(), cfg, sc)
 				} else {
 					ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 					defer cancel()

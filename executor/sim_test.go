@@ -55,7 +55,8 @@ func TestFailedRankIsNamedDespiteItsCleanup(t *testing.T) {
 	s.Faults = []string{"exit@ctx:4,req=7"}
 	cfg, err := s.Config(false)
 	require.NoError(t, err)
-	sc := s.SimConfig()
+	sc, err := s.SimConfig()
+	require.NoError(t, err)
 	sc.Seed, sc.Strategy, sc.Depth, sc.Jitter = 2069, sim.PCT, 3, 20*time.Microsecond
 	rep, _, err := runSim(t.Context(), cfg, sc)
 	require.ErrorIs(t, err, executor.ErrInjected)

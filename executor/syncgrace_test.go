@@ -38,7 +38,9 @@ func TestSyncReceiveOutlastingTheCollectiveBound(t *testing.T) {
 				require.NoError(t, err)
 				var rep *executor.Report
 				if backend == "sim" {
-					rep, _, err = runSim(t.Context(), cfg, s.SimConfig())
+					sc, serr := s.SimConfig()
+					require.NoError(t, serr)
+					rep, _, err = runSim(t.Context(), cfg, sc)
 				} else {
 					rep, err = runLocal(t.Context(), cfg, true, s.CollectiveTimeout)
 				}

@@ -4,11 +4,11 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
+	"time"
 
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/scenario"
+	"github.com/stretchr/testify/require"
 )
 
 // FORMAT.md is the format's one reference: every key, replay and named
@@ -70,4 +70,18 @@ func TestTraceScenarioRequests(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, cfg.Workload.Requests)
 	require.Contains(t, strings.Join(s.RunArgs(false), " "), "--requests 3 --arrival trace=../traces/AzureLLMInferenceTrace_conv.csv:span=5s")
+}
+
+// A scenario's deadline is its own, a trace's too: the command line's
+// default that grows with a trace's span applies only where --timeout is
+// not given, and a scenario always gives it.
+func TestTraceScenarioKeepsItsDeadline(t *testing.T) {
+	s, err := scenario.Parse("x.txt", strings.NewReader("name: x\nctx: tp=1\ngen: tp=1\nexpect: ok\ntimeout: 7s\n"+
+		"arrival: trace=../traces/AzureLLMInferenceTrace_conv.csv:span=5s\n"))
+	require.NoError(t, err)
+	sp := s.Spec(false)
+	_, err = sp.Config()
+	require.NoError(t, err)
+	require.Equal(t, 7*time.Second, sp.Timeout)
+	require.Contains(t, strings.Join(s.RunArgs(false), " "), "--timeout 7s")
 }

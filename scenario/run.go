@@ -143,18 +143,11 @@ func RunVariant(ctx context.Context, s Scenario, withReplay bool, opts ...Option
 }
 
 // SimConfig is the simulation a scenario runs in: its seed, checked, its
-// collective timeout and link model, its deadline, all virtual.
-func (s *Scenario) SimConfig() sim.Config {
-	f := sim.Fabrics["zero"]
-	if s.Hardware != "" {
-		f = sim.Fabrics[s.Hardware]
-	}
-	seed := s.ScheduleSeed
-	if seed == 0 {
-		seed = s.Seed
-	}
-	return sim.Config{Seed: seed, Strategy: s.Strategy, Depth: s.PCTDepth, Checked: true, Timeout: s.CollectiveTimeout, Fabric: f, Jitter: s.MsgJitter,
-		EarlyArrivals: s.EarlyArrivals, Deadline: s.Timeout}
+// collective timeout and link model, its deadline, all virtual. Its error
+// is Config's, for a scenario built in Go with a bad simulation field.
+func (s *Scenario) SimConfig() (sim.Config, error) {
+	sp := s.Spec(false)
+	return sp.SimConfig()
 }
 
 // runOnce runs one configuration under s.Timeout: virtual in simulation,
@@ -192,7 +185,11 @@ func runOnce(ctx context.Context, s *Scenario, withReplay bool, o runOpts) Outco
 	if simulated {
 		go func() {
 			defer close(finished)
-			sc := s.SimConfig()
+			sc, err := s.SimConfig()
+			if err != nil {
+				done <- ret{nil, err, 0}
+				return
+			}
 			if o.simCfg != nil {
 				o.simCfg(&sc)
 			}

@@ -18,8 +18,8 @@ import (
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/kvpool"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/topology"
-	"github.com/rankrun/rankrun/transceiver"
 )
 
 // ErrParse: a scenario file is malformed. The error names the file, the line
@@ -114,55 +114,56 @@ func (s *Scenario) Label() string {
 	return fmt.Sprintf("%s (%s)", filepath.Base(s.File), s.Name)
 }
 
+// Spec is the run the scenario describes, with the replay under test on
+// when withReplay is true: what `rankrun run` would be given (RunArgs
+// prints it as flags), checked by the same rules.
+func (s *Scenario) Spec(withReplay bool) runspec.Spec {
+	sp := runspec.Default()
+	sp.Ctx, sp.Gen = s.Ctx, s.Gen
+	m := s.Model
+	sp.Layers, sp.KVHeads, sp.HeadDim, sp.TokensPerBlock, sp.ElemBytes = m.Layers, m.KVHeads, m.HeadDim, m.TokensPerBlock, m.ElemBytes
+	sp.Input, sp.Output, sp.InputJitter, sp.Arrival, sp.Seed = s.Input, s.Output, s.InputJitter, s.Arrival, s.Seed
+	if s.Requests > 0 { // 0: a trace's whole window
+		sp.Requests = s.Requests
+		sp.Set["requests"] = true
+	}
+	sp.Transfer = s.Transfer
+	sp.PrefillPerToken, sp.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
+	sp.CtxBlocks, sp.GenBlocks = s.CtxBlocks, s.GenBlocks
+	sp.MaxBatch, sp.MaxTokens, sp.Chunked = s.MaxBatch, s.MaxTokens, s.Chunked
+	sp.SenderWaitSlice, sp.GenPollInterval, sp.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
+	sp.IdleTick, sp.StallTimeout, sp.CollectiveTimeout = s.IdleTick, s.StallTimeout, s.CollectiveTimeout
+	sp.Timeout = s.Timeout
+	sp.Set["timeout"] = true // a scenario's deadline is its own, a trace's too
+	for _, r := range s.Replays {
+		sp.Replays = append(sp.Replays, string(r))
+	}
+	if withReplay && s.ReplayUnderTest != "" {
+		sp.Replays = append(sp.Replays, string(s.ReplayUnderTest))
+	}
+	sp.Faults = append(sp.Faults, s.Faults...)
+	if s.Routing.Experts > 0 {
+		sp.Experts = s.Routing.ExpertsString()
+	}
+	sp.Backend = "local"
+	if s.Backend != "" {
+		sp.Backend = s.Backend
+	}
+	if s.Hardware != "" {
+		sp.Hardware = s.Hardware
+	}
+	sp.ScheduleSeed, sp.Strategy, sp.MsgJitter, sp.EarlyArrivals = s.ScheduleSeed, s.Strategy.String(), s.MsgJitter, s.EarlyArrivals
+	if s.PCTDepth != 0 {
+		sp.PCTDepth = s.PCTDepth
+	}
+	return sp
+}
+
 // Config is the executor configuration of the run, with the replay under
 // test on when withReplay is true.
 func (s *Scenario) Config(withReplay bool) (executor.Config, error) {
-	var c executor.Config
-	var err error
-	if c.Ctx, err = topology.ParseLayout(s.Ctx); err != nil {
-		return c, fmt.Errorf("ctx: %w", err)
-	}
-	if c.Gen, err = topology.ParseLayout(s.Gen); err != nil {
-		return c, fmt.Errorf("gen: %w", err)
-	}
-	c.Model = s.Model
-	c.Routing = s.Routing
-	arr, err := executor.ParseArrival(s.Arrival)
-	if err != nil {
-		return c, err
-	}
-	c.Workload = executor.Workload{Requests: s.Requests, InputTokens: s.Input, InputJitter: s.InputJitter, OutputTokens: s.Output,
-		Arrival: arr, Seed: s.Seed}
-	if arr.Kind == executor.Traced {
-		// requests: takes the trace window's first N.
-		if c.Workload, err = executor.TraceWorkload(arr, s.Requests, s.Seed); err != nil {
-			return c, err
-		}
-	}
-	if c.Mode, err = transceiver.ParseMode(s.Transfer); err != nil {
-		return c, err
-	}
-	c.PrefillPerToken, c.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
-	c.CtxBlocks, c.GenBlocks = s.CtxBlocks, s.GenBlocks
-	c.MaxBatch, c.MaxTokens, c.ChunkedPrefill = s.MaxBatch, s.MaxTokens, s.Chunked
-	c.SenderWaitSlice, c.GenPollInterval, c.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
-	c.IdleTick, c.StallTimeout = s.IdleTick, s.StallTimeout
-	c.Replays = executor.ReplaySet{}
-	for _, r := range s.Replays {
-		c.Replays[r] = true
-	}
-	if withReplay && s.ReplayUnderTest != "" {
-		c.Replays[s.ReplayUnderTest] = true
-	}
-	for _, v := range s.Faults {
-		f, err := executor.ParseFault(v)
-		if err != nil {
-			return c, err
-		}
-		c.Faults = append(c.Faults, f)
-	}
-	c.Defaults()
-	return c, c.Validate()
+	sp := s.Spec(withReplay)
+	return sp.Config()
 }
 
 // Ranks is the number of ranks (mpirun -np) the scenario needs.
@@ -616,7 +617,13 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 		}
 	}
 	if _, err := s.Config(s.ReplayUnderTest != ""); err != nil {
-		return s, bad(n, "the run it describes is invalid: %v", err)
+		// The key to blame, where the rule names one: a flag of rankrun
+		// run is the key of the same name.
+		var se *runspec.Error
+		if errors.As(err, &se) && seen[se.Field] > 0 {
+			return s, bad(seen[se.Field], "%s: the run it describes is invalid: %s", se.Field, strings.TrimPrefix(err.Error(), "--"))
+		}
+		return s, bad(n, "the run it describes is invalid: %s", strings.TrimPrefix(err.Error(), "--"))
 	}
 	return s, nil
 }

@@ -37,9 +37,9 @@ func analyzeCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("analyze: %s is a file: want the directory of dumps (rankrun run --dump-dir DIR)", fs.Arg(0))
 	}
 	found, err := analyze(fs.Arg(0), *jsonOut, *trace, stdout)
-	var ue usageError
+	_, usage := asUsage(err)
 	switch {
-	case errors.As(err, &ue):
+	case usage:
 		return err
 	case err != nil:
 		return exitError{code: 2, msg: err.Error()} // no story

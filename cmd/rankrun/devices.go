@@ -11,6 +11,7 @@ import (
 	"github.com/rankrun/rankrun/gpu"
 	"github.com/rankrun/rankrun/internal/units"
 	"github.com/rankrun/rankrun/kvpool"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -85,7 +86,7 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--layout: %v", err)
 	}
-	if err := checkModelFlags(m); err != nil {
+	if err := runspec.CheckModelFlags(m); err != nil {
 		return err
 	}
 	if err := layout.ValidateFor(m); err != nil {

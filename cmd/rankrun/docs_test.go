@@ -45,23 +45,23 @@ func TestEveryCommandListed(t *testing.T) {
 	mainGo, err := os.ReadFile("main.go")
 	require.NoError(t, err)
 	pkgDoc := string(mainGo)[:strings.Index(string(mainGo), "package main")]
-	_, _, unknown := cli(t, "foo")
+	list := commandList("")
+	require.Len(t, strings.Split(strings.TrimSpace(list), "\n"), len(commands))
+	block := regexp.MustCompile("(?s)## Commands\n\n```\n(.*?)```").FindStringSubmatch(string(readme))
+	require.NotNil(t, block, "README has a ## Commands block")
+	assert.Equal(t, list, block[1], "README's command list is commandList(\"\"): paste it from rankrun -h")
+	assert.Contains(t, pkgDoc, commandList("//\t"), "cmd/rankrun's package doc lists the commands as rankrun -h does")
 	_, top, _ := cli(t, "-h")
-	var cmds []string
-	for _, m := range regexp.MustCompile(`(?m)^  rankrun (\w+)`).FindAllStringSubmatch(top, -1) {
-		cmds = append(cmds, m[1])
-	}
-	require.Len(t, cmds, 11, "rankrun -h lists the commands")
-	for _, c := range cmds {
-		assert.Contains(t, unknown, c, "rankrun foo")
-		assert.Regexp(t, `(?m)^rankrun `+c+` `, string(readme), "README's command list")
-		assert.Contains(t, pkgDoc, "//\trankrun "+c+" ", "cmd/rankrun's package doc")
-		if c == "version" {
+	assert.Contains(t, top, commandList("  "), "rankrun -h")
+	_, _, unknown := cli(t, "foo")
+	for _, c := range commands {
+		assert.Contains(t, unknown, c.name, "rankrun foo")
+		if c.name == "version" {
 			continue
 		}
-		code, _, errOut := cli(t, c, "-h")
-		assert.Equal(t, 0, code, "%s -h: %s", c, errOut)
-		assert.True(t, strings.HasPrefix(errOut, "Usage: rankrun "+c), "%s -h", c)
+		code, _, errOut := cli(t, c.name, "-h")
+		assert.Equal(t, 0, code, "%s -h: %s", c.name, errOut)
+		assert.True(t, strings.HasPrefix(errOut, "Usage: rankrun "+c.name), "%s -h", c.name)
 	}
 }
 

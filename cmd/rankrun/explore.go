@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/explore"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/scenario"
+	"go.uber.org/zap"
 )
 
 const exploreExamples = `  rankrun explore --ctx tp=2 --gen tp=2,dp=2,adp --seeds 200
@@ -39,21 +39,21 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 		"at any poll before their receiver's blocking wait (--early-arrivals). Prints the schedule seed, what failed\n"+
 		"and a command line that replays exactly that schedule; --shrink then looks for the smallest reproducer.", exploreExamples, stderr)
 	var f runFlags
-	f.register(fs, true)
+	f.Register(fs, true)
 	seeds := fs.Int("seeds", 100, "schedules to try (>= 1)")
 	budget := fs.Duration("budget", 0, "wall-clock budget of the search (0: none; the search ends at --seeds or --budget, whichever first)")
 	start := fs.Uint64("start", 1, "the first schedule seed (>= 1; seeds start at 1)")
 	shrink := fs.Bool("shrink", false, "after a failure, look for a smaller case that fails the same way")
 	file := fs.String("scenario", "", "explore this scenario file (its expectations judge every schedule) instead of the run flags, which it refuses beside it")
 	withReplay := fs.Bool("with-replay", false, "with --scenario: explore the variant with its replay under test on")
-	var expects multiFlag
+	var expects runspec.MultiFlag
 	fs.Var(&expects, "expect", `what every schedule must show, in scenario syntax (repeatable; default: "ok" and every request completed)`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f.noteSet(fs)
-	if f.set["backend"] && f.backend != "sim" && f.backend != "auto" {
-		return usagef("--backend %s: explore runs every schedule in the simulation backend; drop --backend (or give sim)", f.backend)
+	f.NoteSet(fs)
+	if f.Set["backend"] && f.Backend != "sim" && f.Backend != "auto" {
+		return usagef("--backend %s: explore runs every schedule in the simulation backend; drop --backend (or give sim)", f.Backend)
 	}
 	if *seeds < 1 {
 		return usagef("--seeds %d: must be at least 1", *seeds)
@@ -67,15 +67,15 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	if *start > math.MaxUint64-uint64(*seeds-1) {
 		return usagef("--start %d: with --seeds %d the seeds would pass 2^64-1 and wrap to 0", *start, *seeds)
 	}
-	st, err := sim.ParseStrategy(f.strategy)
+	st, err := sim.ParseStrategy(f.Strategy)
 	if err != nil {
 		return usagef("--strategy: %v", err)
 	}
-	if f.msgJitter < 0 {
-		return usagef("--msg-jitter %v: must not be negative", f.msgJitter)
+	if f.MsgJitter < 0 {
+		return usagef("--msg-jitter %v: must not be negative", f.MsgJitter)
 	}
-	if f.pctDepth < 1 {
-		return usagef("--pct-depth %d: must be at least 1", f.pctDepth)
+	if f.PCTDepth < 1 {
+		return usagef("--pct-depth %d: must be at least 1", f.PCTDepth)
 	}
 	var s scenario.Scenario
 	if *file != "" {
@@ -115,17 +115,17 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	// Explore jitters messages by default (20 us); --msg-jitter 0 turns it off.
 	// So are early arrivals; --early-arrivals=false turns them off.
-	jitter, fixed := f.msgJitter, false
+	jitter, fixed := f.MsgJitter, false
 	fs.Visit(func(fl *flag.Flag) {
 		if fl.Name == "msg-jitter" && jitter == 0 {
 			jitter = -1
 		}
 		if fl.Name == "early-arrivals" {
-			fixed = !f.earlyArrive
+			fixed = !f.EarlyArrivals
 		}
 	})
-	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.pctDepth, Jitter: jitter, FixedArrivals: fixed, Shrink: *shrink}
-	log, err := newLogger(f.logLevel, stderr)
+	o := explore.Options{Seeds: *seeds, Budget: *budget, Start: *start, Strategy: st, Depth: f.PCTDepth, Jitter: jitter, FixedArrivals: fixed, Shrink: *shrink}
+	log, err := newLogger(f.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -188,40 +188,40 @@ func exploreCmd(args []string, stdout, stderr io.Writer) error {
 // (default: the run completes, every request with it when no fault is
 // injected).
 func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
-	cfg, err := f.config()
+	cfg, err := f.Config()
 	if err != nil {
 		return scenario.Scenario{}, err
 	}
-	s := scenario.New("explore " + f.ctx + " -> " + f.gen)
+	s := scenario.New("explore " + f.Ctx + " -> " + f.Gen)
 	s.Ctx, s.Gen = cfg.Ctx.String(), cfg.Gen.String()
 	s.Model, s.Transfer = cfg.Model, cfg.Mode.String()
-	s.Requests, s.Input, s.Output, s.InputJitter = cfg.Workload.Requests, f.input, f.output, f.jitter
-	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.seed
-	s.PrefillPerToken, s.DecodePerStep = f.prefill, f.decode
-	s.CtxBlocks, s.GenBlocks = f.ctxBlocks, f.genBlocks
+	s.Requests, s.Input, s.Output, s.InputJitter = cfg.Workload.Requests, f.Input, f.Output, f.InputJitter
+	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.Seed
+	s.PrefillPerToken, s.DecodePerStep = f.PrefillPerToken, f.DecodePerStep
+	s.CtxBlocks, s.GenBlocks = f.CtxBlocks, f.GenBlocks
 	// The step scheduler as given (a scenario's default is no limit, the
 	// CLI's a serving engine's: only the flags given carry over).
-	if f.set["max-batch"] {
-		s.MaxBatch = f.maxBatch
+	if f.Set["max-batch"] {
+		s.MaxBatch = f.MaxBatch
 	}
-	if f.set["max-tokens"] {
-		s.MaxTokens = f.maxTokens
+	if f.Set["max-tokens"] {
+		s.MaxTokens = f.MaxTokens
 	}
-	if s.Chunked = f.chunked; s.Chunked && s.MaxTokens == 0 {
+	if s.Chunked = f.Chunked; s.Chunked && s.MaxTokens == 0 {
 		return scenario.Scenario{}, usagef("--chunked: explore needs --max-tokens N (the budget its chunks fill; a scenario has no limit by default)")
 	}
-	s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout = f.slice, f.genPoll, f.xferTimeout
-	s.IdleTick, s.StallTimeout, s.CollectiveTimeout, s.Timeout = f.idleTick, f.stall, f.collTimeout, f.timeout
+	s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout = f.SenderWaitSlice, f.GenPollInterval, f.TransferTimeout
+	s.IdleTick, s.StallTimeout, s.CollectiveTimeout, s.Timeout = f.IdleTick, f.StallTimeout, f.CollectiveTimeout, f.Timeout
 	// A scenario names a fabric preset; it has no model key.
-	if f.model != "" {
+	if f.ModelName != "" {
 		return scenario.Scenario{}, usagef("--model: explore runs a scenario, which has no cost model key; drop --model (use --prefill-per-token / --decode-per-step)")
 	}
-	hw, err := f.hardwareProfile()
+	hw, err := f.HardwareProfile()
 	if err != nil {
 		return scenario.Scenario{}, err
 	}
-	if costmodel.IsFile(f.hardware) {
-		return scenario.Scenario{}, usagef("--hardware %s: explore takes a preset name, not a file", f.hardware)
+	if costmodel.IsFile(f.Hardware) {
+		return scenario.Scenario{}, usagef("--hardware %s: explore takes a preset name, not a file", f.Hardware)
 	}
 	s.Hardware = hw.Name
 	for _, r := range executor.Replays {
@@ -229,7 +229,7 @@ func (f *runFlags) scenario(expects []string) (scenario.Scenario, error) {
 			s.Replays = append(s.Replays, r)
 		}
 	}
-	s.Faults = append(s.Faults, f.faults...)
+	s.Faults = append(s.Faults, f.Faults...)
 	if len(expects) == 0 {
 		expects = []string{"ok"}
 		if len(s.Faults) == 0 {

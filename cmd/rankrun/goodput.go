@@ -66,8 +66,8 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		goodputExamples, stderr)
 	var f runFlags
 	shared := flag.NewFlagSet("shared", flag.ContinueOnError)
-	f.register(shared, true)
-	f.backend = "sim" // goodput's own default, shown as such by -h
+	f.Register(shared, true)
+	f.Backend = "sim" // goodput's own default, shown as such by -h
 	shared.VisitAll(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "arrival":
@@ -93,36 +93,36 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f.noteSet(fs)
+	f.NoteSet(fs)
 	// A trace: the search varies its time scale, from its recorded rate.
 	var traceBase string
 	var recorded float64
 	var traceN int // the window's requests
-	if f.set["arrival"] {
-		arr, err := executor.ParseArrival(f.arrival)
+	if f.Set["arrival"] {
+		arr, err := executor.ParseArrival(f.Arrival)
 		if err != nil {
 			return usagef("--arrival: %v", err)
 		}
 		if arr.Kind != executor.Traced {
-			return usagef("--arrival %s: goodput sets the arrival rate itself; give no --arrival (Poisson) or trace=FILE[:from=D][:span=D]", f.arrival)
+			return usagef("--arrival %s: goodput sets the arrival rate itself; give no --arrival (Poisson) or trace=FILE[:from=D][:span=D]", f.Arrival)
 		}
 		if arr.Trace.Poisson > 0 || arr.Trace.Scale != 1 {
-			return usagef("--arrival %s: goodput sets the trace's time scale itself; drop scale= and poisson=", f.arrival)
+			return usagef("--arrival %s: goodput sets the trace's time scale itself; drop scale= and poisson=", f.Arrival)
 		}
-		traceBase = f.arrival
+		traceBase = f.Arrival
 		ff := f // config sets an unset --timeout from the trace: the probes set their own
-		first, err := ff.config()
+		first, err := ff.Config()
 		if err != nil {
 			return err
 		}
 		traceN = first.Workload.Requests
 		if recorded = first.Workload.OfferedRate(); recorded <= 0 {
-			return usagef("--arrival %s: the window's requests all arrive at one instant: there is no time scale to search (widen the window or raise --requests)", f.arrival)
+			return usagef("--arrival %s: the window's requests all arrive at one instant: there is no time scale to search (widen the window or raise --requests)", f.Arrival)
 		}
-		if !f.set["rate-lo"] {
+		if !f.Set["rate-lo"] {
 			o.Lo = recorded
 		}
-		if !f.set["rate-hi"] {
+		if !f.Set["rate-hi"] {
 			o.Hi = 2 * o.Lo
 		}
 		// A probe replays the window at scale rate/recorded, which must
@@ -151,9 +151,9 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		return usagef("--rate-hi %v: must be above --rate-lo (%v)", o.Hi, o.Lo)
 	case o.Hi > executor.MaxRate:
 		return usagef("--rate-hi %v: at most 1e7 requests/s (the workload's limit)", o.Hi)
-	case f.requests >= 1 && o.Lo < executor.MinRate(f.requests):
+	case f.Requests >= 1 && o.Lo < executor.MinRate(f.Requests):
 		return usagef("--rate-lo %v: at least %.3g requests/s for --requests %d (their arrivals may span at most %.0g s)",
-			o.Lo, executor.MinRate(f.requests), f.requests, executor.MaxArrivalSpan.Seconds())
+			o.Lo, executor.MinRate(f.Requests), f.Requests, executor.MaxArrivalSpan.Seconds())
 	case !(o.RelTol > 0 && o.RelTol < 1):
 		return usagef("--tol %v: must be in (0, 1)", o.RelTol)
 	case o.MaxProbes < 2:
@@ -162,15 +162,15 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	// Doubling stops at the workload's limit, and so does halving (on a
 	// trace: at its time scale's bounds).
 	o.MaxRate = min(o.Hi*64, executor.MaxRate)
-	if f.requests >= 1 {
-		o.MinRate = max(o.Lo/64, executor.MinRate(f.requests))
+	if f.Requests >= 1 {
+		o.MinRate = max(o.Lo/64, executor.MinRate(f.Requests))
 	}
 	if traceBase != "" {
 		o.MaxRate = min(o.MaxRate, recorded*reqtrace.MaxScale)
 		o.MinRate = max(o.Lo/64, recorded/reqtrace.MaxScale, executor.MinRate(traceN))
 	}
 	// --backend mpi is refused for what it is, on any build.
-	backend := f.backend
+	backend := f.Backend
 	if backend != "mpi" {
 		var err error
 		if backend, err = f.resolveBackend(); err != nil {
@@ -183,22 +183,22 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 	// The first probe's configuration checks every flag before any run.
 	probeCfg := func(rate float64) (executor.Config, error) {
 		rf := f
-		rf.arrival = fmt.Sprintf("poisson=%g", rate)
+		rf.Arrival = fmt.Sprintf("poisson=%g", rate)
 		if traceBase != "" {
-			rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)
+			rf.Arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)
 		}
-		return rf.config()
+		return rf.Config()
 	}
 	first, err := probeCfg(o.Lo)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	f.noteSimOnly(backend, stderr) // every check passed: the search starts
+	f.NoteSimOnly(backend, stderr) // every check passed: the search starts
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	probe := func(ctx context.Context, rate float64) (goodput.Attainment, error) {
@@ -210,10 +210,10 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		tally := &sweep.Tally{SLO: s}
 		cfg.Records, cfg.Sink = true, tally
 		rf := f
-		if !f.set["timeout"] {
+		if !f.Set["timeout"] {
 			// The requests take requests/rate to arrive: a probe's deadline
 			// leaves room for that, four times over, beyond the default.
-			rf.timeout = f.timeout + time.Duration(4*float64(cfg.Workload.Requests)/rate*float64(time.Second))
+			rf.Timeout = f.Timeout + time.Duration(4*float64(cfg.Workload.Requests)/rate*float64(time.Second))
 		}
 		rep, err := rf.runIn(ctx, backend, cfg)
 		att := goodput.Attainment{Met: tally.Met(), N: cfg.Workload.Requests}

@@ -3,17 +3,17 @@
 // through a rank-safe transfer layer, in one process (goroutine ranks) or one
 // rank per process under mpirun.
 //
-//	rankrun run         one run, with a report (text, --json, --trace)
-//	rankrun sweep       several layout pairs and workloads: table, CSV, JSON, plot
-//	rankrun scenario    regression scenarios from files
-//	rankrun devices     the GPUs NVML sees and the KV pool each local rank gets
-//	rankrun explore     search simulated rank schedules for desyncs, hangs and leaks
-//	rankrun bench       the benchmark table (make bench)
-//	rankrun analyze     a job's story from its ranks' failure dumps (rankrun's, PyTorch's)
-//	rankrun validate    the cost model against every published figure it knows
-//	rankrun throughput  the cost model's offline throughput of each layout
-//	rankrun goodput     one layout pair's goodput by bisection against latency SLOs
-//	rankrun version     the version, commit and Go toolchain of this binary
+//	rankrun run        [flags]   one run and its report (text, --json, --trace FILE)
+//	rankrun sweep      [flags]   several layout pairs (or every pair of a GPU budget: --gpus N) and workloads: table, goodput, CSV, JSON, plot
+//	rankrun scenario   FILE...   regression scenarios (tests/multirank/testdata/*.txt), in-process, simulated or under mpirun
+//	rankrun explore    [flags]   search simulated rank schedules for desyncs, hangs and leaks; prints a replay line
+//	rankrun devices    [flags]   GPUs seen by NVML and the KV pool each local rank gets
+//	rankrun bench      [flags]   the benchmark table of ratios against references (make bench)
+//	rankrun analyze    DIR       a job's story from its ranks' failure dumps (run --dump-dir; PyTorch flight-recorder dumps too)
+//	rankrun validate   [flags]   the cost model against every published figure it knows: source, prediction, error
+//	rankrun throughput [flags]   the cost model's offline throughput of each layout under a serving scheduler
+//	rankrun goodput    [flags]   one layout pair's goodput: bisection over the Poisson arrival rate against TTFT/TPOT SLOs
+//	rankrun version              the version, commit and Go toolchain of this binary (also --version)
 package main
 
 import (
@@ -27,6 +27,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/runspec"
 )
 
 // usageError is a bad command line: exit code 2.
@@ -34,6 +35,20 @@ type usageError struct{ error }
 
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
+}
+
+// asUsage finds a bad command line in err's chain: a usageError, or a
+// spec the flags described that runspec refused (it names the flag).
+func asUsage(err error) (usageError, bool) {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return ue, true
+	}
+	var se *runspec.Error
+	if errors.As(err, &se) {
+		return usageError{se}, true
+	}
+	return ue, false
 }
 
 // exitError carries an exit code for an outcome that is not a Go error
@@ -45,23 +60,63 @@ type exitError struct {
 
 func (e exitError) Error() string { return e.msg }
 
-const topUsage = `rankrun: rank-safe KV-cache transfer runtime for disaggregated LLM serving
+// command is one subcommand of rankrun.
+type command struct {
+	name, args, summary string // "run", "[flags]", what it does in one line
+	run                 func(args []string, stdout, stderr io.Writer) error
+}
 
-Usage:
-  rankrun run      [flags]   one disaggregated run and its report
-  rankrun sweep    [flags]   run several layout pairs and workloads; table, CSV, JSON, plot
-  rankrun scenario FILE...   run regression scenarios (tests/multirank/testdata/*.txt)
-  rankrun devices  [flags]   GPUs seen by NVML and the KV pool each local rank would get
-  rankrun explore  [flags]   search simulated rank schedules for desyncs, hangs and leaks
-  rankrun bench    [flags]   benchmark table of ratios against references (make bench)
-  rankrun analyze  DIR       a job's story from its ranks' failure dumps (run --dump-dir, PyTorch's flight recorder)
-  rankrun validate [flags]   the cost model against every published figure it knows, with the error
-  rankrun throughput [flags] the cost model's offline throughput of each layout under a serving scheduler
-  rankrun goodput  [flags]   one layout pair's goodput: bisection over the arrival rate against latency SLOs
-  rankrun version            the version, commit and Go toolchain of this binary
+// commands is every subcommand, in the order -h lists them. Dispatch, the
+// usage text and the unknown-command message are made from it, and a test
+// holds the README's list and the package doc to it (commandList).
+var commands = []command{
+	{"run", "[flags]", "one run and its report (text, --json, --trace FILE)", runCmd},
+	{"sweep", "[flags]", "several layout pairs (or every pair of a GPU budget: --gpus N) and workloads: table, goodput, CSV, JSON, plot", sweepCmd},
+	{"scenario", "FILE...", "regression scenarios (tests/multirank/testdata/*.txt), in-process, simulated or under mpirun", scenarioCmd},
+	{"explore", "[flags]", "search simulated rank schedules for desyncs, hangs and leaks; prints a replay line", exploreCmd},
+	{"devices", "[flags]", "GPUs seen by NVML and the KV pool each local rank gets", devicesCmd},
+	{"bench", "[flags]", "the benchmark table of ratios against references (make bench)", benchCmd},
+	{"analyze", "DIR", "a job's story from its ranks' failure dumps (run --dump-dir; PyTorch flight-recorder dumps too)", analyzeCmd},
+	{"validate", "[flags]", "the cost model against every published figure it knows: source, prediction, error", validateCmd},
+	{"throughput", "[flags]", "the cost model's offline throughput of each layout under a serving scheduler", throughputCmd},
+	{"goodput", "[flags]", "one layout pair's goodput: bisection over the Poisson arrival rate against TTFT/TPOT SLOs", goodputCmd},
+	{"version", "", "the version, commit and Go toolchain of this binary (also --version)", versionCmd},
+}
 
-Run 'rankrun COMMAND -h' for the flags and examples of a command.
-`
+// commandList is the list of commands, one a line, each line after
+// indent: "rankrun run        [flags]   one run and its report ...".
+func commandList(indent string) string {
+	name, args := 0, 0
+	for _, c := range commands {
+		name, args = max(name, len(c.name)), max(args, len(c.args))
+	}
+	var b strings.Builder
+	for _, c := range commands {
+		fmt.Fprintf(&b, "%srankrun %-*s %-*s   %s\n", indent, name, c.name, args, c.args, c.summary)
+	}
+	return b.String()
+}
+
+// topUsage is rankrun -h.
+func topUsage() string {
+	return "rankrun: rank-safe KV-cache transfer runtime for disaggregated LLM serving\n\nUsage:\n" +
+		commandList("  ") + "\nRun 'rankrun COMMAND -h' for the flags and examples of a command.\n"
+}
+
+// unknownCommand is the refusal of a command that is not in the table.
+func unknownCommand(name string) string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return fmt.Sprintf("rankrun: unknown command %q (want %s or %s)\n", name, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
+
+// versionCmd is rankrun version.
+func versionCmd(_ []string, stdout, _ io.Writer) error {
+	fmt.Fprintln(stdout, versionLine())
+	return nil
+}
 
 func main() {
 	stop, err := startProfile(os.Getenv("RANKRUN_CPUPROFILE"), os.Getenv("RANKRUN_MEMPROFILE"))
@@ -81,50 +136,30 @@ func main() {
 
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, topUsage)
+		fmt.Fprint(stderr, topUsage())
 		return 2
 	}
-	var err error
 	switch args[0] {
-	case "run":
-		err = runCmd(args[1:], stdout, stderr)
-	case "sweep":
-		err = sweepCmd(args[1:], stdout, stderr)
-	case "scenario":
-		err = scenarioCmd(args[1:], stdout, stderr)
-	case "devices":
-		err = devicesCmd(args[1:], stdout, stderr)
-	case "bench":
-		err = benchCmd(args[1:], stdout, stderr)
-	case "explore":
-		err = exploreCmd(args[1:], stdout, stderr)
-	case "analyze":
-		err = analyzeCmd(args[1:], stdout, stderr)
-	case "validate":
-		err = validateCmd(args[1:], stdout, stderr)
-	case "throughput":
-		err = throughputCmd(args[1:], stdout, stderr)
-	case "goodput":
-		err = goodputCmd(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, topUsage)
+		fmt.Fprint(stdout, topUsage())
 		return 0
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, versionLine())
-		return 0
-	default:
-		fmt.Fprintf(stderr, "rankrun: unknown command %q (want run, sweep, scenario, explore, devices, bench, analyze, validate, throughput, goodput or version)\n", args[0])
-		return 2
+	case "--version", "-version":
+		args[0] = "version"
 	}
-	return exitCode(err, stderr)
+	for _, c := range commands {
+		if c.name == args[0] {
+			return exitCode(c.run(args[1:], stdout, stderr), stderr)
+		}
+	}
+	fmt.Fprint(stderr, unknownCommand(args[0]))
+	return 2
 }
 
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
+	if ue, ok := asUsage(err); ok {
 		if quietRank() {
 			leaveLast()
 		} else {

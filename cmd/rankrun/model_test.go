@@ -217,9 +217,9 @@ func TestModelRoutingReachesTheRuntime(t *testing.T) {
 	for _, name := range []string{"deepseek-r1", "deepseek-r1-fp4", "gpt-oss-120b"} {
 		var f runFlags
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		f.register(fs, true)
+		f.Register(fs, true)
 		require.NoError(t, fs.Parse([]string{"--backend", "sim", "--model", name, "--hardware", "gb200", "--ctx", "dp=8,ep=8,adp", "--gen", "tp=8,ep=8"}))
-		c, err := f.config()
+		c, err := f.Config()
 		require.NoError(t, err, name)
 		assert.Equal(t, costmodel.Models[name].Routing(), c.Routing, name)
 	}

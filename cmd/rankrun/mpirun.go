@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/jobreport"
+	"github.com/rankrun/rankrun/runspec"
+	"go.uber.org/zap"
 )
 
 // interruptBounds split mpirun's kill window after a signal (mpirun
@@ -53,7 +53,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		_, err := mpi.Init(mpi.Config{})
 		return fmt.Errorf("%w (make build-mpi builds bin/rankrun-mpi)", err)
 	}
-	w, err := mpi.Init(mpi.Config{Checked: f.collChecked(), Timeout: f.collTimeout})
+	w, err := mpi.Init(mpi.Config{Checked: f.CollChecked(), Timeout: f.CollectiveTimeout})
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 		if o.streams != nil {
 			cfg.Sink = o.streams
 		}
-		f.noteSimOnly("mpi", stderr) // once, from world rank 0, as the run starts
+		f.NoteSimOnly("mpi", stderr) // once, from world rank 0, as the run starts
 	}
 	start := time.Now()
 	sctx, stop := interruptible(context.Background())
@@ -95,7 +95,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	// waiting in Finalize would keep mpirun from running.
 	code := 0
 	if w.Rank() == 0 {
-		rep.Compute, rep.KVSample, rep.WallPeakRSS = describeCompute(&cfg), f.payloadScale(), peakRSS()
+		rep.Compute, rep.KVSample, rep.WallPeakRSS = runspec.DescribeCompute(&cfg), f.PayloadScale(), peakRSS()
 		rep.Backend, rep.WallSeconds = "mpi", time.Since(start).Seconds()
 		if err := o.writeFiles(rep); err != nil {
 			fmt.Fprintf(stderr, "rankrun: %v\n", err)
@@ -175,9 +175,9 @@ func mpiFailed(ctx context.Context, w *mpi.World, cfg executor.Config, f runFlag
 	} else {
 		rep = executor.Partial(cfg, []executor.RankEnd{{WorldRank: w.Rank(), Report: mine, Err: err}}, err, elapsed)
 	}
-	rep.Backend, rep.WallSeconds, rep.Compute = "mpi", elapsed.Seconds(), describeCompute(&cfg)
+	rep.Backend, rep.WallSeconds, rep.Compute = "mpi", elapsed.Seconds(), runspec.DescribeCompute(&cfg)
 	rep.WallPeakRSS = peakRSS()
-	rep.KVSample = f.payloadScale()
+	rep.KVSample = f.PayloadScale()
 	if !isInt {
 		f.markError(ctx, rep, err)
 	} else if rep.Error.Kind != "interrupted" {

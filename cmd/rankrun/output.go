@@ -225,8 +225,8 @@ func writeFile(flag, path string, write func(w io.Writer) error) error {
 // that a tool reading the JSON sees every failure; the line on stderr
 // stays.
 func jsonUsageError(err error, jsonOut bool, stdout io.Writer) {
-	var ue usageError
-	if !jsonOut || !errors.As(err, &ue) || quietRank() {
+	ue, usage := asUsage(err)
+	if !jsonOut || !usage || quietRank() {
 		return
 	}
 	b, merr := json.MarshalIndent(struct {

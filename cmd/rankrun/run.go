@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/mpienv"
 	"github.com/rankrun/rankrun/launch"
+	"github.com/rankrun/rankrun/runspec"
 )
 
 const runExamples = `  rankrun run                                   # CTX tp=1 -> GEN tp=4, 64 requests, in-process
@@ -30,7 +35,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("run", "One disaggregated run: CTX ranks prefill and send verified KV blocks to GEN ranks, which decode.\n"+
 		"The number of ranks is CTX ranks + GEN ranks, derived from --ctx and --gen.", runExamples, stderr)
 	var f runFlags
-	f.register(fs, true)
+	f.Register(fs, true)
 	ranks := fs.Int("ranks", 0, "local backend: number of ranks (must equal what the layouts need; 0: derived from them)")
 	var o outputs
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON on stdout (stable field names)")
@@ -43,12 +48,12 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f.noteSet(fs)
-	cfg, err := f.config()
+	f.NoteSet(fs)
+	cfg, err := f.Config()
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -78,7 +83,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if o.streams != nil {
 		cfg.Sink = o.streams
 	}
-	f.noteSimOnly(backend, stderr) // every check passed: the run starts
+	f.NoteSimOnly(backend, stderr) // every check passed: the run starts
 	// On a terminal, a bar of the requests finished (rate, ETA); the GEN
 	// leaders' records count them, so the run keeps them (to the sink).
 	bar := newProgressBar("run", cfg.Workload.Requests, stderr)
@@ -102,7 +107,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 // in-process backend under mpirun.
 func (f runFlags) resolveBackend() (string, error) {
 	launch := mpienv.Detect()
-	switch f.backend {
+	switch f.Backend {
 	case "auto":
 		if launch.UnderMPI {
 			return "mpi", nil
@@ -110,13 +115,13 @@ func (f runFlags) resolveBackend() (string, error) {
 		return "local", nil
 	case "local", "sim":
 		if !launch.UnderMPI {
-			return f.backend, nil
+			return f.Backend, nil
 		}
 		if !mpi.Available() {
-			return "", launch.RefuseUnderMPI("rankrun --backend " + f.backend)
+			return "", launch.RefuseUnderMPI("rankrun --backend " + f.Backend)
 		}
 		return "", usagef("--backend %s: under mpirun every process would run the whole job in-process (rank %d of %d); "+
-			"drop --backend %s (auto uses MPI under mpirun), or run without mpirun", f.backend, launch.WorldRank, launch.WorldSize, f.backend)
+			"drop --backend %s (auto uses MPI under mpirun), or run without mpirun", f.Backend, launch.WorldRank, launch.WorldSize, f.Backend)
 	case "mpi":
 		if !mpi.Available() {
 			if launch.UnderMPI { // which rank of how many, as every build without MPI says under mpirun
@@ -126,7 +131,7 @@ func (f runFlags) resolveBackend() (string, error) {
 		}
 		return "mpi", nil
 	}
-	return "", usagef("--backend %q: must be auto, local, mpi or sim", f.backend)
+	return "", usagef("--backend %q: must be auto, local, mpi or sim", f.Backend)
 }
 
 // runIn runs cfg on an in-process backend (local or sim) and returns its
@@ -136,37 +141,28 @@ func (f runFlags) resolveBackend() (string, error) {
 // signal that ended the run, when one did.
 func (f runFlags) runIn(parent context.Context, backend string, cfg executor.Config) (*executor.Report, error) {
 	start := time.Now()
-	f.timeout = f.deadline(cfg)
+	f.Timeout = f.Deadline(cfg)
 	var rep *executor.Report
 	var err error
 	ctx := parent
 	if backend == "sim" {
-		sc, serr := f.simConfig()
-		if serr != nil {
-			return nil, serr
-		}
-		w := &launch.Sim{Config: sc}
-		rep, err = executor.Run(ctx, cfg, w)
-		if rep != nil {
-			rep.Sim = &executor.SimInfo{Seed: sc.Seed, Strategy: sc.Strategy.String(), Hardware: sc.Fabric.Name,
-				Steps: w.Result.Steps, Schedule: fmt.Sprintf("%016x", w.Result.Schedule)}
-		}
+		rep, err = f.Simulate(ctx, cfg)
 	} else {
 		var cancel context.CancelFunc
 		ctx, cancel = f.runContext(parent)
 		defer cancel()
-		rep, err = executor.Run(ctx, cfg, launch.Local{Checked: f.collChecked(), Timeout: f.collTimeout})
+		rep, err = executor.Run(ctx, cfg, launch.Local{Checked: f.CollChecked(), Timeout: f.CollectiveTimeout})
 	}
 	if err != nil {
 		err = f.runError(ctx, err)
 	}
 	if rep != nil {
-		rep.Backend, rep.WallSeconds, rep.Compute = backend, time.Since(start).Seconds(), describeCompute(&cfg)
+		rep.Backend, rep.WallSeconds, rep.Compute = backend, time.Since(start).Seconds(), runspec.DescribeCompute(&cfg)
 		rep.WallPeakRSS = peakRSS()
 		if rep.Compute != "" {
-			rep.Compute += f.sampleNote
+			rep.Compute += f.SampleNote
 		}
-		rep.KVSample = f.payloadScale()
+		rep.KVSample = f.PayloadScale()
 		f.markError(ctx, rep, err)
 	}
 	return rep, err
@@ -192,7 +188,7 @@ var errRunTimeout = errors.New("the run did not finish within --timeout")
 
 // runContext is the context of one run: it ends at --timeout.
 func (f runFlags) runContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(parent, f.timeout, fmt.Errorf("%w %v", errRunTimeout, f.timeout))
+	return context.WithTimeoutCause(parent, f.Timeout, fmt.Errorf("%w %v", errRunTimeout, f.Timeout))
 }
 
 // runError names the flag when a run ended on its own --timeout (whatever
@@ -203,7 +199,32 @@ func (f runFlags) runError(ctx context.Context, err error) error {
 		return ie
 	}
 	if errors.Is(context.Cause(ctx), errRunTimeout) && !errors.Is(err, errRunTimeout) {
-		return fmt.Errorf("%w %v (raise --timeout, or look for a hang): %w", errRunTimeout, f.timeout, err)
+		return fmt.Errorf("%w %v (raise --timeout, or look for a hang): %w", errRunTimeout, f.Timeout, err)
 	}
 	return err
+}
+
+// runFlags are the flags shared by run, sweep, goodput and explore: the
+// run's spec, with the commands' own ways of running it.
+type runFlags struct{ runspec.Spec }
+
+// peakRSS is this process's peak resident memory in bytes: Linux's VmHWM
+// (/proc/self/status), else getrusage's ru_maxrss (KiB on Linux); 0 where
+// unknown. VmHWM first: ru_maxrss of a process started by one that
+// spawns with vfork (Go's os/exec) can be its parent's, taken over at exec.
+func peakRSS() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return kb * 1024
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil || ru.Maxrss <= 0 {
+		return 0
+	}
+	return ru.Maxrss * 1024
 }

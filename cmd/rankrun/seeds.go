@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/runspec"
 )
 
 // The seeds' own tables, reproduced in virtual time: each seed's
@@ -109,37 +107,22 @@ type seedRow struct {
 // report and, with records, its request records (by id). A run that ends
 // on an error still returns its report.
 func runJob(args string, records bool) (*executor.Report, []executor.RequestRecord, error) {
-	argv := append([]string{"run", "--backend", "sim", "--json"}, strings.Fields(args)...)
-	var path string
-	if records {
-		dir, err := os.MkdirTemp("", "rankrun-seed")
-		if err != nil {
-			return nil, nil, err
-		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "requests.jsonl")
-		argv = append(argv, "--requests-out", path)
+	spec, err := runspec.Parse(append([]string{"--backend", "sim"}, strings.Fields(args)...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("rankrun run %s: %w", args, err)
 	}
-	var out, errOut bytes.Buffer
-	code := realMain(argv, &out, &errOut)
-	var rep executor.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		return nil, nil, fmt.Errorf("rankrun %s: exit %d, no report: %s", strings.Join(argv, " "), code, firstLine(errOut.String()))
+	cfg, err := spec.Config()
+	if err != nil {
+		return nil, nil, fmt.Errorf("rankrun run %s: %w", args, err)
 	}
-	if !records {
-		return &rep, nil, nil
+	cfg.Records = records
+	rep, err := spec.Simulate(context.Background(), cfg)
+	if rep == nil {
+		return nil, nil, fmt.Errorf("rankrun run %s: no report: %w", args, err)
 	}
-	var recs []executor.RequestRecord
-	if b, err := os.ReadFile(path); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var q executor.RequestRecord
-			if line != "" && json.Unmarshal([]byte(line), &q) == nil {
-				recs = append(recs, q)
-			}
-		}
-	}
+	recs := slices.Clone(rep.Requests)
 	slices.SortFunc(recs, func(a, b executor.RequestRecord) int { return int(a.ID) - int(b.ID) })
-	return &rep, recs, nil
+	return rep, recs, nil
 }
 
 // genIdleWait is the longest a GEN group waited, between finishing one

@@ -8,13 +8,13 @@ import (
 	"io"
 	"strings"
 
-	"go.uber.org/zap"
-
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
+	"go.uber.org/zap"
 )
 
 const sweepExamples = `  rankrun sweep                                             # the default pairs, closed=4
@@ -42,7 +42,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	var f runFlags
 	// The shared flags, except --arrival, which the sweep makes repeatable.
 	shared := flag.NewFlagSet("shared", flag.ContinueOnError)
-	f.register(shared, false)
+	f.Register(shared, false)
 	shared.VisitAll(func(fl *flag.Flag) {
 		if fl.Name != "arrival" {
 			fs.Var(fl.Value, fl.Name, fl.Usage)
@@ -50,7 +50,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	})
 	var g gridFlags
 	g.register(fs)
-	var pairs, arrivals multiFlag
+	var pairs, arrivals runspec.MultiFlag
 	fs.Var(&pairs, "pair", "layout pair CTX/GEN to run (repeatable), e.g. tp=1/tp=4 or \"dp=2,adp/tp=2\"")
 	fs.Var(&arrivals, "arrival", "workload arrival pattern to run (repeatable; also comma-separated): burst | rate=R | poisson=R | closed=C | trace=FILE[:from=D][:span=D][:scale=K][:poisson=R] (a trace's rate: its requests over their replayed span)")
 	yes := fs.Bool("yes", false, fmt.Sprintf("run a plan of more than %d runs (without it such a sweep is refused, saying how to narrow it)", maxPlannedRuns))
@@ -61,7 +61,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f.noteSet(fs)
+	f.NoteSet(fs)
 	if err := g.validate(); err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if err := checkSweepOutputs(*csvOut, *jsonOut, *plotOut); err != nil {
 		return err
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 
 	// --backend mpi is refused for what it is, on any build (resolving it
 	// first told a build without MPI to rebuild with it).
-	backend := f.backend
+	backend := f.Backend
 	if backend != "mpi" {
 		var err error
 		if backend, err = f.resolveBackend(); err != nil {
@@ -123,7 +123,7 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if g.jobs > 1 && backend != "sim" {
 		return usagef("--jobs %d: only --backend sim runs cells at once (wall-clock figures of the local backend would share the CPUs)", g.jobs)
 	}
-	f.noteSimOnly(backend, stderr) // every check passed: the cells start
+	f.NoteSimOnly(backend, stderr) // every check passed: the cells start
 	ctx, stop := interruptible(context.Background())
 	defer stop()
 	done := f.runSweep(ctx, runs, backend, g, log, stderr)
@@ -171,7 +171,7 @@ func firstLeftOut(all, done []*sweep.Cell) *sweep.Cell {
 }
 
 // sweepArrivals splits the --arrival values (closed=4 when none).
-func sweepArrivals(arrivals multiFlag) ([]string, error) {
+func sweepArrivals(arrivals runspec.MultiFlag) ([]string, error) {
 	if len(arrivals) == 0 {
 		return []string{"closed=4"}, nil
 	}
@@ -189,10 +189,10 @@ func sweepArrivals(arrivals multiFlag) ([]string, error) {
 
 // sweepPairs is the layout pairs to run: --pair's, the grid of --gpus, or
 // the defaults.
-func (f *runFlags) sweepPairs(g *gridFlags, pairs multiFlag) ([][2]string, error) {
+func (f *runFlags) sweepPairs(g *gridFlags, pairs runspec.MultiFlag) ([][2]string, error) {
 	if g.gpus == 0 {
 		for _, n := range []string{"ctx-dims", "gen-dims"} {
-			if f.set[n] {
+			if f.Set[n] {
 				return nil, usagef("--%s applies to --gpus", n)
 			}
 		}
@@ -218,22 +218,22 @@ func (f *runFlags) sweepPairs(g *gridFlags, pairs multiFlag) ([][2]string, error
 	if len(pairs) > 0 {
 		return nil, usagef("--gpus and --pair: give one of them (--gpus generates the pairs)")
 	}
-	geom := topology.Model{Layers: f.layers, KVHeads: f.heads, HeadDim: f.headDim, TokensPerBlock: f.tpb, ElemBytes: f.elem}
+	geom := topology.Model{Layers: f.Layers, KVHeads: f.KVHeads, HeadDim: f.HeadDim, TokensPerBlock: f.TokensPerBlock, ElemBytes: f.ElemBytes}
 	var place *costmodel.Placement
-	if f.model != "" {
-		m, err := costmodel.ResolveModel(f.model)
+	if f.ModelName != "" {
+		m, err := costmodel.ResolveModel(f.ModelName)
 		if err != nil {
 			return nil, usagef("--model: %v", err)
 		}
-		hw, err := f.hardwareProfile()
+		hw, err := f.HardwareProfile()
 		if err != nil {
 			return nil, err
 		}
 		if !hw.Compute() { // no memory to hold the model: every pair would be refused, for the wrong reason
 			return nil, usagef("--model %s: --hardware %s has no compute figures (it models links only): pick %s or a hardware file",
-				f.model, f.hardware, strings.Join(computeHardware(), ", "))
+				f.ModelName, f.Hardware, strings.Join(runspec.ComputeHardware(), ", "))
 		}
-		place, geom = &costmodel.Placement{Model: m, HW: hw}, m.Geometry(f.tpb)
+		place, geom = &costmodel.Placement{Model: m, HW: hw}, m.Geometry(f.TokensPerBlock)
 	}
 	grid, err := g.gridPairs(geom, place)
 	if err != nil {
@@ -253,11 +253,10 @@ func (f *runFlags) sweepRuns(pairs [][2]string, arrs []string, repeat int) ([]*s
 	for _, p := range pairs {
 		for _, a := range arrs {
 			rf := *f
-			rf.ctx, rf.gen, rf.arrival = p[0], p[1], a
-			cfg, err := rf.config()
+			rf.Ctx, rf.Gen, rf.Arrival = p[0], p[1], a
+			cfg, err := rf.Config()
 			if err != nil {
-				var ue usageError
-				if errors.As(err, &ue) {
+				if ue, ok := asUsage(err); ok {
 					return nil, usagef("--pair %q, --arrival %s: %v", p[0]+"/"+p[1], a, ue.error)
 				}
 				return nil, err
@@ -302,9 +301,9 @@ func (f *runFlags) runSweep(ctx context.Context, cells []*sweep.Cell, backend st
 // --seed+i too (--schedule-seed+i when set).
 func (f *runFlags) runRepeat(ctx context.Context, cfg executor.Config, i int, backend string, log *zap.Logger) (*executor.Report, error) {
 	rf := *f
-	rf.seed += uint64(i)
-	if rf.scheduleSeed != 0 {
-		rf.scheduleSeed += uint64(i)
+	rf.Seed += uint64(i)
+	if rf.ScheduleSeed != 0 {
+		rf.ScheduleSeed += uint64(i)
 	}
 	cfg.Log = log
 	return rf.runIn(ctx, backend, cfg)

@@ -13,11 +13,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/runspec"
+	"github.com/rankrun/rankrun/sweep"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
-
-	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/sweep"
 )
 
 // sweepWriter renders a finished sweep: its table, CSV and plot.
@@ -86,7 +86,7 @@ func sweepTitle(runs []*sweep.Cell) (title, short string) {
 	if pc, ok := c.Compute.(sweep.CostModel); ok {
 		short += fmt.Sprintf("; %s on %s", pc.Model.Name, pc.HW.Name)
 	}
-	if d := describeCompute(c); d != "" {
+	if d := runspec.DescribeCompute(c); d != "" {
 		s += "; " + d
 	}
 	if n := len(runs[0].Reports); n > 1 {

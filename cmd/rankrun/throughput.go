@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rankrun/rankrun/costmodel"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -217,7 +218,7 @@ func throughputPlacement(model, precision, hardware string) (costmodel.Placement
 		return p, usagef("throughput: --hardware %s: %v", hardware, err)
 	}
 	if !hw.Compute() {
-		return p, usagef("throughput: --hardware %s has no compute figures (it models links only): pick %s or a hardware file", hardware, strings.Join(computeHardware(), ", "))
+		return p, usagef("throughput: --hardware %s has no compute figures (it models links only): pick %s or a hardware file", hardware, strings.Join(runspec.ComputeHardware(), ", "))
 	}
 	if hw.Peak(m.Precision) == 0 {
 		return p, usagef("throughput: --hardware %s has no %s peak (--model %s computes in %s)", hardware, m.Precision, model, m.Precision)

@@ -674,7 +674,7 @@ var catalogue = []mutant{
 	{name: "routing-groups-chosen-at-random", file: "topology/routing.go",
 		old: "\t\tgroup[g] = max(f0, f1) + max(min(f0, f1), s0, s1) + 1\n", new: "\t\tgroup[g] = splitmix(uint64(g)+score[0]) | 1\n",
 		why: "a token's groups are chosen apart from its experts' scores (not DeepSeek's top-2 sum): a chosen group often holds none of its experts, and the dispatch is priced 8% low", pkgs: []string{"./topology"}},
-	{name: "model-routing-not-passed", file: "cmd/rankrun/model.go",
+	{name: "model-routing-not-passed", file: "runspec/model.go",
 		old: "\tc.Routing = m.Routing()\n", new: "\tc.Routing = executor.Routing{Experts: m.Experts, TopK: m.ActiveExperts}\n",
 		why: "the runtime routes DeepSeek's tokens over every expert while the cost model prices its groups", pkgs: []string{"./cmd/rankrun"}},
 	{name: "routing-parts-ignore-groups", file: "topology/routing.go",
@@ -751,7 +751,7 @@ var catalogue = []mutant{
 		old: "\t\t\tif _, ok := c.at[id]; !ok {\n\t\t\t\tbreak\n\t\t\t}", new: "\t\t\tif _, ok := c.at[id]; !ok {\n\t\t\t\tcontinue\n\t\t\t}",
 		why: "a cached block after a miss counts as reusable prefix", pkgs: []string{"./reqtrace"}},
 	{name: "goodput-trace-scale-unset", file: "cmd/rankrun/goodput.go",
-		old: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)`, new: `rf.arrival = traceBase + ":scale=" + strconv.FormatFloat(1+0*rate/recorded, 'g', -1, 64)`,
+		old: `rf.Arrival = traceBase + ":scale=" + strconv.FormatFloat(rate/recorded, 'g', -1, 64)`, new: `rf.Arrival = traceBase + ":scale=" + strconv.FormatFloat(1+0*rate/recorded, 'g', -1, 64)`,
 		why: "goodput on a trace probes every rate at the recorded pace", pkgs: []string{"./cmd/rankrun"}},
 	// A user's program's failure, said once and in its own frames.
 	{name: "desync-said-per-rank", file: "launch/launch.go",

@@ -1,4 +1,4 @@
-package main
+package runspec
 
 import (
 	"flag"
@@ -14,30 +14,30 @@ import (
 
 // registerModel adds the cost model's flags: --model, --hardware and the
 // efficiency and sampling knobs.
-func (f *runFlags) registerModel(fs *flag.FlagSet) {
-	fs.StringVar(&f.model, "model", "", "cost model: model preset ("+strings.Join(costmodel.ModelNames(), " | ")+
+func (s *Spec) registerModel(fs *flag.FlagSet) {
+	fs.StringVar(&s.ModelName, "model", "", "cost model: model preset ("+strings.Join(costmodel.ModelNames(), " | ")+
 		") or a JSON file; prefill and decode times then come from the model, the layouts and --hardware, and the KV geometry from the model")
-	fs.StringVar(&f.hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
+	fs.StringVar(&s.Hardware, "hardware", "zero", "GPU and links: preset ("+strings.Join(costmodel.HardwareNames(), " | ")+
 		") or a JSON file; the sim backend's link model, and with --model the compute figures")
-	fs.Float64Var(&f.computeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in [0.01,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
-	fs.Float64Var(&f.memoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
-	fs.Float64Var(&f.kvEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
-	fs.StringVar(&f.experts, "experts", "", "without --model: a synthetic mixture of experts, E/K (E routed experts, K per token, routed uniformly), so that layouts with ep exchange dispatch counts")
-	fs.IntVar(&f.kvSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
+	fs.Float64Var(&s.ComputeEff, "compute-eff", 0, fmt.Sprintf("cost model: achieved fraction of peak FLOPs at every precision, in [0.01,1] (0: the hardware's, default %.3g)", costmodel.DefaultComputeEff))
+	fs.Float64Var(&s.MemoryEff, "memory-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth reading weights, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultMemoryEff))
+	fs.Float64Var(&s.KVEff, "kv-eff", 0, fmt.Sprintf("cost model: achieved fraction of HBM bandwidth moving the KV cache, in [0.01,1] (0: the hardware's, default %.2f)", costmodel.DefaultKVEff))
+	fs.StringVar(&s.Experts, "experts", "", "without --model: a synthetic mixture of experts, E/K (E routed experts, K per token, routed uniformly), so that layouts with ep exchange dispatch counts")
+	fs.IntVar(&s.KVSample, "kv-sample", 0, "sim with --model: carry HeadDim/N elements of every KV head and charge the links for all of them "+
 		"(1: every byte; 0: 1 but under --backend sim one element of each head (two of a 1-byte element), which proves where every KV tuple lands; the figures are the same whatever the sample)")
 }
 
-// noteSet records which flags the command line set.
-func (f *runFlags) noteSet(fs *flag.FlagSet) {
-	f.set = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+// NoteSet records which flags the command line set (Set).
+func (s *Spec) NoteSet(fs *flag.FlagSet) {
+	s.Set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { s.Set[fl.Name] = true })
 }
 
-// hardwareProfile resolves --hardware (a preset, an alias or a file).
-func (f *runFlags) hardwareProfile() (costmodel.Hardware, error) {
-	h, err := costmodel.ResolveHardware(f.hardware)
+// HardwareProfile resolves --hardware (a preset, an alias or a file).
+func (s *Spec) HardwareProfile() (costmodel.Hardware, error) {
+	h, err := costmodel.ResolveHardware(s.Hardware)
 	if err != nil {
-		return h, usagef("--hardware: %v", err)
+		return h, errorf("--hardware: %v", err)
 	}
 	return h, nil
 }
@@ -45,22 +45,22 @@ func (f *runFlags) hardwareProfile() (costmodel.Hardware, error) {
 // applyModel fills c's compute model, KV geometry and pool sizes from
 // --model and --hardware. Without --model it leaves c as the geometry and
 // per-token flags made it.
-func (f *runFlags) applyModel(c *executor.Config) error {
-	if f.model == "" {
+func (s *Spec) applyModel(c *executor.Config) error {
+	if s.ModelName == "" {
 		// --hardware names the links of any backend's run (and is checked
 		// whatever the backend), the compute only with --model.
-		if _, err := f.hardwareProfile(); err != nil {
+		if _, err := s.HardwareProfile(); err != nil {
 			return err
 		}
 		for _, n := range []string{"compute-eff", "memory-eff", "kv-eff", "kv-sample"} {
-			if f.set[n] {
-				return usagef("--%s applies to the cost model: give --model too", n)
+			if s.Set[n] {
+				return errorf("--%s applies to the cost model: give --model too", n)
 			}
 		}
-		if f.experts != "" {
-			r, err := topology.ParseExperts(f.experts)
+		if s.Experts != "" {
+			r, err := topology.ParseExperts(s.Experts)
 			if err != nil {
-				return usagef("--experts: %v", err)
+				return errorf("--experts: %v", err)
 			}
 			c.Routing = r
 		}
@@ -69,42 +69,42 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 			l    topology.Layout
 		}{{"ctx", c.Ctx}, {"gen", c.Gen}} {
 			if side.l.EP > 1 && c.Routing.Experts == 0 {
-				return usagef("--%s %s: ep splits a mixture-of-experts model's experts, and without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...), synthetic --experts E/K, or drop ep",
+				return errorf("--%s %s: ep splits a mixture-of-experts model's experts, and without --model there are none: give an MoE --model (deepseek-r1-fp4, gpt-oss-120b, ...), synthetic --experts E/K, or drop ep",
 					side.name, side.l)
 			}
 		}
 		return nil
 	}
 	for _, n := range []string{"layers", "kv-heads", "head-dim", "elem-bytes"} {
-		if f.set[n] {
-			return usagef("--%s: the model defines the KV geometry; drop --%s or --model", n, n)
+		if s.Set[n] {
+			return errorf("--%s: the model defines the KV geometry; drop --%s or --model", n, n)
 		}
 	}
-	if f.experts != "" {
-		return usagef("--experts: the model defines its experts; drop --experts or --model")
+	if s.Experts != "" {
+		return errorf("--experts: the model defines its experts; drop --experts or --model")
 	}
-	m, err := costmodel.ResolveModel(f.model)
+	m, err := costmodel.ResolveModel(s.ModelName)
 	if err != nil {
-		return usagef("--model: %v", err)
+		return errorf("--model: %v", err)
 	}
-	hw, err := f.hardwareProfile()
+	hw, err := s.HardwareProfile()
 	if err != nil {
 		return err
 	}
 	if !hw.Compute() {
-		return usagef("--model %s: --hardware %s has no compute figures (it models links only): pick %s or a hardware file",
-			f.model, f.hardware, strings.Join(computeHardware(), ", "))
+		return errorf("--model %s: --hardware %s has no compute figures (it models links only): pick %s or a hardware file",
+			s.ModelName, s.Hardware, strings.Join(ComputeHardware(), ", "))
 	}
 	for _, e := range []struct {
 		name string
 		v    float64
 		to   *float64
-	}{{"compute-eff", f.computeEff, &hw.ComputeEff}, {"memory-eff", f.memoryEff, &hw.MemoryEff}, {"kv-eff", f.kvEff, &hw.KVEff}} {
-		if !f.set[e.name] || e.v == 0 {
+	}{{"compute-eff", s.ComputeEff, &hw.ComputeEff}, {"memory-eff", s.MemoryEff, &hw.MemoryEff}, {"kv-eff", s.KVEff, &hw.KVEff}} {
+		if !s.Set[e.name] || e.v == 0 {
 			continue // 0: the hardware's, as -h says
 		}
 		if !costmodel.EffOK(e.v, false) {
-			return usagef("--%s %v: must be in [%g, 1] (or 0 for the hardware's)", e.name, e.v, costmodel.MinEff)
+			return errorf("--%s %v: must be in [%g, 1] (or 0 for the hardware's)", e.name, e.v, costmodel.MinEff)
 		}
 		*e.to = e.v
 		if e.name == "compute-eff" {
@@ -113,11 +113,11 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 	}
 	p := costmodel.Placement{Model: m, HW: hw, Ctx: c.Ctx, Gen: c.Gen}
 	if err := p.Validate(); err != nil {
-		return usagef("--model %s on --hardware %s: %v", f.model, f.hardware, err)
+		return errorf("--model %s on --hardware %s: %v", s.ModelName, s.Hardware, err)
 	}
-	full := m.Geometry(f.tpb)
+	full := m.Geometry(s.TokensPerBlock)
 	if err := full.Validate(); err != nil {
-		return usagef("--model %s: %v", f.model, err)
+		return errorf("--model %s: %v", s.ModelName, err)
 	}
 	c.Model = full
 	c.Compute = sweep.CostModel{Placement: p}
@@ -129,26 +129,26 @@ func (f *runFlags) applyModel(c *executor.Config) error {
 		l      topology.Layout
 		blocks *int
 	}{{"ctx", c.Ctx, &c.CtxBlocks}, {"gen", c.Gen, &c.GenBlocks}} {
-		if f.set[side.name+"-blocks"] {
+		if s.Set[side.name+"-blocks"] {
 			continue
 		}
 		*side.blocks = max(1, min(p.KVBlocks(side.l, full), workloadBlocks(c, side.l, full)))
 	}
-	if f.kvSample == 0 && f.backend == "sim" {
+	if s.KVSample == 0 && s.Backend == "sim" {
 		n := defaultSample(full)
 		one := full
 		one.HeadDim /= n
-		if b := poolBytes(c, one); hostMemory() > 0 && b > hostMemory()/2 {
-			return usagef("--model %s: the %d ranks' KV pools take %s in this process even with the default sample of each head (--kv-sample %d), more than half this host's %s: "+
-				"give smaller pools (--ctx-blocks, --gen-blocks) or fewer --requests", f.model, c.Ranks(),
-				units.Bytes(b), n, units.Bytes(hostMemory()))
+		if b := poolBytes(c, one); s.hostMemory() > 0 && b > s.hostMemory()/2 {
+			return errorf("--model %s: the %d ranks' KV pools take %s in this process even with the default sample of each head (--kv-sample %d), more than half this host's %s: "+
+				"give smaller pools (--ctx-blocks, --gen-blocks) or fewer --requests", s.ModelName, c.Ranks(),
+				units.Bytes(b), n, units.Bytes(s.hostMemory()))
 		}
 		if n > 1 {
-			f.sampleNote = fmt.Sprintf("; the default sample: %s of each head proves where every (request, block, layer, K/V, head, token) lands (--kv-sample 1 carries every byte)",
+			s.SampleNote = fmt.Sprintf("; the default sample: %s of each head proves where every (request, block, layer, K/V, head, token) lands (--kv-sample 1 carries every byte)",
 				pluralElems(full.HeadDim/n))
 		}
 	}
-	sample, err := f.sample(m)
+	sample, err := s.sample(m)
 	if err != nil {
 		return err
 	}
@@ -202,20 +202,20 @@ func poolBytes(c *executor.Config, g topology.Model) int64 {
 
 // sample is the --kv-sample divisor of the head dim of m's KV geometry
 // (an MLA latent's included: 288 elements a half for DeepSeek-R1).
-func (f *runFlags) sample(m costmodel.Model) (int, error) {
+func (s *Spec) sample(m costmodel.Model) (int, error) {
 	dim := kvHeadDim(m)
-	n := f.kvSample
+	n := s.KVSample
 	if n == 0 {
 		n = 1
-		if f.backend == "sim" {
+		if s.Backend == "sim" {
 			n = defaultSample(m.Geometry(1))
 		}
 	}
 	if n < 1 || dim%n != 0 {
-		return 0, usagef("--kv-sample %d: must be a positive divisor of the model's KV head dim (%d)", n, dim)
+		return 0, errorf("--kv-sample %d: must be a positive divisor of the model's KV head dim (%d)", n, dim)
 	}
-	if n > 1 && f.backend != "sim" {
-		return 0, usagef("--kv-sample %d: only the sim backend can charge the links for bytes it does not carry; use --backend sim or --kv-sample 1", n)
+	if n > 1 && s.Backend != "sim" {
+		return 0, errorf("--kv-sample %d: only the sim backend can charge the links for bytes it does not carry; use --backend sim or --kv-sample 1", n)
 	}
 	return n, nil
 }
@@ -230,7 +230,9 @@ func workloadBlocks(c *executor.Config, l topology.Layout, geom topology.Model) 
 	return c.Workload.PoolNeed(s.BlocksFor)
 }
 
-func computeHardware() []string {
+// ComputeHardware lists the hardware presets with compute figures (the
+// others model links only).
+func ComputeHardware() []string {
 	var out []string
 	for _, n := range costmodel.HardwareNames() {
 		if h, _ := costmodel.ParseHardware(n); h.Compute() {
@@ -243,26 +245,26 @@ func computeHardware() []string {
 // kvHeadDim is the head dim of the KV geometry the runtime moves for m.
 func kvHeadDim(m costmodel.Model) int { return m.Geometry(1).HeadDim }
 
-// payloadScale is the sim's link charge per carried byte: the --kv-sample
+// PayloadScale is the sim's link charge per carried byte: the --kv-sample
 // divisor (config has checked it).
-func (f *runFlags) payloadScale() int {
-	if f.model == "" {
+func (s *Spec) PayloadScale() int {
+	if s.ModelName == "" {
 		return 1
 	}
-	m, err := costmodel.ResolveModel(f.model)
+	m, err := costmodel.ResolveModel(s.ModelName)
 	if err != nil {
 		return 1
 	}
-	n, err := f.sample(m)
+	n, err := s.sample(m)
 	if err != nil {
 		return 1
 	}
 	return n
 }
 
-// describeCompute is the report's compute line for cfg ("" with no cost
+// DescribeCompute is the report's compute line for cfg ("" with no cost
 // model at all).
-func describeCompute(cfg *executor.Config) string {
+func DescribeCompute(cfg *executor.Config) string {
 	var parts []string
 	if pc, ok := cfg.Compute.(sweep.CostModel); ok {
 		m, h := pc.Model, pc.HW
