@@ -18,11 +18,6 @@ const throughputExamples = `  rankrun throughput --model llama-3-70b --precision
   rankrun throughput --model llama-3-8b --precision fp8 --hardware h100 --layout tp=1 --in 128 --out 4096 --requests 1500 --trtllm-bench
 `
 
-// layoutList is a repeatable --layout flag.
-type layoutList []string
-
-func (l *layoutList) String() string     { return strings.Join(*l, " ") }
-func (l *layoutList) Set(v string) error { *l = append(*l, v); return nil }
 
 // throughputRow is one layout's line of rankrun throughput (and its JSON).
 type throughputRow struct {
@@ -58,7 +53,7 @@ func throughputCmd(args []string, stdout, stderr io.Writer) error {
 		"the most requests held at once, the step its mean); --trtllm-bench picks each layout's limits as\n"+
 		"trtllm-bench does, which is how NVIDIA's published throughput tables were measured (rankrun validate).",
 		throughputExamples, stderr)
-	var layouts layoutList
+	var layouts runspec.MultiFlag // repeatable --layout
 	fs.Var(&layouts, "layout", "a layout (tp, pp, dp, adp; cp=1), repeatable: tp=8 or tp=2,dp=2")
 	model := fs.String("model", "", "model preset ("+strings.Join(costmodel.ModelNames(), " | ")+") or a JSON file (required)")
 	precision := fs.String("precision", "", "run the model's weights, KV cache and matmuls in this precision: fp8 (1 byte each), fp4, bf16 (\"\": the model's own)")
