@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rankrun/rankrun/gpu"
+	"github.com/rankrun/rankrun/internal/sweepout"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -419,7 +420,7 @@ func TestSweep(t *testing.T) {
 	recs, err := csv.NewReader(fh).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 1+6)
-	assert.Equal(t, sweepCSVHeader, recs[0])
+	assert.Equal(t, sweepout.CSVHeader(), recs[0])
 	col := map[string]int{}
 	for i, h := range recs[0] {
 		col[h] = i

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/rankrun/rankrun/comm/sim"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/goodput"
+	"github.com/rankrun/rankrun/internal/goodputout"
 	"github.com/rankrun/rankrun/reqtrace"
 	"github.com/rankrun/rankrun/sweep"
 )
@@ -23,36 +21,6 @@ const goodputExamples = `  rankrun goodput --model llama-3-8b --hardware h100 --
   rankrun goodput --model llama-3-70b --hardware h100 --ctx tp=4 --gen tp=4 --arrival trace=traces/AzureLLMInferenceTrace_conv.csv:span=5m
   rankrun goodput --model llama-3-70b --hardware h100 --kv-sample 32 --ctx tp=4 --gen tp=4 --slo-ttft 1s --slo-tpot 40ms --rate-lo 1 --rate-hi 8 --json
 `
-
-// goodputOut is rankrun goodput's result (and its JSON).
-type goodputOut struct {
-	Ctx string `json:"ctx"`
-	// Trace is the replayed trace window (trace=FILE...), whose time
-	// scale the search varies; omitted under Poisson arrivals.
-	Trace       string     `json:"trace,omitempty"`
-	RecordedRPS float64    `json:"trace_recorded_rps,omitempty"` // the window's rate at scale 1
-	Gen         string     `json:"gen"`
-	GPUs        int        `json:"gpus"`
-	SLO         string     `json:"slo"`
-	Requests    int        `json:"requests_per_probe"`
-	Goodput     float64    `json:"goodput_rps"`
-	PerGPU      float64    `json:"goodput_per_gpu_rps"`
-	Above       float64    `json:"lowest_failing_rps"`
-	Why         string     `json:"why"`
-	HalfWidth   float64    `json:"attainment_half_width"` // the 95% interval's half width at the SLO share, for this n
-	Probes      []probeOut `json:"probes"`
-}
-
-type probeOut struct {
-	Rate     float64    `json:"rate_rps"`
-	Scale    float64    `json:"trace_scale,omitempty"` // the trace's time scale at this rate
-	Met      int        `json:"met"`
-	N        int        `json:"n"`
-	Share    float64    `json:"attainment"`
-	Interval [2]float64 `json:"interval_95"`
-	Pass     bool       `json:"pass"`
-	Unsure   bool       `json:"unsure"`
-}
 
 // goodputCmd finds one layout pair's goodput (DistServe: the highest
 // Poisson arrival rate at which --slo-share of the requests meet both
@@ -242,69 +210,16 @@ func goodputCmd(args []string, stdout, stderr io.Writer) error {
 		res.Why = fmt.Sprintf("%s after %d probes: the search did not finish", ie, len(res.Steps))
 		cut = &exitError{code: ie.code(), msg: "goodput: " + res.Why}
 	}
-	out := goodputOut{Ctx: first.Ctx.String(), Gen: first.Gen.String(), GPUs: first.Ranks(), SLO: s.String(), Requests: first.Workload.Requests,
-		Goodput: res.Goodput, Above: res.Above, Why: res.Why, RecordedRPS: recorded}
-	if traceBase != "" {
-		out.Trace = traceBase
-	}
-	out.PerGPU = res.Goodput / float64(out.GPUs)
-	lo, hi := goodput.Attainment{Met: int(math.Round(s.Share * float64(out.Requests))), N: out.Requests}.Interval(goodput.Z95)
-	out.HalfWidth = (hi - lo) / 2
-	for _, st := range res.Steps {
-		l, h := st.Att.Interval(goodput.Z95)
-		scale := 0.0
-		if recorded > 0 {
-			scale = st.Rate / recorded
-		}
-		out.Probes = append(out.Probes, probeOut{Rate: st.Rate, Scale: scale, Met: st.Att.Met, N: st.Att.N, Share: st.Att.Share(), Interval: [2]float64{l, h}, Pass: st.Pass, Unsure: st.Unsure})
-	}
+	out := goodputout.New(&first, s, res, traceBase, recorded)
 	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := out.JSON(stdout); err != nil {
 			return err
 		}
 	} else {
-		out.text(stdout, s)
+		out.Text(stdout, s)
 	}
 	if cut != nil {
 		return *cut
 	}
 	return nil
-}
-
-func (g goodputOut) text(w io.Writer, s goodput.SLO) {
-	arrivals := "Poisson arrivals"
-	if g.Trace != "" {
-		arrivals = fmt.Sprintf("%s replayed at a time scale the search sets (scale 1: its recorded %.4g requests/s)", g.Trace, g.RecordedRPS)
-	}
-	fmt.Fprintf(w, "goodput of ctx %s -> gen %s (%d GPUs): %s, %s, %d requests a probe\n\n", g.Ctx, g.Gen, g.GPUs, g.SLO, arrivals, g.Requests)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	scaleCol := ""
-	if g.Trace != "" {
-		scaleCol = "scale\t"
-	}
-	fmt.Fprintln(tw, "probe\trate rps\t"+scaleCol+"met\tattainment\t95% interval\tverdict\t")
-	for i, p := range g.Probes {
-		verdict := "fails"
-		if p.Pass {
-			verdict = "meets"
-		}
-		if p.Unsure {
-			verdict += " (unsure)"
-		}
-		scale := ""
-		if g.Trace != "" {
-			scale = fmt.Sprintf("%.4g\t", p.Scale)
-		}
-		fmt.Fprintf(tw, "%d\t%.4g\t%s%d/%d\t%.1f%%\t%.1f-%.1f%%\t%s\t\n", i+1, p.Rate, scale, p.Met, p.N, 100*p.Share, 100*p.Interval[0], 100*p.Interval[1], verdict)
-	}
-	_ = tw.Flush()
-	fmt.Fprintf(w, "\ngoodput: %.4g requests/s (%.4g per GPU); %s\n", g.Goodput, g.PerGPU, g.Why)
-	if g.Trace != "" && g.RecordedRPS > 0 {
-		fmt.Fprintf(w, "on the trace: time scale %.4g (its arrivals at %.4g x the recorded rate)\n", g.Goodput/g.RecordedRPS, g.Goodput/g.RecordedRPS)
-	}
-	need := goodput.RequestsFor(s.Share, 0.02, goodput.Z95)
-	fmt.Fprintf(w, "confidence: with %d requests a probe, an attainment of %g%% has a 95%% interval of +-%.1f%%; +-2%% needs %d (--requests)\n",
-		g.Requests, 100*s.Share, 100*g.HalfWidth, need)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rankrun/rankrun/internal/goodputout"
 )
 
 // A CTX that prefills 64-token prompts at 1 ms a token serves at most
@@ -17,7 +19,7 @@ func TestGoodputCommand(t *testing.T) {
 		"--prefill-per-token", "1ms", "--decode-per-step", "2ms", "--slo-ttft", "500ms", "--tol", "0.1"}
 	code, out, errOut := cli(t, append(args, "--json")...)
 	require.Equal(t, 0, code, errOut)
-	var g goodputOut
+	var g goodputout.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
 	assert.Equal(t, 2, g.GPUs)
 	assert.Equal(t, 60, g.Requests)
@@ -81,7 +83,7 @@ func TestGoodputLowRatesOutlastTheDefaultDeadline(t *testing.T) {
 	code, out, errOut := cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--requests", "60", "--input", "64", "--output", "8",
 		"--prefill-per-token", "1ms", "--decode-per-step", "2ms", "--slo-ttft", "10ms", "--json")
 	require.Equal(t, 0, code, errOut)
-	var g goodputOut
+	var g goodputout.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
 	assert.Zero(t, g.Goodput)
 	assert.Equal(t, "no rate down to 0.015625 requests/s meets the SLO", g.Why)
@@ -95,7 +97,7 @@ func TestGoodputOverloadFailsTheRate(t *testing.T) {
 		"--prefill-per-token", "10us", "--decode-per-step", "20ms", "--gen-blocks", "16", "--transfer-timeout", "200ms",
 		"--slo-ttft", "2s", "--slo-tpot", "100ms", "--rate-hi", "100", "--json")
 	require.Equal(t, 0, code, errOut)
-	var g goodputOut
+	var g goodputout.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
 	assert.Contains(t, g.Why, "bracketed")
 	assert.Positive(t, g.Goodput)

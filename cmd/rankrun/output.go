@@ -186,6 +186,29 @@ func checkWritable(path string) error {
 	return f.Close()
 }
 
+// probeWritable checks that path can be written, leaving no file behind
+// that was not there before.
+func probeWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("%s is a directory", path)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Remove(path)
+}
+
 // createTemp creates a new file beside path to be renamed over it, with
 // the mode os.Create gives (0666 less the umask; os.CreateTemp's 0600
 // would make every output private).

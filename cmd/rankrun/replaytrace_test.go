@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/goodputout"
 	"github.com/rankrun/rankrun/reqtrace"
 )
 
@@ -99,7 +100,7 @@ func TestGoodputOnATrace(t *testing.T) {
 	code, out, errOut := cli(t, "goodput", "--ctx", "tp=1", "--gen", "tp=1", "--prefill-per-token", "1ms", "--decode-per-step", "2ms",
 		"--slo-ttft", "500ms", "--tol", "0.1", "--arrival", "trace="+path, "--json")
 	require.Equal(t, 0, code, errOut)
-	var g goodputOut
+	var g goodputout.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &g), out)
 	require.Equal(t, "trace="+path, g.Trace)
 	require.InDelta(t, 5, g.RecordedRPS, 1e-9)

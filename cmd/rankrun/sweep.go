@@ -11,6 +11,7 @@ import (
 	"github.com/rankrun/rankrun/costmodel"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/internal/sweepout"
 	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
@@ -131,9 +132,9 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if !stopped || len(done) == len(runs) {
 		// Every cell ran to its end (a signal after the last one cut
 		// nothing short): the whole sweep.
-		sw := sweepWriter{runs: runs, slo: g.slo, gpus: g.gpus}
-		sw.title, sw.short = sweepTitle(runs)
-		return sw.finish(stdout, *csvOut, *jsonOut, *plotOut)
+		sw := sweepout.Sweep{Cells: runs, SLO: g.slo, GPUs: g.gpus}
+		sw.Title, sw.Short = sweepout.Title(runs, runspec.DescribeCompute)
+		return finishSweep(sw, stdout, *csvOut, *jsonOut, *plotOut)
 	}
 	// Interrupted: the cells whose every repeat ran to its end before the
 	// signal are the sweep's result, in every output asked for; the cells
@@ -142,14 +143,14 @@ func sweepCmd(args []string, stdout, stderr io.Writer) error {
 	if len(done) == 0 {
 		return exitError{code: ie.code(), msg: what + "; no cell finished, nothing written"}
 	}
-	sw := sweepWriter{runs: done, slo: g.slo, gpus: g.gpus}
-	sw.title, sw.short = sweepTitle(done)
-	sw.cut = fmt.Sprintf("%d of %d cells finished before the interrupt", len(done), len(runs))
-	sw.title += " (" + sw.cut + ")"
-	sw.short += fmt.Sprintf(" (interrupted: %d of %d cells)", len(done), len(runs))
+	sw := sweepout.Sweep{Cells: done, SLO: g.slo, GPUs: g.gpus}
+	sw.Title, sw.Short = sweepout.Title(done, runspec.DescribeCompute)
+	sw.Cut = fmt.Sprintf("%d of %d cells finished before the interrupt", len(done), len(runs))
+	sw.Title += " (" + sw.Cut + ")"
+	sw.Short += fmt.Sprintf(" (interrupted: %d of %d cells)", len(done), len(runs))
 	fmt.Fprintf(stderr, "rankrun: %s; the table and outputs hold the %d finished (the first left out: %s %s)\n",
 		what, len(done), firstLeftOut(runs, done).Pair, firstLeftOut(runs, done).Arrival)
-	if err := sw.finish(stdout, *csvOut, *jsonOut, *plotOut); err != nil {
+	if err := finishSweep(sw, stdout, *csvOut, *jsonOut, *plotOut); err != nil {
 		var ee exitError
 		if !errors.As(err, &ee) {
 			return err
@@ -280,7 +281,7 @@ func (f *runFlags) runSweep(ctx context.Context, cells []*sweep.Cell, backend st
 	for _, c := range cells {
 		n += len(c.Reports)
 	}
-	bar := newSweepBar(n, stderr)
+	bar := newProgressBar("sweep", n, stderr)
 	done := sweep.Run(ctx, cells, sweep.Options{Jobs: jobs, SLO: g.slo, Done: func(c *sweep.Cell, i int) {
 		log.Debug("sweep run finished", zap.Stringer("pair", c.Pair), zap.String("arrival", c.Arrival), zap.Int("repeat", i))
 		if bar != nil {

@@ -6,7 +6,6 @@ import (
 	stdcsv "encoding/csv"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,8 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rankrun/rankrun/costmodel"
-	"github.com/rankrun/rankrun/executor"
-	"github.com/rankrun/rankrun/sweep"
 	"github.com/rankrun/rankrun/topology"
 )
 
@@ -131,66 +128,6 @@ func TestSweepRepeat(t *testing.T) {
 	f := strings.Fields(lines[2])
 	assert.Equal(t, strconv.FormatFloat(sorted[1], 'f', 3, 64), f[7], "TTFT p99: the median repeat")
 	assert.Equal(t, strconv.FormatFloat(sorted[0], 'f', 3, 64)+".."+strconv.FormatFloat(sorted[2], 'f', 3, 64), f[8])
-}
-
-// A plot names the workload (in its title, and the arrival in the legend)
-// with one arrival pattern too, and marks a failed cell as failed: per
-// pair in the bar plot, as a cross in the legend of the rate plot.
-func TestSweepPlotMarksFailures(t *testing.T) {
-	l1, l2 := topology.MustParseLayout("tp=1"), topology.MustParseLayout("tp=2")
-	cfg := executor.Config{Workload: executor.Workload{Requests: 6, InputTokens: 256, OutputTokens: 8}}
-	cell := func(ctx, gen topology.Layout, arrival string, rate float64, failed bool) *sweep.Cell {
-		r := &sweep.Cell{Pair: sweep.Pair{Ctx: ctx, Gen: gen}, Arrival: arrival, Rate: rate, Config: cfg, Reports: make([]*executor.Report, 1)}
-		r.Summary.Failed, r.Summary.Attain, r.Summary.TTFTP99, r.Summary.TPOTP50, r.Summary.Tput = failed, 1, 10, 1, 5
-		return r
-	}
-	sw := sweepWriter{runs: []*sweep.Cell{cell(l1, l1, "closed=4", 0, false), cell(l1, l2, "closed=4", 0, true)},
-		slo: slo{TTFT: 1, TPOT: 1, Share: 0.9}}
-	sw.title, sw.short = sweepTitle(sw.runs)
-	dir := t.TempDir()
-	bars := filepath.Join(dir, "bars.svg")
-	require.NoError(t, sw.plot(bars))
-	svg, err := os.ReadFile(bars)
-	require.NoError(t, err)
-	s := string(svg)
-	assert.Contains(t, s, ">6 requests, 256 input tokens, 8 output tokens<")
-	assert.Contains(t, s, ">closed=4<", "the one arrival pattern is in the legend")
-	assert.Equal(t, 2, strings.Count(s, ">failed<"), "one mark per panel for the failed pair")
-
-	sw.runs = []*sweep.Cell{cell(l1, l1, "poisson=1", 1, false), cell(l1, l1, "poisson=2", 2, true),
-		cell(l1, l2, "poisson=1", 1, false), cell(l1, l2, "poisson=2", 2, false)}
-	rates := filepath.Join(dir, "rates.svg")
-	require.NoError(t, sw.plot(rates))
-	svg, err = os.ReadFile(rates)
-	require.NoError(t, err)
-	s = string(svg)
-	assert.Contains(t, s, ">tp=1/tp=1 failed<", "the failed cell's cross is in the legend")
-	assert.Contains(t, s, ">Goodput per GPU")
-}
-
-// Every label of an axis has the same number of decimals.
-func TestEvenTicks(t *testing.T) {
-	for _, r := range [][2]float64{{0, 1}, {0, 7.5}, {0, 160}, {0, 0.003}, {0.5, 2.25}, {0, 1e6}} {
-		var decimals []int
-		for _, tk := range (evenTicks{}).Ticks(r[0], r[1]) {
-			if tk.Label == "" {
-				continue
-			}
-			assert.NotContains(t, tk.Label, "e", "%v: %q", r, tk.Label)
-			d := 0
-			if i := strings.IndexByte(tk.Label, '.'); i >= 0 {
-				d = len(tk.Label) - i - 1
-			}
-			decimals = append(decimals, d)
-			v, err := strconv.ParseFloat(tk.Label, 64)
-			require.NoError(t, err)
-			assert.InDelta(t, tk.Value, v, math.Abs(tk.Value)*1e-9+1e-12, "%v: the label is the value", r)
-		}
-		require.NotEmpty(t, decimals, "%v", r)
-		for _, d := range decimals {
-			assert.Equal(t, decimals[0], d, "%v: %v", r, decimals)
-		}
-	}
 }
 
 // On an MoE model the grid tries expert parallelism: every ep that
@@ -311,32 +248,4 @@ func TestSweepPlanBound(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.NotContains(t, errOut, "the plan is")
 	assert.Contains(t, errOut, "--csv")
-}
-
-// The best placement line says what decided a tie on goodput per GPU, and
-// why a pair smaller than the budget is named for it.
-func TestWhyBest(t *testing.T) {
-	g := func(pair string, gpus int, perGPU, at, p99 float64) sweep.PairGoodput {
-		return sweep.PairGoodput{Pair: pair, GPUs: gpus, PerGPU: perGPU, Rate: perGPU * float64(gpus), BestRPS: at, P99: p99}
-	}
-	for _, c := range []struct {
-		name   string
-		gs     []sweep.PairGoodput
-		budget int
-		want   string
-	}{
-		{"alone", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 8, ""},
-		{"smaller than the budget", []sweep.PairGoodput{g("a", 6, 0.5, 0.4, 100), g("b", 8, 0.25, 0.4, 100)}, 16,
-			"; it uses 6 of the 16 GPUs: pairs rank by goodput per GPU, and no larger pair has more"},
-		{"throughput decides", []sweep.PairGoodput{g("b", 8, 0.5, 0.39, 100), g("a", 8, 0.5, 0.4, 90), g("c", 8, 0.5, 0.3, 90)}, 8,
-			"; tied on goodput per GPU with b, c, first on throughput per GPU at that rate (0.400 against b's 0.390 requests/s)"},
-		{"TTFT p99 decides", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 120), g("b", 8, 0.5, 0.4, 90)}, 8,
-			"; tied on goodput per GPU with a, first on TTFT p99 at that rate (90.0 against a's 120.0 ms)"},
-		{"figures that round alike", []sweep.PairGoodput{g("a", 8, 0.5, 0.39512, 100), g("b", 8, 0.5, 0.3954, 90)}, 8,
-			"; tied on goodput per GPU with a, first on throughput per GPU at that rate (0.3954 against a's 0.3951 requests/s)"},
-		{"every figure", []sweep.PairGoodput{g("a", 8, 0.5, 0.4, 90), g("b", 8, 0.5, 0.4, 90)}, 8,
-			"; tied on goodput per GPU with b, and with b on every figure: first in the sweep's order"},
-	} {
-		assert.Equal(t, c.want, whyBest(sweep.Ranked(c.gs), c.budget), c.name)
-	}
 }

@@ -18,7 +18,6 @@ const throughputExamples = `  rankrun throughput --model llama-3-70b --precision
   rankrun throughput --model llama-3-8b --precision fp8 --hardware h100 --layout tp=1 --in 128 --out 4096 --requests 1500 --trtllm-bench
 `
 
-
 // throughputRow is one layout's line of rankrun throughput (and its JSON).
 type throughputRow struct {
 	Layout       string  `json:"layout"`

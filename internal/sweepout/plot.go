@@ -1,7 +1,6 @@
-package main
+package sweepout
 
 import (
-	"fmt"
 	"image/color"
 	"math"
 	"os"
@@ -23,10 +22,11 @@ import (
 // failedColor marks failed cells in every plot.
 var failedColor = color.RGBA{R: 200, A: 255}
 
-// plot draws the sweep: against the rate when two or more rates were swept
-// (ratePanels), else per pair (barPanels). The workload and cost model are
-// the figure's title, whatever the number of arrival patterns.
-func (sw sweepWriter) plot(path string) error {
+// Plot draws the sweep to path, as SVG, or PNG when path ends in .png:
+// against the rate when two or more rates were swept (ratePanels), else
+// per pair (barPanels). The workload and cost model (Short) are the
+// figure's title, whatever the number of arrival patterns.
+func (sw Sweep) Plot(path string) error {
 	var panels []*plot.Plot
 	var err error
 	if len(sw.rates()) >= 2 {
@@ -35,16 +35,13 @@ func (sw sweepWriter) plot(path string) error {
 		panels, err = sw.barPanels()
 	}
 	if err != nil {
-		return fmt.Errorf("--plot: %w", err)
+		return err
 	}
 	for _, p := range panels {
 		p.Y.Tick.Marker = evenTicks{}
 		p.Y.Min = 0
 	}
-	if err := renderPanels(path, sw.short, panels); err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	return nil
+	return renderPanels(path, sw.Short, panels)
 }
 
 // evenTicks are gonum's default ticks, every label with the same number of
@@ -74,9 +71,9 @@ func (evenTicks) Ticks(lo, hi float64) []plot.Tick {
 // barPanels: TTFT p99 and throughput per pair, one bar per arrival pattern
 // (in the legend, also when there is one); a failed cell has no bar but a
 // "failed" mark.
-func (sw sweepWriter) barPanels() ([]*plot.Plot, error) {
+func (sw Sweep) barPanels() ([]*plot.Plot, error) {
 	var pairs, arrs []string
-	for _, r := range sw.runs {
+	for _, r := range sw.Cells {
 		pairs, arrs = appendNew(pairs, r.Pair.String()), appendNew(arrs, r.Arrival)
 	}
 	ttft, rps := make([]plotter.Values, len(arrs)), make([]plotter.Values, len(arrs))
@@ -85,7 +82,7 @@ func (sw sweepWriter) barPanels() ([]*plot.Plot, error) {
 	}
 	width := vg.Points(math.Min(24, 120/float64(len(arrs))))
 	failedAt := make([][]string, len(pairs)) // the failed arrivals of each pair
-	for _, r := range sw.runs {
+	for _, r := range sw.Cells {
 		a, p := indexOf(arrs, r.Arrival), indexOf(pairs, r.Pair.String())
 		if r.Summary.Failed {
 			failedAt[p] = append(failedAt[p], r.Arrival)

@@ -1,4 +1,4 @@
-package main
+package sweepout
 
 import (
 	"math"
@@ -22,14 +22,14 @@ const ratePairs = 6
 // ratePanels: TTFT p99, TPOT p50 and throughput per GPU against the rate,
 // one line per pair for the best pairs, failed cells as red crosses; and
 // the goodput per GPU of the best pairs as bars.
-func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
+func (sw Sweep) ratePanels() ([]*plot.Plot, error) {
 	best := sweep.Ranked(sw.goodputs())
 	if len(best) > ratePairs {
 		best = best[:ratePairs]
 	}
 	type series struct{ ttft, tpot, tput, failed plotter.XYs }
 	lines := make([]series, len(best))
-	for _, r := range sw.runs {
+	for _, r := range sw.Cells {
 		i := -1
 		for k, g := range best {
 			if g.Pair == r.Pair.String() {
@@ -106,7 +106,7 @@ func (sw sweepWriter) ratePanels() ([]*plot.Plot, error) {
 
 // goodputBars is the goodput per GPU of the best pairs (at most 12), best
 // first.
-func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
+func (sw Sweep) goodputBars() (*plot.Plot, error) {
 	best := sweep.Ranked(sw.goodputs())
 	if len(best) > 12 {
 		best = best[:12]
@@ -119,7 +119,7 @@ func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
 		top = math.Max(top, g.PerGPU)
 	}
 	p := plot.New()
-	p.Title.Text = "Goodput per GPU (" + sw.slo.String() + ")"
+	p.Title.Text = "Goodput per GPU (" + sw.SLO.String() + ")"
 	p.Y.Label.Text = "requests/s per GPU"
 	bc, err := plotter.NewBarChart(vals, vg.Points(18))
 	if err != nil {
@@ -136,7 +136,7 @@ func (sw sweepWriter) goodputBars() (*plot.Plot, error) {
 
 // rateTicks marks the swept rates on the X axis, each label with the same
 // decimals.
-func (sw sweepWriter) rateTicks() plot.ConstantTicks {
+func (sw Sweep) rateTicks() plot.ConstantTicks {
 	var ticks plot.ConstantTicks
 	prec := 0
 	for _, r := range sw.rates() {
