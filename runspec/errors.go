@@ -17,7 +17,12 @@ type Error struct {
 func (e *Error) Error() string { return e.err.Error() }
 func (e *Error) Unwrap() error { return e.err }
 
-// errorf is an Error whose field is the flag its message starts with.
+// Errorf is an Error whose field is the flag its message starts with
+// ("--ctx-blocks %d: ..."): for a package that checks a spec further (a
+// scenario made from one).
+func Errorf(format string, args ...any) error { return errorf(format, args...) }
+
+// errorf is Errorf.
 func errorf(format string, args ...any) error {
 	err := fmt.Errorf(format, args...)
 	return &Error{Field: fieldOf(err.Error()), err: err}

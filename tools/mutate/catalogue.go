@@ -651,7 +651,7 @@ var catalogue = []mutant{
 	{name: "ep-copies-every-part", file: "costmodel/experts.go",
 		old: "func (s side) dispatchCopies() float64 { return s.m.Routing().Parts(s.epParts()) }\n", new: "func (s side) dispatchCopies() float64 { return float64(s.epParts()) }\n",
 		why: "a token is dispatched to every EP part, not to the parts holding its experts", pkgs: []string{"./costmodel"}},
-	{name: "explore-expect-unvalidated", file: "cmd/rankrun/explore.go",
+	{name: "explore-expect-unvalidated", file: "scenario/fromspec.go",
 		old: "\tif err := s.Expect.Validate(); err != nil {\n", new: "\tif err := s.Expect.Validate(); false && err != nil {\n",
 		why: "explore --expect with a bound but no outcome searches on, calling every passing schedule a failure with an empty error name", pkgs: []string{"./cmd/rankrun"}},
 	// Group-limited routing: one description for the runtime
