@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/benchtab"
 )
 
 // The perf-regression suite: a standard set of runs in simulation, whose
@@ -270,7 +271,7 @@ var perfBenchFigures = map[string]string{
 // the figure now beside the committed one (path): what got faster or
 // slower since the file was last written. Lower is better for times and
 // collectives, higher for throughput; the note says which way it moved.
-func perfRows(path string, add func(benchRow), missing func(string, error)) {
+func perfRows(path string, add func(benchtab.Row), missing func(string, error)) {
 	want, _, err := readPerfFile(path)
 	if err != nil {
 		missing("perf-regression figures", err)
@@ -289,7 +290,7 @@ func perfRows(path string, add func(benchRow), missing func(string, error)) {
 			if !ok || !had {
 				continue
 			}
-			r := ratioRow(benchRow{Section: "perf-regression suite (virtual time, against " + path + ")", Figure: c.name + " " + f.name,
+			r := benchtab.RatioRow(benchtab.Row{Section: "perf-regression suite (virtual time, against " + path + ")", Figure: c.name + " " + f.name,
 				Value: f.value, Unit: unit, Reference: "committed", RefValue: old})
 			switch {
 			case samePerf(f.value, old, tol):

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/benchtab"
 	"github.com/rankrun/rankrun/runspec"
 )
 
@@ -196,14 +197,14 @@ func seed001Stall() (float64, string, error) {
 
 // seedRows adds the seeds' tables to rankrun bench: each row the run's
 // change from good to bad beside the seed's.
-func seedRows(with001 bool, add func(benchRow), missing func(string, error)) {
+func seedRows(with001 bool, add func(benchtab.Row), missing func(string, error)) {
 	rows, err := seed000Table()
 	if err != nil {
 		missing("seed 000's table", err)
 	} else {
 		const sec = "seed 000's table in virtual time (its job: DeepSeek-R1 FP4 on GB200, ctx dp=4,ep=4,adp -> gen tp=8,ep=8, 8k/1k, con1, no MTP; fixed vs --replay unclamped-poll)"
 		for _, r := range rows {
-			b := benchRow{Section: sec, Figure: r.what + ": bad - good", Unit: r.unit, Reference: "seed 000"}
+			b := benchtab.Row{Section: sec, Figure: r.what + ": bad - good", Unit: r.unit, Reference: "seed 000"}
 			if r.changeOnly {
 				b.Figure, b.Value, b.RefValue = r.what+": change", r.change, r.seedChange
 			} else {
@@ -211,7 +212,7 @@ func seedRows(with001 bool, add func(benchRow), missing func(string, error)) {
 				r.why = fmt.Sprintf("run %s -> %s, seed %s -> %s; %s", fmtPerf(r.good), fmtPerf(r.bad), fmtPerf(r.seedGood), fmtPerf(r.seedBad), r.why)
 			}
 			b.Note = r.why
-			add(ratioRow(b))
+			add(benchtab.RatioRow(b))
 		}
 	}
 	costs, err := blocking15139()
@@ -222,7 +223,7 @@ func seedRows(with001 bool, add func(benchRow), missing func(string, error)) {
 		for _, c := range costs {
 			// No reference ratio: #15139's 817/1573 came from PP stage skew,
 			// a mechanism these runs do not have (see blockingJob).
-			add(ratioRow(benchRow{Section: sec, Figure: c.job.name + ": throughput, replay / fixed", Value: c.bad / c.good, Unit: "x",
+			add(benchtab.RatioRow(benchtab.Row{Section: sec, Figure: c.job.name + ": throughput, replay / fixed", Value: c.bad / c.good, Unit: "x",
 				Reference: "fixed build, same run",
 				Note: fmt.Sprintf("%.1f -> %.1f requests/s, TTFT p50 %.2f -> %.2f ms, longest poll %.2f -> %.2f ms; %s (#15139 measured 817/1573 tokens/s from CTX PP stage skew, not modelled)",
 					c.good, c.bad, c.goodTTFT, c.badTTFT, c.goodPollMax, c.badPollMax, c.job.why)}))
@@ -236,6 +237,6 @@ func seedRows(with001 bool, add func(benchRow), missing func(string, error)) {
 		missing("seed 001's stall", err)
 		return
 	}
-	add(ratioRow(benchRow{Section: "seed 001's stall in virtual time (its job, --replay no-idle-reap)", Figure: "CTX KV pool use when admission stopped",
+	add(benchtab.RatioRow(benchtab.Row{Section: "seed 001's stall in virtual time (its job, --replay no-idle-reap)", Figure: "CTX KV pool use when admission stopped",
 		Value: 100 * use, Unit: "%", Reference: "seed 001", RefValue: 99.9, Note: "the run stalls (ErrStalled) with the completed sends pinned, as the seed's CTX did"}))
 }

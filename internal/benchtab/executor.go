@@ -1,12 +1,11 @@
 // The rows of make bench's table measured here: in-process executor runs.
 
-package main
+package benchtab
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"time"
 
@@ -17,7 +16,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// runLocal runs one in-process executor run (unchecked).
+// smallBenchModel: small KV (16 KiB for 16 tokens on one rank).
+var smallBenchModel = topology.Model{Layers: 4, KVHeads: 8, HeadDim: 16, TokensPerBlock: 8, ElemBytes: 2}
+
+const seedGoodIdleStepMs = 210.0 // seed 000: CTX post-prefill idle iteration, good build
+
+// runLocalBench runs one in-process executor run (unchecked).
 func runLocalBench(cfg executor.Config) (*executor.Report, error) {
 	cfg.Log = zap.NewNop()
 	cfg.Defaults()
@@ -35,7 +39,10 @@ func benchConfig(ctxL, genL string, requests, input, output, closed int) executo
 		CtxBlocks: 512, GenBlocks: 512}
 }
 
-func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), missing func(string, error), stderr io.Writer) error {
+// executorRows runs the in-process executor figures (sections 4, 5 and 6)
+// and adds their rows, with the mpirun handover's from raw ("": none); a
+// run that fails ends the table.
+func executorRows(raw string, handoverN, seedN, cpN int, add func(Row), missing func(string, error)) error {
 	slice := 200 * time.Millisecond
 	// 4: idle handover, in-process, then under mpirun (reports from bench.sh).
 	handover := func(label string, clean, bad *executor.Report) {
@@ -44,9 +51,9 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 			name string
 			v, b float64
 		}{{"p50", clean.IdleHandoverMs.P50, bad.IdleHandoverMs.P50}, {"p99", clean.IdleHandoverMs.P99, bad.IdleHandoverMs.P99}} {
-			r := benchRow{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen tp=1, closed=1, decode 5 ms: %s (n=%d)", q.name, clean.IdleHandoverMs.N),
+			r := Row{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen tp=1, closed=1, decode 5 ms: %s (n=%d)", q.name, clean.IdleHandoverMs.N),
 				Value: q.v, Unit: "ms", Reference: fmt.Sprintf("unclamped-poll replay, slice %v (n=%d)", slice, bad.IdleHandoverMs.N), RefValue: q.b}
-			r = ratioRow(r)
+			r = RatioRow(r)
 			if q.name == "p99" {
 				r.Goal = "p99 < 1 ms, >= 200x better than 210 ms"
 				r.Met = ptr(q.v < 1 && seedGoodIdleStepMs/q.v >= 200)
@@ -62,7 +69,7 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 	if err != nil {
 		return fmt.Errorf("handover run: %w", err)
 	}
-	add(ratioRow(benchRow{Section: "4 idle handover, arrival -> prefill start (in-process)", Figure: fmt.Sprintf("ctx tp=1 -> gen tp=1, closed=1, zero cost: p99 (n=%d)", zero.IdleHandoverMs.N),
+	add(RatioRow(Row{Section: "4 idle handover, arrival -> prefill start (in-process)", Figure: fmt.Sprintf("ctx tp=1 -> gen tp=1, closed=1, zero cost: p99 (n=%d)", zero.IdleHandoverMs.N),
 		Value: zero.IdleHandoverMs.P99, Unit: "ms", Reference: "seed 000 good idle step", RefValue: seedGoodIdleStepMs, Goal: "<=0.005",
 		Note: fmt.Sprintf("p50 %.4f ms; goal: p99 < 1 ms and >= 200x better than 210 ms", zero.IdleHandoverMs.P50)}))
 	// Side by side with the replay: a 5 ms decode step lets the CTX rank
@@ -106,13 +113,13 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 			return fmt.Errorf("seed shape %v unclamped-poll: %w", pair, err)
 		}
 		lbl := fmt.Sprintf("ctx %s -> gen %s", pair[0], pair[1])
-		add(benchRow{Section: sec, Figure: lbl + ": throughput, unclamped-poll on", Value: on.ThroughputRPS, Unit: "req/s",
+		add(Row{Section: sec, Figure: lbl + ": throughput, unclamped-poll on", Value: on.ThroughputRPS, Unit: "req/s",
 			Reference: "replay off", RefValue: off.ThroughputRPS, Ratio: on.ThroughputRPS / off.ThroughputRPS,
 			Note: fmt.Sprintf("%+.1f%% (seed 000: -27.7%%)", (on.ThroughputRPS/off.ThroughputRPS-1)*100)})
-		add(benchRow{Section: sec, Figure: lbl + ": mean TTFT, unclamped-poll on", Value: on.TTFTMs.Mean, Unit: "ms",
+		add(Row{Section: sec, Figure: lbl + ": mean TTFT, unclamped-poll on", Value: on.TTFTMs.Mean, Unit: "ms",
 			Reference: "replay off", RefValue: off.TTFTMs.Mean, Ratio: on.TTFTMs.Mean / off.TTFTMs.Mean,
 			Note: fmt.Sprintf("%+.2f intervals per request (seed 000: +1 interval)", (on.TTFTMs.Mean-off.TTFTMs.Mean)/float64(slice.Milliseconds()))})
-		add(benchRow{Section: sec, Figure: lbl + ": idle step p50, unclamped-poll on", Value: on.IdleStepMs.P50, Unit: "ms",
+		add(Row{Section: sec, Figure: lbl + ": idle step p50, unclamped-poll on", Value: on.IdleStepMs.P50, Unit: "ms",
 			Reference: "replay off", RefValue: off.IdleStepMs.P50, Ratio: on.IdleStepMs.P50 / off.IdleStepMs.P50,
 			Note: "seed 000: 1151 ms vs 210 ms with a 1000 ms interval"})
 	}
@@ -132,12 +139,12 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 		v, note := 0.0, ""
 		switch {
 		case err != nil:
-			note = "replay stalls: " + firstLine(err.Error())
+			note = "replay stalls: " + FirstLine(err.Error())
 		case on != nil:
 			v = on.ThroughputRPS
 			note = fmt.Sprintf("%d of %d completed", on.RequestsCompleted, cfg.Workload.Requests)
 		}
-		add(benchRow{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen tp=4, sync transfer, %d CTX blocks (3 requests): throughput, no-idle-reap on", cfg.CtxBlocks),
+		add(Row{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen tp=4, sync transfer, %d CTX blocks (3 requests): throughput, no-idle-reap on", cfg.CtxBlocks),
 			Value: v, Unit: "req/s", Reference: "replay off", RefValue: off.ThroughputRPS, Ratio: v / off.ThroughputRPS, Note: note})
 	}
 
@@ -154,7 +161,7 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 		if !rep.OK() {
 			return fmt.Errorf("control-plane run %s: not clean: %v", gen, rep.Errors)
 		}
-		r := benchRow{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen %s, %d requests", gen, cpN), Value: rep.ThroughputRPS, Unit: "req/s"}
+		r := Row{Section: sec, Figure: fmt.Sprintf("ctx tp=1 -> gen %s, %d requests", gen, cpN), Value: rep.ThroughputRPS, Unit: "req/s"}
 		if base == 0 {
 			base = rep.ThroughputRPS
 			r.Reference, r.Note = "none (absolute)", fmt.Sprintf("TTFT p50 %.2f ms", rep.TTFTMs.P50)
@@ -168,7 +175,7 @@ func executorRows(raw string, handoverN, seedN, cpN int, add func(benchRow), mis
 		if eb, err := parseGoBench(filepath.Join(raw, "executor.txt")); err == nil {
 			for _, gen := range []string{"tp=1", "tp=4"} {
 				if v, ok := eb["ControlPlane/ctx=tp=1/gen="+gen]; ok {
-					add(benchRow{Section: sec, Figure: fmt.Sprintf("go test BenchmarkControlPlane gen %s (%.0f requests)", gen, v["N"]), Value: v["req/s"], Unit: "req/s",
+					add(Row{Section: sec, Figure: fmt.Sprintf("go test BenchmarkControlPlane gen %s (%.0f requests)", gen, v["N"]), Value: v["req/s"], Unit: "req/s",
 						Reference: "none (cross-check of the row above)", Allocs: ptr(v["allocs/op"]), Note: fmt.Sprintf("%.0f B/request", v["B/op"])})
 				}
 			}

@@ -1,8 +1,8 @@
 // The rows of make bench's table read from the raw outputs of scripts/bench.sh:
 // MPI collectives against C, the status check in-process and under mpirun,
-// the KV block pool, the transceiver.
+// the KV block pool, the transceiver, the cost model's finite run.
 
-package main
+package benchtab
 
 import (
 	"encoding/json"
@@ -13,7 +13,30 @@ import (
 	"strings"
 )
 
-func collectivesRows(raw string, add func(benchRow)) error {
+// rawRows adds every row read from raw, in the table's order, and reports
+// each part it could not read as missing.
+func rawRows(raw string, add func(Row), missing func(string, error)) {
+	if err := collectivesRows(raw, add); err != nil {
+		missing("collectives", err)
+	}
+	if err := transceiverRows(raw, add); err != nil {
+		missing("transceiver", err)
+	}
+	if err := statusMPIRows(raw, add); err != nil {
+		missing("status check under mpirun", err)
+	}
+	if err := xferMPIRows(raw, add); err != nil {
+		missing("KV transfer under mpirun", err)
+	}
+	if err := poolRows(raw, add); err != nil {
+		missing("gpu pool", err)
+	}
+	if err := costmodelRows(raw, add); err != nil {
+		missing("cost model finite run", err)
+	}
+}
+
+func collectivesRows(raw string, add func(Row)) error {
 	var errs []error
 	// MPI: Go binding vs the C reference (scripts/bench-mpi.sh). Each
 	// figure is the median over repetitions in which C and Go ran back to
@@ -55,8 +78,8 @@ func collectivesRows(raw string, add func(benchRow)) error {
 		}
 		// withRatio sets the row's ratio to the median per-repetition
 		// ratio (when the JSON has one) and judges the goal on it.
-		withRatio := func(r benchRow, median float64) benchRow {
-			r = ratioRow(r)
+		withRatio := func(r Row, median float64) Row {
+			r = RatioRow(r)
 			if median > 0 {
 				r.Ratio = median
 				r.Met = nil
@@ -105,7 +128,7 @@ func collectivesRows(raw string, add func(benchRow)) error {
 				if goal == "" {
 					goal = ">=0.9"
 				}
-				add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "MB/s",
+				add(withRatio(Row{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "MB/s",
 					Reference: "C MPI_Isend/Irecv + MPI_Wait, same loop", RefValue: cV, Goal: goal, Allocs: ptr(x.Allocs),
 					Note: reps}, median))
 				continue
@@ -122,11 +145,11 @@ func collectivesRows(raw string, add func(benchRow)) error {
 			if x.Reps == 0 { // same job only: allocations not measured
 				allocs = nil
 			}
-			add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "ns/op",
+			add(withRatio(Row{Section: sec, Figure: fmt.Sprintf("np=%d %s, Go binding", x.NP, what), Value: goV, Unit: "ns/op",
 				Reference: "C blocking MPI call, same loop", RefValue: cV, Goal: goal, Allocs: allocs,
 				Note: note}, median))
 			if x.MTNs > 0 {
-				add(withRatio(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d C blocking allreduce under MPI_THREAD_MULTIPLE", x.NP), Value: x.MTNs, Unit: "ns/op",
+				add(withRatio(Row{Section: sec, Figure: fmt.Sprintf("np=%d C blocking allreduce under MPI_THREAD_MULTIPLE", x.NP), Value: x.MTNs, Unit: "ns/op",
 					Reference: "same, MPI_THREAD_SINGLE", RefValue: x.CNs,
 					Note: fmt.Sprintf("what the thread level costs uncontended; best %.2fx", x.MTBest)}, x.MTMedian))
 			}
@@ -151,10 +174,10 @@ func collectivesRows(raw string, add func(benchRow)) error {
 				if !ok {
 					continue
 				}
-				add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("ranks=%d %s", n, c.what), Value: v["ns/op"], Unit: "ns/op",
+				add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("ranks=%d %s", n, c.what), Value: v["ns/op"], Unit: "ns/op",
 					Reference: "sync.Cond barrier (+ shared sum)", RefValue: ref["ns/op"], Goal: c.goal, Allocs: ptr(v["allocs/op"])}))
 				if ck, ok := lb[fmt.Sprintf("%s/ranks=%d/checked", c.name, n)]; ok {
-					add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("ranks=%d %s, checked mode", n, c.what), Value: ck["ns/op"], Unit: "ns/op",
+					add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("ranks=%d %s, checked mode", n, c.what), Value: ck["ns/op"], Unit: "ns/op",
 						Reference: "same, unchecked", RefValue: v["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead"}))
 				}
 			}
@@ -167,7 +190,7 @@ func collectivesRows(raw string, add func(benchRow)) error {
 // allgather of the same ids, and checked against unchecked, each the
 // median over chunks alternated in one job (scripts/bench-mpi.sh,
 // BenchmarkStatusVsBare).
-func statusMPIRows(raw string, add func(benchRow)) error {
+func statusMPIRows(raw string, add func(Row)) error {
 	var st struct {
 		Chunks  int `json:"chunks"`
 		Results []struct {
@@ -184,22 +207,10 @@ func statusMPIRows(raw string, add func(benchRow)) error {
 	sec := "2 consensus round (mpirun)"
 	for _, r := range st.Results {
 		note := fmt.Sprintf("median of %d same-job chunks; bare %.0f ns/op", st.Chunks, r.BareNs)
-		add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("np=%d status-check consensus, %d terminal-held ids/rank", r.NP, r.IDs),
+		add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("np=%d status-check consensus, %d terminal-held ids/rank", r.NP, r.IDs),
 			Value: r.CheckBare * r.BareNs, Unit: "ns/op", Reference: "bare AllgatherInt64s of the same ids", RefValue: r.BareNs, Goal: "<=1.5", Note: note}))
-		add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("same, np=%d ids=%d, checked mode", r.NP, r.IDs),
+		add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("same, np=%d ids=%d, checked mode", r.NP, r.IDs),
 			Value: r.Checked * r.CheckBare * r.BareNs, Unit: "ns/op", Reference: "same, unchecked", RefValue: r.CheckBare * r.BareNs, Goal: "<=1.5", Note: note}))
-	}
-	return nil
-}
-
-// readRawJSON decodes raw/name into v; a decoding error names the file.
-func readRawJSON(raw, name string, v any) error {
-	b, err := os.ReadFile(filepath.Join(raw, name))
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }
@@ -207,7 +218,7 @@ func readRawJSON(raw, name string, v any) error {
 // xferMPIRows: the KV transfer under mpirun np=2 (64 MiB, CTX tp=1 -> GEN
 // tp=1) against the bare Isend/Irecv of the same bytes, median over pairs
 // alternated in one job (scripts/bench-mpi.sh, transceiver/mpixfer).
-func xferMPIRows(raw string, add func(benchRow)) error {
+func xferMPIRows(raw string, add func(Row)) error {
 	var st struct {
 		Pairs   int `json:"pairs"`
 		Results []struct {
@@ -230,7 +241,7 @@ func xferMPIRows(raw string, add func(benchRow)) error {
 		}
 		// Value and reference are the pairs' median ratio on a bare time of
 		// 1, so the ratio column is the median, not a ratio of means.
-		add(ratioRow(benchRow{Section: sec, Figure: "transfer, verify " + r.Verify, Value: r.Median, Unit: "x bare",
+		add(RatioRow(Row{Section: sec, Figure: "transfer, verify " + r.Verify, Value: r.Median, Unit: "x bare",
 			Reference: "bare Isend/Irecv of the same bytes + 8-byte reply, same job", RefValue: 1, Goal: goal,
 			Note: fmt.Sprintf("median of %d alternated pairs (best %.2fx, worst %.2fx); means %.0f vs %.0f MB/s", st.Pairs, r.Best, r.Worst, r.Xfer, r.P2P)}))
 	}
@@ -239,7 +250,7 @@ func xferMPIRows(raw string, add func(benchRow)) error {
 
 // poolRows: the KV block pool's hot operations next to a bare
 // mutex-protected free list moving the same 32 block ids.
-func poolRows(raw string, add func(benchRow)) error {
+func poolRows(raw string, add func(Row)) error {
 	gb, err := parseGoBench(filepath.Join(raw, "kvpool.txt"))
 	if err != nil {
 		return err
@@ -258,7 +269,7 @@ func poolRows(raw string, add func(benchRow)) error {
 		if !ok {
 			continue
 		}
-		add(ratioRow(benchRow{Section: sec, Figure: c.what, Value: v["ns/op"], Unit: "ns/op",
+		add(RatioRow(Row{Section: sec, Figure: c.what, Value: v["ns/op"], Unit: "ns/op",
 			Reference: "mutex + free list moving 32 block ids", RefValue: ref["ns/op"], Allocs: ptr(v["allocs/op"]),
 			Note: "the pool also tracks owners, leases and states for CheckInvariants"}))
 	}
@@ -269,7 +280,7 @@ func poolRows(raw string, add func(benchRow)) error {
 // its decode stretches summed in closed form, next to the same run with
 // every step priced (the test's request-by-request reference): what keeps
 // rankrun validate at seconds.
-func costmodelRows(raw string, add func(benchRow)) error {
+func costmodelRows(raw string, add func(Row)) error {
 	cb, err := parseGoBench(filepath.Join(raw, "costmodel.txt"))
 	if err != nil {
 		return err
@@ -279,13 +290,13 @@ func costmodelRows(raw string, add func(benchRow)) error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("no Run/closed-form and Run/stepwise in costmodel.txt")
 	}
-	add(ratioRow(benchRow{Section: "cost model", Figure: "finite run of a published cell (Llama-3-8B FP8, one H100, 128/4096, 1,500 requests), closed form",
+	add(RatioRow(Row{Section: "cost model", Figure: "finite run of a published cell (Llama-3-8B FP8, one H100, 128/4096, 1,500 requests), closed form",
 		Value: c["ns/op"], Unit: "ns/op", Reference: "the same run, every step priced", RefValue: s["ns/op"], Goal: "<=0.05", Allocs: ptr(c["allocs/op"]),
 		Note: "about 27,000 steps; the closed form prices a stretch of decode steps from its ends"}))
 	return nil
 }
 
-func transceiverRows(raw string, add func(benchRow)) error {
+func transceiverRows(raw string, add func(Row)) error {
 	tb, err := parseGoBench(filepath.Join(raw, "transceiver.txt"))
 	if err != nil {
 		return err
@@ -299,11 +310,11 @@ func transceiverRows(raw string, add func(benchRow)) error {
 			if !ok1 || !ok2 {
 				continue
 			}
-			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=%d status check, at_least 0, %d terminal-held ids/rank", n, ids),
+			add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("CTX tp=%d status check, at_least 0, %d terminal-held ids/rank", n, ids),
 				Value: c["ns/op"], Unit: "ns/op", Reference: "bare AllgatherInt64s of the same ids, same group", RefValue: b["ns/op"],
 				Goal: "<=1.5", Allocs: ptr(c["allocs/op"]), Note: "allocs/op: all ranks together"}))
 			if ck, ok := tb[p+"check-checked"]; ok {
-				add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("same, ranks=%d ids=%d, checked mode", n, ids), Value: ck["ns/op"], Unit: "ns/op",
+				add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("same, ranks=%d ids=%d, checked mode", n, ids), Value: ck["ns/op"], Unit: "ns/op",
 					Reference: "same check, unchecked", RefValue: c["ns/op"], Goal: "<=1.5", Allocs: ptr(ck["allocs/op"]), Note: "checked-mode overhead"}))
 			}
 		}
@@ -312,7 +323,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 		none, ok1 := tb["ConsensusRound/guards-none"]
 		ref, ok2 := tb["ConsensusRound/ranks=2/ids=0/check"]
 		if ok1 && ok2 {
-			add(ratioRow(benchRow{Section: sec, Figure: "guard values of one checked iteration (6 values at 3 decision points, copied into the next collective's record)",
+			add(RatioRow(Row{Section: sec, Figure: "guard values of one checked iteration (6 values at 3 decision points, copied into the next collective's record)",
 				Value: max(g["ns/op"]-none["ns/op"], 0), Unit: "ns/op", Reference: "CTX tp=2 status check, unchecked", RefValue: ref["ns/op"],
 				Goal: "<=0.05", Allocs: ptr(g["allocs/op"]), Note: "the flight record alone (begun with or without guards) subtracted"}))
 		}
@@ -336,7 +347,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 			if med, ok := x["xfer/copy"]; ok {
 				// Value and reference are the pairs' median ratio on a copy
 				// time of 1, as for the mpirun rows.
-				add(ratioRow(benchRow{Section: sec, Figure: "fragment " + sz + " x 4 GEN ranks, " + m.what + ": send + copy + ack + reap",
+				add(RatioRow(Row{Section: sec, Figure: "fragment " + sz + " x 4 GEN ranks, " + m.what + ": send + copy + ack + reap",
 					Value: med, Unit: "x copy()", Reference: "copy() of the same CTX blocks, one goroutine, paired with each request (the transfer copies on the GEN ranks' goroutines)", RefValue: 1,
 					Goal: m.goal, Allocs: ptr(x["allocs/op"]), Note: fmt.Sprintf("median of pairs (best %.2fx, worst %.2fx); means %.0f us per request, %.0f us per copy",
 						x["xfer/copy-best"], x["xfer/copy-worst"], x["xfer-ns/op"]/1e3, x["copy-ns/op"]/1e3)}))
@@ -344,7 +355,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 			if okm {
 				// The goal is judged once, on the paired row; this row says
 				// how it reads against the loop.
-				hot := ratioRow(benchRow{Section: sec, Figure: "  same, against a hot-cache copy() loop", Value: x["xfer-MB/s"], Unit: "MB/s",
+				hot := RatioRow(Row{Section: sec, Figure: "  same, against a hot-cache copy() loop", Value: x["xfer-MB/s"], Unit: "MB/s",
 					Reference: "copy() of two clean buffers back to back, one goroutine, a later sub-benchmark", RefValue: mm["xfer-MB/s"], Goal: m.goal})
 				hot.Note = "means; the loop's source is clean and in cache, a transfer's was just written by the prefill"
 				if hot.Met != nil {
@@ -354,7 +365,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 				add(hot)
 			}
 			if okp && m.bench == "transfer" {
-				add(ratioRow(benchRow{Section: sec, Figure: "  same, verify full", Value: x["xfer-MB/s"], Unit: "MB/s",
+				add(RatioRow(Row{Section: sec, Figure: "  same, verify full", Value: x["xfer-MB/s"], Unit: "MB/s",
 					Reference: "bare Isend/Irecv of the same bytes + 8-byte ack (the backend copies, on the sender)", RefValue: pp["xfer-MB/s"],
 					Note: fmt.Sprintf("%.0f us per request vs %.0f us", x["xfer-ns/op"]/1e3, pp["xfer-ns/op"]/1e3)}))
 			}
@@ -366,7 +377,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 					"copycheck": "copy into the GEN blocks checking every byte, one pass (the lent path, all of its per-byte work)",
 					"pack":      "pack (CTX; the packed path of MPI and sim)", "unpack": "unpack (GEN, packed path)",
 					"verify": "verify every byte after the copy, a second pass (the old path)"}[part]
-				add(ratioRow(benchRow{Section: sec, Figure: "  breakdown " + sz + ": " + what, Value: v["ns/op"] / 1e3, Unit: "us/request",
+				add(RatioRow(Row{Section: sec, Figure: "  breakdown " + sz + ": " + what, Value: v["ns/op"] / 1e3, Unit: "us/request",
 					Reference: "whole transfer, verify full, us/request", RefValue: x["xfer-ns/op"] / 1e3, Note: fmt.Sprintf("%.0f MB/s in one goroutine", v["MB/s"])}))
 			}
 		}
@@ -375,7 +386,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 	base := tb["CheckScaling/ranks=2/inflight=10"]
 	for _, n := range []int{10, 100, 1000, 10000} {
 		if v, ok := tb[fmt.Sprintf("CheckScaling/ranks=2/inflight=%d", n)]; ok && base != nil {
-			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=2, %d sessions in flight per rank", n), Value: v["ns/op"], Unit: "ns/op",
+			add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("CTX tp=2, %d sessions in flight per rank", n), Value: v["ns/op"], Unit: "ns/op",
 				Reference: "10 sessions in flight", RefValue: base["ns/op"], Allocs: ptr(v["allocs/op"]),
 				Note: fmt.Sprintf("%.0f ns per session; StartSend allocates %.0f B/session", v["ns/op"]/float64(n), v["B/session"])}))
 		}
@@ -390,7 +401,7 @@ func transceiverRows(raw string, add func(benchRow)) error {
 			name += "#01"
 		}
 		if v, ok := tb[name]; ok && base2 != nil {
-			add(ratioRow(benchRow{Section: sec, Figure: fmt.Sprintf("CTX tp=%d (%d goroutine ranks + 1 GEN), 10 in flight", n, n), Value: v["ns/op"], Unit: "ns/op",
+			add(RatioRow(Row{Section: sec, Figure: fmt.Sprintf("CTX tp=%d (%d goroutine ranks + 1 GEN), 10 in flight", n, n), Value: v["ns/op"], Unit: "ns/op",
 				Reference: "tp=2", RefValue: base2["ns/op"], Allocs: ptr(v["allocs/op"]), Note: fmt.Sprintf("%.2fx per rank added vs tp=2", v["ns/op"]/base2["ns/op"]/(float64(n)/2))}))
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package benchtab
 
 import (
 	"fmt"
@@ -19,16 +19,16 @@ import (
 // the speed that floor allows (floorSpeed). It has no goal of its own: it
 // bounds the run's row above it, so a run that misses its goal while its
 // floor is far above the goal misses it by the simulator's own work.
-func simFloorRow(name string, t simTiming, reps int) (benchRow, error) {
+func simFloorRow(name string, t simTiming, reps int) (Row, error) {
 	if t.rss <= 0 || t.moved <= 0 || t.virtual <= 0 {
-		return benchRow{}, fmt.Errorf("the run reported peak RSS %d B, %d B moved, %g s of virtual time: a floor needs all three", t.rss, t.moved, t.virtual)
+		return Row{}, fmt.Errorf("the run reported peak RSS %d B, %d B moved, %g s of virtual time: a floor needs all three", t.rss, t.moved, t.virtual)
 	}
 	reps = max(1, reps)
 	var touch, pass float64
 	for i := range reps {
 		tc, err := touchFresh(t.rss)
 		if err != nil {
-			return benchRow{}, err
+			return Row{}, err
 		}
 		p := passOver(t.moved, t.rss)
 		if i == 0 || tc+3*p < touch+3*pass {
@@ -37,7 +37,7 @@ func simFloorRow(name string, t simTiming, reps int) (benchRow, error) {
 	}
 	note := fmt.Sprintf("best of %d: first touch of %s of fresh pool memory (the run's peak RSS) %.3g s + 3 passes over its %.0f MiB of moved KV bytes through a working set of that size, %.3g s each, for %.4g s of virtual time",
 		reps, fmtGiB(t.rss), touch, float64(t.moved)/(1<<20), pass, t.virtual)
-	return ratioRow(benchRow{Section: simSpeedSection, Figure: name + ": the floor its bytes set (fresh memory + 3 passes), no simulation",
+	return RatioRow(Row{Section: simSpeedSection, Figure: name + ": the floor its bytes set (fresh memory + 3 passes), no simulation",
 		Value: floorSpeed(t.virtual, touch, pass), Unit: "x real time at most", Reference: "real time (1 virtual s a wall s)", RefValue: 1,
 		Note: note}), nil
 }

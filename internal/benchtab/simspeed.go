@@ -1,4 +1,4 @@
-package main
+package benchtab
 
 import (
 	"bytes"
@@ -58,7 +58,7 @@ func timeSimRun(exe, args string) (simTiming, error) {
 	err := cmd.Run()
 	wall := time.Since(start).Seconds()
 	if err != nil {
-		return simTiming{}, fmt.Errorf("%v: %s", err, firstLine(errb.String()))
+		return simTiming{}, fmt.Errorf("%v: %s", err, FirstLine(errb.String()))
 	}
 	var rep struct {
 		Duration float64 `json:"duration_s"`
@@ -74,7 +74,7 @@ func timeSimRun(exe, args string) (simTiming, error) {
 
 // simSpeedRows times each of simSpeedRuns reps times (best wall time
 // kept) with this binary.
-func simSpeedRows(reps int, add func(benchRow), missing func(string, error)) {
+func simSpeedRows(reps int, add func(Row), missing func(string, error)) {
 	exe, err := os.Executable()
 	if err != nil {
 		missing("simulation speed", err)
@@ -100,12 +100,12 @@ func simSpeedRows(reps int, add func(benchRow), missing func(string, error)) {
 		}
 		note := fmt.Sprintf("best of %d: %.3g s of wall time (user %.3g s + sys %.3g s of CPU) for %.4g s of virtual time; peak RSS %s (the most of the runs; budget %s)",
 			reps, best.wall, best.user, best.sys, best.virtual, fmtGiB(rssMax), fmtGiB(simRSSBudget))
-		var row benchRow
+		var row Row
 		if r.wallGoal > 0 {
-			row = ratioRow(benchRow{Section: simSpeedSection, Figure: r.name + ": wall time", Value: best.wall, Unit: "s",
+			row = RatioRow(Row{Section: simSpeedSection, Figure: r.name + ": wall time", Value: best.wall, Unit: "s",
 				Reference: fmt.Sprintf("the goal, %g s", r.wallGoal), RefValue: r.wallGoal, Goal: "<=1", Note: note})
 		} else {
-			row = ratioRow(benchRow{Section: simSpeedSection, Figure: r.name, Value: best.virtual / best.wall, Unit: "x real time",
+			row = RatioRow(Row{Section: simSpeedSection, Figure: r.name, Value: best.virtual / best.wall, Unit: "x real time",
 				Reference: "real time (1 virtual s a wall s)", RefValue: 1, Goal: fmt.Sprintf(">=%g", r.goal), Note: note})
 		}
 		if row.Met != nil && rssMax > simRSSBudget {

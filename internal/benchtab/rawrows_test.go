@@ -1,4 +1,4 @@
-package main
+package benchtab
 
 import (
 	"os"
@@ -16,8 +16,8 @@ func TestCostmodelBenchRow(t *testing.T) {
 	raw := "goos: linux\nBenchmarkRun/closed-form-2   5   2332898 ns/op   245696 B/op   3405 allocs/op\n" +
 		"BenchmarkRun/stepwise-2   5   532334790 ns/op   120656984 B/op   341434 allocs/op\nok\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "costmodel.txt"), []byte(raw), 0o644))
-	var rows []benchRow
-	require.NoError(t, costmodelRows(dir, func(r benchRow) { rows = append(rows, r) }))
+	var rows []Row
+	require.NoError(t, costmodelRows(dir, func(r Row) { rows = append(rows, r) }))
 	require.Len(t, rows, 1)
 	assert.InDelta(t, 2332898.0/532334790, rows[0].Ratio, 1e-12)
 	require.NotNil(t, rows[0].Met)
@@ -26,5 +26,5 @@ func TestCostmodelBenchRow(t *testing.T) {
 	assert.Equal(t, 3405.0, *rows[0].Allocs)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "costmodel.txt"), []byte("BenchmarkRun/closed-form-2 5 1 ns/op\n"), 0o644))
-	assert.ErrorContains(t, costmodelRows(dir, func(benchRow) {}), "no Run/closed-form and Run/stepwise")
+	assert.ErrorContains(t, costmodelRows(dir, func(Row) {}), "no Run/closed-form and Run/stepwise")
 }
