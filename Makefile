@@ -66,7 +66,7 @@ test-docs:
 	$(GO) test -count=1 -run '^TestREADMECommands$$' ./cmd/rankrun -v
 
 # Virtual-time figures, without the race detector. The perf-regression
-# suite: cmd/rankrun/perf.go's standard runs in simulation (the seeds'
+# suite: internal/perfsuite's standard runs in simulation (the seeds'
 # shapes, the README's examples, a layout per family) must give exactly
 # the virtual-time figures committed in cmd/rankrun/testdata/perf-figures.txt;
 # it prints each that moved, old and new. make perf-update rewrites the

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/rankrun/rankrun/internal/benchtab"
+	"github.com/rankrun/rankrun/internal/perfsuite"
+	"github.com/rankrun/rankrun/internal/seedtab"
 )
 
 const benchExamples = `  make bench                                    # everything: scripts/bench.sh runs the parts, then this
@@ -25,7 +27,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	handoverN := fs.Int("handover-requests", 400, "requests of the in-process handover run (>= 1)")
 	seedN := fs.Int("seed-requests", 6, "requests of each seed-shape run (>= 1)")
 	cpN := fs.Int("cp-requests", 3000, "requests of each control-plane throughput run (>= 1)")
-	perfPath := fs.String("perf", perfFile, "the committed perf-regression figures: each case is run and shown beside them ('' : not)")
+	perfPath := fs.String("perf", perfsuite.File, "the committed perf-regression figures: each case is run and shown beside them ('' : not)")
 	seed001 := fs.Bool("seed001", true, "with seed 000's table, seed 001's stall in virtual time (its job: ~100 s and 6 GB)")
 	simReps := fs.Int("simspeed-reps", 3, "runs of each simulation-speed figure, the best kept (0: none)")
 	if err := parseFlags(fs, args); err != nil {
@@ -59,9 +61,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var sources []benchtab.Source
 	if *perfPath != "" {
-		sources = append(sources, func(add func(benchtab.Row), missing func(string, error)) { perfRows(*perfPath, add, missing) })
+		sources = append(sources, perfsuite.Committed{Path: *perfPath, BuiltIn: perfFileBuiltIn}.Rows)
 	}
-	sources = append(sources, func(add func(benchtab.Row), missing func(string, error)) { seedRows(*seed001, add, missing) })
+	sources = append(sources, func(add func(benchtab.Row), missing func(string, error)) { seedtab.Rows(*seed001, add, missing) })
 	return benchtab.Run(benchtab.Options{Raw: *raw, JSON: *jsonPath, Markdown: *mdPath, Command: *command,
 		HandoverRequests: *handoverN, SeedRequests: *seedN, ControlPlaneRequests: *cpN,
 		Sources: sources, SimSpeedReps: *simReps}, stdout, stderr)

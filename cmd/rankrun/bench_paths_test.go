@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rankrun/rankrun/internal/perfsuite"
 	"github.com/stretchr/testify/require"
 )
 
@@ -12,7 +13,10 @@ import (
 // not exist is refused up front (it used to carry on with every raw row
 // missing), and the committed perf figures are the ones built in.
 func TestBenchAwayFromTheRepository(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join(repoRoot, perfFile))
+	want, err := os.ReadFile(filepath.Join(repoRoot, perfsuite.File))
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(perfFileBuiltIn), "the copy built in is the committed file")
+	wantFigs, _, err := perfsuite.Committed{Path: filepath.Join(repoRoot, perfsuite.File)}.Parse()
 	require.NoError(t, err)
 	t.Chdir(t.TempDir())
 	code, _, errOut := cli(t, "bench", "--raw", "/nonexistent", "--json", "")
@@ -21,12 +25,10 @@ func TestBenchAwayFromTheRepository(t *testing.T) {
 	code, _, errOut = cli(t, "bench", "--json", "")
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "--raw out/raw: not a folder of raw results")
-	got, err := readPerfBytes(perfFile)
-	require.NoError(t, err)
-	require.Equal(t, string(want), string(got))
-	figs, _, err := readPerfFile(perfFile)
+	figs, _, err := perfsuite.Committed{Path: perfsuite.File, BuiltIn: perfFileBuiltIn}.Parse()
 	require.NoError(t, err)
 	require.NotEmpty(t, figs)
-	_, err = readPerfBytes("/nonexistent/perf.txt")
+	require.Equal(t, wantFigs, figs, "away from the repository, the figures built in")
+	_, _, err = perfsuite.Committed{Path: "/nonexistent/perf.txt", BuiltIn: perfFileBuiltIn}.Parse()
 	require.Error(t, err, "a path the user gave is read as given")
 }
