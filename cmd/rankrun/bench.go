@@ -6,6 +6,7 @@ import (
 
 	"github.com/rankrun/rankrun/internal/benchtab"
 	"github.com/rankrun/rankrun/internal/perfsuite"
+	"github.com/rankrun/rankrun/internal/runfiles"
 	"github.com/rankrun/rankrun/internal/seedtab"
 )
 
@@ -50,7 +51,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		if o.path == "" {
 			continue
 		}
-		if err := probeWritable(o.path); err != nil {
+		if err := runfiles.ProbeWritable(o.path); err != nil {
 			return usagef("%s %s: %v", o.flag, o.path, err)
 		}
 	}

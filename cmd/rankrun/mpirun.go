@@ -12,6 +12,7 @@ import (
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/jobreport"
+	"github.com/rankrun/rankrun/internal/runfiles"
 	"github.com/rankrun/rankrun/runspec"
 	"go.uber.org/zap"
 )
@@ -68,7 +69,7 @@ func runMPI(cfg executor.Config, f runFlags, o outputs, stdout, stderr io.Writer
 	if w.Rank() == 0 {
 		// World rank 0 streams its own events as they happen; the other
 		// ranks' travel with their reports and are appended at the end.
-		if o.streams, err = o.open(); err != nil {
+		if o.streams, err = runfiles.Open(o.trace, o.requests); err != nil {
 			// Rank-local: the others are already on their way into the
 			// run, so the job ends by abort, not by a Finalize only this
 			// rank enters.

@@ -1,23 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/internal/runfiles"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/rankrun/rankrun/executor"
 )
 
 // outputs are where one run's results go: the report on stdout (text or
@@ -33,7 +30,7 @@ type outputs struct {
 	brief bool
 	// streams, when open, receives the run's records and events as they
 	// happen (the run's executor.Sink).
-	streams *streams
+	streams *runfiles.Streams
 }
 
 // check fails before the run, not after it, on a path that cannot be
@@ -50,7 +47,7 @@ func (o outputs) check() error {
 			return usagef("--dump-dir %s holds dumps of an earlier job (%s): move them away or choose another directory", o.dumps, filepath.Base(old[0]))
 		}
 		probe := filepath.Join(o.dumps, fmt.Sprintf(".rankrun-check-%d", os.Getpid()))
-		if err := checkWritable(probe); err != nil {
+		if err := runfiles.CheckWritable(probe); err != nil {
 			return usagef("--dump-dir %s: %v", o.dumps, err)
 		}
 		_ = os.Remove(probe)
@@ -59,7 +56,7 @@ func (o outputs) check() error {
 		if p.path == "" {
 			continue
 		}
-		if err := probeWritable(p.path); err != nil { // leaves no empty file behind
+		if err := runfiles.ProbeWritable(p.path); err != nil { // leaves no empty file behind
 			return usagef("%s: %v", p.flag, err)
 		}
 	}
@@ -75,7 +72,7 @@ func (o outputs) finish(ctx context.Context, rep *executor.Report, runErr error,
 	runErr = o.withDumps(runErr)
 	var errs []error
 	if rep == nil && o.streams != nil {
-		o.streams.discard()
+		o.streams.Discard()
 	}
 	if rep != nil {
 		if err := o.writeFiles(rep); err != nil {
@@ -118,10 +115,10 @@ func (o outputs) writeFiles(rep *executor.Report) error {
 	ss := o.streams
 	var err error
 	if ss == nil {
-		ss, err = o.open()
+		ss, err = runfiles.Open(o.trace, o.requests)
 	}
 	if ss != nil {
-		err = ss.finish(rep)
+		err = ss.Finish(rep)
 	}
 	for i := range rep.Ranks_ {
 		rep.Ranks_[i].Trace = nil // never in the report, even when a file failed
@@ -176,71 +173,6 @@ func newLogger(level string, stderr io.Writer) (*zap.Logger, error) {
 	enc.EncodeTime = zapcore.TimeEncoderOfLayout(time.StampMicro)
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(stderr), lvl)
 	return zap.New(core), nil
-}
-
-func checkWritable(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// probeWritable checks that path can be written, leaving no file behind
-// that was not there before.
-func probeWritable(path string) error {
-	if fi, err := os.Stat(path); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("%s is a directory", path)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Remove(path)
-}
-
-// createTemp creates a new file beside path to be renamed over it, with
-// the mode os.Create gives (0666 less the umask; os.CreateTemp's 0600
-// would make every output private).
-func createTemp(path string) (*os.File, error) {
-	for range 100 {
-		name := filepath.Join(filepath.Dir(path), fmt.Sprintf(".%s.%d", filepath.Base(path), rand.Uint64()))
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err
-		}
-	}
-	return nil, fmt.Errorf("no free temporary name beside %s", path)
-}
-
-// writeFile writes path through a temporary file in its directory and a
-// rename, so a reader never sees half a file, even after an interrupt.
-func writeFile(flag, path string, write func(w io.Writer) error) error {
-	tmp, err := createTemp(path)
-	if err != nil {
-		return fmt.Errorf("%s: %w", flag, err)
-	}
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	err = write(bw)
-	err = errors.Join(err, bw.Flush(), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("%s %s: %w", flag, path, err)
-	}
-	return nil
 }
 
 // jsonUsageError prints, when the command line set --json, a refused

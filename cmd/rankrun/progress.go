@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/rankrun/rankrun/executor"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
@@ -27,3 +28,23 @@ func progressBarOn(what string, n int, stderr io.Writer) *progressbar.ProgressBa
 
 // progressUnit is what each command's bar counts, for its rate.
 var progressUnit = map[string]string{"run": "req", "sweep": "run", "explore": "schedule"}
+
+// progressSink counts finished requests on a progress bar (a run on a
+// terminal) and hands records and events on to next, when set.
+type progressSink struct {
+	bar  *progressbar.ProgressBar
+	next executor.Sink
+}
+
+func (p progressSink) Record(q executor.RequestRecord) {
+	_ = p.bar.Add(1)
+	if p.next != nil {
+		p.next.Record(q)
+	}
+}
+
+func (p progressSink) Event(ev executor.TraceEvent) {
+	if p.next != nil {
+		p.next.Event(ev)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/rankrun/rankrun/comm/mpi"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/internal/mpienv"
+	"github.com/rankrun/rankrun/internal/runfiles"
 	"github.com/rankrun/rankrun/launch"
 	"github.com/rankrun/rankrun/runspec"
 )
@@ -77,7 +78,7 @@ func runCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if *ranks != 0 && *ranks != cfg.Ranks() {
 		return usagef("--ranks %d: ctx %s (%d ranks) + gen %s (%d ranks) need %d", *ranks, cfg.Ctx, cfg.Ctx.Ranks(), cfg.Gen, cfg.Gen.Ranks(), cfg.Ranks())
 	}
-	if o.streams, err = o.open(); err != nil {
+	if o.streams, err = runfiles.Open(o.trace, o.requests); err != nil {
 		return err
 	}
 	if o.streams != nil {

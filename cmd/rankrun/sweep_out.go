@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rankrun/rankrun/internal/runfiles"
 	"github.com/rankrun/rankrun/internal/sweepout"
 )
 
@@ -31,7 +32,7 @@ func checkSweepOutputs(csvPath, jsonPath, plotPath string) error {
 			return usagef("%s %s: the same file as %s", o.flag, o.path, prev)
 		}
 		seen[abs] = o.flag
-		if err := probeWritable(o.path); err != nil {
+		if err := runfiles.ProbeWritable(o.path); err != nil {
 			return usagef("%s: %v", o.flag, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package runfiles
 
 import (
 	"bufio"
@@ -8,8 +8,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/rankrun/rankrun/executor"
 )
 
@@ -17,13 +15,13 @@ import (
 // run's trace and records does not grow with the run.
 const streamBuffer = 1 << 20
 
-// streams writes --trace and --requests-out as the run goes: it is the
+// Streams writes --trace and --requests-out as the run goes: it is the
 // run's executor.Sink, shared by the ranks of this process. Each file is
 // written to a temporary beside its path and renamed over it at the end,
 // so a reader never sees half a file, even after an interrupt. What the
 // report still holds at the end (the other ranks' events under MPI, where
 // they travel to world rank 0 with the rank reports) is appended then.
-type streams struct {
+type Streams struct {
 	mu       sync.Mutex
 	trace    *stream
 	requests *stream
@@ -39,7 +37,7 @@ type stream struct {
 }
 
 func openStream(flag, path string) (*stream, error) {
-	f, err := createTemp(path)
+	f, err := CreateTemp(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
@@ -71,24 +69,25 @@ func (s *stream) discard() {
 	_ = os.Remove(s.f.Name())
 }
 
-// open starts the files asked for; nil when none is.
-func (o outputs) open() (*streams, error) {
-	if o.trace == "" && o.requests == "" {
+// Open starts the files asked for, --trace and --requests-out (paths, ""
+// when not asked for); nil when none is.
+func Open(trace, requests string) (*Streams, error) {
+	if trace == "" && requests == "" {
 		return nil, nil
 	}
-	ss := &streams{}
+	ss := &Streams{}
 	var err error
-	if o.trace != "" {
-		if ss.trace, err = openStream("--trace", o.trace); err != nil {
+	if trace != "" {
+		if ss.trace, err = openStream("--trace", trace); err != nil {
 			return nil, err
 		}
 		// Chrome trace format, object form: the events follow as they
 		// come; the rank tracks' names and the closing bracket at the end.
 		ss.trace.write([]byte(`{"displayTimeUnit":"ms","traceEvents":[` + "\n"))
 	}
-	if o.requests != "" {
-		if ss.requests, err = openStream("--requests-out", o.requests); err != nil {
-			ss.discard()
+	if requests != "" {
+		if ss.requests, err = openStream("--requests-out", requests); err != nil {
+			ss.Discard()
 			return nil, err
 		}
 	}
@@ -97,7 +96,7 @@ func (o outputs) open() (*streams, error) {
 
 // Record writes one request's record as a line of JSON (JSON Lines), in
 // the order the requests finish.
-func (ss *streams) Record(q executor.RequestRecord) {
+func (ss *Streams) Record(q executor.RequestRecord) {
 	b, err := json.Marshal(&q)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -105,11 +104,11 @@ func (ss *streams) Record(q executor.RequestRecord) {
 }
 
 // Event writes one trace event.
-func (ss *streams) Event(ev executor.TraceEvent) {
+func (ss *Streams) Event(ev executor.TraceEvent) {
 	ss.event(ev)
 }
 
-func (ss *streams) event(ev any) {
+func (ss *Streams) event(ev any) {
 	b, err := json.Marshal(ev)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -124,7 +123,7 @@ func (ss *streams) event(ev any) {
 // put writes parts to s (held under ss.mu), keeping err, a failed
 // encoding, as s's error; it reports whether s is open (nil: closed, or
 // never asked for, and the write is dropped).
-func (ss *streams) put(s *stream, err error, parts ...[]byte) bool {
+func (ss *Streams) put(s *stream, err error, parts ...[]byte) bool {
 	if s == nil {
 		return false
 	}
@@ -137,10 +136,10 @@ func (ss *streams) put(s *stream, err error, parts ...[]byte) bool {
 	return true
 }
 
-// finish appends what rep still holds (records and events that travelled
+// Finish appends what rep still holds (records and events that travelled
 // with the rank reports), names every rank's track, writes both files
 // whole and drops the events from rep (the report carries none).
-func (ss *streams) finish(rep *executor.Report) error {
+func (ss *Streams) Finish(rep *executor.Report) error {
 	if ss.requests != nil {
 		for i := range rep.Requests {
 			ss.Record(rep.Requests[i])
@@ -187,9 +186,9 @@ func (ss *streams) finish(rep *executor.Report) error {
 	return errors.Join(errs...)
 }
 
-// discard removes the files begun, when the run left no report to finish
+// Discard removes the files begun, when the run left no report to finish
 // them with.
-func (ss *streams) discard() {
+func (ss *Streams) Discard() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, s := range []*stream{ss.trace, ss.requests} {
@@ -198,24 +197,4 @@ func (ss *streams) discard() {
 		}
 	}
 	ss.trace, ss.requests = nil, nil
-}
-
-// progressSink counts finished requests on a progress bar (a run on a
-// terminal) and hands records and events on to next, when set.
-type progressSink struct {
-	bar  *progressbar.ProgressBar
-	next executor.Sink
-}
-
-func (p progressSink) Record(q executor.RequestRecord) {
-	_ = p.bar.Add(1)
-	if p.next != nil {
-		p.next.Record(q)
-	}
-}
-
-func (p progressSink) Event(ev executor.TraceEvent) {
-	if p.next != nil {
-		p.next.Event(ev)
-	}
 }
