@@ -10,5 +10,6 @@
 // snapshot of the node's devices (and its available host memory); BindRank
 // picks a rank's device from its local rank; PlanPool sizes a pool from a
 // fraction of the bound GPU's free memory, or from a configured host size
-// when there is no GPU.
+// when there is no GPU; PlanNode plans every local rank of a node under a
+// layout, and warns of what the node as a whole cannot hold.
 package gpu

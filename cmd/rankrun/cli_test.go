@@ -657,18 +657,6 @@ func TestDevicesRealNVML(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"1": 1, "1024": 1024, "1KiB": 1024, "1.5 MiB": 3 << 19, "2GiB": 2 << 30, "1GB": 1e9, "3kB": 3000, "7B": 7} {
-		got, err := parseBytes(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, got, in)
-	}
-	for _, in := range []string{"", "0", "-1", "x", "1XB", "2TiB", "NaN"} {
-		_, err := parseBytes(in)
-		assert.Error(t, err, in)
-	}
-}
-
 // Checked collectives are the default; --unchecked (or --checked=false)
 // turns them off, and the report says which ran, with the verify mode.
 func TestCheckedIsTheDefault(t *testing.T) {

@@ -2,10 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/rankrun/rankrun/gpu"
@@ -95,7 +94,7 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	if !(*fraction > 0 && *fraction <= 1) {
 		return usagef("--fraction %v: must be in (0, 1]", *fraction)
 	}
-	hostBytes, err := parseBytes(*hostSpec)
+	hostBytes, err := units.ParseBytes(*hostSpec, kvpool.MaxPoolBytes)
 	if err != nil {
 		return usagef("--host-bytes %q: %v", *hostSpec, err)
 	}
@@ -115,39 +114,30 @@ func devices(args []string, lib gpu.NVML, stdout, stderr io.Writer) error {
 	for _, dev := range d.Devices {
 		rep.Devices = append(rep.Devices, deviceJSON{Index: dev.Index, Name: dev.Name, UUID: dev.UUID, MemTotal: dev.MemTotal, MemFree: dev.MemFree})
 	}
-	for lr := range n {
-		ir := lr % layout.Ranks()
-		shard, err := layout.Shard(m, ir)
-		if err != nil {
-			return usagef("--layout %s: rank %d: %v", layout, ir, err)
+	plan, err := gpu.PlanNode(d, layout, m, n, *fraction, hostBytes)
+	var pe *gpu.PlanError
+	switch {
+	case errors.As(err, &pe) && pe.Shard:
+		return usagef("--layout %s: rank %d: %v", layout, pe.InstanceRank, pe.Err)
+	case errors.As(err, &pe):
+		flagName := "--host-bytes"
+		if d.Available {
+			flagName = "--fraction"
 		}
-		plan, err := gpu.PlanPool(d, lr, *fraction, hostBytes, shard.BlockBytes())
-		if err != nil {
-			flagName := "--host-bytes"
-			if d.Available {
-				flagName = "--fraction"
-			}
-			return usagef("local rank %d (%s): %v", lr, flagName, err)
-		}
-		row := rankPlanRow{LocalRank: lr, InstanceRank: ir, Source: string(plan.Source), BlockBytes: shard.BlockBytes(),
-			Blocks: plan.Blocks, PoolBytes: plan.Bytes, Reason: plan.Reason}
-		if plan.Device != nil {
-			idx := plan.Device.Index
-			row.Device, row.DeviceUUID = &idx, plan.Device.UUID
+		return usagef("local rank %d (%s): %v", pe.LocalRank, flagName, pe.Err)
+	case err != nil:
+		return err
+	}
+	for _, p := range plan.Ranks {
+		row := rankPlanRow{LocalRank: p.LocalRank, InstanceRank: p.InstanceRank, Source: string(p.Source), BlockBytes: p.BlockBytes,
+			Blocks: p.Blocks, PoolBytes: p.Bytes, Reason: p.Reason}
+		if p.Device != nil {
+			idx := p.Device.Index
+			row.Device, row.DeviceUUID = &idx, p.Device.UUID
 		}
 		rep.Ranks = append(rep.Ranks, row)
-		rep.TotalPoolBytes += plan.Bytes
 	}
-	// rankrun keeps block bytes in host memory even when a GPU sizes the
-	// pool (gpu.PlanPool), so the node's total must fit the host.
-	if d.HostMemAvailable > 0 && rep.TotalPoolBytes > d.HostMemAvailable {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the %d pools need %s in all but the host has %s available (rankrun keeps KV bytes in host memory)",
-			n, units.Bytes(rep.TotalPoolBytes), units.Bytes(d.HostMemAvailable)))
-	}
-	if d.Available && n > len(d.Devices) {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d local ranks share %d GPUs: each GPU's pools are planned from its free memory independently, so together they take more than --fraction %v of it",
-			n, len(d.Devices), *fraction))
-	}
+	rep.TotalPoolBytes, rep.Warnings = plan.TotalPoolBytes, plan.Warnings
 	if *jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -189,31 +179,4 @@ func writeDevicesText(w io.Writer, rep *devicesReport) {
 	for _, warn := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
-}
-
-// parseBytes parses a byte count: a plain integer or one with a binary
-// (KiB, MiB, GiB, TiB) or decimal (kB, MB, GB, TB) suffix.
-func parseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(rest), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 || v*float64(mult) > float64(kvpool.MaxPoolBytes) {
-		return 0, fmt.Errorf("must be a positive size of at most 1TiB, such as 1073741824, 512MiB or 2GiB")
-	}
-	n := int64(v * float64(mult))
-	if n <= 0 {
-		return 0, fmt.Errorf("must be at least 1 byte")
-	}
-	return n, nil
 }
