@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -76,11 +77,18 @@ type Spec struct {
 
 // Default is a Spec with every flag at its default, as Register sets them.
 func Default() Spec {
-	var s Spec
-	s.Register(flag.NewFlagSet("", flag.ContinueOnError), true)
+	s := defaults()
 	s.Set = map[string]bool{}
 	return s
 }
+
+// defaults is Register's defaults, made once (a scenario's Config, which
+// explore calls for every candidate it shrinks to, starts from them).
+var defaults = sync.OnceValue(func() Spec {
+	var s Spec
+	s.Register(flag.NewFlagSet("", flag.ContinueOnError), true)
+	return s
+})
 
 // Parse is the Spec of a `rankrun run` flag list (without the command
 // name), for tables of runs written as command lines (perf cases, seed
