@@ -25,10 +25,10 @@ type boundedComm interface {
 	CollectiveTimeout() time.Duration
 }
 
-// TimeoutOf returns c's collective bound (looking through checked mode),
+// timeoutOf returns c's collective bound (looking through checked mode),
 // or 0 when the backend does not bound its collectives.
-func TimeoutOf(c Comm) time.Duration {
-	if b, ok := Unwrap(c).(boundedComm); ok {
+func timeoutOf(c Comm) time.Duration {
+	if b, ok := unwrap(c).(boundedComm); ok {
 		return b.CollectiveTimeout()
 	}
 	return 0
@@ -36,15 +36,15 @@ func TimeoutOf(c Comm) time.Duration {
 
 // clocked is an optional capability of a backend communicator whose time
 // is not the wall clock's (the simulation backend: each rank's virtual
-// clock). The runtime's cores take their time from ClockOf(c) when their
+// clock). The runtime's cores take their time from clockOf(c) when their
 // configuration names no clock.
 type clocked interface {
 	Clock() clock.Clock
 }
 
-// ClockOf returns c's clock (looking through wrappers), or the real clock.
-func ClockOf(c Comm) clock.Clock {
-	if k, ok := Unwrap(c).(clocked); ok {
+// clockOf returns c's clock (looking through wrappers), or the real clock.
+func clockOf(c Comm) clock.Clock {
+	if k, ok := unwrap(c).(clocked); ok {
 		return k.Clock()
 	}
 	return clock.Real()
@@ -60,7 +60,7 @@ const InspectTimeout = inspectTimeout
 // inspector saw of every rank. A backend without an inspector, or one
 // whose ranks share this process, finds none.
 func Unreachable(c Comm) (missing []int, peers []PeerRecords) {
-	ins, ok := Unwrap(c).(inspector)
+	ins, ok := unwrap(c).(inspector)
 	if !ok {
 		return nil, nil
 	}

@@ -24,9 +24,9 @@ type wrapper interface {
 	Unwrap() Comm
 }
 
-// Unwrap returns the backend communicator under any number of wrappers
+// unwrap returns the backend communicator under any number of wrappers
 // (c itself when it wraps nothing).
-func Unwrap(c Comm) Comm {
+func unwrap(c Comm) Comm {
 	for {
 		w, ok := c.(wrapper)
 		if !ok {
@@ -36,8 +36,8 @@ func Unwrap(c Comm) Comm {
 	}
 }
 
-// IsChecked reports whether c is in checked mode (under any wrappers).
-func IsChecked(c Comm) bool {
+// isChecked reports whether c is in checked mode (under any wrappers).
+func isChecked(c Comm) bool {
 	for {
 		if _, ok := c.(*checked); ok {
 			return true
@@ -50,10 +50,10 @@ func IsChecked(c Comm) bool {
 	}
 }
 
-// LenderOf returns the outermost Lender of c and the communicators it
+// lenderOf returns the outermost Lender of c and the communicators it
 // wraps (checked mode records what it forwards), or nil where the backend
 // does not lend bytes.
-func LenderOf(c Comm) Lender { return outermost(c, Lender.LendsBytes) }
+func lenderOf(c Comm) Lender { return outermost(c, Lender.LendsBytes) }
 
 // outermost walks c and the communicators it wraps to the first that
 // implements capability T and returns it when on says the capability is
@@ -76,21 +76,21 @@ func outermost[T any](c Comm, on func(T) bool) T {
 	}
 }
 
-// NotifyOf returns the channel of the backend under c (looking through
+// notifyOf returns the channel of the backend under c (looking through
 // checked mode) that receives a token (buffered, coalesced) whenever a
 // point-to-point request posted by this rank completes, so a rank waiting
 // for progress can sleep on events instead of polling; nil where the
 // backend has none (MPI, where progress needs polling: poll it with a short
 // back-off). A backend has one by its method Notify() <-chan struct{},
 // which returns the same channel every time.
-func NotifyOf(c Comm) <-chan struct{} {
-	if n, ok := Unwrap(c).(interface{ Notify() <-chan struct{} }); ok {
+func notifyOf(c Comm) <-chan struct{} {
+	if n, ok := unwrap(c).(interface{ Notify() <-chan struct{} }); ok {
 		return n.Notify()
 	}
 	return nil
 }
 
-// ProgressOf returns what drives the point-to-point bytes of the backend
+// progressOf returns what drives the point-to-point bytes of the backend
 // under c, or nil where they move without help. Under MPI a large message
 // travels in fragments, each waiting for a progress call on both sides:
 // the function drives it for up to budget, returning early when a request
@@ -98,8 +98,8 @@ func NotifyOf(c Comm) <-chan struct{} {
 // A caller waiting for bytes it knows are moving calls it instead of
 // sleeping between polls, as MPI_Wait would spin. A backend has it by its
 // method Progress(budget time.Duration) bool.
-func ProgressOf(c Comm) func(budget time.Duration) bool {
-	if p, ok := Unwrap(c).(interface{ Progress(time.Duration) bool }); ok {
+func progressOf(c Comm) func(budget time.Duration) bool {
+	if p, ok := unwrap(c).(interface{ Progress(time.Duration) bool }); ok {
 		return p.Progress
 	}
 	return nil
@@ -175,9 +175,9 @@ type Vectored interface {
 	IrecvParts(parts [][]byte, src, tag int) (Request, error)
 }
 
-// VectoredOf returns the outermost Vectored of c and the communicators it
+// vectoredOf returns the outermost Vectored of c and the communicators it
 // wraps, or nil where the backend has no vectored I/O.
-func VectoredOf(c Comm) Vectored { return outermost(c, Vectored.VectorIO) }
+func vectoredOf(c Comm) Vectored { return outermost(c, Vectored.VectorIO) }
 
 // members is an optional capability of a backend communicator: the world
 // rank of each rank of its group, so that an error raised on a
@@ -189,10 +189,10 @@ type members interface {
 	WorldRanks() []int
 }
 
-// WorldRanksOf returns the world rank of each rank of c (looking through
+// worldRanksOf returns the world rank of each rank of c (looking through
 // wrappers), or nil when the backend does not say.
-func WorldRanksOf(c Comm) []int {
-	if m, ok := Unwrap(c).(members); ok {
+func worldRanksOf(c Comm) []int {
+	if m, ok := unwrap(c).(members); ok {
 		return m.WorldRanks()
 	}
 	return nil

@@ -20,12 +20,12 @@ import (
 // backend's are checked under mpirun: comm/mpi's tests.)
 func TestBackendCapabilities(t *testing.T) {
 	check := func(t *testing.T, c comm.Comm, virtual bool) {
-		raw := comm.Unwrap(c)
-		assert.True(t, comm.IsChecked(c), "checked mode")
-		assert.Positive(t, comm.TimeoutOf(c), "a collective bound")
-		assert.Len(t, comm.WorldRanksOf(c), c.Size(), "world ranks")
-		assert.NotNil(t, comm.NotifyOf(c), "completion events")
-		assert.Nil(t, comm.ProgressOf(c), "bytes that move without help")
+		raw := comm.PropsOf(c).Backend
+		assert.True(t, comm.PropsOf(c).Checked, "checked mode")
+		assert.Positive(t, comm.PropsOf(c).Timeout, "a collective bound")
+		assert.Len(t, comm.PropsOf(c).WorldRanks, c.Size(), "world ranks")
+		assert.NotNil(t, comm.PropsOf(c).Notify, "completion events")
+		assert.Nil(t, comm.PropsOf(c).Progress, "bytes that move without help")
 		_, ok := raw.(comm.InspectorForTest)
 		assert.True(t, ok, "the stall inspector")
 		_, ok = raw.(comm.CollectivesForTest)
@@ -39,9 +39,9 @@ func TestBackendCapabilities(t *testing.T) {
 		if !virtual {
 			_, ok = raw.(comm.StampComparerForTest)
 			assert.True(t, ok, "the stamp comparer")
-			assert.NotNil(t, comm.LenderOf(c), "lent bytes")
+			assert.NotNil(t, comm.PropsOf(c).Lender, "lent bytes")
 		}
-		assert.NotNil(t, comm.VectoredOf(c), "vectored I/O")
+		assert.NotNil(t, comm.PropsOf(c).Vectored, "vectored I/O")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -81,7 +81,7 @@ func (cfg CheckConfig) filled() CheckConfig {
 
 // backendBounds reports whether raw's own bound is the one that applies.
 func (cfg CheckConfig) backendBounds(raw Comm) bool {
-	b := TimeoutOf(raw)
+	b := timeoutOf(raw)
 	return b > 0 && (cfg.Timeout <= 0 || cfg.Timeout >= b)
 }
 
@@ -227,7 +227,7 @@ func (c *checked) Split(ctx context.Context, color, key int) (Comm, error) {
 	if err = c.end(ctx, tctx, cancel, id, flight.KindSplit, 0, err); err != nil {
 		return nil, err
 	}
-	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && TimeoutOf(child) > 0, stamper: stamperOf(child)}, nil
+	return &checked{raw: child, cfg: c.cfg, bounded: c.bounded && timeoutOf(child) > 0, stamper: stamperOf(child)}, nil
 }
 
 func (c *checked) Barrier(ctx context.Context) error {

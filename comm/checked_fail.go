@@ -24,7 +24,7 @@ func (c *checked) desync(ctx context.Context, s [stampLen]int64) error {
 	if err := c.raw.AllgatherInt64s(ctx, c.gbuf, &c.gather); err != nil {
 		return fmt.Errorf("%w on group %q (gathering stamps: %v)", ErrDesync, c.raw.Name(), err)
 	}
-	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank(), WorldRanks: WorldRanksOf(c.raw)}
+	de := &DesyncError{Group: c.raw.Name(), Self: c.raw.Rank(), WorldRanks: worldRanksOf(c.raw)}
 	paths := make([]flight.Path, c.raw.Size())
 	for r := range c.raw.Size() {
 		v := c.gather.Of(r)
@@ -93,9 +93,9 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 		te.Peers = bte.Peers
 	}
 	if te.WorldRanks == nil {
-		te.WorldRanks = WorldRanksOf(c.raw)
+		te.WorldRanks = worldRanksOf(c.raw)
 	}
-	ins, ok := Unwrap(c.raw).(inspector)
+	ins, ok := unwrap(c.raw).(inspector)
 	if !ok {
 		if bte == nil {
 			for r := range c.raw.Size() {
@@ -140,7 +140,7 @@ func (c *checked) timeout(self Entry, bte *TimeoutError) *TimeoutError {
 func (c *checked) mismatch(e typed.MismatchError, self Entry) *typed.MismatchError {
 	e.Seq, e.Site, e.AnySite = self.Seq, self.Site, c.cfg.AnySite
 	if e.WorldRanks == nil {
-		e.WorldRanks = WorldRanksOf(c.raw)
+		e.WorldRanks = worldRanksOf(c.raw)
 	}
 	return &e
 }

@@ -43,11 +43,11 @@
 // collective failed as broken (every later collective fails fast).
 //
 // What comm does not hold: the flight recorder and its guard values are
-// package comm/flight (RecorderOf finds a checked communicator's); what
-// only backends share (a rank's name in an error, the point-to-point
+// package comm/flight (PropsOf(c).Recorder finds a checked communicator's);
+// what only backends share (a rank's name in an error, the point-to-point
 // argument check, the pure round of local and sim) is under
-// comm/internal; a backend's optional capabilities (a collective bound,
-// the stall inspector, completion events, lent or vectored buffers) are
-// asked for through the *Of functions (TimeoutOf, Unreachable, NotifyOf,
-// LenderOf, ...), which look through checked mode.
+// comm/internal; a backend's optional capabilities (its clock, a
+// collective bound, completion events, lent or vectored buffers) are
+// asked for through PropsOf, and its stall inspector through Unreachable,
+// both of which look through checked mode.
 package comm

@@ -149,7 +149,7 @@ type TimeoutError struct {
 	Peers   []PeerRecords // last operations of every rank, when known
 	Cause   error         // what the backend reported, when not the deadline itself
 	// Bound is the timeout that ran out, when the backend bounds its
-	// collectives itself (comm.TimeoutOf); 0 otherwise.
+	// collectives itself (PropsOf(c).Timeout); 0 otherwise.
 	Bound time.Duration
 	// WorldRanks maps each rank of Group to its rank in the world, when the
 	// backend knows it (nil otherwise), so the message can name processes.

@@ -6,10 +6,10 @@ package comm
 
 import "github.com/rankrun/rankrun/comm/flight"
 
-// RecorderOf returns the flight recorder behind c (checked mode), or nil:
+// recorderOf returns the flight recorder behind c (checked mode), or nil:
 // a rank resolves it once and records its guards on it (Recorder.Guards;
 // a no-op on nil).
-func RecorderOf(c Comm) *flight.Recorder {
+func recorderOf(c Comm) *flight.Recorder {
 	for c != nil {
 		if ch, ok := c.(*checked); ok {
 			return ch.cfg.Recorder

@@ -31,7 +31,7 @@ type groups struct {
 
 // whoIs names instance rank r as who names this rank.
 func (g *groups) whoIs(r int) string {
-	if w := comm.WorldRanksOf(g.inst); g.inst != nil && w != nil {
+	if w := comm.PropsOf(g.inst).WorldRanks; g.inst != nil && w != nil {
 		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, r, w[r])
 	}
 	return fmt.Sprintf("%s rank %d", g.role, r)
@@ -41,7 +41,7 @@ func (g *groups) whoIs(r int) string {
 // the instance, and its world rank (the process to look at), e.g. "gen
 // rank 1 (world rank 3)".
 func (g *groups) who() string {
-	w := comm.WorldRanksOf(g.inst)
+	w := comm.PropsOf(g.inst).WorldRanks
 	if g.inst != nil && w != nil {
 		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, g.rank, w[g.inst.Rank()])
 	}

@@ -106,7 +106,7 @@ func (l *loop) comms() []comm.Comm {
 
 // membersOf is c's members as world ranks (the identity for the world).
 func membersOf(c comm.Comm, worldSize int) []int {
-	if w := comm.WorldRanksOf(c); w != nil {
+	if w := comm.PropsOf(c).WorldRanks; w != nil {
 		return w
 	}
 	out := make([]int, c.Size())
@@ -196,7 +196,7 @@ func (l *loop) requestTimes(sessions []transceiver.SessionInfo) []diag.RequestTi
 }
 
 // worldRank is group rank r's world rank through worlds (a group's
-// comm.WorldRanksOf), or r where worlds does not cover it.
+// comm.PropsOf(c).WorldRanks), or r where worlds does not cover it.
 func worldRank(worlds []int, r int) int {
 	if r >= 0 && r < len(worlds) {
 		return worlds[r]

@@ -164,7 +164,7 @@ func (l *loop) lastDecisionText(what string) string {
 func recorderOf(g groups, world comm.Comm) *flight.Recorder {
 	for _, c := range []comm.Comm{g.exec, g.inst, world} {
 		if c != nil {
-			if r := comm.RecorderOf(c); r != nil {
+			if r := comm.PropsOf(c).Recorder; r != nil {
 				return r
 			}
 		}

@@ -256,7 +256,7 @@ func (l *loop) peerTimeout(peer int, what string, since time.Time) error {
 	te := &comm.TimeoutError{Group: l.g.exec.Name(), Self: l.g.exec.Rank(),
 		Waiting:    comm.Entry{Rank: l.g.exec.Rank(), Kind: flight.KindRecv, Site: "executor: " + what},
 		Bound:      l.peerBound,
-		WorldRanks: comm.WorldRanksOf(l.g.exec),
+		WorldRanks: comm.PropsOf(l.g.exec).WorldRanks,
 		Cause:      fmt.Errorf("%s waited %v", l.g.who(), clock.Since(l.clk, since).Round(time.Millisecond))}
 	if peer != comm.AnySource {
 		te.Missing = []int{peer}

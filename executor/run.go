@@ -36,7 +36,7 @@ func RunRank(ctx context.Context, world comm.Comm, cfg Config) (*Report, RankRep
 // it ended before it returns.
 func runRank(ctx context.Context, world comm.Comm, cfg Config, keep func(RankReport, error)) (*Report, error) {
 	if cfg.Clock == nil {
-		cfg.Clock = comm.ClockOf(world) // a simulated world's virtual clock
+		cfg.Clock = comm.PropsOf(world).Clock // a simulated world's virtual clock
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -188,7 +188,7 @@ func runLoop(ctx context.Context, world, ctl comm.Comm, g groups, cfg *Config, t
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(), peerBound: peerBound(world),
 		leader: g.exec.Rank() == 0, myDP: layout.Coord(g.rank).DP, stalled: map[request.ID]bool{}, progressAt: cfg.Clock.Now(),
 		ctlChan: ctlChan{ctlBuf: make([]byte, recBytes)}, idleState: idleState{tickBuf: make([]byte, 1), wakeBuf: make([]byte, 1)},
-		audit: comm.IsChecked(world), pending: func() bool { return false }}
+		audit: comm.PropsOf(world).Checked, pending: func() bool { return false }}
 	defer l.waiter.Stop()
 	l.rec = recorderOf(g, world)
 	l.rep = RankReport{WorldRank: world.Rank(), Role: g.role.String(), Rank: g.rank, Leader: l.leader, PoolBlocks: blocks}
@@ -299,7 +299,7 @@ func (l *loop) finish(ctx context.Context) error {
 // peerBound is the bound of a point-to-point wait on a peer: the world's
 // collective timeout when its backend bounds collectives, else the default.
 func peerBound(world comm.Comm) time.Duration {
-	if d := comm.TimeoutOf(world); d > 0 {
+	if d := comm.PropsOf(world).Timeout; d > 0 {
 		return d
 	}
 	return comm.DefaultCollectiveTimeout

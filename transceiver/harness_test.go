@@ -56,8 +56,8 @@ func (c *counting) Split(ctx context.Context, color, key int) (comm.Comm, error)
 	return &counting{Comm: child, n: c.n}, nil
 }
 
-// packing hides the backend's lending and vectored I/O (comm.LenderOf and
-// VectoredOf find capabilities that say no) and keeps its other
+// packing hides the backend's lending and vectored I/O (comm.PropsOf(c).Lender and
+// PropsOf find capabilities that say no) and keeps its other
 // capabilities reachable.
 type packing struct{ comm.Comm }
 
@@ -81,7 +81,7 @@ type vectoring struct{ comm.Comm }
 func (v vectoring) Unwrap() comm.Comm { return v.Comm }
 func (vectoring) LendsBytes() bool    { return false }
 func (vectoring) IsendParts([][]byte, int, int) (comm.Request, error) {
-	return nil, errors.New("vectoring: IsendParts reached the wrapper (VectoredOf should find the backend's)")
+	return nil, errors.New("vectoring: IsendParts reached the wrapper (PropsOf should find the backend's)")
 }
 func (vectoring) IrecvLoan(int, int) (comm.Loan, error) {
 	return nil, errors.New("vectoring: IrecvLoan called although LendsBytes is false")

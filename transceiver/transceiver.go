@@ -109,22 +109,22 @@ func New(cfg Config) (*Transceiver, error) {
 	t := &Transceiver{
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[request.ID]*session{}, pendingInfo: map[request.ID][]wire.Header{},
-		notify: comm.NotifyOf(cfg.World), ctlBuf: make([]byte, wire.HeaderSize), nextTag: dataTagLow,
+		notify: comm.PropsOf(cfg.World).Notify, ctlBuf: make([]byte, wire.HeaderSize), nextTag: dataTagLow,
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}
-	t.lender = comm.LenderOf(cfg.World)
+	t.lender = comm.PropsOf(cfg.World).Lender
 	if t.lender == nil {
-		t.vector = comm.VectoredOf(cfg.World)
+		t.vector = comm.PropsOf(cfg.World).Vectored
 	}
-	t.progress = comm.ProgressOf(cfg.World)
+	t.progress = comm.PropsOf(cfg.World).Progress
 	// In-process, every rank shares the machine's cores: the long loops
 	// over KV blocks yield between blocks so a rank woken by an event runs
 	// within microseconds, not after the scheduler's 10 ms preemption
 	// slice. Under a backend with its own clock (simulation) ranks run one
 	// at a time and wall-clock latency decides nothing: no yield.
 	t.yield = runtime.Gosched
-	if _, virtual := comm.Unwrap(cfg.World).(interface{ Clock() clock.Clock }); virtual {
+	if _, virtual := comm.PropsOf(cfg.World).Backend.(interface{ Clock() clock.Clock }); virtual {
 		t.yield = func() {}
 	}
 	if err := t.postControl(); err != nil {

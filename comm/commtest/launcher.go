@@ -20,7 +20,7 @@ type Options struct {
 	Checked bool // wrap each rank's communicator in checked mode
 	// Timeout is the collective timeout (0: the default): checked mode's,
 	// and the backend's own bound where the launcher can set it
-	// (backends with a collective bound (comm.TimeoutOf) bound unchecked collectives too).
+	// (backends with a collective bound (comm.PropsOf(c).Timeout) bound unchecked collectives too).
 	Timeout time.Duration
 }
 

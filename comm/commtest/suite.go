@@ -452,7 +452,7 @@ func p2pTruncated(n int) RankFunc {
 // took it). Backends without vectored I/O pass it trivially.
 func p2pParts(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		v := comm.VectoredOf(c)
+		v := comm.PropsOf(c).Vectored
 		if v == nil {
 			return nil
 		}
@@ -707,7 +707,7 @@ func expectDesync(c comm.Comm, err error, start time.Time, want ...string) error
 	if len(de.Entries) != c.Size() {
 		return errorf(c, "desync lists %d ranks, want %d", len(de.Entries), c.Size())
 	}
-	if d := clock.Since(comm.ClockOf(c), start); d > 5*time.Second {
+	if d := clock.Since(comm.PropsOf(c).Clock, start); d > 5*time.Second {
 		return errorf(c, "desync reported after %v", d)
 	}
 	for _, w := range want {
@@ -724,7 +724,7 @@ func expectDesync(c comm.Comm, err error, start time.Time, want ...string) error
 
 func desyncKinds(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		var err error
 		if c.Rank() == 0 {
 			err = c.Barrier(ctx) // the odd one out
@@ -738,7 +738,7 @@ func desyncKinds(n int) RankFunc {
 
 func desyncSites(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		out := []int64{0}
 		var err error
 		// Same kind, same shape, different line: MPI would pair these
@@ -758,7 +758,7 @@ func desyncSites(n int) RankFunc {
 
 func desyncCount(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		k := 1
 		if c.Rank() == n-1 {
 			k = 2
@@ -780,7 +780,7 @@ func sharedSite(ctx context.Context, c comm.Comm) error {
 
 func desyncBranches(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		var err error
 		// Same kind, shape and immediate call site; the branches that
 		// reach it differ. Stamping only the immediate caller would pair
@@ -804,8 +804,8 @@ func desyncBranches(n int) RankFunc {
 // recorded before an earlier collective are not carried into this one.
 func desyncGuards(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		start := comm.ClockOf(c).Now()
-		comm.RecorderOf(c).Guard("stale", 7) // kept with the barrier below, not the desync
+		start := comm.PropsOf(c).Clock.Now()
+		comm.PropsOf(c).Recorder.Guard("stale", 7) // kept with the barrier below, not the desync
 		if err := c.Barrier(ctx); err != nil {
 			return err
 		}
@@ -813,8 +813,8 @@ func desyncGuards(n int) RankFunc {
 		if c.Rank() == n-1 {
 			fits = 0
 		}
-		comm.RecorderOf(c).Guard("fits", fits)
-		comm.RecorderOf(c).GuardBool("busy", c.Rank() == 0)
+		comm.PropsOf(c).Recorder.Guard("fits", fits)
+		comm.PropsOf(c).Recorder.GuardBool("busy", c.Rank() == 0)
 		var err error
 		if fits == 1 {
 			var g comm.Gathered
@@ -851,7 +851,7 @@ func timeoutMissing(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
 		stalled := n - 1
 		if c.Rank() == stalled {
-			comm.RecorderOf(c).Guard("sessions", 1) // why it went to its receive instead
+			comm.PropsOf(c).Recorder.Guard("sessions", 1) // why it went to its receive instead
 			// The stall: this rank waits in rank-local work (a receive)
 			// until rank 0 has seen its timeout and releases it.
 			b := make([]byte, 1)
@@ -862,9 +862,9 @@ func timeoutMissing(n int) RankFunc {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		err := c.Barrier(ctx)
-		elapsed := clock.Since(comm.ClockOf(c), start)
+		elapsed := clock.Since(comm.PropsOf(c).Clock, start)
 		var verdict error
 		var te *comm.TimeoutError
 		switch {
@@ -919,7 +919,7 @@ func releaseStalled(ctx context.Context, c comm.Comm, stalled, tag int) error {
 const uncheckedTimeoutSlack = 3 * time.Second
 
 // uncheckedTimeoutMissing: a backend that bounds its collectives itself
-// (comm.TimeoutOf) bounds them in unchecked mode too. One rank stays in
+// (comm.PropsOf(c).Timeout) bounds them in unchecked mode too. One rank stays in
 // rank-local work; the others' allreduce fails within the slack of the
 // bound with a *comm.TimeoutError that names the missing rank and the
 // operation, and leaves the group broken. Not before the bound: the rank
@@ -927,11 +927,11 @@ const uncheckedTimeoutSlack = 3 * time.Second
 // entered after it hears of the timeout up to that lag early (a loaded
 // host made it 0.1 ms); what holds on any host is that some rank waited
 // its whole bound, which rank 0 checks from every waiting rank's word. Backends that do not
-// bound their collectives (comm.TimeoutOf(c) == 0) pass trivially: in
+// bound their collectives (comm.PropsOf(c).Timeout == 0) pass trivially: in
 // unchecked mode they wait for the caller's context.
 func uncheckedTimeoutMissing(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		bound := comm.TimeoutOf(c)
+		bound := comm.PropsOf(c).Timeout
 		if bound <= 0 {
 			return nil
 		}
@@ -945,10 +945,10 @@ func uncheckedTimeoutMissing(n int) RankFunc {
 			_, err = q.Wait(ctx)
 			return err
 		}
-		start := comm.ClockOf(c).Now()
+		start := comm.PropsOf(c).Clock.Now()
 		out := []int64{0}
 		err := c.AllreduceInt64(ctx, comm.Sum, []int64{1}, out)
-		elapsed := clock.Since(comm.ClockOf(c), start)
+		elapsed := clock.Since(comm.PropsOf(c).Clock, start)
 		var verdict error
 		var te *comm.TimeoutError
 		switch {
@@ -1041,12 +1041,12 @@ func p2pRecv(ctx context.Context, c comm.Comm, src, tag int) error {
 // Backends that do not bound their collectives pass trivially.
 func graceExtends(n int) RankFunc {
 	return func(ctx context.Context, c comm.Comm) error {
-		bound := comm.TimeoutOf(c)
+		bound := comm.PropsOf(c).Timeout
 		if bound <= 0 {
 			return nil
 		}
 		if c.Rank() == n-1 {
-			if err := clock.Sleep(ctx, comm.ClockOf(c), 2*bound); err != nil {
+			if err := clock.Sleep(ctx, comm.PropsOf(c).Clock, 2*bound); err != nil {
 				return err
 			}
 		}

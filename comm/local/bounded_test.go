@@ -97,7 +97,7 @@ func firstAndLastOfThree(t *testing.T, fn func(rank, next int) local.RankFunc) {
 // openRecv reports whether rank's flight recorder holds a receive not yet
 // ended.
 func openRecv(ctx context.Context, c comm.Comm, rank int) (bool, error) {
-	ins, ok := comm.Unwrap(c).(interface {
+	ins, ok := comm.PropsOf(c).Backend.(interface {
 		InspectPeers(context.Context) []comm.PeerRecords
 	})
 	if !ok {

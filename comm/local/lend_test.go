@@ -17,7 +17,7 @@ func lender(t *testing.T, c comm.Comm) comm.Lender {
 	if !ok || !l.LendsBytes() {
 		t.Fatalf("%T does not lend bytes", c)
 	}
-	if comm.VectoredOf(c) == nil { // the conformance case PointToPointParts needs it
+	if comm.PropsOf(c).Vectored == nil { // the conformance case PointToPointParts needs it
 		t.Fatalf("%T has no vectored I/O", c)
 	}
 	return l

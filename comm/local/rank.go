@@ -47,10 +47,10 @@ func newRankComm(w *world, g *group, rank int) *rankComm {
 	return &rankComm{w: w, g: g, rank: rank, waiter: w.cfg.Clock.NewWaiter()}
 }
 
-// CollectiveTimeout is what comm.TimeoutOf reads.
+// CollectiveTimeout is what comm.PropsOf(c).Timeout reads.
 func (c *rankComm) CollectiveTimeout() time.Duration { return c.w.cfg.Timeout }
 
-// Notify is what comm.NotifyOf returns: one channel per world rank, shared by
+// Notify is what comm.PropsOf(c).Notify returns: one channel per world rank, shared by
 // all of the rank's communicators.
 func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.WorldRank()] }
 
@@ -61,7 +61,7 @@ func (c *rankComm) Name() string { return c.g.name }
 // WorldRank returns the world rank of this rank.
 func (c *rankComm) WorldRank() int { return c.g.members[c.rank] }
 
-// WorldRanks is what comm.WorldRanksOf reads.
+// WorldRanks is what comm.PropsOf(c).WorldRanks reads.
 func (c *rankComm) WorldRanks() []int { return c.g.members }
 
 func (c *rankComm) Close() error {

@@ -115,7 +115,7 @@ type world struct {
 	n         int
 	cfg       Config
 	recorders []*flight.Recorder
-	notify    []chan struct{} // per world rank, see comm.NotifyOf
+	notify    []chan struct{} // per world rank, see comm.PropsOf(c).Notify
 	// returned is set, per world rank, once its rank function has
 	// returned: the stall inspector says so of a rank its peers wait for.
 	returned []atomic.Bool

@@ -28,7 +28,7 @@ type mpiComm struct {
 	name  string
 	world bool // MPI_COMM_WORLD: never freed
 
-	// timeout bounds each collective (comm.TimeoutOf), in every mode, and
+	// timeout bounds each collective (comm.PropsOf(c).Timeout), in every mode, and
 	// with boundWaits every point-to-point Wait (Config.BoundWaits).
 	timeout    time.Duration
 	boundWaits bool
@@ -114,7 +114,7 @@ func newComm(e *engine, h, ih C.MPI_Comm, name string, world bool, timeout time.
 	return c, nil
 }
 
-// WorldRanks is what comm.WorldRanksOf reads.
+// WorldRanks is what comm.PropsOf(c).WorldRanks reads.
 func (c *mpiComm) WorldRanks() []int { return c.worlds }
 
 func (c *mpiComm) Rank() int    { return c.rank }

@@ -50,7 +50,7 @@ type Config struct {
 	// Timeout bounds every collective, checked or not
 	// (comm.DefaultCollectiveTimeout when 0): past it the collective returns
 	// a *comm.TimeoutError naming the ranks that never arrived, and the
-	// communicator is broken (comm.TimeoutOf).
+	// communicator is broken (comm.PropsOf(c).Timeout).
 	Timeout time.Duration
 	// BoundWaits bounds every point-to-point Wait by Timeout too: a wait
 	// that no peer matches in time returns a *comm.WaitTimeoutError

@@ -127,10 +127,10 @@ func TestAvailable(t *testing.T) {
 // case PointToPointParts passes trivially on backends without it), in
 // checked mode too; it does not lend bytes.
 func TestVectoredIO(t *testing.T) {
-	if comm.VectoredOf(testWorld.Raw()) == nil || comm.VectoredOf(testWorld.Comm()) == nil {
+	if comm.PropsOf(testWorld.Raw()).Vectored == nil || comm.PropsOf(testWorld.Comm()).Vectored == nil {
 		t.Fatal("the MPI backend has no vectored I/O")
 	}
-	if comm.LenderOf(testWorld.Comm()) != nil {
+	if comm.PropsOf(testWorld.Comm()).Lender != nil {
 		t.Fatal("the MPI backend claims to lend bytes between processes")
 	}
 }
@@ -639,19 +639,19 @@ func TestMPICapabilities(t *testing.T) {
 	raw := testWorld.Raw()
 	checked := comm.NewChecked(raw, comm.CheckConfig{Timeout: time.Minute, Recorder: testWorld.Recorder()})
 	for _, c := range []comm.Comm{raw, checked} {
-		if comm.TimeoutOf(c) <= 0 {
+		if comm.PropsOf(c).Timeout <= 0 {
 			t.Errorf("%T: no collective bound", c)
 		}
-		if w := comm.WorldRanksOf(c); len(w) != c.Size() {
+		if w := comm.PropsOf(c).WorldRanks; len(w) != c.Size() {
 			t.Errorf("%T: world ranks %v for %d ranks", c, w, c.Size())
 		}
-		if comm.ProgressOf(c) == nil {
+		if comm.PropsOf(c).Progress == nil {
 			t.Errorf("%T: no progress to drive", c)
 		}
-		if comm.NotifyOf(c) != nil {
+		if comm.PropsOf(c).Notify != nil {
 			t.Errorf("%T: completion events, which MPI does not have", c)
 		}
-		if comm.VectoredOf(c) == nil {
+		if comm.PropsOf(c).Vectored == nil {
 			t.Errorf("%T: no vectored I/O", c)
 		}
 	}

@@ -382,7 +382,7 @@ func (r *request) pollCancelledLocked() bool {
 // finish arriving before it gives up and leaves the receive in flight.
 const cancelBound = 200 * time.Millisecond
 
-// Progress is what comm.ProgressOf returns: it tests every incomplete
+// Progress is what comm.PropsOf(c).Progress returns: it tests every incomplete
 // point-to-point request in flight, in C, for up to budget (each test
 // drives MPI's progress for all of them), and returns as soon as any of
 // them completes, whichever it is: the caller's next Test or Wait reports

@@ -44,13 +44,13 @@ func (c *rankComm) Size() int    { return len(c.g.members) }
 func (c *rankComm) Name() string { return c.g.name }
 func (c *rankComm) Close() error { c.closed = true; return nil }
 
-// WorldRanks is what comm.WorldRanksOf reads.
+// WorldRanks is what comm.PropsOf(c).WorldRanks reads.
 func (c *rankComm) WorldRanks() []int { return c.g.members }
 
-// Notify is what comm.NotifyOf returns: one channel per world rank.
+// Notify is what comm.PropsOf(c).Notify returns: one channel per world rank.
 func (c *rankComm) Notify() <-chan struct{} { return c.w.notify[c.g.members[c.rank]] }
 
-// CollectiveTimeout is what comm.TimeoutOf reads (virtual time).
+// CollectiveTimeout is what comm.PropsOf(c).Timeout reads (virtual time).
 func (c *rankComm) CollectiveTimeout() time.Duration { return c.w.cfg.Timeout }
 
 func (c *rankComm) usable(op string) error {
@@ -178,7 +178,7 @@ func (c *rankComm) Abort(code int, reason error) {
 	c.w.cancelWorld(fmt.Errorf("sim: rank %d aborted the world (code %d): %w", c.g.members[c.rank], code, reason))
 }
 
-// Clock is what comm.ClockOf reads: the rank's virtual clock.
+// Clock is what comm.PropsOf(c).Clock reads: the rank's virtual clock.
 func (c *rankComm) Clock() clock.Clock { return &rankClock{w: c.w, r: c.w.ranks[c.g.members[c.rank]]} }
 
 // Collective runs comm's typed collectives: one round, its result written

@@ -49,7 +49,7 @@ func has(r, it int) bool { return (r+it)%3 != 0 }
 // transfer waited its whole interval (seed 000's symptom).
 func program(ctx context.Context, c comm.Comm, iters int, clamp bool) (int64, error) {
 	n, r := c.Size(), c.Rank()
-	clk := comm.ClockOf(c)
+	clk := comm.PropsOf(c).Clock
 	right, left := (r+1)%n, (r+n-1)%n
 	var agreed int64
 	buf := make([]byte, 8)

@@ -11,7 +11,7 @@ import (
 )
 
 // Who names group rank r as an error should: "rank r", followed by its
-// world rank when worlds (the group's world ranks, comm.WorldRanksOf) maps
+// world rank when worlds (the group's world ranks, comm.PropsOf(c).WorldRanks) maps
 // it elsewhere, so a reader of an error on a sub-communicator knows which
 // process to look at: "rank 1 (world rank 3)".
 func Who(worlds []int, r int) string { return fmt.Sprintf("rank %d%s", r, WorldSuffix(worlds, r)) }
