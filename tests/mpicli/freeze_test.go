@@ -271,7 +271,7 @@ func checkFreezeStory(t *testing.T, dumps string, frozen int) {
 }
 
 // contKill wakes (SIGCONT) and kills (SIGKILL) each process, as the
-// script's cleanup did for a rank it had stopped.
+// shell test this replaced did for a rank it had stopped.
 func contKill(pids []int) {
 	for _, p := range pids {
 		_ = syscall.Kill(p, syscall.SIGCONT)

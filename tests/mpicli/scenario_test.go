@@ -131,7 +131,7 @@ var verdict = regexp.MustCompile(`^scenario: (PASS|FAIL) (\S+) \(.*?\) \((as wri
 // runScenario runs one case under mpirun at the rank count
 // rankrun scenario --print-run gives it. It passes when some rank printed
 // PASS, none printed FAIL, and, for an "expect ok" variant, the job exited
-// 0 (the rule of scripts/test-mpi-scenarios.sh, which this replaces). Stricter
+// 0 (the rule of the shell test this replaced). Stricter
 // than it: every verdict line names this file and this variant; an "expect
 // ok" variant that exited 0 has exactly one, from world rank 0 (no rank
 // failed, so no other rank judged); no rank process outlives the job.
@@ -157,7 +157,6 @@ func runScenario(t *testing.T, bin, dir, file string, replay bool) {
 	j := rankJob(t, dir, np, bin, append(args, file)...)
 	t.Logf("%.2f s, exit %d", time.Since(start).Seconds(), j.code)
 
-	variant := "as written"
 	var verdicts []string
 	for _, l := range strings.Split(j.stdout, "\n") {
 		if strings.HasPrefix(l, "scenario: ") {
@@ -175,15 +174,15 @@ func runScenario(t *testing.T, bin, dir, file string, replay bool) {
 		if replay {
 			assert.True(t, strings.HasPrefix(m[3], "with "), "the variant with the replay on: %s", l)
 		} else {
-			assert.Equal(t, variant, m[3], "the variant: %s", l)
+			assert.Equal(t, "as written", m[3], "the variant: %s", l)
 		}
 		if m[1] == "PASS" && pass == "" {
 			pass = l
 		}
 	}
 	require.NotEmpty(t, pass, "no PASS verdict line (exit %d)\n%v", j.code, j)
-	// The script read exit 124 and 137 as its own timeout's; runJob
-	// fails a hang itself, and these codes still fail.
+	// The shell test read exit 124 and 137 as its timeout's; runJob
+	// fails a hang itself, and these codes still fail, as there.
 	assert.NotContains(t, []int{124, 137}, j.code, "mpirun exited %d", j.code)
 	if strings.Contains(pass, "expect ok)") {
 		assert.Equal(t, 0, j.code, "an ok variant passed but the job exited %d", j.code)
@@ -204,10 +203,12 @@ func runScenario(t *testing.T, bin, dir, file string, replay bool) {
 func TestMpirunScenarios(t *testing.T) {
 	dir := t.TempDir()
 	bin := privateCopy(t, dir)
+	testdata, err := filepath.Abs(filepath.Join("..", "multirank", "testdata"))
+	require.NoError(t, err)
 	for _, c := range scenarioCases {
 		t.Run(c, func(t *testing.T) {
 			name, replay := strings.CutSuffix(c, "+replay")
-			runScenario(t, bin, dir, filepath.Join("..", "multirank", "testdata", name+".txt"), replay)
+			runScenario(t, bin, dir, filepath.Join(testdata, name+".txt"), replay)
 		})
 	}
 }
@@ -265,7 +266,7 @@ func TestMpirunExitFaultEndsTheJob(t *testing.T) {
 			assert.NotContains(t, []int{124, 137}, j.code, "mpirun exited %d", j.code)
 			assert.Less(t, wall, bound, "the job took %v, bound %v", wall, bound)
 			assert.Contains(t, j.stderr, "injected fault")
-			// The script took either name; both must be there.
+			// The shell test took either name; both must be there.
 			assert.Regexp(t, `gen rank 1 \(world rank 2\)`, j.stderr, "the failing rank by both its names")
 			var r report
 			decode(t, j.stdout, &r, j) // exactly one JSON document on stdout, of all ranks'
