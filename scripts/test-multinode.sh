@@ -39,8 +39,10 @@
 #  2. rankrun-mpi run --ctx tp=2 --gen tp=2 with CTX (world 0-1) on h1 and GEN
 #     (world 2-3) on h2: the report equals the in-process run of the same
 #     flags, and at least bytes_moved bytes went out of h1's eth0;
-#  3. scripts/test-mpi-scenarios.sh (every case and its kill tests) with this
-#     mpirun, ranks round-robin over the two hosts (--map-by node);
+#  3. tests/mpicli's TestMpirunScenarios and TestMpirunExitFaultEndsTheJob
+#     (every hand-written scenario case and the exit-fault tests; go test
+#     -tags mpirun, MPIRUN set to this mpirun), ranks round-robin over the
+#     two hosts (--map-by node);
 #  4. faults only a network has, with world ranks 0 and 3 on h1 and 1 and 2 on
 #     h2, so that the CTX and GEN groups span the link and every KV transfer
 #     crosses it, under MN_CUT_FLAGS (--checked --collective-timeout 5s):
@@ -401,20 +403,24 @@ fi
 
 # 3. The scenarios, through the same machinery as on one host.
 if part 3; then
-echo "test-multinode: scripts/test-mpi-scenarios.sh, ranks round-robin over h1 and h2"
+echo "test-multinode: tests/mpicli's scenarios and exit-fault tests, ranks round-robin over h1 and h2"
 t0=$(now_us)
 : >"$work/mpirun.log"
-# The hand-written cases; the generated attention-DP family (78 more, ~7
-# minutes over TCP on 2 cores) runs on one host in make test-mpi-scenarios
-# (MN_ADP=1 runs it here too).
-MPIRUN=$MN TMPDIR=$work/tmp MPI_ADP=${MN_ADP:-0} scripts/test-mpi-scenarios.sh | tee "$work/scenarios.out" ||
-	fail "scripts/test-mpi-scenarios.sh over two hosts failed"
-# Every case went through this mpirun (not the plain one, on one host).
-cases=$(sed -n 's/^test-mpi-scenarios: PASS (\([0-9]*\) cases)$/\1/p' "$work/scenarios.out")
-[ -n "$cases" ] && [ "$(wc -l <"$work/mpirun.log")" -eq "$cases" ] ||
+# The hand-written cases and the exit-fault tests; the generated
+# attention-DP family (TestMpirunScenariosADP, 78 more, ~7 minutes over TCP
+# on 2 cores) runs on one host in make test-mpi (MN_ADP=1 runs it here too).
+tests='TestMpirunScenarios|TestMpirunExitFaultEndsTheJob'
+[ "${MN_ADP:-0}" = 0 ] || tests="$tests|TestMpirunScenariosADP"
+MPIRUN=$MN TMPDIR=$work/tmp PATH="$($GO env GOROOT)/bin:$PATH" \
+	$GO test -tags mpirun -count=1 -timeout 40m -v -run "^($tests)\$" ./tests/mpicli | tee "$work/scenarios.out" ||
+	fail "tests/mpicli's scenarios over two hosts failed"
+# Every case (a subtest, one mpirun each) went through this mpirun (not the
+# plain one, on one host).
+cases=$(grep -cE "^ +--- PASS: ($tests)/" "$work/scenarios.out" || true)
+[ "$cases" -gt 0 ] && [ "$(wc -l <"$work/mpirun.log")" -eq "$cases" ] ||
 	fail "scenarios: $(wc -l <"$work/mpirun.log") runs went through the two-host mpirun, want one per case (${cases:-?})"
 assert_nothing_left "scenarios"
-timed "3. scenarios (test-mpi-scenarios.sh) over 2 hosts" "$t0"
+timed "3. scenarios (tests/mpicli) over 2 hosts" "$t0"
 fi
 
 # 4. Faults only a network has.
