@@ -241,7 +241,7 @@ func TestMpirunScenariosADP(t *testing.T) {
 
 // An exit fault on GEN rank 1 (world rank 2) of ctx tp=1 -> gen tp=2 ends
 // the whole mpirun job non-zero within KILL_BOUND seconds (30), naming
-// that rank, with world rank 0's one JSON report (issue 13) naming the
+// that rank, with world rank 0's one JSON report naming the
 // injected exit on world rank 2, and no rank process left behind; async,
 // and sync checked.
 func TestMpirunExitFaultEndsTheJob(t *testing.T) {
