@@ -27,12 +27,29 @@ type groups struct {
 	exec  comm.Comm
 	scope []comm.Comm
 	ep    *dispatcher // the EP group under attention-DP with ep (nil: none)
+	// world is the world rank of each instance rank (nil: the backend does
+	// not say), and name who() this rank is, both looked up once (the EP
+	// dispatch names its rank every step).
+	world []int
+	name  string
+}
+
+// named looks up the instance's world ranks and this rank's name, once
+// its instance is split.
+func (g *groups) named() {
+	if g.inst != nil {
+		g.world = comm.PropsOf(g.inst).WorldRanks
+	}
+	g.name = g.whoIs(g.rank)
 }
 
 // whoIs names instance rank r as who names this rank.
 func (g *groups) whoIs(r int) string {
-	if w := comm.PropsOf(g.inst).WorldRanks; g.inst != nil && w != nil {
-		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, r, w[r])
+	if g.world == nil && g.inst != nil {
+		g.world = comm.PropsOf(g.inst).WorldRanks
+	}
+	if g.world != nil {
+		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, r, g.world[r])
 	}
 	return fmt.Sprintf("%s rank %d", g.role, r)
 }
@@ -41,11 +58,10 @@ func (g *groups) whoIs(r int) string {
 // the instance, and its world rank (the process to look at), e.g. "gen
 // rank 1 (world rank 3)".
 func (g *groups) who() string {
-	w := comm.PropsOf(g.inst).WorldRanks
-	if g.inst != nil && w != nil {
-		return fmt.Sprintf("%s rank %d (world rank %d)", g.role, g.rank, w[g.inst.Rank()])
+	if g.name == "" {
+		g.named()
 	}
-	return fmt.Sprintf("%s rank %d", g.role, g.rank)
+	return g.name
 }
 
 func (g *groups) close() {

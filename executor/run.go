@@ -129,6 +129,7 @@ func newGroups(ctx context.Context, world comm.Comm, cfg *Config) (groups, error
 	if g.inst, err = world.Split(ctx, int(role), rank); err != nil {
 		return g, fmt.Errorf("executor: split the %s instance: %w", role, err)
 	}
+	g.named()
 	// The executor group: the whole instance under attention-DP, else the
 	// rank's DP replica (contiguous: its first rank names it).
 	first, size := 0, layout.Ranks()

@@ -8,6 +8,7 @@
 //
 // It sizes the KV pools from a model and its hardware and picks the
 // simulation's KV sample; Simulate runs a configuration in virtual time.
-// It does not print a report, handle signals, run under mpirun or know the
-// commands that use it.
+// It does not print a report, handle signals or know the commands that use
+// it; under mpirun it only resolves --backend auto to mpi (the run is the
+// caller's).
 package runspec

@@ -64,6 +64,9 @@ func (s *Spec) applyModel(c *executor.Config) error {
 			}
 			c.Routing = r
 		}
+		if s.Routing.Experts > 0 {
+			c.Routing = s.Routing
+		}
 		for _, side := range []struct {
 			name string
 			l    topology.Layout

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rankrun/rankrun/topology"
 )
 
 // Spec is the description of one run as a user gives it: flags on the
@@ -64,9 +66,13 @@ type Spec struct {
 	KVSample                     int
 
 	// HostMemory is the memory the in-process pools may use, in bytes
-	// (0: this host's). Pools that do not fit are refused, and the default
-	// sample under sim must fit half of it.
+	// (0: this host's; negative: no bound, for a description of a run that
+	// another host will run). Pools that do not fit are refused, and the
+	// default sample under sim must fit half of it.
 	HostMemory int64
+	// Routing is a synthetic MoE routing given in Go (a scenario's, which
+	// may group its experts); it stands for Experts when set.
+	Routing topology.Routing
 
 	// SampleNote is the report's note on the default sample (Config sets it).
 	SampleNote string

@@ -131,10 +131,13 @@ func (s *Spec) checkSize(backend string, c *executor.Config) error {
 const smallerPools = "(give smaller pools; with --model, --backend sim samples the KV heads to fit unless --kv-sample is given)"
 
 // hostMemory is the memory the run's in-process pools may use: HostMemory,
-// else this host's physical memory (0: unknown).
+// else this host's physical memory (0: unknown, no bound).
 func (s *Spec) hostMemory() int64 {
-	if s.HostMemory > 0 {
+	switch {
+	case s.HostMemory > 0:
 		return s.HostMemory
+	case s.HostMemory < 0:
+		return 0
 	}
 	return thisHost()
 }

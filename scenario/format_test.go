@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/executor"
 	"github.com/rankrun/rankrun/scenario"
+	"github.com/rankrun/rankrun/topology"
+	"github.com/rankrun/rankrun/transceiver"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -84,4 +88,37 @@ func TestTraceScenarioKeepsItsDeadline(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7*time.Second, sp.Timeout)
 	require.Contains(t, strings.Join(s.RunArgs(false), " "), "--timeout 7s")
+}
+
+// The run a scenario describes is the command line's, with the
+// scenario's own readings kept: a bound of 0 is the default (as the
+// executor reads a zero), the pools are checked against the simulation's
+// limits, not this host's memory (a scenario is a description that another
+// host may run), and a routing built in Go keeps its groups.
+func TestScenarioKeepsItsReadings(t *testing.T) {
+	s, err := scenario.Parse("x.txt", strings.NewReader("name: x\nctx: tp=1\ngen: tp=1\nexpect: ok\n"+
+		"sender-wait-slice: 0s  gen-poll-interval: 0s  transfer-timeout: 0s\nidle-tick: 0s  stall-timeout: 0s  collective-timeout: 0s\n"))
+	require.NoError(t, err)
+	cfg, err := s.Config(false)
+	require.NoError(t, err)
+	assert.Equal(t, transceiver.DefaultSenderWaitSlice, cfg.SenderWaitSlice)
+	assert.Equal(t, transceiver.DefaultGenPollInterval, cfg.GenPollInterval)
+	assert.Equal(t, transceiver.DefaultTransferTimeout, cfg.TransferTimeout)
+	assert.Equal(t, executor.DefaultIdleTick, cfg.IdleTick)
+	assert.Equal(t, executor.DefaultStallTimeout, cfg.StallTimeout)
+	sc, err := s.SimConfig()
+	require.NoError(t, err)
+	assert.Equal(t, comm.DefaultCollectiveTimeout, sc.Timeout)
+
+	// 60,000,000 blocks of 16 KiB a rank: 1.97 TB in all, more than any
+	// test host holds, under the 1 TiB a pool may take.
+	_, err = scenario.Parse("big.txt", strings.NewReader("name: big\nctx: tp=1\ngen: tp=1\nexpect: ok\nctx-blocks: 60000000\ngen-blocks: 60000000\n"))
+	require.NoError(t, err, "a scenario parses whatever this host's memory")
+
+	g := scenario.New("grouped")
+	g.Ctx, g.Gen = "tp=1", "tp=2,ep=2"
+	g.Routing = topology.Routing{Experts: 8, TopK: 2, Groups: 4, GroupsPerToken: 2}
+	cfg, err = g.Config(false)
+	require.NoError(t, err)
+	assert.Equal(t, g.Routing, cfg.Routing, "the routing's groups reach the run")
 }

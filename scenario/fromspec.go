@@ -19,7 +19,7 @@ func FromSpec(name string, f runspec.Spec, expects []string) (Scenario, error) {
 	}
 	s := New(name)
 	s.Ctx, s.Gen = cfg.Ctx.String(), cfg.Gen.String()
-	s.Model, s.Transfer = cfg.Model, cfg.Mode.String()
+	s.Model, s.Transfer, s.Routing = cfg.Model, cfg.Mode.String(), cfg.Routing
 	s.Requests, s.Input, s.Output, s.InputJitter = cfg.Workload.Requests, f.Input, f.Output, f.InputJitter
 	s.Arrival, s.Seed = cfg.Workload.Arrival.String(), f.Seed
 	s.PrefillPerToken, s.DecodePerStep = f.PrefillPerToken, f.DecodePerStep

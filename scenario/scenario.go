@@ -120,20 +120,33 @@ func (s *Scenario) Label() string {
 func (s *Scenario) Spec(withReplay bool) runspec.Spec {
 	sp := runspec.Default()
 	sp.Ctx, sp.Gen = s.Ctx, s.Gen
-	m := s.Model
-	sp.Layers, sp.KVHeads, sp.HeadDim, sp.TokensPerBlock, sp.ElemBytes = m.Layers, m.KVHeads, m.HeadDim, m.TokensPerBlock, m.ElemBytes
+	if m := s.Model; m != (topology.Model{}) { // a zero model: the default geometry, as the executor's
+		sp.Layers, sp.KVHeads, sp.HeadDim, sp.TokensPerBlock, sp.ElemBytes = m.Layers, m.KVHeads, m.HeadDim, m.TokensPerBlock, m.ElemBytes
+	}
 	sp.Input, sp.Output, sp.InputJitter, sp.Arrival, sp.Seed = s.Input, s.Output, s.InputJitter, s.Arrival, s.Seed
-	if s.Requests > 0 { // 0: a trace's whole window
+	if s.Requests > 0 || !strings.HasPrefix(s.Arrival, "trace=") { // a trace's 0: its whole window
 		sp.Requests = s.Requests
 		sp.Set["requests"] = true
 	}
 	sp.Transfer = s.Transfer
 	sp.PrefillPerToken, sp.DecodePerStep = s.PrefillPerToken, s.DecodePerStep
-	sp.CtxBlocks, sp.GenBlocks = s.CtxBlocks, s.GenBlocks
+	for _, b := range []struct{ to, from *int }{{&sp.CtxBlocks, &s.CtxBlocks}, {&sp.GenBlocks, &s.GenBlocks}} {
+		if *b.from != 0 { // 0: the default pool, as the executor's
+			*b.to = *b.from
+		}
+	}
 	sp.MaxBatch, sp.MaxTokens, sp.Chunked = s.MaxBatch, s.MaxTokens, s.Chunked
-	sp.SenderWaitSlice, sp.GenPollInterval, sp.TransferTimeout = s.SenderWaitSlice, s.GenPollInterval, s.TransferTimeout
-	sp.IdleTick, sp.StallTimeout, sp.CollectiveTimeout = s.IdleTick, s.StallTimeout, s.CollectiveTimeout
-	sp.Timeout = s.Timeout
+	// A bound of 0 is the default's (as the executor and the backends
+	// read a zero), a scenario's timeout of 0 the command line's default.
+	for _, d := range []struct {
+		to   *time.Duration
+		from time.Duration
+	}{{&sp.SenderWaitSlice, s.SenderWaitSlice}, {&sp.GenPollInterval, s.GenPollInterval}, {&sp.TransferTimeout, s.TransferTimeout},
+		{&sp.IdleTick, s.IdleTick}, {&sp.StallTimeout, s.StallTimeout}, {&sp.CollectiveTimeout, s.CollectiveTimeout}, {&sp.Timeout, s.Timeout}} {
+		if d.from != 0 {
+			*d.to = d.from
+		}
+	}
 	sp.Set["timeout"] = true // a scenario's deadline is its own, a trace's too
 	for _, r := range s.Replays {
 		sp.Replays = append(sp.Replays, string(r))
@@ -142,10 +155,11 @@ func (s *Scenario) Spec(withReplay bool) runspec.Spec {
 		sp.Replays = append(sp.Replays, string(s.ReplayUnderTest))
 	}
 	sp.Faults = append(sp.Faults, s.Faults...)
-	if s.Routing.Experts > 0 {
-		sp.Experts = s.Routing.ExpertsString()
-	}
-	sp.Backend = "local"
+	sp.Routing = s.Routing
+	// A scenario describes a run whatever host and backend run it: the
+	// world and pools are checked against the simulation's limit, not
+	// this host's memory (a run in-process or under mpirun meets its own).
+	sp.Backend, sp.HostMemory = "sim", -1
 	if s.Backend != "" {
 		sp.Backend = s.Backend
 	}
@@ -621,7 +635,7 @@ func Parse(name string, r io.Reader) (Scenario, error) {
 		// run is the key of the same name.
 		var se *runspec.Error
 		if errors.As(err, &se) && seen[se.Field] > 0 {
-			return s, bad(seen[se.Field], "%s: the run it describes is invalid: %s", se.Field, strings.TrimPrefix(err.Error(), "--"))
+			return s, bad(seen[se.Field], "the run it describes is invalid: %s", strings.TrimPrefix(err.Error(), "--"))
 		}
 		return s, bad(n, "the run it describes is invalid: %s", strings.TrimPrefix(err.Error(), "--"))
 	}

@@ -93,12 +93,11 @@ func TestParseErrors(t *testing.T) {
 		{"bound on error", "name: x\nctx: tp=1\ngen: tp=1\nexpect: error ErrStalled\nexpect: completed == 1\n", []string{"on a run expected to fail"}},
 		{"with-replay without replay", base + "expect-with-replay: ok\n", []string{"needs replay-under-test", "valid replays"}},
 		{"replay without with-replay", base + "replay-under-test: no-idle-reap\n", []string{"bad.txt:5", "needs expect-with-replay"}},
-		{"invalid run", base + "fault: exit@gen:3,req=1\n", []string{"bad.txt:5: fault: the run it describes is invalid", "rank 3 outside"}},
+		{"invalid run", base + "fault: exit@gen:3,req=1\n", []string{"bad.txt:5: the run it describes is invalid: fault exit@gen:3,req=1", "rank 3 outside"}},
 		// The run's rules are the command line's (runspec), each error at
 		// the line of the key it names.
-		{"chunked without a budget", base + "chunked: true\nrequests: 4\n", []string{"bad.txt:5: chunked:", "needs a token budget"}},
-		{"a poll bound of zero", "name: x\nctx: tp=1\nsender-wait-slice: 0s\ngen: tp=1\nexpect: ok\n", []string{"bad.txt:3: sender-wait-slice:", "must be positive"}},
-		{"arrivals past the span", base + "requests: 16\narrival: poisson=0.0000001\n", []string{"bad.txt:6: arrival:", "the rate must be at least"}},
+		{"chunked without a budget", base + "chunked: true\nrequests: 4\n", []string{"bad.txt:5: the run it describes is invalid: chunked", "needs a token budget"}},
+		{"arrivals past the span", base + "requests: 16\narrival: poisson=0.0000001\n", []string{"bad.txt:6: the run it describes is invalid: arrival poisson=1e-07", "the rate must be at least"}},
 		{"bad quote", base + "expect: message contains never\n", []string{"double-quoted"}},
 		{"pool past int32", base + "ctx-blocks: 4000000000\n", []string{"bad.txt:5", "ctx-blocks", "at most 2147483647"}},
 		{"trace with input", base + "arrival: trace=../traces/AzureLLMInferenceTrace_code.csv\ninput: 5\n", []string{"bad.txt:6", "input: a trace's lengths are its own"}},

@@ -106,25 +106,26 @@ func New(cfg Config) (*Transceiver, error) {
 	if bb := cfg.Pool.BlockBytes(); bb != shard.BlockBytes() {
 		return nil, fmt.Errorf("%w: Pool block size %d bytes, the %s rank %d shard needs %d", ErrConfig, bb, cfg.Role, cfg.Rank, shard.BlockBytes())
 	}
+	props := comm.PropsOf(cfg.World)
 	t := &Transceiver{
 		cfg: cfg, mapping: mp, shard: shard, nCtx: cfg.Ctx.Ranks(),
 		sessions: map[request.ID]*session{}, pendingInfo: map[request.ID][]wire.Header{},
-		notify: comm.PropsOf(cfg.World).Notify, ctlBuf: make([]byte, wire.HeaderSize), nextTag: dataTagLow,
+		notify: props.Notify, ctlBuf: make([]byte, wire.HeaderSize), nextTag: dataTagLow,
 		clk: cfg.Clock, waiter: cfg.Clock.NewWaiter(),
 		bufs: bufPool{limit: defaultBufLimit}, earlyCancel: map[request.ID]map[int]bool{}, finished: map[request.ID]bool{},
 	}
-	t.lender = comm.PropsOf(cfg.World).Lender
+	t.lender = props.Lender
 	if t.lender == nil {
-		t.vector = comm.PropsOf(cfg.World).Vectored
+		t.vector = props.Vectored
 	}
-	t.progress = comm.PropsOf(cfg.World).Progress
+	t.progress = props.Progress
 	// In-process, every rank shares the machine's cores: the long loops
 	// over KV blocks yield between blocks so a rank woken by an event runs
 	// within microseconds, not after the scheduler's 10 ms preemption
 	// slice. Under a backend with its own clock (simulation) ranks run one
 	// at a time and wall-clock latency decides nothing: no yield.
 	t.yield = runtime.Gosched
-	if _, virtual := comm.PropsOf(cfg.World).Backend.(interface{ Clock() clock.Clock }); virtual {
+	if _, virtual := props.Backend.(interface{ Clock() clock.Clock }); virtual {
 		t.yield = func() {}
 	}
 	if err := t.postControl(); err != nil {
