@@ -8,6 +8,7 @@ import (
 
 	"github.com/rankrun/rankrun/comm"
 	"github.com/rankrun/rankrun/executor"
+	"github.com/rankrun/rankrun/runspec"
 	"github.com/rankrun/rankrun/scenario"
 	"github.com/rankrun/rankrun/topology"
 	"github.com/rankrun/rankrun/transceiver"
@@ -121,4 +122,16 @@ func TestScenarioKeepsItsReadings(t *testing.T) {
 	cfg, err = g.Config(false)
 	require.NoError(t, err)
 	assert.Equal(t, g.Routing, cfg.Routing, "the routing's groups reach the run")
+}
+
+// A run given as flags becomes a scenario with its synthetic routing:
+// explore --experts E/K on a layout with ep.
+func TestFromSpecKeepsTheRouting(t *testing.T) {
+	sp, err := runspec.Parse([]string{"--ctx", "tp=1", "--gen", "tp=2,ep=2", "--experts", "8/2", "--requests", "4"})
+	require.NoError(t, err)
+	s, err := scenario.FromSpec("explore", sp, nil)
+	require.NoError(t, err)
+	assert.Equal(t, topology.Routing{Experts: 8, TopK: 2}, s.Routing)
+	_, err = s.Config(false)
+	require.NoError(t, err)
 }
